@@ -1,0 +1,46 @@
+# One command runs the main job (`make run`), one runs the tests (`make test`).
+# Both bootstrap .venv from the lock file on first use; only Python 3.11+ and make are needed.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PORT   ?= 8000
+DB     ?= firstwrite-local.db
+
+.PHONY: run test test-fast lint typecheck check bench lock clean
+
+$(STAMP): requirements/dev.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/dev.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+## run: start the local DynamoDB engine on 127.0.0.1:$(PORT) (database file $(DB))
+run: $(STAMP)
+	$(VENV)/bin/firstwrite engine serve --port $(PORT) --db $(DB)
+
+## test: lint, type-check, then the whole test suite (slow tests included)
+test: $(STAMP) lint typecheck
+	$(PY) -m pytest -n 2 --dist loadgroup
+
+## test-fast: the suite without tests marked slow
+test-fast: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+## bench: run every benchmark and rewrite BENCHMARKS.md
+bench: $(STAMP)
+	$(PY) -m bench
+
+## lock: re-resolve requirements/dev.lock (needs uv; run by a maintainer, not by CI)
+lock:
+	uv pip compile pyproject.toml requirements/dev.in --all-extras -o requirements/dev.lock --generate-hashes --python-version 3.11 --no-header
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

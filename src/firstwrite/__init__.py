@@ -1,0 +1,1 @@
+"""firstwrite: exactly-once request deduplication on DynamoDB conditional writes."""

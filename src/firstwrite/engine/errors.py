@@ -1,0 +1,123 @@
+"""DynamoDB errors: the type name, HTTP status, namespace and wire form of each.
+
+Every failure the engine reports is a :class:`DynamoDBError`. The HTTP server turns it into
+DynamoDB's JSON error body; the in-process clients turn it into the
+``botocore.exceptions.ClientError`` that boto3 would raise for the same body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_DYNAMODB = "com.amazonaws.dynamodb.v20120810#"
+_VALIDATE = "com.amazon.coral.validate#"
+_SERVICE = "com.amazon.coral.service#"
+_AVAILABILITY = "com.amazon.coral.availability#"
+
+# code -> (namespace, HTTP status, key of the message member in the body)
+_SHAPES: dict[str, tuple[str, int, str]] = {
+    "ValidationException": (_VALIDATE, 400, "message"),
+    "SerializationException": (_SERVICE, 400, "Message"),
+    "UnknownOperationException": (_SERVICE, 400, "message"),
+    "MissingAuthenticationTokenException": (_SERVICE, 400, "message"),
+    "IncompleteSignatureException": (_SERVICE, 400, "message"),
+    "InvalidSignatureException": (_SERVICE, 400, "message"),
+    "UnrecognizedClientException": (_SERVICE, 400, "message"),
+    "AccessDeniedException": (_SERVICE, 400, "message"),
+    "ThrottlingException": (_AVAILABILITY, 400, "message"),
+    "ConditionalCheckFailedException": (_DYNAMODB, 400, "message"),
+    "ResourceNotFoundException": (_DYNAMODB, 400, "message"),
+    "ResourceInUseException": (_DYNAMODB, 400, "message"),
+    "LimitExceededException": (_DYNAMODB, 400, "message"),
+    "ItemCollectionSizeLimitExceededException": (_DYNAMODB, 400, "message"),
+    "ProvisionedThroughputExceededException": (_DYNAMODB, 400, "message"),
+    "RequestLimitExceeded": (_DYNAMODB, 400, "message"),
+    "TransactionConflictException": (_DYNAMODB, 400, "message"),
+    "TransactionCanceledException": (_DYNAMODB, 400, "Message"),
+    "TransactionInProgressException": (_DYNAMODB, 400, "Message"),
+    "IdempotentParameterMismatchException": (_DYNAMODB, 400, "Message"),
+    "ExpiredIteratorException": (_DYNAMODB, 400, "message"),
+    "TrimmedDataAccessException": (_DYNAMODB, 400, "message"),
+    "ReplicatedWriteConflictException": (_DYNAMODB, 409, "message"),
+    "InternalServerError": (_DYNAMODB, 500, "message"),
+    "ServiceUnavailable": (_DYNAMODB, 503, "message"),
+}
+
+
+class DynamoDBError(Exception):
+    """An error DynamoDB would return: ``code`` is the part of ``__type`` after ``#``.
+
+    ``extra`` holds the modeled members that travel with some errors: ``Item`` on a failed
+    condition, ``CancellationReasons`` on a cancelled transaction, ``ThrottlingReasons``.
+    """
+
+    def __init__(self, code: str, message: str = "", **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    @property
+    def status(self) -> int:
+        return _SHAPES.get(self.code, (_DYNAMODB, 400, "message"))[1]
+
+    def wire_body(self) -> dict[str, Any]:
+        """The JSON body DynamoDB sends for this error (``__type``, message, members)."""
+        namespace, _status, message_key = _SHAPES.get(self.code, (_DYNAMODB, 400, "message"))
+        body: dict[str, Any] = {"__type": namespace + self.code}
+        if self.message or self.code != "UnknownOperationException":
+            body[message_key] = self.message
+        body.update(self.extra)
+        return body
+
+    def __repr__(self) -> str:
+        return f"DynamoDBError({self.code!r}, {self.message!r})"
+
+
+def validation(message: str) -> DynamoDBError:
+    return DynamoDBError("ValidationException", message)
+
+
+def invalid_parameters(detail: str) -> DynamoDBError:
+    """The common ``One or more parameter values were invalid: ...`` ValidationException."""
+    return validation("One or more parameter values were invalid: " + detail)
+
+
+def serialization(message: str) -> DynamoDBError:
+    return DynamoDBError("SerializationException", message)
+
+
+def resource_not_found(message: str = "Requested resource not found") -> DynamoDBError:
+    return DynamoDBError("ResourceNotFoundException", message)
+
+
+def conditional_check_failed(item: dict[str, Any] | None = None) -> DynamoDBError:
+    extra = {"Item": item} if item is not None else {}
+    return DynamoDBError(
+        "ConditionalCheckFailedException", "The conditional request failed", **extra
+    )
+
+
+def constraint_errors(errors: list[str]) -> DynamoDBError:
+    """AWS's ``N validation error(s) detected: a; b`` message for request-shape constraints."""
+    count = len(errors)
+    noun = "error" if count == 1 else "errors"
+    return validation(f"{count} validation {noun} detected: " + "; ".join(errors))
+
+
+def constraint(value: Any, member: str, rule: str) -> str:
+    """One entry of a :func:`constraint_errors` list, worded as AWS words it."""
+    return f"Value '{_java_str(value)}' at '{member}' failed to satisfy constraint: {rule}"
+
+
+def _java_str(value: Any) -> str:
+    # AWS prints request values with Java's toString: lists as [a, b], null as null.
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_java_str(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_java_str(v)}" for k, v in value.items()) + "}"
+    return str(value)

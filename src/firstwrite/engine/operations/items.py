@@ -1,0 +1,194 @@
+"""Single-item operations: PutItem, GetItem, UpdateItem, DeleteItem.
+
+Each write is one short transaction: look up the table, read the current item, evaluate the
+condition, write. Under SQLite's write lock that sequence is linearizable (see storage.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import consumed
+from ..errors import conditional_check_failed, validation
+from ..expressions import apply_update, evaluate, project
+from ..schema import item_key, key_schema, parse_key
+from ..storage import Reader, Writer
+from ..validation import (
+    CONSISTENT_READ,
+    EXPRESSION_MAPS,
+    RETURN_CONSUMED_CAPACITY,
+    RETURN_ITEM_COLLECTION_METRICS,
+    RETURN_VALUES_ON_CCF,
+    TABLE_NAME,
+    F,
+    check,
+)
+from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item
+from . import operation
+from ._common import compile_request, projected, return_values_put_delete
+from .tables import require_table
+
+if TYPE_CHECKING:
+    from ..api import Context
+
+RETURN_VALUES = F("ReturnValues", enum=("ALL_NEW", "UPDATED_OLD", "ALL_OLD", "NONE", "UPDATED_NEW"))
+_WRITE_COMMON = (
+    TABLE_NAME,
+    F("ConditionExpression", kind="str"),
+    RETURN_VALUES,
+    RETURN_CONSUMED_CAPACITY,
+    RETURN_ITEM_COLLECTION_METRICS,
+    RETURN_VALUES_ON_CCF,
+    F("ConditionalOperator", enum=("AND", "OR")),
+    *EXPRESSION_MAPS,
+)
+_PUT = (F("Item", kind="map", required=True), *_WRITE_COMMON)
+_DELETE = (F("Key", kind="map", required=True), *_WRITE_COMMON)
+_UPDATE = (F("Key", kind="map", required=True), F("UpdateExpression", kind="str"), *_WRITE_COMMON)
+_GET = (
+    TABLE_NAME,
+    F("Key", kind="map", required=True),
+    CONSISTENT_READ,
+    RETURN_CONSUMED_CAPACITY,
+    F("ProjectionExpression", kind="str"),
+    F("AttributesToGet", kind="list", min_len=1),
+    F("ExpressionAttributeNames", kind="map"),
+)
+
+ITEM_TOO_LARGE = "Item size has exceeded the maximum allowed size"
+UPDATE_TOO_LARGE = "Item size to update has exceeded the maximum allowed size"
+
+
+def failed_condition(params: Any, old: Item | None) -> Exception:
+    """ConditionalCheckFailedException, carrying the old item when ALL_OLD was asked for."""
+    wants_item = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+    return conditional_check_failed(old if wants_item and old is not None else None)
+
+
+@operation("PutItem")
+def put_item(ctx: Context) -> dict[str, Any]:
+    params = ctx.params
+    check(params, _PUT)
+    return_values = return_values_put_delete(params)
+    item = parse_item(params["Item"], wire=ctx.wire)
+    compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
+    size = item_size(item)
+    name = params["TableName"]
+
+    def write(w: Writer) -> tuple[Item | None, str]:
+        row = require_table(ctx, w, name)
+        pk, sk = item_key(key_schema(row), item)
+        if size > MAX_ITEM_SIZE:
+            raise validation(ITEM_TOO_LARGE)
+        old = w.get(row.id, pk, sk)
+        if compiled.condition is not None and not evaluate(compiled.condition, old):
+            raise failed_condition(params, old)
+        w.put(row.id, pk, sk, size, item)
+        if ctx.engine.change_hooks:
+            ctx.engine.emit_change(ctx, w, row, old, item)
+        return old, row.name
+
+    old, table = ctx.storage.write(write)
+    response: dict[str, Any] = {}
+    if return_values == "ALL_OLD" and old is not None:
+        response["Attributes"] = old
+    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
+        units = consumed.write_units(max(size, item_size(old)))
+        consumed.attach(response, params, table, units)
+    return response
+
+
+@operation("DeleteItem")
+def delete_item(ctx: Context) -> dict[str, Any]:
+    params = ctx.params
+    check(params, _DELETE)
+    return_values = return_values_put_delete(params)
+    compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
+    name = params["TableName"]
+
+    def write(w: Writer) -> tuple[Item | None, str]:
+        row = require_table(ctx, w, name)
+        _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
+        old = w.get(row.id, pk, sk)
+        if compiled.condition is not None and not evaluate(compiled.condition, old):
+            raise failed_condition(params, old)
+        if old is not None:
+            w.delete(row.id, pk, sk)
+            if ctx.engine.change_hooks:
+                ctx.engine.emit_change(ctx, w, row, old, None)
+        return old, row.name
+
+    old, table = ctx.storage.write(write)
+    response: dict[str, Any] = {}
+    if return_values == "ALL_OLD" and old is not None:
+        response["Attributes"] = old
+    return consumed.attach(response, params, table, consumed.write_units(item_size(old)))
+
+
+@operation("UpdateItem")
+def update_item(ctx: Context) -> dict[str, Any]:
+    params = ctx.params
+    check(params, _UPDATE)
+    return_values = params.get("ReturnValues") or "NONE"
+    compiled = compile_request(
+        params, wire=ctx.wire, kinds=("UpdateExpression", "ConditionExpression")
+    )
+    name = params["TableName"]
+
+    def write(w: Writer) -> tuple[Item | None, Item, str]:
+        row = require_table(ctx, w, name)
+        schema = key_schema(row)
+        key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
+        old = w.get(row.id, pk, sk)
+        if compiled.condition is not None and not evaluate(compiled.condition, old):
+            raise failed_condition(params, old)
+        base = old if old is not None else dict(key)
+        new = (
+            apply_update(compiled.update, base, key_names=schema.names)
+            if compiled.update
+            else dict(base)
+        )
+        size = item_size(new)
+        if size > MAX_ITEM_SIZE:
+            raise validation(UPDATE_TOO_LARGE)
+        w.put(row.id, pk, sk, size, new)
+        if ctx.engine.change_hooks:
+            ctx.engine.emit_change(ctx, w, row, old, new)
+        return old, new, row.name
+
+    old, new, table = ctx.storage.write(write)
+    response: dict[str, Any] = {}
+    attributes: Item | None = None
+    if return_values == "ALL_OLD":
+        attributes = old
+    elif return_values == "ALL_NEW":
+        attributes = new
+    elif return_values in ("UPDATED_OLD", "UPDATED_NEW") and compiled.update is not None:
+        source = old if return_values == "UPDATED_OLD" else new
+        if source is not None:
+            attributes = project(source, compiled.update.paths)
+    if attributes:
+        response["Attributes"] = attributes
+    units = consumed.write_units(max(item_size(old), item_size(new)))
+    return consumed.attach(response, params, table, units)
+
+
+@operation("GetItem")
+def get_item(ctx: Context) -> dict[str, Any]:
+    params = ctx.params
+    check(params, _GET)
+    compiled = compile_request(params, wire=ctx.wire, kinds=("ProjectionExpression",))
+    name = params["TableName"]
+    consistent = bool(params.get("ConsistentRead", False))
+
+    def read(r: Reader) -> tuple[Item | None, str]:
+        row = require_table(ctx, r, name)
+        _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
+        return r.get(row.id, pk, sk), row.name
+
+    item, table = ctx.storage.snapshot(read)
+    response: dict[str, Any] = {}
+    if item is not None:
+        response["Item"] = projected(item, compiled)
+    units = consumed.read_units(item_size(item), consistent=consistent)
+    return consumed.attach(response, params, table, units)

@@ -1,0 +1,122 @@
+"""A table's key schema, and turning items and Key parameters into storage keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import invalid_parameters, validation
+from .keys import encode_key_value
+from .storage import TableRow
+from .values import AttributeValue, Item, parse_value, value_type
+
+MAX_HASH_KEY_BYTES = 2048
+MAX_RANGE_KEY_BYTES = 1024
+_KEY_MISMATCH = "The provided key element does not match the schema"
+
+
+@dataclass(frozen=True)
+class KeySchema:
+    hash_name: str
+    hash_type: str
+    range_name: str | None = None
+    range_type: str | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        if self.range_name is None:
+            return frozenset((self.hash_name,))
+        return frozenset((self.hash_name, self.range_name))
+
+
+_SCHEMAS: dict[tuple[int, int], KeySchema] = {}
+
+
+def key_schema(row: TableRow) -> KeySchema:
+    """The table's key schema (cached per table id and definition version)."""
+    cache_key = (row.id, row.version)
+    schema = _SCHEMAS.get(cache_key)
+    if schema is None:
+        definition = row.definition
+        types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
+        hash_name = range_name = None
+        for element in definition["KeySchema"]:
+            if element["KeyType"] == "HASH":
+                hash_name = element["AttributeName"]
+            else:
+                range_name = element["AttributeName"]
+        assert hash_name is not None
+        schema = KeySchema(
+            hash_name, types[hash_name], range_name, types[range_name] if range_name else None
+        )
+        _SCHEMAS[cache_key] = schema
+    return schema
+
+
+def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
+    kind = value_type(value)
+    raw = value[kind]
+    if kind in ("S", "B") and len(raw) == 0:
+        raise validation(
+            "One or more parameter values are not valid. The AttributeValue for a key attribute "
+            f"cannot contain an empty string value. Key: {name}"
+        )
+    encoded = encode_key_value(value)
+    size = len(raw.encode("utf-8")) if kind == "S" else len(raw) if kind == "B" else len(encoded)
+    if is_hash and size > MAX_HASH_KEY_BYTES:
+        raise invalid_parameters("Size of hashkey has exceeded the maximum size limit of2048 bytes")
+    if not is_hash and size > MAX_RANGE_KEY_BYTES:
+        raise invalid_parameters(
+            "Aggregated size of all range keys has exceeded the size limit of 1024 bytes"
+        )
+    return encoded
+
+
+def item_key(schema: KeySchema, item: Item) -> tuple[bytes, bytes]:
+    """Storage key of an item being written (PutItem): the key attributes must be present."""
+    hash_value = item.get(schema.hash_name)
+    if hash_value is None:
+        raise invalid_parameters(f"Missing the key {schema.hash_name} in the item")
+    if value_type(hash_value) != schema.hash_type:
+        raise invalid_parameters(
+            f"Type mismatch for key {schema.hash_name} expected: {schema.hash_type} "
+            f"actual: {value_type(hash_value)}"
+        )
+    sk = b""
+    if schema.range_name is not None:
+        range_value = item.get(schema.range_name)
+        if range_value is None:
+            raise invalid_parameters(f"Missing the key {schema.range_name} in the item")
+        if value_type(range_value) != schema.range_type:
+            raise invalid_parameters(
+                f"Type mismatch for key {schema.range_name} expected: {schema.range_type} "
+                f"actual: {value_type(range_value)}"
+            )
+        sk = _encoded(schema.range_name, range_value, is_hash=False)
+    return _encoded(schema.hash_name, hash_value, is_hash=True), sk
+
+
+def parse_key(schema: KeySchema, key: Any, *, wire: bool) -> tuple[Item, bytes, bytes]:
+    """Validate a ``Key`` parameter (GetItem, UpdateItem, ...): exactly the key attributes."""
+    if not isinstance(key, dict):
+        raise validation(_KEY_MISMATCH)
+    parsed = {name: parse_value(value, wire=wire) for name, value in key.items()}
+    if parsed.keys() != schema.names:
+        raise validation(_KEY_MISMATCH)
+    if value_type(parsed[schema.hash_name]) != schema.hash_type:
+        raise validation(_KEY_MISMATCH)
+    if schema.range_name is not None and value_type(parsed[schema.range_name]) != schema.range_type:
+        raise validation(_KEY_MISMATCH)
+    pk = _encoded(schema.hash_name, parsed[schema.hash_name], is_hash=True)
+    sk = b""
+    if schema.range_name is not None:
+        sk = _encoded(schema.range_name, parsed[schema.range_name], is_hash=False)
+    return parsed, pk, sk
+
+
+def key_of(schema: KeySchema, item: Item) -> Item:
+    """The key attributes of a stored item (LastEvaluatedKey, stream Keys)."""
+    key = {schema.hash_name: item[schema.hash_name]}
+    if schema.range_name is not None:
+        key[schema.range_name] = item[schema.range_name]
+    return key

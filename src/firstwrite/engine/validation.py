@@ -1,0 +1,174 @@
+"""Request-shape validation, declared as tables and checked by one generic function.
+
+Like DynamoDB's front end, it first rejects JSON of the wrong type (SerializationException), then
+collects every constraint that fails into one ``N validation errors detected: ...`` message with
+AWS's member paths (``tableName``, ``keySchema.1.member.keyType``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import constraint, constraint_errors, serialization
+
+TABLE_NAME_PATTERN = "[a-zA-Z0-9_.-]+"
+
+
+@dataclass(frozen=True)
+class F:
+    """One request member: JSON kind and AWS constraints."""
+
+    name: str
+    kind: str = "str"  # str | int | bool | list | map | struct | any
+    required: bool = False
+    min_len: int | None = None
+    max_len: int | None = None
+    enum: tuple[str, ...] | None = None
+    pattern: str | None = None
+    min: int | None = None
+    max: int | None = None
+    members: tuple[F, ...] = ()  # struct members, or the element struct of a list
+    element: str | None = None  # element kind for lists of scalars
+    _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    def regex(self) -> re.Pattern[str] | None:
+        if self.pattern is None:
+            return None
+        return _compiled(self.pattern)
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    regex = _PATTERNS.get(pattern)
+    if regex is None:
+        regex = _PATTERNS[pattern] = re.compile(pattern + r"\Z")
+    return regex
+
+
+def _camel(name: str) -> str:
+    return name[:1].lower() + name[1:]
+
+
+_KINDS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "str": (str, "String"),
+    "int": (int, "Long"),
+    "bool": (bool, "Boolean"),
+    "list": (list, "List"),
+    "map": (dict, "Map"),
+    "struct": (dict, "Structure"),
+}
+
+
+def _kind_name(value: Any) -> str:
+    if value is None:
+        return "NULL_VALUE"
+    if isinstance(value, bool):
+        return "TRUE_VALUE" if value else "FALSE_VALUE"
+    if isinstance(value, (int, float)):
+        return "NUMBER_VALUE"
+    if isinstance(value, dict):
+        return "START_OBJECT"
+    if isinstance(value, list):
+        return "START_ARRAY"
+    return "VALUE_STRING"
+
+
+def _check_type(value: Any, kind: str) -> None:
+    if kind == "any" or value is None:
+        return
+    expected, label = _KINDS[kind]
+    ok = isinstance(value, expected)
+    if kind == "int" and isinstance(value, bool):
+        ok = False
+    if kind == "int" and isinstance(value, float) and value.is_integer():
+        ok = True
+    if not ok:
+        raise serialization(f"{_kind_name(value)} cannot be converted to {label}")
+
+
+def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
+    if value is None:
+        if spec.required:
+            errors.append(constraint(None, path, "Member must not be null"))
+        return
+    _check_type(value, spec.kind)
+    if spec.kind in ("str", "list", "map"):
+        length = len(value)
+        if spec.min_len is not None and length < spec.min_len:
+            errors.append(
+                constraint(
+                    value, path, f"Member must have length greater than or equal to {spec.min_len}"
+                )
+            )
+        if spec.max_len is not None and length > spec.max_len:
+            errors.append(
+                constraint(
+                    value, path, f"Member must have length less than or equal to {spec.max_len}"
+                )
+            )
+    if spec.kind == "str":
+        regex = spec.regex()
+        if regex is not None and not regex.match(value):
+            errors.append(
+                constraint(
+                    value, path, f"Member must satisfy regular expression pattern: {spec.pattern}"
+                )
+            )
+        if spec.enum is not None and value not in spec.enum:
+            errors.append(
+                constraint(
+                    value, path, f"Member must satisfy enum value set: [{', '.join(spec.enum)}]"
+                )
+            )
+    elif spec.kind == "int":
+        if spec.min is not None and value < spec.min:
+            errors.append(
+                constraint(
+                    value, path, f"Member must have value greater than or equal to {spec.min}"
+                )
+            )
+        if spec.max is not None and value > spec.max:
+            errors.append(
+                constraint(value, path, f"Member must have value less than or equal to {spec.max}")
+            )
+    elif spec.kind == "struct":
+        _check_members(value, spec.members, path + ".", errors)
+    elif spec.kind == "list":
+        for index, element in enumerate(value, start=1):
+            if spec.members:
+                _check_type(element, "struct")
+                _check_members(element, spec.members, f"{path}.{index}.member.", errors)
+            elif spec.element is not None:
+                _check_type(element, spec.element)
+
+
+def _check_members(
+    value: Mapping[str, Any], members: tuple[F, ...], prefix: str, errors: list[str]
+) -> None:
+    for member in members:
+        _check(value.get(member.name), member, prefix + _camel(member.name), errors)
+
+
+def check(params: Mapping[str, Any], members: tuple[F, ...]) -> None:
+    """Validate ``params`` against ``members``; raise DynamoDB's error for the first problem kind."""
+    errors: list[str] = []
+    _check_members(params, members, "", errors)
+    if errors:
+        raise constraint_errors(errors)
+
+
+# Members shared by many operations.
+TABLE_NAME = F("TableName", required=True, min_len=3, max_len=255, pattern=TABLE_NAME_PATTERN)
+RETURN_CONSUMED_CAPACITY = F("ReturnConsumedCapacity", enum=("INDEXES", "TOTAL", "NONE"))
+RETURN_ITEM_COLLECTION_METRICS = F("ReturnItemCollectionMetrics", enum=("SIZE", "NONE"))
+RETURN_VALUES_ON_CCF = F("ReturnValuesOnConditionCheckFailure", enum=("ALL_OLD", "NONE"))
+EXPRESSION_MAPS = (
+    F("ExpressionAttributeNames", kind="map"),
+    F("ExpressionAttributeValues", kind="map"),
+)
+CONSISTENT_READ = F("ConsistentRead", kind="bool")

@@ -1,0 +1,358 @@
+"""AttributeValues: validation, DynamoDB number semantics, sizes, ordering and equality.
+
+The engine holds every item in boto3's low-level shape, one type tag per value:
+``{"S": str}``, ``{"N": str}`` (always normalised), ``{"B": bytes}``, ``{"SS": [str]}``,
+``{"NS": [str]}``, ``{"BS": [bytes]}``, ``{"M": {name: value}}``, ``{"L": [value]}``,
+``{"NULL": True}``, ``{"BOOL": bool}``.
+
+Requests come in two dialects. From JSON (the HTTP server, the boto3 binding) binary values are
+base64 text (``wire=True``); from the direct client they are ``bytes``, or ``str`` that boto3
+would encode as UTF-8. :func:`parse_value` accepts either and returns the engine's shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from decimal import Context, Decimal, Inexact, InvalidOperation
+from typing import Any
+
+from .errors import invalid_parameters, serialization, validation
+
+AttributeValue = dict[str, Any]
+Item = dict[str, AttributeValue]
+
+TYPES = frozenset({"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"})
+SCALAR_TYPES = frozenset({"S", "N", "B"})
+SET_TYPES = frozenset({"SS", "NS", "BS"})
+
+MAX_ITEM_SIZE = 409_600
+MAX_NESTING = 32
+MAX_SIGNIFICANT_DIGITS = 38
+MAX_EXPONENT = 125  # 9.99..E+125 is the largest magnitude
+MIN_EXPONENT = -130  # 1E-130 is the smallest non-zero magnitude
+
+# Names DynamoDB uses for types inside "operand type: X" messages.
+TYPE_WORDS = {
+    "S": "STRING",
+    "N": "NUMBER",
+    "B": "BINARY",
+    "SS": "STRING_SET",
+    "NS": "NUMBER_SET",
+    "BS": "BINARY_SET",
+    "M": "MAP",
+    "L": "LIST",
+    "NULL": "NULL",
+    "BOOL": "BOOLEAN",
+}
+
+_NUMBER_SYNTAX = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+_EXACT = Context(prec=MAX_SIGNIFICANT_DIGITS, traps=[Inexact, InvalidOperation])
+_WIDE = Context(prec=MAX_SIGNIFICANT_DIGITS + 4)
+
+_EMPTY_VALUE = (
+    "Supplied AttributeValue is empty, must contain exactly one of the supported datatypes"
+)
+_MANY_TYPES = (
+    "Supplied AttributeValue has more than one datatypes set, "
+    "must contain exactly one of the supported datatypes"
+)
+_NOT_NUMERIC = "The parameter cannot be converted to a numeric value"
+_OVERFLOW = (
+    "Number overflow. Attempting to store a number with magnitude larger than supported range"
+)
+_UNDERFLOW = (
+    "Number underflow. Attempting to store a number with magnitude smaller than supported range"
+)
+_TOO_PRECISE = "Attempting to store more than 38 significant digits in a Number"
+_EMPTY_SET = {
+    "SS": "One or more parameter values were invalid: An string set  may not be empty",
+    "NS": "One or more parameter values were invalid: An number set  may not be empty",
+    "BS": "One or more parameter values were invalid: Binary sets should not be empty",
+}
+
+
+# --- numbers -------------------------------------------------------------------------------
+
+
+def parse_number(text: Any) -> Decimal:
+    """Validate a number as DynamoDB does and return its exact value."""
+    if not isinstance(text, str):
+        raise serialization(f"{_json_kind(text)} cannot be converted to String")
+    if not _NUMBER_SYNTAX.match(text):
+        raise validation(_NOT_NUMERIC)
+    value = Decimal(text)
+    _check_magnitude(value)
+    return value
+
+
+def _check_magnitude(value: Decimal) -> None:
+    if not value:
+        return
+    _sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    # Significant digits: strip zeros at both ends of the coefficient.
+    stripped = len(digits)
+    lead = 0
+    while lead < stripped and digits[lead] == 0:
+        lead += 1
+    trail = 0
+    while trail < stripped - lead and digits[stripped - 1 - trail] == 0:
+        trail += 1
+    significant = stripped - lead - trail
+    if significant > MAX_SIGNIFICANT_DIGITS:
+        raise validation(_TOO_PRECISE)
+    adjusted = value.adjusted()
+    if adjusted > MAX_EXPONENT:
+        raise validation(_OVERFLOW)
+    if adjusted < MIN_EXPONENT:
+        raise validation(_UNDERFLOW)
+
+
+def format_number(value: Decimal) -> str:
+    """DynamoDB's canonical output: plain decimal, no exponent, no redundant zeros."""
+    if not value:
+        return "0"
+    text = format(value.normalize(_WIDE), "f")
+    return text
+
+
+def normalize_number(text: Any) -> str:
+    return format_number(parse_number(text))
+
+
+def number_arithmetic(left: str, right: str, *, subtract: bool = False) -> str:
+    """``left + right`` (or ``-``) with DynamoDB's precision limits on the result."""
+    a, b = Decimal(left), Decimal(right)
+    try:
+        result = _EXACT.subtract(a, b) if subtract else _EXACT.add(a, b)
+    except (Inexact, InvalidOperation):
+        # DynamoDB reports results needing more than 38 digits with the overflow text.
+        raise validation(_OVERFLOW) from None
+    _check_magnitude(result)
+    return format_number(result)
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "NULL_VALUE"
+    if isinstance(value, bool):
+        return "TRUE_VALUE" if value else "FALSE_VALUE"
+    if isinstance(value, (int, float)):
+        return "NUMBER_VALUE"
+    if isinstance(value, dict):
+        return "START_OBJECT"
+    if isinstance(value, list):
+        return "START_ARRAY"
+    return "VALUE_STRING"
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise serialization(f"{_json_kind(value)} cannot be converted to String")
+    return value
+
+
+def _binary(value: Any, wire: bool) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)) and not wire:
+        return bytes(value)
+    if isinstance(value, str):
+        if not wire:
+            return value.encode("utf-8")
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise serialization("Base64 encoded binary data must be valid base64 text") from None
+    raise serialization(f"{_json_kind(value)} cannot be converted to Blob")
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        if isinstance(value, tuple):
+            return list(value)
+        raise serialization(f"{_json_kind(value)} cannot be converted to List")
+    return value
+
+
+def _duplicates_message(shown: list[str], kind: str) -> str:
+    if kind == "BS":
+        return invalid_parameters(
+            f"Input collection {'[' + ', '.join(shown) + ']'}of type BS contains duplicates."
+        ).message
+    return invalid_parameters(f"Input collection [{', '.join(shown)}] contains duplicates.").message
+
+
+def parse_value(value: Any, *, wire: bool = False, depth: int = 1) -> AttributeValue:
+    """Validate one AttributeValue and return it in the engine's shape."""
+    if not isinstance(value, dict):
+        raise serialization(f"{_json_kind(value)} cannot be converted to AttributeValue")
+    if len(value) != 1:
+        present = [k for k in value if k in TYPES and value[k] is not None]
+        if not present:
+            raise validation(_EMPTY_VALUE)
+        if len(present) > 1:
+            raise validation(_MANY_TYPES)
+        kind = present[0]
+    else:
+        kind = next(iter(value))
+        if kind not in TYPES or value[kind] is None:
+            raise validation(_EMPTY_VALUE)
+    raw = value[kind]
+    if kind == "S":
+        return {"S": _string(raw)}
+    if kind == "N":
+        return {"N": normalize_number(raw)}
+    if kind == "B":
+        return {"B": _binary(raw, wire)}
+    if kind == "BOOL":
+        if not isinstance(raw, bool):
+            raise serialization(f"{_json_kind(raw)} cannot be converted to Boolean")
+        return {"BOOL": raw}
+    if kind == "NULL":
+        if not isinstance(raw, bool):
+            raise serialization(f"{_json_kind(raw)} cannot be converted to Boolean")
+        if not raw:
+            raise invalid_parameters("Null attribute value types must have the value of true")
+        return {"NULL": True}
+    if kind in SET_TYPES:
+        return {kind: _parse_set(kind, _list(raw), wire)}
+    if depth > MAX_NESTING:
+        raise invalid_parameters("Nesting Levels have exceeded supported limits")
+    if kind == "L":
+        return {"L": [parse_value(v, wire=wire, depth=depth + 1) for v in _list(raw)]}
+    # kind == "M"
+    if not isinstance(raw, dict):
+        raise serialization(f"{_json_kind(raw)} cannot be converted to Map")
+    return {"M": {_string(k): parse_value(v, wire=wire, depth=depth + 1) for k, v in raw.items()}}
+
+
+def _parse_set(kind: str, raw: list[Any], wire: bool) -> list[Any]:
+    if not raw:
+        raise validation(_EMPTY_SET[kind])
+    elements: list[Any]
+    if kind == "SS":
+        elements = [_string(v) for v in raw]
+        shown = elements
+    elif kind == "NS":
+        elements = [normalize_number(v) for v in raw]
+        shown = [str(v) for v in raw]
+    else:
+        elements = [_binary(v, wire) for v in raw]
+        shown = [repr(v) for v in elements]
+    if len(set(elements)) != len(elements):
+        raise validation(_duplicates_message(shown, kind))
+    return elements
+
+
+def parse_item(item: Any, *, wire: bool = False) -> Item:
+    """Validate a whole item (a map of attribute name to AttributeValue)."""
+    if not isinstance(item, dict):
+        raise serialization(f"{_json_kind(item)} cannot be converted to Map")
+    out: Item = {}
+    for name, value in item.items():
+        if not isinstance(name, str):
+            raise serialization("Attribute names must be strings")
+        if not name:
+            raise invalid_parameters("Empty attribute name")
+        out[name] = parse_value(value, wire=wire)
+    return out
+
+
+# --- sizes ---------------------------------------------------------------------------------
+
+
+def _number_size(text: str) -> int:
+    value = Decimal(text)
+    if not value:
+        return 1
+    sign, digits, _exp = value.normalize(_WIDE).as_tuple()
+    count = len(digits)
+    adjusted = value.adjusted()
+    even_bonus = 1 if (count % 2 == 0 and adjusted % 2 == 0) else 0
+    return 1 + (count + 1) // 2 + even_bonus + (1 if sign else 0)
+
+
+def value_size(value: AttributeValue) -> int:
+    """Bytes one AttributeValue counts for toward the 400 KB limit and capacity units."""
+    ((kind, raw),) = value.items()
+    if kind == "S":
+        return len(raw.encode("utf-8"))
+    if kind == "B":
+        return len(raw)
+    if kind == "N":
+        return _number_size(raw)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(v.encode("utf-8")) for v in raw)
+    if kind == "NS":
+        return sum(_number_size(v) for v in raw)
+    if kind == "BS":
+        return sum(len(v) for v in raw)
+    if kind == "L":
+        return 3 + sum(1 + value_size(v) for v in raw)
+    return 3 + sum(1 + len(k.encode("utf-8")) + value_size(v) for k, v in raw.items())
+
+
+def item_size(item: Item | None) -> int:
+    if not item:
+        return 0
+    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+
+
+# --- ordering and equality -----------------------------------------------------------------
+
+
+def value_type(value: AttributeValue) -> str:
+    return next(iter(value))
+
+
+def compare(left: AttributeValue, right: AttributeValue) -> int | None:
+    """Order two scalars as DynamoDB does: -1, 0 or 1; ``None`` if not comparable.
+
+    Strings order by UTF-8 bytes, which is the same as code point order; binary by unsigned
+    bytes; numbers numerically.
+    """
+    ((lk, lv),) = left.items()
+    ((rk, rv),) = right.items()
+    if lk != rk or lk not in SCALAR_TYPES:
+        return None
+    if lk == "N":
+        lv, rv = Decimal(lv), Decimal(rv)
+    return (lv > rv) - (lv < rv)
+
+
+def equal(left: AttributeValue | None, right: AttributeValue | None) -> bool:
+    """Type and value equality; sets ignore order; numbers are already normalised."""
+    if left is None or right is None:
+        return False
+    ((lk, lv),) = left.items()
+    ((rk, rv),) = right.items()
+    if lk != rk:
+        return False
+    if lk in SET_TYPES:
+        return len(lv) == len(rv) and set(lv) == set(rv)
+    if lk == "L":
+        return len(lv) == len(rv) and all(equal(a, b) for a, b in zip(lv, rv, strict=True))
+    if lk == "M":
+        return lv.keys() == rv.keys() and all(equal(lv[k], rv[k]) for k in lv)
+    return bool(lv == rv)
+
+
+def describe(value: AttributeValue) -> str:
+    """AWS's rendering of a value inside messages, e.g. ``{N:5}``."""
+    ((kind, raw),) = value.items()
+    if kind in ("S", "N"):
+        return f"{{{kind}:{raw}}}"
+    return f"{{{kind}:{raw!r}}}"
+
+
+def to_wire(value: Any) -> Any:
+    """JSON ``default=`` hook: bytes (B and BS elements) become base64 text."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

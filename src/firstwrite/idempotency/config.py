@@ -1,0 +1,114 @@
+"""Configuration: one frozen object, safe defaults, ``ValueError`` for anything unsafe.
+
+The defaults are chosen for the bench target (never more DynamoDB calls than Powertools): no
+in-progress polling (a live duplicate costs one write and is answered "in progress" at once), no
+consumed-capacity reporting, no local cache. Each can be turned on explicitly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import ConfigurationError
+
+MAX_ITEM_SIZE = 400 * 1024  # DynamoDB's item limit, attribute names included
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")  # DynamoDB table-name rule
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded exponential backoff with full jitter for throttling and 5xx (never for failed
+    conditions): attempt ``n`` sleeps ``uniform(0, min(cap, base * 2**n))``."""
+
+    max_attempts: int = 4
+    base: float = 0.025
+    cap: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigurationError("retry.max_attempts must be >= 1 (1 = no retry)")
+        if not (self.base > 0 and self.cap >= self.base):
+            raise ConfigurationError("retry needs base > 0 and cap >= base")
+
+    @property
+    def ceiling(self) -> float:
+        """The longest total time this policy can spend sleeping."""
+        return sum(min(self.cap, self.base * 2**n) for n in range(self.max_attempts - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyConfig:
+    """Everything the layer needs to know; immutable, validated at construction.
+
+    Times are seconds. ``retention`` is how long a COMPLETED (or non-retryable FAILED) record
+    answers duplicates; it must cover ``client_retry_ceiling``, the longest time after a first
+    attempt that any client may still retry, or a retry could arrive after TTL removed the
+    record and run the side effect again.
+    """
+
+    table_name: str = "firstwrite-idempotency"
+    scope: str = ""
+    key_prefix: str = "IDEMPOTENCY"
+    partition_key: str = "pk"
+    sort_key: str | None = None
+    retention: float = 24 * 3600.0
+    client_retry_ceiling: float = 3600.0
+    lease: float = 60.0
+    in_progress_wait: float = 0.0
+    poll_interval: float = 0.02
+    hash_function: str = "sha256"
+    max_key_length: int = 250
+    payload_validation: bool = True
+    local_cache_size: int = 0
+    compress_threshold: int = 4096
+    compression_level: int = 6
+    max_item_size: int = MAX_ITEM_SIZE
+    region: str | None = None
+    return_consumed_capacity: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.table_name):
+            raise ConfigurationError(f"invalid DynamoDB table name {self.table_name!r}")
+        if not self.partition_key or self.partition_key == self.sort_key:
+            raise ConfigurationError("partition_key must be non-empty and differ from sort_key")
+        if "#" in self.key_prefix or not self.key_prefix:
+            raise ConfigurationError("key_prefix must be non-empty and must not contain '#'")
+        if self.lease <= 0:
+            raise ConfigurationError("lease must be > 0 seconds")
+        if self.retention < 1:
+            raise ConfigurationError("retention must be >= 1 second")
+        if self.retention < self.lease:
+            raise ConfigurationError("retention must be >= lease")
+        if self.client_retry_ceiling < 0:
+            raise ConfigurationError("client_retry_ceiling must be >= 0")
+        if self.retention < self.client_retry_ceiling:
+            # The TTL race: a retry arriving after the record's removal looks like a new key.
+            raise ConfigurationError(
+                f"retention ({self.retention}s) must cover client_retry_ceiling "
+                f"({self.client_retry_ceiling}s): a retry after the record expires would run "
+                "the side effect again"
+            )
+        if self.in_progress_wait < 0 or self.poll_interval <= 0:
+            raise ConfigurationError("in_progress_wait must be >= 0 and poll_interval > 0")
+        try:
+            hashlib.new(self.hash_function)
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(f"unknown hash function {self.hash_function!r}") from exc
+        if self.hash_function in ("md5", "sha1"):
+            raise ConfigurationError("md5 and sha1 are not collision resistant; use sha256")
+        if not 64 <= self.max_key_length <= 1024:
+            raise ConfigurationError("max_key_length must be within 64..1024")
+        if self.local_cache_size < 0:
+            raise ConfigurationError("local_cache_size must be >= 0")
+        if self.compress_threshold < 0 or not 0 <= self.compression_level <= 9:
+            raise ConfigurationError("compress_threshold >= 0 and compression_level 0..9")
+        if not 1024 <= self.max_item_size <= MAX_ITEM_SIZE:
+            raise ConfigurationError(f"max_item_size must be within 1024..{MAX_ITEM_SIZE}")
+
+    def with_(self, **changes: Any) -> IdempotencyConfig:
+        """A copy with ``changes`` applied (and validated)."""
+        return replace(self, **changes)

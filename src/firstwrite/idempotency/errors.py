@@ -1,0 +1,117 @@
+"""The idempotency layer's errors: one small, flat hierarchy under :class:`IdempotencyError`.
+
+Callers catch the class they can act on. DynamoDB errors that are not answers (validation,
+access, exhausted retries) are not wrapped: they surface as ``botocore`` ``ClientError`` so the
+caller sees exactly what DynamoDB said.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class IdempotencyError(Exception):
+    """Base class of every error raised by :mod:`firstwrite.idempotency`."""
+
+
+class ConfigurationError(IdempotencyError, ValueError):
+    """A configuration value is invalid (also a ``ValueError``, as style asks)."""
+
+
+class MissingKeyError(IdempotencyError, ValueError):
+    """No idempotency key could be derived where one is required (HTTP 400)."""
+
+
+class InProgressError(IdempotencyError):
+    """Another live claim holds the key (HTTP 409). ``retry_after`` is in seconds."""
+
+    def __init__(self, key: str, retry_after: float) -> None:
+        super().__init__(f"request {key!r} is already in progress; retry after {retry_after:.3f}s")
+        self.key = key
+        self.retry_after = retry_after
+
+
+class PayloadMismatchError(IdempotencyError):
+    """The key was used before with a different request fingerprint (HTTP 422)."""
+
+    def __init__(self, key: str, stored: str | None, given: str) -> None:
+        super().__init__(f"idempotency key {key!r} was already used with a different request")
+        self.key = key
+        self.stored_fingerprint = stored
+        self.fingerprint = given
+
+
+class LostClaimError(IdempotencyError):
+    """Our claim's fencing condition failed: the lease ran out and another worker took over
+    (or the record is gone). Nothing was written; the new owner's record is untouched."""
+
+    def __init__(self, key: str, owner: str, current_owner: str | None, status: str | None) -> None:
+        super().__init__(
+            f"lost the claim on {key!r}: now owned by {current_owner!r} (status {status!r}); "
+            "the outcome was not recorded"
+        )
+        self.key = key
+        self.owner = owner
+        self.current_owner = current_owner
+        self.status = status
+
+
+class ReplayedFailureError(IdempotencyError):
+    """A duplicate of a request that failed for good: the stored failure, replayed."""
+
+    def __init__(
+        self, key: str, error_type: str, message: str, data: Any = None
+    ) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.key = key
+        self.error_type = error_type
+        self.message = message
+        self.data = data
+
+
+class SerializationError(IdempotencyError):
+    """A result could not be serialised (or a stored one deserialised)."""
+
+
+class ResultTooLargeError(SerializationError):
+    """The result does not fit in a 400 KB DynamoDB item even compressed.
+
+    The way out: store the result in your business state and return a small pointer to it
+    (for example ``{"result_id": order.id}``) from the idempotent function.
+    """
+
+    def __init__(self, key: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"the result for {key!r} needs {size} bytes but a DynamoDB item holds at most {limit}; "
+            "return a pointer to the business state instead (e.g. {'result_id': ...}), see "
+            "docs/patterns.md#large-results"
+        )
+        self.key = key
+        self.size = size
+        self.limit = limit
+
+
+class BusinessConditionFailedError(IdempotencyError):
+    """Variant 3: one of the caller's own transaction items failed its condition.
+
+    The whole transaction was cancelled, so the claim was rolled back with it: nothing is
+    orphaned and the key stays free. ``reasons`` maps the caller's item index (0-based, in the
+    order given) to its DynamoDB cancellation reason dict.
+    """
+
+    def __init__(self, key: str, reasons: dict[int, dict[str, Any]]) -> None:
+        codes = ", ".join(f"#{i}: {r.get('Code')}" for i, r in sorted(reasons.items()))
+        super().__init__(f"business condition failed for {key!r} ({codes}); no claim was left")
+        self.key = key
+        self.reasons = reasons
+
+
+class TransactionConflictError(IdempotencyError):
+    """Variant 3: the transaction was cancelled for a reason that is neither a duplicate nor a
+    business condition (a conflicting transaction, throttling, validation). Safe to retry:
+    nothing was written."""
+
+    def __init__(self, key: str, reasons: list[dict[str, Any]]) -> None:
+        super().__init__(f"transaction for {key!r} cancelled: {[r.get('Code') for r in reasons]}")
+        self.key = key
+        self.reasons = reasons

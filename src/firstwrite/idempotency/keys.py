@@ -1,0 +1,169 @@
+"""Keys and fingerprints.
+
+* A record's key is ``<prefix>#<scope>#<key>``. The scope (tenant, principal, operation) keeps one
+  caller from ever reading another's stored result. ``%`` and ``#`` inside the parts are
+  percent-escaped so that scope ``"a#b"`` + key ``"c"`` and scope ``"a"`` + key ``"b#c"`` can never
+  collide (the starting design's plain join let them). Keys longer than ``max_key_length`` bytes
+  are replaced by their hash.
+* A fingerprint is the hash (SHA-256 by default) of the canonical JSON of the request: keys
+  sorted, no whitespace, UTF-8, integral floats written as integers (as RFC 8785 does, so ``1``
+  and ``1.0`` agree), NaN/Infinity refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from .errors import MissingKeyError, SerializationError
+
+Selector = str | Callable[[Any], Any]
+
+NO_FINGERPRINT = "-"  # stored when payload validation is off; matches any later request
+
+
+def normalise(value: Any) -> Any:
+    """Turn ``value`` into plain JSON types (dicts, lists, str, int, float, bool, None)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise SerializationError("NaN and Infinity have no JSON form")
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    if isinstance(value, Mapping):
+        return {str(k): normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [normalise(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((normalise(v) for v in value), key=_canonical_text)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: normalise(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    dump = getattr(value, "model_dump", None)  # pydantic v2, without importing pydantic
+    if callable(dump):
+        return normalise(dump(mode="json"))
+    if isinstance(value, decimal.Decimal):
+        return normalise(int(value)) if value == value.to_integral_value() else str(value)
+    if isinstance(value, enum.Enum):
+        return normalise(value.value)
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise SerializationError(f"cannot fingerprint a {type(value).__name__}")
+
+
+def _canonical_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON bytes of ``value`` (see the module docstring)."""
+    return _canonical_text(normalise(value)).encode("utf-8")
+
+
+def fingerprint(value: Any, hash_function: str = "sha256") -> str:
+    """Hex digest of the canonical JSON of ``value``."""
+    return hashlib.new(hash_function, canonical_json(value)).hexdigest()
+
+
+@lru_cache(maxsize=256)
+def _compiled(expression: str) -> Any:
+    import jmespath
+
+    return jmespath.compile(expression)
+
+
+def select(payload: Any, selector: Selector | None) -> Any:
+    """The part of ``payload`` that identifies the request: all of it, a JMESPath expression's
+    result, or a callable's return value."""
+    if selector is None:
+        return payload
+    if callable(selector):
+        return selector(payload)
+    return _compiled(selector).search(normalise(payload))
+
+
+def key_from(payload: Any, selector: Selector | None, hash_function: str = "sha256") -> str:
+    """An idempotency key derived from selected fields: their fingerprint.
+
+    Raises :class:`MissingKeyError` when the selection is empty (``None``, or a container of
+    nothing but ``None``): an empty key would make every request a duplicate of the first.
+    """
+    selected = select(payload, selector)
+    if _empty(selected):
+        raise MissingKeyError(f"no idempotency key in the request (selector {selector!r})")
+    if isinstance(selected, str):
+        return selected
+    return fingerprint(selected, hash_function)
+
+
+def _empty(value: Any) -> bool:
+    if value is None or value == "":
+        return True
+    if isinstance(value, Mapping):
+        return all(_empty(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_empty(v) for v in value)
+    return False
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace("#", "%23") if ("%" in part or "#" in part) else part
+
+
+class KeyBuilder:
+    """Builds the DynamoDB key of a record from a scope and a caller's key.
+
+    ``partition_key`` only: ``pk = <prefix>#<scope>#<key>``. With a ``sort_key``:
+    ``pk = <prefix>#<scope>``, ``sk = <key>`` (one partition per scope, e.g. per tenant, so a
+    tenant's records can be queried together; mind the per-partition throughput).
+    """
+
+    __slots__ = ("_hash", "_max", "_pk", "_prefix", "_scope", "_sk")
+
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        scope: str,
+        partition_key: str,
+        sort_key: str | None,
+        max_key_length: int,
+        hash_function: str,
+    ) -> None:
+        self._prefix = prefix
+        self._scope = scope
+        self._pk = partition_key
+        self._sk = sort_key
+        self._max = max_key_length
+        self._hash = hash_function
+
+    def record_id(self, key: str, scope: str | None = None) -> tuple[str, str | None]:
+        """``(partition value, sort value or None)`` for ``key`` in ``scope``."""
+        if not isinstance(key, str) or not key:
+            raise MissingKeyError("the idempotency key must be a non-empty string")
+        full_scope = "#".join(_escape(p) for p in (self._scope, scope) if p)
+        part = _escape(key)
+        if len(part.encode("utf-8")) > self._max:
+            part = f"{self._hash}:{hashlib.new(self._hash, key.encode('utf-8')).hexdigest()}"
+        if self._sk is None:
+            return f"{self._prefix}#{full_scope}#{part}", None
+        return f"{self._prefix}#{full_scope}", part
+
+    def key(self, key: str, scope: str | None = None) -> tuple[dict[str, dict[str, str]], str]:
+        """The DynamoDB ``Key`` dict and a printable record id (for errors, logs, metrics)."""
+        pk, sk = self.record_id(key, scope)
+        if sk is None:
+            return {self._pk: {"S": pk}}, pk
+        return {self._pk: {"S": pk}, self._sk: {"S": sk}}, f"{pk}|{sk}"

@@ -1,0 +1,184 @@
+"""Result serialisation: JSON types, dataclasses, pydantic models, raw bytes.
+
+Stored forms (the ``result`` attribute):
+
+* ``S``: the JSON text, readable in any console;
+* ``B`` with a one-byte tag: ``0x01`` zlib-compressed JSON, ``0x02`` raw bytes, ``0x03`` zlib-
+  compressed raw bytes. Compression is used above ``compress_threshold`` bytes and only when it
+  actually shrinks the value.
+
+Replaying into a type (a dataclass, a pydantic model, ``list[Model]``...) uses pydantic's
+``TypeAdapter`` when pydantic is installed, else a small dataclass builder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import json
+import typing
+import uuid
+import zlib
+from functools import lru_cache
+from typing import Any
+
+from .errors import SerializationError
+
+_ZJSON = 1
+_RAW = 2
+_ZRAW = 3
+
+_dumps = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=lambda o: _default(o)
+).encode
+
+
+def _default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    dump = getattr(value, "model_dump", None)  # pydantic v2
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def to_json(value: Any) -> str:
+    try:
+        return _dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"cannot store the result: {exc}") from exc
+
+
+def encode(value: Any, *, threshold: int = 4096, level: int = 6) -> dict[str, Any]:
+    """The DynamoDB AttributeValue that stores ``value``."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        if len(raw) > threshold:
+            packed = zlib.compress(raw, level)
+            if len(packed) < len(raw):
+                return {"B": bytes((_ZRAW,)) + packed}
+        return {"B": bytes((_RAW,)) + raw}
+    text = to_json(value)
+    if len(text) > threshold:  # characters <= bytes: a cheap first test
+        data = text.encode("utf-8")
+        packed = zlib.compress(data, level)
+        if len(packed) + 1 < len(data):
+            return {"B": bytes((_ZJSON,)) + packed}
+    return {"S": text}
+
+
+def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
+    """The value stored by :func:`encode`, rebuilt as ``result_type`` when one is given."""
+    if raw is None:
+        return None
+    try:
+        if isinstance(raw, str):
+            value: Any = json.loads(raw)
+        else:
+            tag, body = raw[0], raw[1:]
+            if tag == _RAW:
+                return bytes(body)
+            if tag == _ZRAW:
+                return zlib.decompress(body)
+            if tag != _ZJSON:
+                raise SerializationError(f"unknown stored result format {tag}")
+            value = json.loads(zlib.decompress(body))
+    except (ValueError, zlib.error, IndexError) as exc:
+        raise SerializationError(f"stored result is corrupt: {exc}") from exc
+    if result_type is None or result_type is Any:
+        return value
+    return rebuild(result_type, value)
+
+
+@lru_cache(maxsize=128)
+def _adapter(tp: Any) -> Any:
+    try:
+        from pydantic import TypeAdapter
+    except ImportError:  # pragma: no cover - pydantic is an optional extra
+        return None
+    return TypeAdapter(tp)
+
+
+def rebuild(tp: Any, value: Any) -> Any:
+    """Turn plain JSON ``value`` back into ``tp`` (dataclass, pydantic model, containers)."""
+    try:
+        adapter = _adapter(tp)
+    except TypeError:  # unhashable annotation
+        adapter = None
+    if adapter is not None:
+        return adapter.validate_python(value)
+    return _build(tp, value)  # pragma: no cover - exercised only without pydantic
+
+
+def _build(tp: Any, value: Any) -> Any:  # pragma: no cover - fallback without pydantic
+    if value is None:
+        return None
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        return tp(**{k: _build(hints.get(k, Any), v) for k, v in value.items()})
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (list, tuple, set, frozenset) and args:
+        return origin(_build(args[0], v) for v in value)
+    if origin is dict and len(args) == 2:
+        return {k: _build(args[1], v) for k, v in value.items()}
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        for arg in args:
+            if arg is not type(None):
+                return _build(arg, value)
+    return value
+
+
+def error_info(exc: BaseException | str, data: Any = None) -> str:
+    """The JSON stored in a FAILED record's ``error`` attribute."""
+    if isinstance(exc, BaseException):
+        info = {"type": type(exc).__name__, "message": str(exc)}
+    else:
+        info = {"type": "Error", "message": exc}
+    if data is not None:
+        info["data"] = data
+    return to_json(info)
+
+
+def read_error(text: str | None) -> tuple[str, str, Any]:
+    if not text:
+        return "Error", "", None
+    try:
+        info = json.loads(text)
+        return str(info.get("type", "Error")), str(info.get("message", "")), info.get("data")
+    except ValueError:
+        return "Error", text, None
+
+
+def value_size(value: dict[str, Any]) -> int:
+    """DynamoDB's size of one AttributeValue (numbers conservatively: 1 byte per digit + 1)."""
+    if "S" in value:
+        return len(value["S"].encode("utf-8"))
+    if "B" in value:
+        return len(value["B"])
+    if "N" in value:
+        return len(value["N"]) + 1
+    if "BOOL" in value or "NULL" in value:
+        return 1
+    if "M" in value:
+        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in value["M"].items())
+    if "L" in value:
+        return 3 + sum(value_size(v) + 1 for v in value["L"])
+    return sum(len(str(v)) for v in value.values())
+
+
+def item_size(item: dict[str, dict[str, Any]]) -> int:
+    """DynamoDB's size of an item: attribute-name UTF-8 bytes plus value sizes."""
+    return sum(len(k.encode("utf-8")) + value_size(v) for k, v in item.items())
