@@ -23,6 +23,7 @@ Durability = Literal["full", "normal"]
 # (ctx, writer, table, old item, new item): one item changed; None means absent.
 ChangeHook = Callable[["Context", Writer, TableRow, "Item | None", "Item | None"], None]
 # (ctx, writer, table, "create" | "update" | "delete", request params) -> the table row to use.
+Interceptor = Callable[["Context"], None]
 TableHook = Callable[["Context", Writer, TableRow, str, Mapping[str, Any]], TableRow]
 Service = Literal["dynamodb", "streams"]
 
@@ -82,6 +83,9 @@ class Engine:
         # replication): called inside the write transaction. Empty lists cost one check.
         self.change_hooks: list[ChangeHook] = []
         self.table_hooks: list[TableHook] = []
+        # Called before every operation (fault injection: throttling, latency, injected errors);
+        # may raise a DynamoDBError. Empty unless a test or the admin API switches faults on.
+        self.interceptors: list[Interceptor] = []
         self._closed = False
         self._lock = threading.Lock()
 
@@ -104,6 +108,9 @@ class Engine:
         elif not isinstance(request, Mapping):
             raise DynamoDBError("SerializationException", "Start of list found where not expected")
         ctx = Context(self, request, region or self.default_region, wire, operation)
+        if self.interceptors:
+            for intercept in self.interceptors:
+                intercept(ctx)
         return fn(ctx)
 
     def emit_change(

@@ -202,6 +202,9 @@ def parse_value(value: Any, *, wire: bool = False, depth: int = 1) -> AttributeV
         if kind not in TYPES or value[kind] is None:
             raise validation(_EMPTY_VALUE)
     raw = value[kind]
+    if depth > MAX_NESTING:
+        # The top-level attribute is level 1; a document path reaches at most 32 levels.
+        raise invalid_parameters("Nesting Levels have exceeded supported limits")
     if kind == "S":
         return {"S": _string(raw)}
     if kind == "N":
@@ -220,8 +223,6 @@ def parse_value(value: Any, *, wire: bool = False, depth: int = 1) -> AttributeV
         return {"NULL": True}
     if kind in SET_TYPES:
         return {kind: _parse_set(kind, _list(raw), wire)}
-    if depth > MAX_NESTING:
-        raise invalid_parameters("Nesting Levels have exceeded supported limits")
     if kind == "L":
         return {"L": [parse_value(v, wire=wire, depth=depth + 1) for v in _list(raw)]}
     # kind == "M"

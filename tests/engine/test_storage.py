@@ -1,0 +1,116 @@
+"""Storage: group commit, failure isolation within a batch, and cross-connection visibility."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from firstwrite.engine.errors import DynamoDBError
+from firstwrite.engine.storage import Storage, Writer
+
+
+def _table(storage: Storage) -> int:
+    return storage.write(lambda w: w.create_table("us-east-1", "tbl", {"KeySchema": []})).id
+
+
+@pytest.fixture(params=["file", "memory"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    path = str(tmp_path / "s.db") if request.param == "file" else None
+    store = Storage(path)
+    yield store
+    store.close()
+
+
+def test_concurrent_writers_all_commit_each_in_exactly_one_batch(storage: Storage) -> None:
+    table = _table(storage)
+    batch_sizes: list[int] = []
+    original = storage._run_batch
+
+    def spy(batch: list) -> None:  # type: ignore[type-arg]
+        batch_sizes.append(len(batch))
+        original(batch)
+
+    storage._run_batch = spy  # type: ignore[method-assign]
+
+    def worker(n: int) -> None:
+        for i in range(100):
+            key = f"{n}-{i}".encode()
+            storage.write(lambda w, key=key: w.put(table, key, b"", 1, {"pk": {"S": key.decode()}}))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    count, _ = storage.read(lambda r: r.table_stats(table))
+    assert count == 800
+    assert sum(batch_sizes) == 800  # every write ran in exactly one batch
+
+
+def test_a_dynamodb_error_fails_only_its_own_call(storage: Storage) -> None:
+    table = _table(storage)
+    results: dict[str, object] = {}
+    barrier = threading.Barrier(3)
+
+    def ok(w: Writer) -> str:
+        w.put(table, b"good", b"", 1, {"pk": {"S": "good"}})
+        return "ok"
+
+    def bad(w: Writer) -> str:
+        raise DynamoDBError("ConditionalCheckFailedException", "The conditional request failed")
+
+    def run(name: str, fn) -> None:  # type: ignore[no-untyped-def]
+        barrier.wait()
+        try:
+            results[name] = storage.write(fn)
+        except DynamoDBError as exc:
+            results[name] = exc.code
+
+    threads = [threading.Thread(target=run, args=(n, f)) for n, f in (("ok1", ok), ("bad", bad), ("ok2", ok))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {"ok1": "ok", "ok2": "ok", "bad": "ConditionalCheckFailedException"}
+    assert storage.read(lambda r: r.get(table, b"good")) == {"pk": {"S": "good"}}
+
+
+def test_an_unexpected_error_rolls_back_the_whole_batch(storage: Storage) -> None:
+    table = _table(storage)
+
+    def broken(w: Writer) -> None:
+        w.put(table, b"half", b"", 1, {"pk": {"S": "half"}})
+        raise KeyError("bug after a write")
+
+    with pytest.raises(DynamoDBError) as err:
+        storage.write(broken)
+    assert err.value.code == "InternalServerError"
+    assert storage.read(lambda r: r.get(table, b"half")) is None
+
+
+def test_a_second_storage_on_the_same_file_sees_committed_writes(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.db")
+    first, second = Storage(path), Storage(path)
+    try:
+        table = _table(first)
+        first.write(lambda w: w.put(table, b"k", b"", 1, {"pk": {"S": "k"}}))
+        assert second.read(lambda r: r.get(table, b"k")) == {"pk": {"S": "k"}}
+        assert second.read(lambda r: r.table("us-east-1", "tbl")) is not None
+    finally:
+        first.close()
+        second.close()
+
+
+def test_reopening_a_file_keeps_data_and_durability_full_works(tmp_path: Path) -> None:
+    path = str(tmp_path / "durable.db")
+    store = Storage(path, durability="full")
+    table = _table(store)
+    store.write(lambda w: w.put(table, b"k", b"", 1, {"pk": {"S": "k"}}))
+    store.close()
+    reopened = Storage(path)
+    try:
+        assert reopened.read(lambda r: r.get(table, b"k")) == {"pk": {"S": "k"}}
+    finally:
+        reopened.close()
