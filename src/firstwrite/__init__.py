@@ -1,1 +1,81 @@
-"""firstwrite: exactly-once request deduplication on DynamoDB conditional writes."""
+"""firstwrite: exactly-once request deduplication on DynamoDB conditional writes.
+
+The public API is the idempotency layer (:mod:`firstwrite.idempotency`), re-exported here.
+Names load lazily, so ``import firstwrite.engine`` does not pay for botocore.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .idempotency import (
+        UNSET,
+        AsyncIdempotency,
+        BusinessConditionFailedError,
+        CallCounter,
+        Claim,
+        ConfigurationError,
+        HomeRegionRouter,
+        Idempotency,
+        IdempotencyConfig,
+        IdempotencyError,
+        InProgressError,
+        LostClaimError,
+        MissingKeyError,
+        PayloadMismatchError,
+        Record,
+        Replay,
+        ReplayedFailureError,
+        ResultTooLargeError,
+        RetryPolicy,
+        RoutedIdempotency,
+        SerializationError,
+        Status,
+        TransactionConflictError,
+        TtlAudit,
+        idempotent,
+        idempotent_handler,
+    )
+
+__all__ = [
+    "UNSET",
+    "AsyncIdempotency",
+    "BusinessConditionFailedError",
+    "CallCounter",
+    "Claim",
+    "ConfigurationError",
+    "HomeRegionRouter",
+    "Idempotency",
+    "IdempotencyConfig",
+    "IdempotencyError",
+    "InProgressError",
+    "LostClaimError",
+    "MissingKeyError",
+    "PayloadMismatchError",
+    "Record",
+    "Replay",
+    "ReplayedFailureError",
+    "ResultTooLargeError",
+    "RetryPolicy",
+    "RoutedIdempotency",
+    "SerializationError",
+    "Status",
+    "TransactionConflictError",
+    "TtlAudit",
+    "idempotent",
+    "idempotent_handler",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".idempotency", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -28,7 +28,22 @@ def test_number_encoding_preserves_numeric_order(a: str, b: str) -> None:
 
 
 def test_number_encoding_examples_in_order() -> None:
-    ordered = ["-1e125", "-100", "-1.23", "-1.2", "-1", "-0.001", "0", "1e-130", "0.5", "1", "1.2", "1.23", "10", "9.9e125"]
+    ordered = [
+        "-1e125",
+        "-100",
+        "-1.23",
+        "-1.2",
+        "-1",
+        "-0.001",
+        "0",
+        "1e-130",
+        "0.5",
+        "1",
+        "1.2",
+        "1.23",
+        "10",
+        "9.9e125",
+    ]
     encoded = [encode_number(normalize_number(n)) for n in ordered]
     assert encoded == sorted(encoded)
     assert len(set(encoded)) == len(encoded)

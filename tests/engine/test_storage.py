@@ -68,7 +68,10 @@ def test_a_dynamodb_error_fails_only_its_own_call(storage: Storage) -> None:
         except DynamoDBError as exc:
             results[name] = exc.code
 
-    threads = [threading.Thread(target=run, args=(n, f)) for n, f in (("ok1", ok), ("bad", bad), ("ok2", ok))]
+    threads = [
+        threading.Thread(target=run, args=(n, f))
+        for n, f in (("ok1", ok), ("bad", bad), ("ok2", ok))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -114,3 +117,18 @@ def test_reopening_a_file_keeps_data_and_durability_full_works(tmp_path: Path) -
         assert reopened.read(lambda r: r.get(table, b"k")) == {"pk": {"S": "k"}}
     finally:
         reopened.close()
+
+
+def test_a_savepoint_undoes_writes_made_before_a_refusal(storage: Storage) -> None:
+    table = _table(storage)
+
+    def refuse_after_writing(w: Writer) -> None:
+        w.put(table, b"undone", b"", 1, {"pk": {"S": "undone"}})
+        raise DynamoDBError("ValidationException", "refused by a hook")
+
+    with pytest.raises(DynamoDBError, match="refused by a hook"):
+        storage.write(refuse_after_writing, savepoint=True)
+    assert storage.read(lambda r: r.get(table, b"undone")) is None
+    # The connection is still usable and later writes commit.
+    storage.write(lambda w: w.put(table, b"after", b"", 1, {"pk": {"S": "after"}}))
+    assert storage.read(lambda r: r.get(table, b"after")) is not None

@@ -43,8 +43,14 @@ def test_numbers_are_normalised_like_dynamodb(given: str, expected: str) -> None
     ("given", "message"),
     [
         ("1" * 39, "Attempting to store more than 38 significant digits in a Number"),
-        ("1E+126", "Number overflow. Attempting to store a number with magnitude larger than supported range"),
-        ("1E-131", "Number underflow. Attempting to store a number with magnitude smaller than supported range"),
+        (
+            "1E+126",
+            "Number overflow. Attempting to store a number with magnitude larger than supported range",
+        ),
+        (
+            "1E-131",
+            "Number underflow. Attempting to store a number with magnitude smaller than supported range",
+        ),
         ("NaN", "The parameter cannot be converted to a numeric value"),
         ("Infinity", "The parameter cannot be converted to a numeric value"),
         ("dog", "The parameter cannot be converted to a numeric value"),
@@ -74,17 +80,29 @@ def test_arithmetic_keeps_precision_limits() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ({}, "Supplied AttributeValue is empty, must contain exactly one of the supported datatypes"),
+        (
+            {},
+            "Supplied AttributeValue is empty, must contain exactly one of the supported datatypes",
+        ),
         (
             {"S": "a", "N": "1"},
             "Supplied AttributeValue has more than one datatypes set, must contain exactly one of the supported datatypes",
         ),
-        ({"NULL": False}, "One or more parameter values were invalid: Null attribute value types must have the value of true"),
+        (
+            {"NULL": False},
+            "One or more parameter values were invalid: Null attribute value types must have the value of true",
+        ),
         ({"SS": []}, "One or more parameter values were invalid: An string set  may not be empty"),
         ({"NS": []}, "One or more parameter values were invalid: An number set  may not be empty"),
         ({"BS": []}, "One or more parameter values were invalid: Binary sets should not be empty"),
-        ({"SS": ["a", "a"]}, "One or more parameter values were invalid: Input collection [a, a] contains duplicates."),
-        ({"L": [{"SS": []}]}, "One or more parameter values were invalid: An string set  may not be empty"),
+        (
+            {"SS": ["a", "a"]},
+            "One or more parameter values were invalid: Input collection [a, a] contains duplicates.",
+        ),
+        (
+            {"L": [{"SS": []}]},
+            "One or more parameter values were invalid: An string set  may not be empty",
+        ),
     ],
 )
 def test_invalid_attribute_values(value: dict[str, object], message: str) -> None:

@@ -11,13 +11,18 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import operations
 from .clock import Clock
 from .errors import DynamoDBError
+from .faults import FaultInjector
+from .regions import Replication
 from .storage import Storage, TableRow, Writer
 from .values import Item
+
+if TYPE_CHECKING:
+    from .ttl import TimeToLive, TTLConfig
 
 Durability = Literal["full", "normal"]
 # (ctx, writer, table, old item, new item): one item changed; None means absent.
@@ -26,6 +31,9 @@ ChangeHook = Callable[["Context", Writer, TableRow, "Item | None", "Item | None"
 Interceptor = Callable[["Context"], None]
 TableHook = Callable[["Context", Writer, TableRow, str, Mapping[str, Any]], TableRow]
 Service = Literal["dynamodb", "streams"]
+# (ctx, response or None, error or None): registered by an interceptor with Context.on_finish.
+FinishHook = Callable[["Context", "dict[str, Any] | None", "DynamoDBError | None"], None]
+_FINISH = "firstwrite.finish"
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_ACCOUNT = "000000000000"
@@ -53,6 +61,14 @@ class Context:
     def now(self) -> float:
         return self.engine.clock.now()
 
+    def on_finish(self, hook: FinishHook) -> None:
+        """Call ``hook(ctx, response, error)`` once this call has returned or failed.
+
+        For interceptors that act after the operation (capacity accounting, crash points):
+        the response is the operation's dict, before any adapter encodes it.
+        """
+        self.extras.setdefault(_FINISH, []).append(hook)
+
 
 class Engine:
     """A local DynamoDB on one SQLite file (or in memory when ``path`` is ``None``).
@@ -69,6 +85,8 @@ class Engine:
         clock: Clock | None = None,
         account_id: str = DEFAULT_ACCOUNT,
         region: str = DEFAULT_REGION,
+        enforce_throughput: bool = False,
+        ttl_config: TTLConfig | None = None,
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
@@ -86,8 +104,20 @@ class Engine:
         # Called before every operation (fault injection: throttling, latency, injected errors);
         # may raise a DynamoDBError. Empty unless a test or the admin API switches faults on.
         self.interceptors: list[Interceptor] = []
+        # Tags, streams and TTL ride on the hooks above: one dict lookup per write when off.
+        from . import streams, ttl
+        from .operations import tags
+
+        tags.install(self)
+        streams.install(self)
+        self.ttl: TimeToLive = ttl.TimeToLive(self, ttl_config)
         self._closed = False
         self._lock = threading.Lock()
+        # Fault injection (off until a fault is added; see faults.py) and global tables.
+        self.faults = FaultInjector(self, enforce_throughput=enforce_throughput)
+        self.replication = Replication(self)
+        self.replicas = self.replication  # the same object, by the name tests reach for
+        self.ttl.start()  # the background sweeper (engine.ttl.sweep_now() runs one at once)
 
     def execute(
         self,
@@ -111,6 +141,9 @@ class Engine:
         if self.interceptors:
             for intercept in self.interceptors:
                 intercept(ctx)
+            finish = ctx.extras.get(_FINISH)
+            if finish:
+                return _finished(fn, ctx, finish)
         return fn(ctx)
 
     def emit_change(
@@ -124,6 +157,8 @@ class Engine:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self.ttl.stop()
+                self.replication.close()
                 self.storage.close()
 
     def __enter__(self) -> Engine:
@@ -131,3 +166,15 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _finished(fn: operations.Operation, ctx: Context, hooks: list[FinishHook]) -> dict[str, Any]:
+    try:
+        response = fn(ctx)
+    except DynamoDBError as error:
+        for hook in hooks:
+            hook(ctx, None, error)
+        raise
+    for hook in hooks:
+        hook(ctx, response, None)
+    return response

@@ -107,7 +107,8 @@ def constraint_errors(errors: list[str]) -> DynamoDBError:
 
 def constraint(value: Any, member: str, rule: str) -> str:
     """One entry of a :func:`constraint_errors` list, worded as AWS words it."""
-    return f"Value '{_java_str(value)}' at '{member}' failed to satisfy constraint: {rule}"
+    shown = "null" if value is None else f"'{_java_str(value)}'"
+    return f"Value {shown} at '{member}' failed to satisfy constraint: {rule}"
 
 
 def _java_str(value: Any) -> str:

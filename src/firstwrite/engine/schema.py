@@ -29,12 +29,14 @@ class KeySchema:
         return frozenset((self.hash_name, self.range_name))
 
 
-_SCHEMAS: dict[tuple[int, int], KeySchema] = {}
+_SCHEMAS: dict[tuple[object, int, int], KeySchema] = {}
 
 
 def key_schema(row: TableRow) -> KeySchema:
     """The table's key schema (cached per table id and definition version)."""
-    cache_key = (row.id, row.version)
+    # TableId (a uuid per CreateTable) keeps engines on different files, whose storage ids
+    # collide, from sharing cache entries.
+    cache_key = (row.definition.get("TableId"), row.id, row.version)
     schema = _SCHEMAS.get(cache_key)
     if schema is None:
         definition = row.definition

@@ -12,9 +12,11 @@ Concurrency model
   leads its own batch of one, in its own thread, with no hand-off.
 * Reads use one connection per thread and see every committed write (WAL snapshots).
 * A write function must raise only *before* it changes anything (validate, evaluate conditions,
-  then write). A :class:`~firstwrite.engine.errors.DynamoDBError` from one function fails only
-  that call; any other exception rolls back the whole batch and fails every call in it, so an
-  acknowledgement always means committed.
+  then write), or ask for a savepoint (``write(fn, savepoint=True)``, used by the control plane,
+  whose hooks may refuse after the catalog row is written). A
+  :class:`~firstwrite.engine.errors.DynamoDBError` from one function fails only that call; any
+  other exception rolls back the whole batch and fails every call in it, so an acknowledgement
+  always means committed.
 """
 
 from __future__ import annotations
@@ -62,7 +64,58 @@ CREATE TABLE IF NOT EXISTS tokens (
     response     BLOB NOT NULL,
     PRIMARY KEY (region, token)
 ) WITHOUT ROWID;
+-- Expired tokens are purged on every transaction: keep that a range delete, not a scan.
+CREATE INDEX IF NOT EXISTS tokens_by_completion ON tokens (completed_at);
 """
+
+# TTL (engine/ttl.py): one row per item whose TTL attribute is a Number, kept in the item's own
+# write transaction, so the sweeper reads due items off an index instead of scanning tables.
+# ttl_backfill holds the scan cursor of a table whose TTL was just enabled (done in chunks).
+_TTL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ttl_expiry (
+    table_id INTEGER NOT NULL,
+    pk       BLOB NOT NULL,
+    sk       BLOB NOT NULL,
+    expires  REAL NOT NULL,
+    PRIMARY KEY (table_id, pk, sk)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ttl_expiry_due ON ttl_expiry (expires);
+CREATE TABLE IF NOT EXISTS ttl_backfill (
+    table_id  INTEGER PRIMARY KEY,
+    attribute TEXT NOT NULL,
+    after_pk  BLOB,
+    after_sk  BLOB
+);
+"""
+
+# DynamoDB Streams (engine/streams.py): one row per stream (one shard each), and the records.
+# AUTOINCREMENT makes record sequence numbers monotonic and never reused, across processes.
+_STREAMS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS streams (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    arn             TEXT NOT NULL UNIQUE,
+    region          TEXT NOT NULL,
+    table_name      TEXT NOT NULL,
+    label           TEXT NOT NULL,
+    view_type       TEXT NOT NULL,
+    shard_id        TEXT NOT NULL,
+    key_schema      TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    start_seq       INTEGER NOT NULL,
+    closed_at       REAL,
+    end_seq         INTEGER,
+    trimmed_through INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS stream_records (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream_id  INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    body       BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS stream_records_by_stream ON stream_records (stream_id, seq);
+CREATE INDEX IF NOT EXISTS stream_records_by_time ON stream_records (created_at);
+"""
+_SCHEMA += _TTL_SCHEMA + _STREAMS_SCHEMA
 
 _SCHEMA_VERSION = "1"
 _BUSY_TIMEOUT_S = 60.0
@@ -85,6 +138,49 @@ class TableRow:
     name: str
     version: int
     definition: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    """A DynamoDB stream (engine/streams.py): one shard, open until ``closed_at``."""
+
+    id: int
+    arn: str
+    region: str
+    table_name: str
+    label: str
+    view_type: str
+    shard_id: str
+    key_schema: list[dict[str, str]]
+    created_at: float
+    start_seq: int
+    closed_at: float | None
+    end_seq: int | None
+    trimmed_through: int
+
+
+_STREAM_COLUMNS = (
+    "id, arn, region, table_name, label, view_type, shard_id, key_schema, created_at, "
+    "start_seq, closed_at, end_seq, trimmed_through"
+)
+
+
+def _stream_row(row: Any) -> StreamRow:
+    return StreamRow(
+        id=row[0],
+        arn=row[1],
+        region=row[2],
+        table_name=row[3],
+        label=row[4],
+        view_type=row[5],
+        shard_id=row[6],
+        key_schema=json.loads(row[7]),
+        created_at=row[8],
+        start_seq=row[9],
+        closed_at=row[10],
+        end_seq=row[11],
+        trimmed_through=row[12],
+    )
 
 
 class Reader:
@@ -189,6 +285,38 @@ class Reader:
             ).fetchall()
         return [(p, s, z, unpack(b)) for p, s, z, b in rows]
 
+    # Scan (operations/query.py) --------------------------------------------------------------
+
+    def scan_from(
+        self,
+        table_id: int,
+        after: tuple[bytes, bytes] | None = None,
+        *,
+        keep: Callable[[bytes], bool] | None = None,
+    ) -> Iterator[tuple[bytes, bytes, int, Item]]:
+        """A table's items in (pk, sk) order, strictly after ``after``, read lazily.
+
+        ``keep(pk)`` selects a parallel-scan segment: rows it rejects are skipped before their
+        bodies are decoded. The caller stops iterating at its page limit.
+        """
+        if after is None:
+            cursor = self._conn.execute(
+                "SELECT pk, sk, size, body FROM items WHERE table_id = ? ORDER BY pk, sk",
+                (table_id,),
+            )
+        else:
+            cursor = self._conn.execute(
+                "SELECT pk, sk, size, body FROM items WHERE table_id = ? AND (pk, sk) > (?, ?) "
+                "ORDER BY pk, sk",
+                (table_id, after[0], after[1]),
+            )
+        try:
+            for row_pk, row_sk, size, body in cursor:
+                if keep is None or keep(row_pk):
+                    yield row_pk, row_sk, size, unpack(body)
+        finally:
+            cursor.close()
+
     # transaction tokens ----------------------------------------------------------------------
 
     def token(self, region: str, token: str) -> tuple[str, float, bytes] | None:
@@ -197,6 +325,84 @@ class Reader:
             (region, token),
         ).fetchone()
         return None if row is None else (row[0], row[1], row[2])
+
+    # TTL (engine/ttl.py) ---------------------------------------------------------------------
+
+    def table_by_id(self, table_id: int) -> TableRow | None:
+        row = self._conn.execute("SELECT version FROM tables WHERE id = ?", (table_id,)).fetchone()
+        return None if row is None else self._storage._definition(self._conn, table_id, row[0])
+
+    def ttl_due(
+        self, before: float, not_before: float, limit: int
+    ) -> list[tuple[int, bytes, bytes, float]]:
+        """Up to ``limit`` (table_id, pk, sk, expires) with ``not_before <= expires < before``."""
+        rows = self._conn.execute(
+            "SELECT table_id, pk, sk, expires FROM ttl_expiry WHERE expires < ? AND expires >= ? "
+            "ORDER BY expires LIMIT ?",
+            (before, not_before, limit),
+        ).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def ttl_backfills(self) -> list[tuple[int, str, tuple[bytes, bytes] | None]]:
+        """Tables whose TTL index is still being built: (table_id, attribute, scan cursor)."""
+        rows = self._conn.execute(
+            "SELECT table_id, attribute, after_pk, after_sk FROM ttl_backfill ORDER BY table_id"
+        ).fetchall()
+        return [(r[0], r[1], None if r[2] is None else (r[2], r[3])) for r in rows]
+
+    # DynamoDB Streams (engine/streams.py) ----------------------------------------------------
+
+    def stream(self, arn: str) -> StreamRow | None:
+        row = self._conn.execute(
+            f"SELECT {_STREAM_COLUMNS} FROM streams WHERE arn = ?", (arn,)
+        ).fetchone()
+        return None if row is None else _stream_row(row)
+
+    def streams_of(self, region: str) -> list[StreamRow]:
+        rows = self._conn.execute(
+            f"SELECT {_STREAM_COLUMNS} FROM streams WHERE region = ? ORDER BY arn", (region,)
+        ).fetchall()
+        return [_stream_row(r) for r in rows]
+
+    def stream_records(
+        self, stream_id: int, after: int, limit: int
+    ) -> list[tuple[int, float, bytes]]:
+        """Up to ``limit`` records (seq, created_at, body) of a stream with ``seq > after``."""
+        rows = self._conn.execute(
+            "SELECT seq, created_at, body FROM stream_records WHERE stream_id = ? AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (stream_id, after, limit),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def stream_last_seq(self, stream_id: int, *, before: float | None = None) -> int | None:
+        """The newest record's sequence number (only among those created before ``before``)."""
+        if before is None:
+            row = self._conn.execute(
+                "SELECT max(seq) FROM stream_records WHERE stream_id = ?", (stream_id,)
+            ).fetchone()
+        else:
+            row = self._conn.execute(
+                "SELECT max(seq) FROM stream_records WHERE stream_id = ? AND created_at < ?",
+                (stream_id, before),
+            ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def stream_next_seq(self) -> int:
+        """The sequence number the next record will get (AUTOINCREMENT never goes back)."""
+        row = self._conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'stream_records'"
+        ).fetchone()
+        return (0 if row is None else int(row[0])) + 1
+
+    def stream_records_before(self, cutoff: float) -> bool:
+        """Whether any record or closed stream is older than ``cutoff`` (cheap idle check)."""
+        row = self._conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM stream_records WHERE created_at < ?) "
+            "OR EXISTS (SELECT 1 FROM streams WHERE closed_at < ?)",
+            (cutoff, cutoff),
+        ).fetchone()
+        return bool(row[0])
 
 
 class Writer(Reader):
@@ -245,12 +451,115 @@ class Writer(Reader):
     def purge_tokens(self, older_than: float) -> None:
         self._conn.execute("DELETE FROM tokens WHERE completed_at < ?", (older_than,))
 
+    # TTL (engine/ttl.py) ---------------------------------------------------------------------
+
+    def ttl_set(self, table_id: int, pk: bytes, sk: bytes, expires: float) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO ttl_expiry (table_id, pk, sk, expires) VALUES (?, ?, ?, ?)",
+            (table_id, pk, sk, expires),
+        )
+
+    def ttl_clear(self, table_id: int, pk: bytes, sk: bytes) -> None:
+        self._conn.execute(
+            "DELETE FROM ttl_expiry WHERE table_id = ? AND pk = ? AND sk = ?", (table_id, pk, sk)
+        )
+
+    def ttl_drop_table(self, table_id: int) -> None:
+        """Forget a table's TTL index and backfill (TTL disabled, or table deleted)."""
+        self._conn.execute("DELETE FROM ttl_expiry WHERE table_id = ?", (table_id,))
+        self._conn.execute("DELETE FROM ttl_backfill WHERE table_id = ?", (table_id,))
+
+    def ttl_backfill_set(
+        self, table_id: int, attribute: str, after: tuple[bytes, bytes] | None
+    ) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO ttl_backfill (table_id, attribute, after_pk, after_sk) "
+            "VALUES (?, ?, ?, ?)",
+            (table_id, attribute, *(after or (None, None))),
+        )
+
+    def ttl_backfill_done(self, table_id: int) -> None:
+        self._conn.execute("DELETE FROM ttl_backfill WHERE table_id = ?", (table_id,))
+
+    # DynamoDB Streams (engine/streams.py) ----------------------------------------------------
+
+    def stream_create(
+        self,
+        *,
+        arn: str,
+        region: str,
+        table_name: str,
+        label: str,
+        view_type: str,
+        shard_id: str,
+        key_schema: list[dict[str, str]],
+        created_at: float,
+    ) -> StreamRow:
+        start = self.stream_next_seq()
+        cursor = self._conn.execute(
+            "INSERT INTO streams (arn, region, table_name, label, view_type, shard_id, "
+            "key_schema, created_at, start_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                arn,
+                region,
+                table_name,
+                label,
+                view_type,
+                shard_id,
+                json.dumps(key_schema),
+                created_at,
+                start,
+            ),
+        )
+        assert cursor.lastrowid is not None
+        stream = self.stream(arn)
+        assert stream is not None
+        return stream
+
+    def stream_close(self, stream_id: int, at: float) -> None:
+        """Close the stream's shard at its last record (DescribeStream's EndingSequenceNumber)."""
+        last = self.stream_last_seq(stream_id)
+        self._conn.execute(
+            "UPDATE streams SET closed_at = ?, end_seq = coalesce(?, start_seq - 1) "
+            "WHERE id = ? AND closed_at IS NULL",
+            (at, last, stream_id),
+        )
+
+    def stream_append(self, stream_id: int, created_at: float, body: bytes) -> int:
+        """Add one record; returns its sequence number (allocated in this transaction)."""
+        cursor = self._conn.execute(
+            "INSERT INTO stream_records (stream_id, created_at, body) VALUES (?, ?, ?)",
+            (stream_id, created_at, body),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def stream_purge(self, cutoff: float) -> None:
+        """Drop records created before ``cutoff`` and streams closed before it (retention)."""
+        self._conn.execute(
+            "UPDATE streams SET trimmed_through = max(trimmed_through, coalesce(("
+            "SELECT max(seq) FROM stream_records r WHERE r.stream_id = streams.id "
+            "AND r.created_at < ?), 0))",
+            (cutoff,),
+        )
+        self._conn.execute("DELETE FROM stream_records WHERE created_at < ?", (cutoff,))
+        gone = [
+            r[0]
+            for r in self._conn.execute(
+                "SELECT id FROM streams WHERE closed_at < ?", (cutoff,)
+            ).fetchall()
+        ]
+        for stream_id in gone:
+            self._conn.execute("DELETE FROM stream_records WHERE stream_id = ?", (stream_id,))
+            self._conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
+
 
 class _Slot:
-    __slots__ = ("done", "error", "fn", "result")
+    __slots__ = ("done", "error", "fn", "result", "savepoint")
 
-    def __init__(self, fn: Callable[[Writer], Any]) -> None:
+    def __init__(self, fn: Callable[[Writer], Any], savepoint: bool) -> None:
         self.fn = fn
+        self.savepoint = savepoint
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -360,10 +669,15 @@ class Storage:
 
     # writes ------------------------------------------------------------------------------------
 
-    def write(self, fn: Callable[[Writer], T]) -> T:
-        """Run ``fn`` in a committed write transaction, group-committed with concurrent callers."""
+    def write(self, fn: Callable[[Writer], T], *, savepoint: bool = False) -> T:
+        """Run ``fn`` in a committed write transaction, group-committed with concurrent callers.
+
+        ``fn`` must raise only before it writes, unless ``savepoint=True``: then a DynamoDBError
+        raised after writing rolls back exactly what ``fn`` wrote (a few microseconds more, so
+        the item hot paths, which check everything first, do without).
+        """
         self._check_open()
-        slot = _Slot(fn)
+        slot = _Slot(fn, savepoint)
         with self._cond:
             self._pending.append(slot)
             while not slot.done and self._leading:
@@ -393,10 +707,16 @@ class Storage:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for slot in batch:
+                    if slot.savepoint:
+                        conn.execute("SAVEPOINT slot")
                     try:
                         slot.result = slot.fn(self._writer)
                     except DynamoDBError as exc:
                         slot.error = exc
+                        if slot.savepoint:
+                            conn.execute("ROLLBACK TO slot")
+                    if slot.savepoint:
+                        conn.execute("RELEASE slot")
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
@@ -439,3 +759,326 @@ class Storage:
                 except sqlite3.Error:
                     pass
             self._connections.clear()
+
+
+# =============================================================================================
+# Regions: global tables and asynchronous replication (used by regions.py)
+# =============================================================================================
+#
+# replication_queue holds the replication work of a write, recorded in the write's own
+# transaction, so a crash neither loses nor duplicates it: an entry is deleted in the same
+# transaction that applies it to the target replica. item_versions keeps, per item of a
+# replicated table, the (source write time, source region) of the write it shows, for
+# last-writer-wins; a delete keeps its version row as the tombstone.
+
+_SCHEMA += """
+CREATE TABLE IF NOT EXISTS replication_queue (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_name    TEXT NOT NULL,
+    source_region TEXT NOT NULL,
+    target_region TEXT NOT NULL,
+    pk            BLOB NOT NULL,
+    sk            BLOB NOT NULL,
+    written_at    REAL NOT NULL,  -- the version, for last-writer-wins
+    queued_at     REAL NOT NULL,  -- the source's clock at the write: the lag counts from here
+    body          BLOB
+);
+CREATE INDEX IF NOT EXISTS replication_by_target ON replication_queue (target_region, queued_at);
+CREATE TABLE IF NOT EXISTS item_versions (
+    table_id   INTEGER NOT NULL,
+    pk         BLOB NOT NULL,
+    sk         BLOB NOT NULL,
+    written_at REAL NOT NULL,
+    region     TEXT NOT NULL,
+    PRIMARY KEY (table_id, pk, sk)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class ReplicationEntry:
+    """One write waiting to reach one replica; ``item`` is None for a delete."""
+
+    seq: int
+    table_name: str
+    source_region: str
+    target_region: str
+    pk: bytes
+    sk: bytes
+    written_at: float
+    queued_at: float
+    item: Item | None
+
+
+def replication_enqueue(
+    w: Writer,
+    table_name: str,
+    source_region: str,
+    target_regions: list[str],
+    pk: bytes,
+    sk: bytes,
+    written_at: float,
+    queued_at: float,
+    item: Item | None,
+) -> None:
+    body = None if item is None else pack(item)
+    w._conn.executemany(
+        "INSERT INTO replication_queue "
+        "(table_name, source_region, target_region, pk, sk, written_at, queued_at, body) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (table_name, source_region, t, pk, sk, written_at, queued_at, body)
+            for t in target_regions
+        ],
+    )
+
+
+def replication_due(
+    r: Reader, target_region: str | None, up_to: float, limit: int
+) -> list[ReplicationEntry]:
+    """Queued entries queued at or before ``up_to``, oldest first (per target region)."""
+    sql = (
+        "SELECT seq, table_name, source_region, target_region, pk, sk, written_at, queued_at, "
+        "body FROM replication_queue WHERE queued_at <= ?"
+    )
+    args: list[Any] = [up_to]
+    if target_region is not None:
+        sql += " AND target_region = ?"
+        args.append(target_region)
+    rows = r._conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
+    return [
+        ReplicationEntry(s, t, src, dst, pk, sk, at, q, None if body is None else unpack(body))
+        for s, t, src, dst, pk, sk, at, q, body in rows
+    ]
+
+
+def replication_done(w: Writer, seqs: list[int]) -> None:
+    w._conn.executemany("DELETE FROM replication_queue WHERE seq = ?", [(s,) for s in seqs])
+
+
+def replication_backlog(r: Reader) -> list[tuple[str, str, str, int, float]]:
+    """``(table, source region, target region, entries, oldest queue time)`` per queue lane."""
+    rows = r._conn.execute(
+        "SELECT table_name, source_region, target_region, count(*), min(queued_at) "
+        "FROM replication_queue GROUP BY table_name, source_region, target_region "
+        "ORDER BY table_name, source_region, target_region"
+    ).fetchall()
+    return [(t, s, d, int(n), float(at)) for t, s, d, n, at in rows]
+
+
+def replication_oldest(r: Reader, target_region: str | None = None) -> float | None:
+    """The queue time of the oldest queued entry (for one target region), or None."""
+    if target_region is None:
+        row = r._conn.execute("SELECT min(queued_at) FROM replication_queue").fetchone()
+    else:
+        row = r._conn.execute(
+            "SELECT min(queued_at) FROM replication_queue WHERE target_region = ?",
+            (target_region,),
+        ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def replication_fork(w: Writer, table_name: str, from_target: str, to_target: str) -> None:
+    """Copy the entries queued for one replica to a new one (writes not yet seen by its seed)."""
+    w._conn.execute(
+        "INSERT INTO replication_queue "
+        "(table_name, source_region, target_region, pk, sk, written_at, queued_at, body) "
+        "SELECT table_name, source_region, ?, pk, sk, written_at, queued_at, body "
+        "FROM replication_queue "
+        "WHERE table_name = ? AND target_region = ? ORDER BY seq",
+        (to_target, table_name, from_target),
+    )
+
+
+def replication_purge(w: Writer, table_name: str, target_region: str) -> None:
+    w._conn.execute(
+        "DELETE FROM replication_queue WHERE table_name = ? AND target_region = ?",
+        (table_name, target_region),
+    )
+
+
+def global_tables_exist(r: Reader) -> bool:
+    """Is any table a replica of a global table, or any replication work queued?"""
+    queued = r._conn.execute("SELECT 1 FROM replication_queue LIMIT 1").fetchone()
+    if queued is not None:
+        return True
+    replicated = r._conn.execute(
+        "SELECT 1 FROM tables WHERE definition LIKE '%\"Replicas\"%' LIMIT 1"
+    ).fetchone()
+    return replicated is not None
+
+
+def item_version(r: Reader, table_id: int, pk: bytes, sk: bytes) -> tuple[float, str] | None:
+    row = r._conn.execute(
+        "SELECT written_at, region FROM item_versions WHERE table_id = ? AND pk = ? AND sk = ?",
+        (table_id, pk, sk),
+    ).fetchone()
+    return None if row is None else (float(row[0]), str(row[1]))
+
+
+def set_item_version(
+    w: Writer, table_id: int, pk: bytes, sk: bytes, written_at: float, region: str
+) -> None:
+    w._conn.execute(
+        "INSERT OR REPLACE INTO item_versions (table_id, pk, sk, written_at, region) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (table_id, pk, sk, written_at, region),
+    )
+
+
+def copy_table_items(w: Writer, source_id: int, target_id: int) -> None:
+    """Seed a new replica: every item of ``source_id`` and its version, in one statement each."""
+    w._conn.execute(
+        "INSERT OR REPLACE INTO items (table_id, pk, sk, size, body) "
+        "SELECT ?, pk, sk, size, body FROM items WHERE table_id = ?",
+        (target_id, source_id),
+    )
+    w._conn.execute(
+        "INSERT OR REPLACE INTO item_versions (table_id, pk, sk, written_at, region) "
+        "SELECT ?, pk, sk, written_at, region FROM item_versions WHERE table_id = ?",
+        (target_id, source_id),
+    )
+
+
+def drop_item_versions(w: Writer, table_id: int) -> None:
+    w._conn.execute("DELETE FROM item_versions WHERE table_id = ?", (table_id,))
+
+
+# =============================================================================================
+# Faults: item history for stale (eventually consistent) reads (used by faults.py)
+# =============================================================================================
+#
+# While a stale-read fault is on, every write to a table in its scope records the item as it
+# was before the write, stamped with the write's time. The state of a key at instant ``v`` is
+# then the first recorded pre-image written after ``v``, or the current item when there is none.
+
+_SCHEMA += """
+CREATE TABLE IF NOT EXISTS item_history (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_id      INTEGER NOT NULL,
+    pk            BLOB NOT NULL,
+    sk            BLOB NOT NULL,
+    superseded_at REAL NOT NULL,
+    size          INTEGER NOT NULL,
+    body          BLOB
+);
+CREATE INDEX IF NOT EXISTS item_history_by_key ON item_history (table_id, pk, sk, superseded_at);
+"""
+
+
+def record_history(
+    w: Writer,
+    table_id: int,
+    pk: bytes,
+    sk: bytes,
+    superseded_at: float,
+    old: Item | None,
+    old_size: int,
+    keep_after: float,
+) -> None:
+    """Remember ``old`` as the key's state until ``superseded_at``; forget what no read needs."""
+    w._conn.execute(
+        "DELETE FROM item_history WHERE table_id = ? AND pk = ? AND sk = ? AND superseded_at <= ?",
+        (table_id, pk, sk, keep_after),
+    )
+    w._conn.execute(
+        "INSERT INTO item_history (table_id, pk, sk, superseded_at, size, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (table_id, pk, sk, superseded_at, old_size, None if old is None else pack(old)),
+    )
+
+
+def clear_history(w: Writer) -> None:
+    w._conn.execute("DELETE FROM item_history")
+
+
+class AsOfReader(Reader):
+    """A reader answering item reads as of instant ``as_of`` (see the section notes).
+
+    Only the item reads are time-shifted (``get``, ``range``, ``scan_from``); the catalog is
+    read as it is now.
+    """
+
+    def __init__(self, base: Reader, as_of: float) -> None:
+        super().__init__(base._conn, base._storage)
+        self.as_of = as_of
+
+    def get(self, table_id: int, pk: bytes, sk: bytes = b"") -> Item | None:
+        row = self._conn.execute(
+            "SELECT body, 1 FROM item_history WHERE table_id = ? AND pk = ? AND sk = ? "
+            "AND superseded_at > ? ORDER BY seq LIMIT 1",
+            (table_id, pk, sk, self.as_of),
+        ).fetchone()
+        if row is None:
+            return super().get(table_id, pk, sk)
+        return None if row[0] is None else unpack(row[0])
+
+    def _merged(
+        self, table_id: int, where: list[str], args: list[Any], order: str, limit: int | None
+    ) -> Iterator[tuple[bytes, bytes, int, Item]]:
+        # Current items not rewritten since as_of, plus the first pre-image recorded after
+        # as_of of every rewritten key (absent when the key did not exist then).
+        cond = " AND ".join(where)
+        sql = (
+            "WITH h AS (SELECT pk, sk, size, body FROM item_history WHERE seq IN ("
+            "  SELECT min(seq) FROM item_history WHERE table_id = ? AND superseded_at > ? "
+            "  GROUP BY pk, sk)) "
+            f"SELECT pk, sk, size, body FROM items i WHERE table_id = ? AND {cond} "
+            "AND NOT EXISTS (SELECT 1 FROM h WHERE h.pk = i.pk AND h.sk = i.sk) "
+            f"UNION ALL SELECT pk, sk, size, body FROM h WHERE body IS NOT NULL AND {cond} "
+            f"ORDER BY pk {order}, sk {order}"
+        )
+        params: list[Any] = [table_id, self.as_of, table_id, *args, *args]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        cursor = self._conn.execute(sql, params)
+        try:
+            for row_pk, row_sk, size, body in cursor:
+                yield row_pk, row_sk, size, unpack(body)
+        finally:
+            cursor.close()
+
+    def range(
+        self,
+        table_id: int,
+        pk: bytes | None = None,
+        *,
+        low: tuple[bytes, bool] | None = None,
+        high: tuple[bytes, bool] | None = None,
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes, int, Item]]:
+        where = ["1"]
+        args: list[Any] = []
+        column = "sk" if pk is not None else "pk"
+        if pk is not None:
+            where.append("pk = ?")
+            args.append(pk)
+        if low is not None:
+            where.append(f"{column} {'>=' if low[1] else '>'} ?")
+            args.append(low[0])
+        if high is not None:
+            where.append(f"{column} {'<=' if high[1] else '<'} ?")
+            args.append(high[0])
+        return self._merged(table_id, where, args, "ASC" if forward else "DESC", limit)
+
+    def scan_from(
+        self,
+        table_id: int,
+        after: tuple[bytes, bytes] | None = None,
+        *,
+        keep: Callable[[bytes], bool] | None = None,
+    ) -> Iterator[tuple[bytes, bytes, int, Item]]:
+        where = ["1"] if after is None else ["(pk, sk) > (?, ?)"]
+        args: list[Any] = [] if after is None else [after[0], after[1]]
+        for row in self._merged(table_id, where, args, "ASC", None):
+            if keep is None or keep(row[0]):
+                yield row
+
+    def scan_after(
+        self, table_id: int, after: tuple[bytes, bytes] | None, limit: int
+    ) -> list[tuple[bytes, bytes, int, Item]]:
+        where = ["1"] if after is None else ["(pk, sk) > (?, ?)"]
+        args: list[Any] = [] if after is None else [after[0], after[1]]
+        return list(self._merged(table_id, where, args, "ASC", limit))

@@ -154,10 +154,14 @@ def _check_members(
         _check(value.get(member.name), member, prefix + _camel(member.name), errors)
 
 
-def check(params: Mapping[str, Any], members: tuple[F, ...]) -> None:
-    """Validate ``params`` against ``members``; raise DynamoDB's error for the first problem kind."""
+def check(params: Mapping[str, Any], members: tuple[F, ...], *, prefix: str = "") -> None:
+    """Validate ``params`` against ``members``; raise DynamoDB's error for the first problem kind.
+
+    ``prefix`` is the AWS member path of ``params`` inside a larger request, with its trailing
+    dot (e.g. ``"requestItems.T.member."``).
+    """
     errors: list[str] = []
-    _check_members(params, members, "", errors)
+    _check_members(params, members, prefix, errors)
     if errors:
         raise constraint_errors(errors)
 

@@ -324,7 +324,7 @@ def compare(left: AttributeValue, right: AttributeValue) -> int | None:
         return None
     if lk == "N":
         lv, rv = Decimal(lv), Decimal(rv)
-    return (lv > rv) - (lv < rv)
+    return int(lv > rv) - int(lv < rv)
 
 
 def equal(left: AttributeValue | None, right: AttributeValue | None) -> bool:

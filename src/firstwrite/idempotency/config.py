@@ -36,7 +36,7 @@ class RetryPolicy:
     @property
     def ceiling(self) -> float:
         """The longest total time this policy can spend sleeping."""
-        return sum(min(self.cap, self.base * 2**n) for n in range(self.max_attempts - 1))
+        return float(sum(min(self.cap, self.base * 2.0**n) for n in range(self.max_attempts - 1)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,9 +59,7 @@ class LostClaimError(IdempotencyError):
 class ReplayedFailureError(IdempotencyError):
     """A duplicate of a request that failed for good: the stored failure, replayed."""
 
-    def __init__(
-        self, key: str, error_type: str, message: str, data: Any = None
-    ) -> None:
+    def __init__(self, key: str, error_type: str, message: str, data: Any = None) -> None:
         super().__init__(f"{error_type}: {message}")
         self.key = key
         self.error_type = error_type

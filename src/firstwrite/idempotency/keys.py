@@ -164,6 +164,6 @@ class KeyBuilder:
     def key(self, key: str, scope: str | None = None) -> tuple[dict[str, dict[str, str]], str]:
         """The DynamoDB ``Key`` dict and a printable record id (for errors, logs, metrics)."""
         pk, sk = self.record_id(key, scope)
-        if sk is None:
+        if sk is None or self._sk is None:
             return {self._pk: {"S": pk}}, pk
         return {self._pk: {"S": pk}, self._sk: {"S": sk}}, f"{pk}|{sk}"

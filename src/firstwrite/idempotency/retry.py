@@ -18,9 +18,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.exceptions import HTTPClientError
 
 from .config import RetryPolicy
 
@@ -76,7 +75,7 @@ def classify(exc: BaseException) -> Kind | None:
 
 def backoff(policy: RetryPolicy, attempt: int, rng: Callable[[], float] = random.random) -> float:
     """Full-jitter delay before retry number ``attempt`` (1-based)."""
-    return rng() * min(policy.cap, policy.base * 2 ** (attempt - 1))
+    return float(rng() * min(policy.cap, policy.base * 2.0 ** (attempt - 1)))
 
 
 class Retrier:

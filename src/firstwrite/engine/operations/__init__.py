@@ -34,4 +34,5 @@ def operation(name: str, *, service: str = "dynamodb") -> Callable[[Operation], 
 
 def load_all() -> None:
     """Import every operation module so that their ``@operation`` decorators run."""
-    from . import items, tables  # noqa: F401
+    from .. import streams, ttl  # noqa: F401
+    from . import batch, items, query, tables, tags, transactions  # noqa: F401

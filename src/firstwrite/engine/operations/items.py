@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import consumed
-from ..errors import conditional_check_failed, validation
-from ..expressions import apply_update, evaluate, project
-from ..schema import item_key, key_schema, parse_key
+from ..errors import DynamoDBError, conditional_check_failed, validation
+from ..expressions import Compiled, apply_update, evaluate, project
+from ..faults import stale_reader
+from ..schema import KeySchema, item_key, key_schema, parse_key
 from ..storage import Reader, Writer
 from ..validation import (
     CONSISTENT_READ,
@@ -59,10 +60,32 @@ ITEM_TOO_LARGE = "Item size has exceeded the maximum allowed size"
 UPDATE_TOO_LARGE = "Item size to update has exceeded the maximum allowed size"
 
 
-def failed_condition(params: Any, old: Item | None) -> Exception:
+def failed_condition(params: Any, old: Item | None) -> DynamoDBError:
     """ConditionalCheckFailedException, carrying the old item when ALL_OLD was asked for."""
     wants_item = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
     return conditional_check_failed(old if wants_item and old is not None else None)
+
+
+def check_condition(compiled: Compiled, params: Any, old: Item | None) -> None:
+    """Raise ConditionalCheckFailedException unless the request's condition holds on ``old``."""
+    if compiled.condition is not None and not evaluate(compiled.condition, old):
+        raise failed_condition(params, old)
+
+
+def updated_item(
+    compiled: Compiled, schema: KeySchema, key: Item, old: Item | None
+) -> tuple[Item, int]:
+    """The item an UpdateExpression makes of ``old`` (or of the bare key), and its size."""
+    base = old if old is not None else dict(key)
+    new = (
+        apply_update(compiled.update, base, key_names=schema.names)
+        if compiled.update
+        else dict(base)
+    )
+    size = item_size(new)
+    if size > MAX_ITEM_SIZE:
+        raise validation(UPDATE_TOO_LARGE)
+    return new, size
 
 
 @operation("PutItem")
@@ -81,8 +104,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
         if size > MAX_ITEM_SIZE:
             raise validation(ITEM_TOO_LARGE)
         old = w.get(row.id, pk, sk)
-        if compiled.condition is not None and not evaluate(compiled.condition, old):
-            raise failed_condition(params, old)
+        check_condition(compiled, params, old)
         w.put(row.id, pk, sk, size, item)
         if ctx.engine.change_hooks:
             ctx.engine.emit_change(ctx, w, row, old, item)
@@ -110,8 +132,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
         row = require_table(ctx, w, name)
         _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
         old = w.get(row.id, pk, sk)
-        if compiled.condition is not None and not evaluate(compiled.condition, old):
-            raise failed_condition(params, old)
+        check_condition(compiled, params, old)
         if old is not None:
             w.delete(row.id, pk, sk)
             if ctx.engine.change_hooks:
@@ -140,17 +161,8 @@ def update_item(ctx: Context) -> dict[str, Any]:
         schema = key_schema(row)
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
         old = w.get(row.id, pk, sk)
-        if compiled.condition is not None and not evaluate(compiled.condition, old):
-            raise failed_condition(params, old)
-        base = old if old is not None else dict(key)
-        new = (
-            apply_update(compiled.update, base, key_names=schema.names)
-            if compiled.update
-            else dict(base)
-        )
-        size = item_size(new)
-        if size > MAX_ITEM_SIZE:
-            raise validation(UPDATE_TOO_LARGE)
+        check_condition(compiled, params, old)
+        new, size = updated_item(compiled, schema, key, old)
         w.put(row.id, pk, sk, size, new)
         if ctx.engine.change_hooks:
             ctx.engine.emit_change(ctx, w, row, old, new)
@@ -182,6 +194,7 @@ def get_item(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def read(r: Reader) -> tuple[Item | None, str]:
+        r = stale_reader(ctx, r, consistent)  # faults.py: eventually consistent = maybe stale
         row = require_table(ctx, r, name)
         _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
         return r.get(row.id, pk, sk), row.name

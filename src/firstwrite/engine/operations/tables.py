@@ -207,7 +207,7 @@ def create_table(ctx: Context) -> dict[str, Any]:
             row = hook(ctx, w, row, "create", params)
         return describe(w, row)
 
-    return {"TableDescription": ctx.storage.write(write)}
+    return {"TableDescription": ctx.storage.write(write, savepoint=True)}
 
 
 @operation("DescribeTable")
@@ -254,7 +254,7 @@ def delete_table(ctx: Context) -> dict[str, Any]:
         w.drop_table(row)
         return description
 
-    return {"TableDescription": ctx.storage.write(write)}
+    return {"TableDescription": ctx.storage.write(write, savepoint=True)}
 
 
 @operation("UpdateTable")
@@ -367,4 +367,4 @@ def update_table(ctx: Context) -> dict[str, Any]:
             row = hook(ctx, w, row, "update", params)
         return describe(w, row)
 
-    return {"TableDescription": ctx.storage.write(write)}
+    return {"TableDescription": ctx.storage.write(write, savepoint=True)}

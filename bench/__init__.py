@@ -1,0 +1,1 @@
+"""firstwrite's benchmark suite: ``python -m bench`` (``make bench``) writes BENCHMARKS.md."""

@@ -1,0 +1,184 @@
+"""Issue 2.2: the boto3-bound client vs botocore answering canned responses vs moto in-process."""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from . import _workload as w
+from ._common import (
+    Contender,
+    Section,
+    Settings,
+    Table,
+    Target,
+    package_version,
+    profile_contender,
+    run_interleaved,
+    scratch_dir,
+    try_import,
+)
+from .engine_direct import MotoInProcess, _ClientContender
+
+TARGET = 0.85  # bound >= 85% of the botocore floor
+
+CCF_BODY = (
+    b'{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",'
+    b'"message":"The conditional request failed"}'
+)
+
+
+def boto3_client() -> Any:
+    """A plain boto3 DynamoDB client with static fake credentials and no config files.
+
+    Both the floor and our bound client are built by this function, so the only difference
+    between them is who answers ``before-send``.
+    """
+    import boto3
+    import botocore.session
+
+    session = botocore.session.Session(profile=None)
+    for name, value in (
+        ("config_file", os.devnull),
+        ("credentials_file", os.devnull),
+        ("region", "us-east-1"),
+        ("metadata_service_num_attempts", 0),
+    ):
+        session.set_config_variable(name, value)
+    session.set_credentials("AKIDBENCH", "bench-secret")
+    return boto3.session.Session(botocore_session=session).client(
+        "dynamodb", region_name="us-east-1"
+    )
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_kwargs: Any) -> Iterator[bytes]:
+        yield self.body
+
+
+class CannedResponder:
+    """A ``before-send`` handler answering every request with one fixed response."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status = status
+        self.body = body
+        self.headers = {
+            "x-amzn-RequestId": "BENCH0000000000000000000000000000000000000000000000000",
+            "Content-Type": "application/x-amz-json-1.0",
+            "Content-Length": str(len(body)),
+            "x-amz-crc32": str(zlib.crc32(body)),
+        }
+
+    def __call__(self, request: Any, **_kwargs: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        return AWSResponse(request.url, self.status, dict(self.headers), _Raw(self.body))
+
+
+class BotocoreFloor(_ClientContender):
+    """The whole botocore stack (validate, serialise, sign, parse) with no backend at all."""
+
+    def __init__(self, workload: str) -> None:
+        super().__init__("botocore floor", workload)
+
+    def setup(self) -> None:
+        self.client = boto3_client()
+        ok = self.workload == "success"
+        responder = CannedResponder(200 if ok else 400, b"{}" if ok else CCF_BODY)
+        self.client.meta.events.register_first("before-send", responder, unique_id="bench-canned")
+        self.ccf = self.client.exceptions.ConditionalCheckFailedException
+
+
+class Bound(_ClientContender):
+    """Our engine behind a real boto3 client: ``bind(client, engine)`` or ``local_client``."""
+
+    def __init__(self, workload: str, directory: Path, *, how: str = "bind", tag: str = "") -> None:
+        super().__init__("bound" if how == "bind" else "local_client", workload)
+        self.path = directory / f"bound-{how}{tag}-{workload}.db"
+        self.how = how
+        self.engine: Any = None
+
+    def setup(self) -> None:
+        from firstwrite.engine.api import Engine
+        from firstwrite.engine.binding import bind, local_client
+
+        self.engine = Engine(self.path, durability="normal")
+        if self.how == "bind":
+            self.client = bind(boto3_client(), self.engine)
+        else:
+            self.client = local_client(self.engine)
+        self.prepare_table()
+
+    def teardown(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+
+
+def available() -> str | None:
+    for module, names in (
+        ("firstwrite.engine.api", ("Engine",)),
+        ("firstwrite.engine.binding", ("bind", "local_client")),
+    ):
+        _mod, why = try_import(module, *names)
+        if why:
+            return why
+    return None
+
+
+def run(settings: Settings, log: Callable[[str], None]) -> Section:
+    section = Section(
+        key="bound",
+        title="boto3-bound client vs botocore with canned responses vs moto (issue 2.2)",
+        method=[
+            "The same conditional `PutItem` workloads as above, through real boto3 "
+            f"{package_version('boto3')} / botocore {package_version('botocore')} clients "
+            "(parameter validation, serialisation, SigV4 signing, parsing, retry handler).",
+            "**bound**: `bind(client, Engine(<file>, durability='normal'))` on a client built "
+            "exactly like the floor's; **local_client**: `local_client(engine)` as users call "
+            "it (information).",
+            "**botocore floor**: the same client with a `before-send` handler returning a fixed "
+            "`AWSResponse` (200 `{}`, or for *failing* the 400 "
+            "`ConditionalCheckFailedException` body, with the same headers incl. CRC32): "
+            "everything boto3 does, nothing behind it.",
+            "**moto in-process**: `moto.mock_aws()` + boto3.",
+            f"{settings.reps} repetitions of {settings.duration:g} s each, interleaved; the ratio "
+            "is the median of per-repetition ratios.",
+        ],
+    )
+    why = available()
+    with scratch_dir("bound-") as directory:
+        for workload in w.WORKLOADS:
+            log(f"  bound / {workload}")
+            contenders: list[Contender] = [BotocoreFloor(workload)]
+            skipped: dict[str, str] = {}
+            if why is None:
+                contenders.append(Bound(workload, directory))
+                contenders.append(Bound(workload, directory, how="local_client"))
+            else:
+                skipped["bound"] = why
+            contenders.append(MotoInProcess(workload))
+            series, more = run_interleaved(contenders, settings, log=log)
+            skipped.update(more)
+            table = Table(
+                title=f"{workload} workload",
+                series=series,
+                ours=["bound", "local_client"],
+                targets=[Target("bound", "botocore floor", minimum=TARGET)],
+                skipped=skipped,
+            )
+            section.tables.append(table)
+            if why is None and "bound" not in skipped:
+                ratio = table.ratio("bound", "botocore floor")
+                if not ratio >= TARGET:
+                    log("  profiling bound (target missed)")
+                    section.profiles[f"bound, {workload} workload"] = profile_contender(
+                        Bound(workload, directory, tag="-profile"),
+                        300 if settings.quick else 2000,
+                    )
+    return section

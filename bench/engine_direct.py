@@ -1,0 +1,231 @@
+"""Issue 2.1: the direct in-process client vs raw SQLite (the floor) vs moto in-process."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import _workload as w
+from ._common import (
+    Contender,
+    Section,
+    Settings,
+    Table,
+    Target,
+    dummy_aws_env,
+    package_version,
+    profile_contender,
+    run_interleaved,
+    scratch_dir,
+    try_import,
+)
+
+TARGET = 0.5  # direct >= 50% of the SQLite floor
+
+_FLOOR_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    pk   BLOB NOT NULL,
+    sk   BLOB NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (pk, sk)
+) WITHOUT ROWID
+"""
+_FLOOR_INSERT = "INSERT INTO items (pk, sk, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+
+
+class SqliteFloor(Contender):
+    """Insert-if-absent in one statement (one implicit transaction), WAL + synchronous=NORMAL.
+
+    No encoding, no validation, no expression: the least any SQLite-backed engine must pay.
+    """
+
+    def __init__(self, workload: str, directory: Path, synchronous: str = "NORMAL") -> None:
+        self.name = "sqlite floor"
+        self.workload = workload
+        self.path = directory / f"floor-{workload}.db"
+        self.synchronous = synchronous
+        self.conn: sqlite3.Connection | None = None
+        self.body = b"\x83" + w.PAYLOAD.encode()  # the size of a small packed item
+
+    def setup(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute(_FLOOR_SCHEMA)
+        conn.execute(_FLOOR_INSERT, (w.EXISTING_KEY.encode(), b"", self.body))
+        self.conn = conn
+
+    def op(self, i: int) -> None:
+        assert self.conn is not None
+        pk = w.pk_for(self.workload, i).encode()
+        written = self.conn.execute(_FLOOR_INSERT, (pk, b"", self.body)).rowcount
+        if written != (1 if self.workload == "success" else 0):
+            raise AssertionError(f"floor wrote {written} rows on the {self.workload} workload")
+
+    def teardown(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+class _ClientContender(Contender):
+    """Conditional puts through a boto3-shaped client; checks every outcome."""
+
+    client: Any = None
+
+    def __init__(self, name: str, workload: str) -> None:
+        self.name = name
+        self.workload = workload
+        self.ccf: type[BaseException] = Exception
+
+    def prepare_table(self) -> None:
+        self.client.create_table(**w.CREATE_TABLE)
+        self.client.put_item(TableName=w.TABLE, Item=w.item(w.EXISTING_KEY))
+        self.ccf = self.client.exceptions.ConditionalCheckFailedException
+
+    def op(self, i: int) -> None:
+        kwargs = w.put_kwargs(w.pk_for(self.workload, i))
+        if self.workload == "success":
+            self.client.put_item(**kwargs)
+            return
+        try:
+            self.client.put_item(**kwargs)
+        except self.ccf:
+            return
+        raise AssertionError("a put on an existing key passed attribute_not_exists(pk)")
+
+
+class MotoInProcess(_ClientContender):
+    """``moto.mock_aws`` + a boto3 client; the mock is active only during its own slices."""
+
+    def __init__(self, workload: str) -> None:
+        super().__init__("moto in-process", workload)
+        self.mock: Any = None
+
+    def setup(self) -> None:
+        import boto3
+        from moto import mock_aws
+
+        dummy_aws_env()
+        self.mock = mock_aws()
+        self.mock.start()
+        try:
+            self.client = boto3.client("dynamodb", region_name="us-east-1")
+            self.prepare_table()
+        finally:
+            self.mock.stop(remove_data=False)
+
+    def resume(self) -> None:
+        self.mock.start(reset=False)
+
+    def pause(self) -> None:
+        self.mock.stop(remove_data=False)
+
+    def teardown(self) -> None:
+        self.mock.start(reset=False)
+        self.mock.stop(remove_data=True)  # drop moto's state
+
+
+class Direct(_ClientContender):
+    """``DirectClient(Engine(file, durability=...))``."""
+
+    def __init__(
+        self,
+        workload: str,
+        directory: Path,
+        *,
+        name: str = "direct",
+        durability: str = "normal",
+        validate: bool = True,
+        configure: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        super().__init__(name, workload)
+        self.path = directory / f"{name.replace(' ', '_')}-{workload}.db"
+        self.durability = durability
+        self.validate = validate
+        self.configure = configure
+        self.engine: Any = None
+
+    def setup(self) -> None:
+        from firstwrite.engine.api import Engine
+        from firstwrite.engine.client import DirectClient
+
+        self.engine = Engine(self.path, durability=self.durability)  # type: ignore[arg-type]
+        self.client = DirectClient(self.engine, validate=self.validate)
+        self.prepare_table()
+        if self.configure is not None:
+            self.configure(self.engine, self.client)
+
+    def teardown(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+
+
+def available() -> str | None:
+    """Why our side cannot run yet, or None."""
+    for module, names in (
+        ("firstwrite.engine.api", ("Engine",)),
+        ("firstwrite.engine.client", ("DirectClient",)),
+    ):
+        _mod, why = try_import(module, *names)
+        if why:
+            return why
+    return None
+
+
+def run(settings: Settings, log: Callable[[str], None]) -> Section:
+    section = Section(
+        key="direct",
+        title="Direct in-process client vs raw SQLite vs moto (issue 2.1)",
+        method=[
+            "Conditional `PutItem` with `ConditionExpression=attribute_not_exists(pk)` and a "
+            "3-attribute item (~120 bytes). *success*: a fresh key per put (every put writes); "
+            "*failing*: one existing key (every put fails the condition and is caught).",
+            "**direct**: `DirectClient(Engine(<file>, durability='normal'))`, default "
+            "`validate=True` (botocore's parameter validation); **direct, validate=False** is "
+            "shown for information.",
+            "**sqlite floor**: Python `sqlite3` on a file, `journal_mode=WAL`, "
+            "`synchronous=NORMAL` (what the engine's `normal` mode uses), one "
+            "`INSERT ... ON CONFLICT DO NOTHING` per put in autocommit (one transaction per "
+            "insert); for *failing* the same no-op insert. No item encoding, no expression, "
+            "no validation: the floor.",
+            f"**moto in-process**: `moto.mock_aws()` (moto {package_version('moto')}) + a boto3 "
+            f"{package_version('boto3')} client; the mock is active only during moto's slices.",
+            f"Single thread. {settings.reps} repetitions of {settings.duration:g} s per "
+            "contender, interleaved in rotating order after a warm-up; the ratio is the median "
+            "of per-repetition ratios.",
+        ],
+    )
+    why = available()
+    with scratch_dir("direct-") as directory:
+        for workload in w.WORKLOADS:
+            log(f"  direct / {workload}")
+            contenders: list[Contender] = [SqliteFloor(workload, directory)]
+            skipped: dict[str, str] = {}
+            if why is None:
+                contenders.append(Direct(workload, directory))
+                contenders.append(
+                    Direct(workload, directory, name="direct, validate=False", validate=False)
+                )
+            else:
+                skipped["direct"] = why
+            contenders.append(MotoInProcess(workload))
+            series, more = run_interleaved(contenders, settings, log=log)
+            skipped.update(more)
+            table = Table(
+                title=f"{workload} workload",
+                series=series,
+                ours=["direct", "direct, validate=False"],
+                targets=[Target("direct", "sqlite floor", minimum=TARGET)],
+                skipped=skipped,
+            )
+            section.tables.append(table)
+            ratio = table.ratio("direct", "sqlite floor")
+            if why is None and "direct" not in skipped and not ratio >= TARGET:
+                log("  profiling direct (target missed)")
+                section.profiles[f"direct, {workload} workload"] = profile_contender(
+                    Direct(workload, directory, name=f"profile {workload}"),
+                    300 if settings.quick else 3000,
+                )
+    return section

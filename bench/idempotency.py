@@ -1,0 +1,405 @@
+"""Issue 4: firstwrite's idempotency layer vs Powertools' ``idempotent_function`` vs idemkit.
+
+All three run on one engine file, through boto3 clients bound to it in-process (the same
+client for firstwrite and Powertools; idemkit's backend needs a boto3 *resource*, whose client
+is bound to the same engine). DynamoDB calls are counted with a botocore ``before-call``
+handler; time per request is wall time of the whole decorated call.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._common import (
+    Check,
+    Contender,
+    Section,
+    Settings,
+    Table,
+    Target,
+    package_version,
+    profile_contender,
+    run_interleaved,
+    scratch_dir,
+    try_import,
+)
+from .engine_bound import boto3_client
+
+SCENARIOS = ("first call", "duplicate", "in progress")
+TIME_TARGET = 0.8  # firstwrite time per request <= 0.8x Powertools
+OURS = "firstwrite"
+POWERTOOLS = "Powertools"
+IDEMKIT = "idemkit"
+
+
+class CallCounter:
+    """Counts every DynamoDB API call a client makes (one per operation, retries excluded)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-call.dynamodb", self._on_call)
+
+    def _on_call(self, **_kwargs: Any) -> None:
+        self.total += 1
+
+
+class Shared:
+    """One engine, one bound client, one counter for the whole benchmark."""
+
+    def __init__(self, directory: Path) -> None:
+        from firstwrite.engine.api import Engine
+        from firstwrite.engine.binding import bind
+
+        self.engine = Engine(directory / "idempotency.db", durability="normal")
+        self.client = bind(boto3_client(), self.engine)
+        self.counter = CallCounter()
+        self.counter.attach(self.client)
+
+    def bound_resource(self) -> Any:
+        """A boto3 DynamoDB resource whose client answers from the same engine."""
+        import boto3
+
+        from firstwrite.engine.binding import bind
+
+        resource = boto3.session.Session(
+            aws_access_key_id="AKIDBENCH",
+            aws_secret_access_key="bench-secret",
+            region_name="us-east-1",
+        ).resource("dynamodb", region_name="us-east-1")
+        bind(resource.meta.client, self.engine)
+        self.counter.attach(resource.meta.client)
+        return resource
+
+    def create_table(self, name: str, key: str) -> None:
+        self.client.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _order(order_id: str, *, block: bool = False) -> dict[str, Any]:
+    order: dict[str, Any] = {
+        "order_id": order_id,
+        "amount": 1000,
+        "currency": "EUR",
+        "card": "tok_visa",
+    }
+    if block:
+        order["block"] = True
+    return order
+
+
+class Library:
+    """One idempotency library wrapping ``charge(order)``; ``in_progress`` is its exception."""
+
+    name: str
+    in_progress: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def body(self, order: dict[str, Any]) -> dict[str, Any]:
+        """The side effect: blocks for the in-progress scenario, else returns at once."""
+        if order.get("block"):
+            self.entered.set()
+            self.release.wait(60)
+        return {"order_id": order["order_id"], "status": "charged", "amount": order["amount"]}
+
+    def call(self, order: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+class FirstwriteLib(Library):
+    name = OURS
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        api = _firstwrite_api()
+        assert not isinstance(api, str)
+        idempotency_cls, config_cls, in_progress = api
+        self.in_progress = (in_progress,)
+        table = f"firstwrite-{uuid.uuid4().hex[:8]}"
+        self.guard = idempotency_cls(config_cls(table_name=table), client=shared.client)
+        self.guard.ensure_table()
+        from firstwrite import idempotent
+
+        def charge(order: dict[str, Any]) -> dict[str, Any]:
+            return self.body(order)
+
+        # Key from order_id, every argument fingerprinted: the decorator's defaults.
+        self.charge: Callable[..., Any] = idempotent(self.guard, key="order.order_id")(charge)
+
+    def call(self, order: dict[str, Any]) -> Any:
+        return self.charge(order=order)
+
+
+class PowertoolsLib(Library):
+    name = POWERTOOLS
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        from aws_lambda_powertools.utilities.idempotency import (
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
+            IdempotencyAlreadyInProgressError,
+        )
+
+        self.in_progress = (IdempotencyAlreadyInProgressError,)
+        # Outside Lambda it warns on every claim that it has no remaining-time context.
+        warnings.filterwarnings("ignore", message="Couldn't determine the remaining time")
+        table = f"powertools-{uuid.uuid4().hex[:8]}"
+        shared.create_table(table, "id")
+        persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=shared.client)
+        # Key from order_id, the whole payload validated: what firstwrite does by default.
+        config = IdempotencyConfig(event_key_jmespath="order_id", payload_validation_jmespath="@")
+
+        def charge(order: dict[str, Any]) -> dict[str, Any]:
+            return self.body(order)
+
+        self.charge: Callable[..., Any] = idempotent_function(
+            data_keyword_argument="order", persistence_store=persistence, config=config
+        )(charge)
+
+    def call(self, order: dict[str, Any]) -> Any:
+        return self.charge(order=order)
+
+
+class _AsyncTable:
+    """idemkit's DynamoBackend awaits an aioboto3 Table; this runs boto3's Table inline.
+
+    aioboto3 is not installed (and not ours to add); awaiting a synchronous in-process call
+    keeps idemkit's own logic unchanged and adds no I/O wait.
+    """
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+
+    async def update_item(self, **kwargs: Any) -> Any:
+        return self._table.update_item(**kwargs)
+
+    async def get_item(self, **kwargs: Any) -> Any:
+        return self._table.get_item(**kwargs)
+
+    async def delete_item(self, **kwargs: Any) -> Any:
+        return self._table.delete_item(**kwargs)
+
+    async def put_item(self, **kwargs: Any) -> Any:
+        return self._table.put_item(**kwargs)
+
+
+class IdemkitLib(Library):
+    name = IDEMKIT
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        from idemkit import IdempotencyConflict, MethodConfig, idempotent_sync
+        from idemkit.backends.dynamodb import PK, DynamoBackend
+
+        self.in_progress = (IdempotencyConflict,)
+        table = f"idemkit-{uuid.uuid4().hex[:8]}"
+        shared.create_table(table, PK)
+        backend = DynamoBackend(table=table, create_table=False)
+        backend._table = _AsyncTable(shared.bound_resource().Table(table))
+        config = MethodConfig(
+            key_fields=["order.order_id"],
+            validation_fingerprint=lambda args: json.dumps(args["order"], sort_keys=True).encode(),
+            scope=lambda _args: "bench",
+            wait_timeout_seconds=0.0,  # like the others: answer "in progress" at once
+        )
+
+        def charge(order: dict[str, Any]) -> dict[str, Any]:
+            return self.body(order)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.charge: Callable[..., Any] = idempotent_sync(backend=backend, config=config)(
+                charge
+            )
+
+    def call(self, order: dict[str, Any]) -> Any:
+        return self.charge(order=order)
+
+
+def _firstwrite_api() -> tuple[Any, Any, type[BaseException]] | str:
+    """(Idempotency, IdempotencyConfig, InProgressError) from the public API, or why not."""
+    top, why = try_import(
+        "firstwrite", "Idempotency", "IdempotencyConfig", "InProgressError", "idempotent"
+    )
+    if top is None:
+        return why or "?"
+    return top.Idempotency, top.IdempotencyConfig, top.InProgressError
+
+
+def _idemkit_available() -> str | None:
+    mod, why = try_import("idemkit.backends.dynamodb", "DynamoBackend")
+    return why if mod is None else None
+
+
+class Scenario(Contender):
+    """One library, one scenario; counts calls and requests during timed slices only."""
+
+    def __init__(self, shared: Shared, factory: Callable[[Shared], Library], scenario: str):
+        self.shared = shared
+        self.factory = factory
+        self.scenario = scenario
+        self.lib: Library | None = None
+        self.name = getattr(factory, "name", "?")
+        self.requests = 0
+        self.calls = 0
+        self._mark = 0
+        self._thread: threading.Thread | None = None
+        self._prefix = uuid.uuid4().hex[:8]
+        self._expected: Any = None
+
+    def setup(self) -> None:
+        lib = self.lib = self.factory(self.shared)
+        if self.scenario == "duplicate":
+            self._expected = lib.call(_order(f"{self._prefix}-dup"))
+        elif self.scenario == "in progress":
+            order = _order(f"{self._prefix}-busy", block=True)
+            self._thread = threading.Thread(target=lib.call, args=(order,), daemon=True)
+            self._thread.start()
+            if not lib.entered.wait(30):
+                raise RuntimeError("the in-progress call never started its body")
+
+    def resume(self) -> None:
+        self._mark = self.shared.counter.total
+
+    def pause(self) -> None:
+        self.calls += self.shared.counter.total - self._mark
+
+    def op(self, i: int) -> None:
+        lib = self.lib
+        assert lib is not None
+        self.requests += 1
+        if self.scenario == "first call":
+            order = _order(f"{self._prefix}-{i}")
+            result = lib.call(order)
+            if result.get("order_id") != order["order_id"]:
+                raise AssertionError(f"{self.name} returned {result!r}")
+        elif self.scenario == "duplicate":
+            result = lib.call(_order(f"{self._prefix}-dup"))
+            if result != self._expected:
+                raise AssertionError(f"{self.name} replayed {result!r}, not {self._expected!r}")
+        else:
+            try:
+                lib.call(_order(f"{self._prefix}-busy", block=True))
+            except lib.in_progress:
+                return
+            raise AssertionError(f"{self.name} ran a request whose twin is in progress")
+
+    def teardown(self) -> None:
+        if self.lib is not None:
+            self.lib.release.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    @property
+    def calls_per_request(self) -> float:
+        return self.calls / self.requests if self.requests else float("nan")
+
+
+def run(settings: Settings, log: Callable[[str], None]) -> Section:
+    section = Section(
+        key="idempotency",
+        title="Idempotency layer vs Powertools vs idemkit (issue 4)",
+        method=[
+            "One engine file (`durability='normal'`); firstwrite and Powertools share one boto3 "
+            "client bound to it (`bind`); idemkit's `DynamoBackend` uses a boto3 resource whose "
+            "client is bound to the same engine (its aioboto3 dependency is not installed: its "
+            "`Table` is replaced by a thin async adapter over boto3's, idemkit's logic is "
+            "unchanged).",
+            "The same function `charge(order)` (4-field dict in, 3-field dict out); the key "
+            "is `order_id`, the whole payload is validated: firstwrite "
+            "`@idempotent(Idempotency(IdempotencyConfig(table_name=...), client=...), "
+            "key='order.order_id')` (defaults otherwise); Powertools "
+            f"{package_version('aws-lambda-powertools')} `idempotent_function` with "
+            "`DynamoDBPersistenceLayer(boto3_client=...)`, `event_key_jmespath='order_id'`, "
+            f"`payload_validation_jmespath='@'`; idemkit {package_version('idemkit')} "
+            "`idempotent_sync` with `key_fields=['order.order_id']`, a payload "
+            "`validation_fingerprint`, `wait_timeout_seconds=0` (the others do not wait "
+            "either). Local caches off everywhere (the defaults).",
+            "*first call*: a new key each request (claim, run, store the result). "
+            "*duplicate*: the key of a completed request (replay). *in progress*: the key of a "
+            "request whose body is still running in another thread (each library's "
+            "'in progress' error).",
+            "DynamoDB calls per request: a `before-call` handler on the clients, counted during "
+            "the timed slices only. Time: wall time of one whole call (µs), "
+            f"{settings.reps} repetitions of {settings.duration:g} s, interleaved.",
+        ],
+    )
+    api = _firstwrite_api()
+    why_idemkit = _idemkit_available()
+    with scratch_dir("idempotency-") as directory:
+        try:
+            shared = Shared(directory)
+        except Exception as exc:
+            section.error = f"engine/binding unavailable: {type(exc).__name__}: {exc}"
+            return section
+        try:
+            factories: list[Callable[[Shared], Library]] = []
+            skipped: dict[str, str] = {}
+            if isinstance(api, str):
+                skipped[OURS] = api
+            else:
+                factories.append(FirstwriteLib)
+            factories.append(PowertoolsLib)
+            if why_idemkit is None:
+                factories.append(IdemkitLib)
+            else:
+                skipped[IDEMKIT] = why_idemkit
+            for scenario in SCENARIOS:
+                log(f"  idempotency / {scenario}")
+                contenders = [Scenario(shared, f, scenario) for f in factories]
+                series, more = run_interleaved(contenders, settings, log=log)
+                for s in series:
+                    s.values = [1e6 / v for v in s.values]
+                    s.unit = "µs/request"
+                calls = {c.name: c.calls_per_request for c in contenders if c.requests}
+                table = Table(
+                    title=scenario,
+                    series=series,
+                    ours=[OURS],
+                    targets=[Target(OURS, POWERTOOLS, maximum=TIME_TARGET)],
+                    skipped={**skipped, **more},
+                    extra={"DynamoDB calls/request": {n: f"{v:.2f}" for n, v in calls.items()}},
+                )
+                ours, theirs = calls.get(OURS), calls.get(POWERTOOLS)
+                table.checks.append(
+                    Check(
+                        f"{OURS} / {POWERTOOLS} DynamoDB calls per request",
+                        "n/a" if ours is None or theirs is None else f"{ours:.2f} vs {theirs:.2f}",
+                        "no more",
+                        None if ours is None or theirs is None else ours <= theirs + 1e-9,
+                    )
+                )
+                section.tables.append(table)
+                if OURS in table.ours and table.get(OURS) is not None:
+                    ratio = table.ratio(OURS, POWERTOOLS)
+                    if not ratio <= TIME_TARGET:
+                        log(f"  profiling firstwrite / {scenario} (target missed)")
+                        section.profiles[f"firstwrite, {scenario}"] = profile_contender(
+                            Scenario(shared, FirstwriteLib, scenario),
+                            200 if settings.quick else 2000,
+                        )
+        finally:
+            shared.close()
+    return section

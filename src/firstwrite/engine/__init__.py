@@ -1,0 +1,77 @@
+"""firstwrite's local DynamoDB engine and the three ways into it.
+
+- :class:`DirectClient`: boto3's low-level API answered in-process, no JSON (the fast path).
+- :func:`local_client` / :func:`local_resource` / :func:`bind`: real boto3 clients whose
+  requests are answered in-process through the whole botocore stack.
+- :func:`serve` / :class:`ServerThread` / :func:`create_app`: DynamoDB's JSON 1.0 protocol over
+  HTTP, for any SDK or language.
+
+Names are imported lazily, so ``import firstwrite.engine`` stays cheap (boto3 and uvicorn load
+only when used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import Engine
+    from .binding import bind, local_client, local_resource, unbind
+    from .client import DirectClient, client_error
+    from .errors import DynamoDBError
+    from .server import (
+        EngineApp,
+        ServerThread,
+        SigV4Verifier,
+        create_app,
+        register_admin_route,
+        serve,
+    )
+
+__all__ = [
+    "DirectClient",
+    "DynamoDBError",
+    "Engine",
+    "EngineApp",
+    "ServerThread",
+    "SigV4Verifier",
+    "bind",
+    "client_error",
+    "create_app",
+    "local_client",
+    "local_resource",
+    "register_admin_route",
+    "serve",
+    "unbind",
+]
+
+_WHERE = {
+    "Engine": "api",
+    "DynamoDBError": "errors",
+    "DirectClient": "client",
+    "client_error": "client",
+    "bind": "binding",
+    "unbind": "binding",
+    "local_client": "binding",
+    "local_resource": "binding",
+    "EngineApp": "server",
+    "ServerThread": "server",
+    "SigV4Verifier": "server",
+    "create_app": "server",
+    "register_admin_route": "server",
+    "serve": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,44 @@
+"""The DynamoDB expression language: Condition, Filter, KeyCondition, Update and Projection.
+
+Layout:
+    grammar.lark     the one grammar for every expression kind (lark, LALR)
+    parser.py        text -> AST (ast.py), lark errors -> DynamoDB syntax-error messages
+    validate.py      the semantic pass: placeholders, reserved words, limits, functions, types
+    evaluate.py      conditions and filters compiled to closures
+    update.py        applying an UpdateExpression
+    projection.py    ProjectionExpression
+    keycondition.py  KeyConditionExpression against a key schema
+    compiled.py      compile_expressions() and the objects it returns
+"""
+
+from __future__ import annotations
+
+from .ast import Path
+from .compiled import (
+    Compiled,
+    Condition,
+    KeyCondition,
+    Projection,
+    Update,
+    apply_update,
+    compile_expressions,
+    evaluate,
+    key_condition_range,
+    project,
+)
+from .keycondition import RangeCondition
+
+__all__ = [
+    "Compiled",
+    "Condition",
+    "KeyCondition",
+    "Path",
+    "Projection",
+    "RangeCondition",
+    "Update",
+    "apply_update",
+    "compile_expressions",
+    "evaluate",
+    "key_condition_range",
+    "project",
+]

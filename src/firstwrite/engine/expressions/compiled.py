@@ -1,0 +1,262 @@
+"""compile_expressions: one request's expressions, names and values -> ready-to-run objects.
+
+The work that depends only on the expression text and the name map is cached
+(:func:`_prepare`); per request only the values are validated and the value-type checks run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ..errors import DynamoDBError, validation
+from ..values import AttributeValue, Item, parse_value
+from . import ast
+from .evaluate import Predicate, Values, compile_condition
+from .keycondition import KeyTerm, RangeCondition, key_terms, match_schema
+from .projection import Trie, build_trie, project_item
+from .update import Plan, apply, plan
+from .validate import ValueCheck, analyse, check_name_map, check_value_keys, resolve
+
+_NO_VALUES: Mapping[str, AttributeValue] = {}
+_EMPTY_ITEM: Item = {}  # never written to: evaluation only reads
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A ConditionExpression or FilterExpression bound to the request's values."""
+
+    text: str
+    predicate: Predicate
+    values: Values
+    top_level_names: frozenset[str]
+    tree: ast.Node  # the resolved condition, for callers that inspect its paths
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    text: str
+    plan: Plan
+    values: Values
+
+    @property
+    def paths(self) -> tuple[ast.Path, ...]:
+        """Every document path the update writes (for ReturnValues UPDATED_OLD/NEW)."""
+        return self.plan.paths
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    text: str
+    paths: tuple[ast.Path, ...]
+    trie: Trie
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCondition:
+    text: str
+    terms: tuple[KeyTerm, ...]
+    values: Values
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    condition: Condition | None = None
+    update: Update | None = None
+    projection: Projection | None = None
+    filter: Condition | None = None
+    key_condition: KeyCondition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    kind: str
+    text: str
+    checks: tuple[ValueCheck, ...]
+    tree: ast.Tree
+    runnable: Any  # Predicate, Plan, (paths, trie) or key terms
+    top_level_names: frozenset[str]
+    names: frozenset[str]  # placeholders the text uses
+    values: frozenset[str]
+
+
+@lru_cache(maxsize=8192)
+def _prepare(
+    kind: str, text: str, names: tuple[tuple[str, str], ...], value_keys: frozenset[str]
+) -> _Prepared:
+    resolved = resolve(kind, text, names, value_keys)
+    tree = resolved.tree
+    runnable: Any
+    if isinstance(tree, ast.UpdateTree):
+        runnable = plan(tree, resolved.extra["paths"])
+    elif isinstance(tree, ast.ProjectionTree):
+        paths = resolved.extra["paths"]
+        runnable = (paths, build_trie(paths))
+    elif kind == "KeyConditionExpression":
+        runnable = key_terms(tree)
+    else:
+        runnable = compile_condition(tree)
+    analysis = analyse(kind, text)
+    return _Prepared(
+        kind,
+        text,
+        resolved.checks,
+        tree,
+        runnable,
+        resolved.extra.get("top_level_names", frozenset()),
+        analysis.names,
+        analysis.values,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _number(text: str) -> str:
+    normalized: str = parse_value({"N": text})["N"]
+    return normalized
+
+
+def _parse_value(raw: Any, wire: bool) -> AttributeValue:
+    # Fast path for the common scalar placeholders; everything else goes through values.py.
+    if type(raw) is dict and len(raw) == 1:
+        ((kind, inner),) = raw.items()
+        if type(inner) is str:
+            if kind == "S":
+                return {"S": inner}
+            if kind == "N":
+                return {"N": _number(inner)}
+    return parse_value(raw, wire=wire)
+
+
+@lru_cache(maxsize=4096)
+def _names(items: tuple[tuple[Any, Any], ...]) -> tuple[tuple[str, str], ...]:
+    return check_name_map(dict(items))
+
+
+@lru_cache(maxsize=4096)
+def _value_keys(keys: tuple[Any, ...]) -> None:
+    check_value_keys(dict.fromkeys(keys))
+
+
+def _parse_values(values: Mapping[str, Any], wire: bool) -> dict[str, AttributeValue]:
+    _value_keys(tuple(values))
+    parsed: dict[str, AttributeValue] = {}
+    for key, raw in values.items():
+        try:
+            parsed[key] = _parse_value(raw, wire)
+        except DynamoDBError as exc:
+            if exc.code != "ValidationException":
+                raise
+            # AWS appends the key, except to the empty-set message (verified on AWS by moto).
+            suffix = (
+                ""
+                if "may not be empty" in exc.message or "should not be empty" in exc.message
+                else f" for key {key}"
+            )
+            raise validation(
+                f"ExpressionAttributeValues contains invalid value: {exc.message}{suffix}"
+            ) from None
+    return parsed
+
+
+def compile_expressions(
+    condition: str | None = None,
+    update: str | None = None,
+    projection: str | None = None,
+    filter: str | None = None,
+    key_condition: str | None = None,
+    names: Mapping[str, Any] | None = None,
+    values: Mapping[str, Any] | None = None,
+    wire: bool = False,
+) -> Compiled:
+    """Validate and compile a request's expressions (DynamoDB's checks and messages)."""
+    name_items: tuple[tuple[str, str], ...] = () if names is None else _names(tuple(names.items()))
+    parsed_values = _NO_VALUES if values is None else _parse_values(values, wire)
+    value_keys = frozenset(parsed_values)
+
+    # DynamoDB's order: Update, Condition, KeyCondition, Filter, Projection.
+    ordered = (
+        ("UpdateExpression", update),
+        ("ConditionExpression", condition),
+        ("KeyConditionExpression", key_condition),
+        ("FilterExpression", filter),
+        ("ProjectionExpression", projection),
+    )
+    prepared: dict[str, _Prepared] = {}
+    used_names: set[str] = set()
+    used_values: set[str] = set()
+    for kind, text in ordered:
+        if text is None:
+            continue
+        item = _prepare(kind, text, name_items, value_keys)
+        for check in item.checks:
+            error = check(parsed_values)
+            if error is not None:
+                raise error
+        used_names |= item.names
+        used_values |= item.values
+        prepared[kind] = item
+
+    if names is not None and len(used_names) != len(name_items):
+        unused = [k for k, _ in name_items if k not in used_names]
+        raise validation(
+            "Value provided in ExpressionAttributeNames unused in expressions: "
+            f"keys: {{{', '.join(unused)}}}"
+        )
+    if values is not None and len(used_values) != len(parsed_values):
+        unused = [k for k in parsed_values if k not in used_values]
+        raise validation(
+            "Value provided in ExpressionAttributeValues unused in expressions: "
+            f"keys: {{{', '.join(unused)}}}"
+        )
+
+    def condition_of(kind: str) -> Condition | None:
+        item = prepared.get(kind)
+        if item is None:
+            return None
+        assert not isinstance(item.tree, (ast.UpdateTree, ast.ProjectionTree))
+        return Condition(item.text, item.runnable, parsed_values, item.top_level_names, item.tree)
+
+    update_item = prepared.get("UpdateExpression")
+    projection_item = prepared.get("ProjectionExpression")
+    key_item = prepared.get("KeyConditionExpression")
+    return Compiled(
+        condition=condition_of("ConditionExpression"),
+        update=None
+        if update_item is None
+        else Update(update_item.text, update_item.runnable, parsed_values),
+        projection=None
+        if projection_item is None
+        else Projection(projection_item.text, *projection_item.runnable),
+        filter=condition_of("FilterExpression"),
+        key_condition=None
+        if key_item is None
+        else KeyCondition(key_item.text, key_item.runnable, parsed_values),
+    )
+
+
+def evaluate(condition: Condition, item: Item | None) -> bool:
+    """Whether ``item`` (``None``: no item) satisfies the condition or filter."""
+    return condition.predicate(item if item is not None else _EMPTY_ITEM, condition.values)
+
+
+def apply_update(
+    update: Update, item: Item | None, *, key_names: frozenset[str] = frozenset()
+) -> Item:
+    """The item ``update`` makes of ``item``; a new dict, ``item`` is left untouched."""
+    return apply(update.plan, update.values, item, key_names)
+
+
+def project(item: Item, projection: Projection | Sequence[ast.Path]) -> Item:
+    """Keep only the projected document paths of ``item``."""
+    if isinstance(projection, Projection):
+        return project_item(item, projection.trie)
+    return project_item(item, build_trie(projection))
+
+
+def key_condition_range(
+    key_condition: KeyCondition, hash_key: str, range_key: str | None = None
+) -> tuple[AttributeValue, RangeCondition | None]:
+    """The partition-key value and sort-key condition of a Query, checked against the schema."""
+    return match_schema(key_condition.terms, key_condition.values, hash_key, range_key)

@@ -1,0 +1,140 @@
+"""KeyConditionExpression: its shape (checked at compile time) and the key schema match.
+
+A key condition is parsed by the condition grammar; here it must be one or two terms joined by
+AND, each naming one top-level attribute against expression values:
+``k = :v``, ``k < :v`` (and ``<= > >=``), ``k BETWEEN :a AND :b`` or ``begins_with(k, :p)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import DynamoDBError, validation
+from ..values import AttributeValue
+from . import ast
+
+_PREFIX = "Invalid KeyConditionExpression: "
+_FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTerm:
+    """One key condition: ``attribute operator operands`` with ``:value`` names."""
+
+    attribute: str
+    operator: str  # = < <= > >= BETWEEN begins_with
+    operands: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeCondition:
+    """The sort-key condition of a Query, with its AttributeValue operands."""
+
+    operator: str  # = < <= > >= BETWEEN begins_with
+    operands: tuple[AttributeValue, ...]
+
+
+def _invalid(message: str) -> DynamoDBError:
+    return validation(_PREFIX + message)
+
+
+def key_terms(tree: ast.Node) -> tuple[KeyTerm, ...]:
+    """Check the shape of a resolved KeyConditionExpression and list its terms."""
+    terms: list[KeyTerm] = []
+    seen: set[str] = set()
+    for node in _conjuncts(tree):
+        term = _term(node)
+        if term.attribute in seen:
+            raise validation("KeyConditionExpressions must only contain one condition per key")
+        seen.add(term.attribute)
+        terms.append(term)
+    return tuple(terms)
+
+
+def _conjuncts(node: ast.Node) -> list[ast.Node]:
+    if isinstance(node, ast.And):
+        return [*_conjuncts(node.left), *_conjuncts(node.right)]
+    if isinstance(node, ast.Or):
+        raise _invalid("Invalid operator used in KeyConditionExpression: OR")
+    if isinstance(node, ast.Not):
+        raise _invalid("Invalid operator used in KeyConditionExpression: NOT")
+    return [node]
+
+
+def _term(node: ast.Node) -> KeyTerm:
+    if isinstance(node, ast.In):
+        raise _invalid("Invalid operator used in KeyConditionExpression: IN")
+    if isinstance(node, ast.Compare) and node.op == "<>":
+        raise _invalid("Invalid operator used in KeyConditionExpression: <>")
+    if isinstance(node, ast.Call) and node.name != "begins_with":
+        if node.name == "size":  # pragma: no cover - size alone is rejected earlier
+            raise _invalid("KeyConditionExpressions cannot contain nested operations")
+        raise _invalid(f"Invalid operator used in KeyConditionExpression: {node.name}")
+    operands: tuple[ast.Node, ...]
+    if isinstance(node, ast.Compare):
+        operands = (node.left, node.right)
+    elif isinstance(node, ast.Between):
+        operands = (node.subject, node.low, node.high)
+    else:
+        assert isinstance(node, ast.Call)
+        operands = node.args
+    attribute: str | None = None
+    position = 0
+    for index, operand in enumerate(operands):
+        if isinstance(operand, ast.Call):
+            raise _invalid("KeyConditionExpressions cannot contain nested operations")
+        if isinstance(operand, ast.PathNode):
+            if attribute is not None:
+                raise _invalid(
+                    "Invalid condition in KeyConditionExpression: "
+                    "Multiple attribute names used in one condition"
+                )
+            if len(operand.parts) > 1:
+                raise validation(
+                    "KeyConditionExpressions cannot have conditions on nested attributes"
+                )
+            first = operand.parts[0]
+            assert isinstance(first, str)
+            attribute, position = first, index
+    if attribute is None:
+        raise _invalid("Invalid condition in KeyConditionExpression: No key attribute specified")
+    values = tuple(o.name for o in operands if isinstance(o, ast.ValueRef))
+    if isinstance(node, ast.Compare):
+        operator = node.op if position == 0 else _FLIP[node.op]
+        return KeyTerm(attribute, operator, values)
+    name = "BETWEEN" if isinstance(node, ast.Between) else "begins_with"
+    if position != 0:
+        raise _invalid(
+            f"Invalid condition in KeyConditionExpression: {name} operator must have the key "
+            "attribute as its first operand"
+        )
+    return KeyTerm(attribute, name, values)
+
+
+def match_schema(
+    terms: tuple[KeyTerm, ...],
+    values: Mapping[str, AttributeValue],
+    hash_key: str,
+    range_key: str | None,
+) -> tuple[AttributeValue, RangeCondition | None]:
+    keys = 1 if range_key is None else 2
+    if len(terms) > keys:
+        raise validation(
+            f"The number of query conditions ({len(terms)}) exceeds the number of key "
+            f"attributes defined in the schema ({keys})"
+        )
+    by_name = {t.attribute: t for t in terms}
+    hash_term = by_name.get(hash_key)
+    if hash_term is None:
+        raise validation(f"Query condition missed key schema element: {hash_key}")
+    others = [t for t in terms if t.attribute != hash_key]
+    if others and others[0].attribute != range_key:
+        raise validation(f"Query condition missed key schema element: {range_key or hash_key}")
+    if hash_term.operator != "=":
+        raise validation("Query key condition not supported")
+    hash_value = values[hash_term.operands[0]]
+    if not others:
+        return hash_value, None
+    term = others[0]
+    return hash_value, RangeCondition(term.operator, tuple(values[n] for n in term.operands))

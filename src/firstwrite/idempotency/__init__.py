@@ -1,0 +1,79 @@
+"""Exactly-once request deduplication on DynamoDB conditional writes.
+
+See ``docs/guarantees.md`` for what is (and is not) exactly-once, ``docs/patterns.md`` for the
+three ways to use it, ``docs/idempotency-record.md`` for the record and its state machine.
+"""
+
+from __future__ import annotations
+
+from .aio import AsyncIdempotency
+from .audit import DynamoAuditStore, MemoryAuditStore, TtlAudit
+from .config import IdempotencyConfig, RetryPolicy
+from .decorators import idempotent, idempotent_handler
+from .errors import (
+    BusinessConditionFailedError,
+    ConfigurationError,
+    IdempotencyError,
+    InProgressError,
+    LostClaimError,
+    MissingKeyError,
+    PayloadMismatchError,
+    ReplayedFailureError,
+    ResultTooLargeError,
+    SerializationError,
+    TransactionConflictError,
+)
+from .guard import UNSET, Claim, Idempotency, Replay
+from .keys import canonical_json, fingerprint
+from .metrics import (
+    CallCounter,
+    HookMetrics,
+    MemoryMetrics,
+    Metrics,
+    MultiMetrics,
+    NullMetrics,
+    OpenTelemetryMetrics,
+    PrometheusMetrics,
+)
+from .record import Record, Status
+from .router import HomeRegionRouter, RoutedIdempotency
+
+__all__ = [
+    "UNSET",
+    "AsyncIdempotency",
+    "BusinessConditionFailedError",
+    "CallCounter",
+    "Claim",
+    "ConfigurationError",
+    "DynamoAuditStore",
+    "HomeRegionRouter",
+    "HookMetrics",
+    "Idempotency",
+    "IdempotencyConfig",
+    "IdempotencyError",
+    "InProgressError",
+    "LostClaimError",
+    "MemoryAuditStore",
+    "MemoryMetrics",
+    "Metrics",
+    "MissingKeyError",
+    "MultiMetrics",
+    "NullMetrics",
+    "OpenTelemetryMetrics",
+    "PayloadMismatchError",
+    "PrometheusMetrics",
+    "Record",
+    "Replay",
+    "ReplayedFailureError",
+    "ResultTooLargeError",
+    "RetryPolicy",
+    "RoutedIdempotency",
+    "SerializationError",
+    "Status",
+    "TransactionConflictError",
+    "TtlAudit",
+    "canonical_json",
+    "fingerprint",
+    "idempotent",
+    "idempotent_handler",
+]

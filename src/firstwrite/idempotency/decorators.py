@@ -1,0 +1,262 @@
+"""Decorators: make a function (sync or async) or a Lambda handler idempotent.
+
+>>> @idempotent(guard, key_arg="order_id")
+... def charge(order_id: str, amount: int) -> Receipt: ...
+
+>>> @idempotent(guard, key="[customer, cart.id]")       # JMESPath over the arguments
+... async def checkout(customer: str, cart: dict) -> dict: ...
+
+>>> @idempotent_handler(guard, key='headers."Idempotency-Key"', payload="body")
+... def handler(event, context): ...
+
+The key is either an argument's value (``key_arg``) or the fingerprint of selected fields
+(``key``: a JMESPath expression or a callable over the arguments dict). The mismatch check
+fingerprints ``payload`` (default: every argument). The return annotation, when it names a
+dataclass or pydantic model (or a container of them), is what a replay is rebuilt into.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from .errors import MissingKeyError
+from .guard import UNSET, Idempotency
+from .keys import Selector, key_from, select
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+GuardLike = Any  # Idempotency | AsyncIdempotency | a zero-argument factory of either
+
+
+class _Binding:
+    """What the decorator computes once per decorated function."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        guard: GuardLike,
+        key_arg: str | None,
+        key: Selector | None,
+        payload: Selector | bool | None,
+        exclude: Sequence[str],
+        scope: str | Callable[[dict[str, Any]], str] | None,
+    ) -> None:
+        if (key_arg is None) == (key is None):
+            raise ValueError("give exactly one of key_arg= or key=")
+        self.fn = fn
+        self.signature = inspect.signature(fn)
+        if key_arg is not None and key_arg not in self.signature.parameters:
+            raise ValueError(f"{fn.__qualname__} has no argument {key_arg!r}")
+        self._guard = guard
+        self.key_arg = key_arg
+        self.key = key
+        self.payload = payload
+        self.exclude = frozenset(exclude)
+        self.scope = scope
+        self._result_type: Any = UNSET
+        self._resolved: Any = None
+
+    @property
+    def guard(self) -> Any:
+        if self._resolved is None:
+            g = self._guard
+            if g is None:
+                g = Idempotency()  # no configuration: the local engine file
+            elif callable(g) and not hasattr(g, "claim"):
+                g = g()
+            self._resolved = g
+        return self._resolved
+
+    @property
+    def result_type(self) -> Any:
+        if self._result_type is UNSET:
+            try:
+                hint = typing.get_type_hints(self.fn).get("return")
+            except Exception:  # unresolvable forward references: replay plain JSON
+                hint = None
+            self._result_type = None if hint in (None, type(None), Any) else hint
+        return self._result_type
+
+    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return {k: v for k, v in bound.arguments.items() if k not in self.exclude}
+
+    def identify(self, arguments: dict[str, Any]) -> tuple[str, Any, str | None]:
+        if self.key_arg is not None:
+            value = arguments.get(self.key_arg)
+            if value is None or value == "":
+                raise MissingKeyError(f"argument {self.key_arg!r} is empty")
+            key = value if isinstance(value, str) else str(value)
+        else:
+            key = key_from(arguments, self.key, self.guard.config.hash_function)
+        if self.payload is False:
+            payload: Any = UNSET
+        elif self.payload is None or self.payload is True:
+            payload = arguments
+        else:
+            payload = select(arguments, self.payload)
+        scope = self.scope(arguments) if callable(self.scope) else self.scope
+        return key, payload, scope
+
+
+def idempotent(
+    guard: GuardLike = None,
+    *,
+    key_arg: str | None = None,
+    key: Selector | None = None,
+    payload: Selector | bool | None = None,
+    exclude: Sequence[str] = ("self", "cls"),
+    scope: str | Callable[[dict[str, Any]], str] | None = None,
+    lease: float | None = None,
+) -> Callable[[F], F]:
+    """Make a sync or async function run once per key; duplicates get its stored result.
+
+    ``guard`` is an :class:`Idempotency` (or :class:`~.aio.AsyncIdempotency` for coroutine
+    functions; a sync guard also works there, driven from a thread), a factory of one, or
+    ``None`` for the local default. ``exclude`` names arguments kept out of the fingerprint
+    (sessions, loggers)."""
+
+    def decorate(fn: F) -> F:
+        binding = _Binding(fn, guard, key_arg, key, payload, exclude, scope)
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                arguments = binding.arguments(args, kwargs)
+                k, p, s = binding.identify(arguments)
+                g = binding.guard
+                call = functools.partial(fn, *args, **kwargs)
+                if isinstance(g, Idempotency):
+                    return await _sync_guard_async_fn(g, k, call, p, s, binding.result_type, lease)
+                return await g.run(
+                    k, call, p, scope=s, result_type=binding.result_type, lease=lease
+                )
+
+            async_wrapper.__wrapped_idempotency__ = binding  # type: ignore[attr-defined]
+            return typing.cast(F, async_wrapper)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            arguments = binding.arguments(args, kwargs)
+            k, p, s = binding.identify(arguments)
+            call = functools.partial(fn, *args, **kwargs)
+            return binding.guard.run(
+                k, call, p, scope=s, result_type=binding.result_type, lease=lease
+            )
+
+        wrapper.__wrapped_idempotency__ = binding  # type: ignore[attr-defined]
+        return typing.cast(F, wrapper)
+
+    return decorate
+
+
+async def _sync_guard_async_fn(
+    guard: Idempotency,
+    key: str,
+    fn: Callable[[], Any],
+    payload: Any,
+    scope: str | None,
+    result_type: Any,
+    lease: float | None,
+) -> Any:
+    from .guard import Replay
+
+    outcome = await asyncio.to_thread(guard.claim, key, payload, scope=scope, lease=lease)
+    if isinstance(outcome, Replay):
+        return outcome.value(result_type)
+    try:
+        result = await fn()
+    except BaseException as exc:
+        await asyncio.to_thread(guard._fail_quietly, outcome, exc)
+        raise
+    await asyncio.to_thread(guard.complete, outcome, result)
+    return result
+
+
+def _handler_shape(event: Any, context: Any = None) -> None:
+    """The signature every Lambda handler has (the binding only resolves the guard)."""
+
+
+def idempotent_handler(
+    guard: GuardLike = None,
+    *,
+    key: Selector,
+    payload: Selector | bool | None = None,
+    scope: str | Callable[[dict[str, Any]], str] | None = None,
+    lease_margin: float = 1.0,
+) -> Callable[[F], F]:
+    """The AWS Lambda form: ``handler(event, context)``, key and payload selected from the
+    event (JMESPath or callable; ``payload`` defaults to the whole event).
+
+    The lease is capped at the invocation's remaining time (``context.get_remaining_time_in_
+    millis()``) minus ``lease_margin``: when Lambda kills a timed-out invocation, its claim is
+    free for the retry right away instead of blocking it for a full lease."""
+
+    def decorate(fn: F) -> F:
+        binding = _Binding(lambda event, context=None: None, guard, None, key, None, (), scope)
+
+        def identify(event: Any) -> tuple[str, Any, str | None]:
+            k = key_from(event, key, binding.guard.config.hash_function)
+            if payload is False:
+                p: Any = UNSET
+            elif payload is None or payload is True:
+                p = event
+            else:
+                p = select(event, payload)
+            s = scope(event) if callable(scope) else scope
+            return k, p, s
+
+        def lease_for(context: Any) -> float | None:
+            remaining = getattr(context, "get_remaining_time_in_millis", None)
+            if not callable(remaining):
+                return None
+            seconds = float(remaining()) / 1000 - lease_margin
+            return max(1.0, min(float(binding.guard.config.lease), seconds))
+
+        hints_fn = fn
+
+        def result_type() -> Any:
+            try:
+                hint = typing.get_type_hints(hints_fn).get("return")
+            except Exception:
+                return None
+            return None if hint in (None, type(None), Any) else hint
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_handler(event: Any, context: Any = None) -> Any:
+                k, p, s = identify(event)
+                g = binding.guard
+                call = functools.partial(fn, event, context)
+                if isinstance(g, Idempotency):
+                    return await _sync_guard_async_fn(
+                        g, k, call, p, s, result_type(), lease_for(context)
+                    )
+                return await g.run(
+                    k, call, p, scope=s, result_type=result_type(), lease=lease_for(context)
+                )
+
+            return typing.cast(F, async_handler)
+
+        @functools.wraps(fn)
+        def handler(event: Any, context: Any = None) -> Any:
+            k, p, s = identify(event)
+            return binding.guard.run(
+                k,
+                functools.partial(fn, event, context),
+                p,
+                scope=s,
+                result_type=result_type(),
+                lease=lease_for(context),
+            )
+
+        return typing.cast(F, handler)
+
+    return decorate

@@ -1,0 +1,51 @@
+"""The no-configuration default: a local engine database file, so a first call needs no AWS.
+
+The only place the idempotency layer touches :mod:`firstwrite.engine`, imported lazily. The
+file is ``$FIRSTWRITE_LOCAL_DB`` or ``~/.firstwrite/local.db``; one engine per file per
+process; the table is created on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from .config import IdempotencyConfig
+
+ENV_VAR = "FIRSTWRITE_LOCAL_DB"
+
+_lock = threading.Lock()
+_engines: dict[str, Any] = {}
+_clients: dict[tuple[str, str], Any] = {}
+_tables: set[tuple[str, str]] = set()
+
+
+def default_path() -> str:
+    return os.environ.get(ENV_VAR) or os.path.join(
+        os.path.expanduser("~"), ".firstwrite", "local.db"
+    )
+
+
+def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
+    """A boto3 DynamoDB client bound in-process to the local engine file, with the table
+    ``config.table_name`` created (on-demand, TTL on)."""
+    path = os.path.abspath(path or default_path())
+    region = config.region or "us-east-1"
+    with _lock:
+        client = _clients.get((path, region))
+        if client is None:
+            from firstwrite.engine import Engine
+            from firstwrite.engine.binding import local_client
+
+            engine = _engines.get(path)
+            if engine is None:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                engine = _engines[path] = Engine(path)
+            client = _clients[path, region] = local_client(engine, region=region)
+        if (path, config.table_name) not in _tables:
+            from .store import RecordStore
+
+            RecordStore(client, config).ensure_table()
+            _tables.add((path, config.table_name))
+    return client

@@ -1,0 +1,239 @@
+"""Metrics, hooks and call counting. Prometheus and OpenTelemetry are optional extras.
+
+Every signal goes through one :class:`Metrics` sink: :class:`NullMetrics` (the default, free),
+:class:`PrometheusMetrics`, :class:`OpenTelemetryMetrics`, :class:`HookMetrics` (your callables),
+or several at once with :class:`MultiMetrics`. The guard checks ``metrics.enabled`` before doing
+any work for a signal, so the default hot path pays nothing.
+
+Names (Prometheus appends ``_total`` to counters that lack it):
+
+========================================== ========= ==============================
+name                                       kind      labels
+========================================== ========= ==============================
+firstwrite_claims_total                    counter   outcome
+firstwrite_lost_claims_total               counter   operation
+firstwrite_dynamodb_retries_total          counter   operation, kind, dynamo_error_code
+firstwrite_dynamodb_throttles_total        counter   operation, dynamo_error_code
+firstwrite_consumed_capacity_total         counter   operation
+firstwrite_operation_seconds               histogram operation
+firstwrite_in_progress_polls_total         counter   (none)
+firstwrite_cache_hits_total                counter   (none)
+transact_write_cancellation_reason         counter   reason
+dynamo_ttl_delete_before_retry_total       counter   (none)
+dynamo_cross_region_duplicate_detected_total counter region
+========================================== ========= ==============================
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter as _Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "firstwrite_claims_total": ("Claim attempts by outcome", ("outcome",)),
+    "firstwrite_lost_claims_total": ("Completions refused by fencing", ("operation",)),
+    "firstwrite_dynamodb_retries_total": (
+        "DynamoDB calls retried",
+        ("operation", "kind", "dynamo_error_code"),
+    ),
+    "firstwrite_dynamodb_throttles_total": (
+        "DynamoDB throttling errors",
+        ("operation", "dynamo_error_code"),
+    ),
+    "firstwrite_consumed_capacity_total": ("Capacity units consumed", ("operation",)),
+    "firstwrite_in_progress_polls_total": ("Reads while waiting on an in-progress key", ()),
+    "firstwrite_cache_hits_total": ("Duplicates answered from the local cache", ()),
+    "transact_write_cancellation_reason": ("Transaction cancellation reasons", ("reason",)),
+    "dynamo_ttl_delete_before_retry_total": (
+        "Keys claimed again within their retry window after TTL removed them",
+        (),
+    ),
+    "dynamo_cross_region_duplicate_detected_total": (
+        "Records claimed in another region than the one serving the request",
+        ("region",),
+    ),
+}
+HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "firstwrite_operation_seconds": ("Idempotency operation latency", ("operation",)),
+}
+
+
+class Metrics:
+    """The sink interface. ``enabled = False`` lets the caller skip building labels."""
+
+    enabled: bool = True
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        raise NotImplementedError
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        raise NotImplementedError
+
+
+class NullMetrics(Metrics):
+    enabled = False
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        return None
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        return None
+
+
+NULL = NullMetrics()
+
+Hook = Callable[[str, float, Mapping[str, str]], None]
+
+
+class HookMetrics(Metrics):
+    """Calls ``hook(name, value, labels)`` for every signal. Exceptions in hooks propagate:
+    a hook is your code, and hiding its bugs would hide lost-claim alerts too."""
+
+    def __init__(self, *hooks: Hook) -> None:
+        self.hooks = hooks
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        for hook in self.hooks:
+            hook(name, value, labels)
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        for hook in self.hooks:
+            hook(name, value, labels)
+
+
+class MemoryMetrics(Metrics):
+    """Keeps counts in memory: ``metrics[name, (("label", "v"),)]``. Handy in tests and REPLs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: _Counter[tuple[str, tuple[tuple[str, str], ...]]] = _Counter()
+        self.observations: dict[str, list[float]] = {}
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        with self._lock:
+            self.counts[name, tuple(sorted(labels.items()))] += value  # type: ignore[assignment]
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        with self._lock:
+            self.observations.setdefault(name, []).append(value)
+
+    def total(self, name: str, **labels: str) -> float:
+        """Sum over every label set that includes ``labels``."""
+        want = set(labels.items())
+        with self._lock:
+            return float(
+                sum(v for (n, ls), v in self.counts.items() if n == name and want <= set(ls))
+            )
+
+
+class MultiMetrics(Metrics):
+    def __init__(self, sinks: Iterable[Metrics]) -> None:
+        self.sinks = [s for s in sinks if s.enabled]
+        self.enabled = bool(self.sinks)
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        for sink in self.sinks:
+            sink.count(name, value, **labels)
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        for sink in self.sinks:
+            sink.observe(name, value, **labels)
+
+
+class PrometheusMetrics(Metrics):
+    """Exports through ``prometheus_client`` (extra ``firstwrite[prometheus]``); a no-op when it
+    is not installed."""
+
+    def __init__(self, registry: Any = None, namespace: str = "") -> None:
+        try:
+            import prometheus_client as prom
+        except ImportError:  # pragma: no cover - optional extra
+            self.enabled = False
+            return
+        kwargs: dict[str, Any] = {"namespace": namespace}
+        if registry is not None:
+            kwargs["registry"] = registry
+        self._counters = {
+            n: prom.Counter(n, doc, labels, **kwargs) for n, (doc, labels) in COUNTERS.items()
+        }
+        self._histograms = {
+            n: prom.Histogram(n, doc, labels, **kwargs) for n, (doc, labels) in HISTOGRAMS.items()
+        }
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        metric = self._counters[name]
+        (metric.labels(**labels) if labels else metric).inc(value)
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        metric = self._histograms[name]
+        (metric.labels(**labels) if labels else metric).observe(value)
+
+
+class OpenTelemetryMetrics(Metrics):
+    """Exports through ``opentelemetry-api`` (extra ``firstwrite[otel]``); a no-op when absent."""
+
+    def __init__(self, meter: Any = None) -> None:
+        try:
+            from opentelemetry import metrics as otel
+        except ImportError:  # pragma: no cover - optional extra
+            self.enabled = False
+            return
+        meter = meter or otel.get_meter("firstwrite.idempotency")
+        self._counters = {
+            n: meter.create_counter(n, description=d) for n, (d, _) in COUNTERS.items()
+        }
+        self._histograms = {
+            n: meter.create_histogram(n, unit="s", description=d)
+            for n, (d, _) in HISTOGRAMS.items()
+        }
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        self._counters[name].add(value, labels)
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        self._histograms[name].record(value, labels)
+
+
+class CallCounter:
+    """Counts DynamoDB API calls made through ``client`` (boto3 or aiobotocore), one per
+    logical call, from botocore's ``before-call`` event. botocore's internal retries of a call
+    are not counted separately; our own retry policy's attempts are (each is a call).
+
+    >>> with CallCounter(client) as calls:
+    ...     guard.run("k", fn)
+    >>> calls.total, dict(calls.by_operation)
+    (2, {'PutItem': 1, 'UpdateItem': 1})
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._events = client.meta.events
+        self._lock = threading.Lock()
+        self.by_operation: _Counter[str] = _Counter()
+        self._unique = f"firstwrite-call-counter-{id(self)}"
+
+    def _on_call(self, model: Any = None, **_: Any) -> None:
+        with self._lock:
+            self.by_operation[getattr(model, "name", "?")] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_operation.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self.by_operation.clear()
+
+    def start(self) -> CallCounter:
+        self._events.register("before-call.dynamodb", self._on_call, unique_id=self._unique)
+        return self
+
+    def stop(self) -> None:
+        self._events.unregister("before-call.dynamodb", unique_id=self._unique)
+
+    def __enter__(self) -> CallCounter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

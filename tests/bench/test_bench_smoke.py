@@ -1,0 +1,114 @@
+"""Smoke test of the benchmark suite: every benchmark runs a handful of iterations and returns
+well-formed results. Not a timing assertion: numbers are only checked to be positive."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `bench` is a top-level package beside `src/`, not installed
+    sys.path.insert(0, str(ROOT))
+
+from bench import (  # noqa: E402
+    __main__ as bench_main,
+)
+from bench import (  # noqa: E402
+    _common,
+    engine_bound,
+    engine_direct,
+    engine_http,
+    idempotency,
+    overhead,
+    report,
+)
+
+pytestmark = pytest.mark.xdist_group("bench")
+
+TINY = _common.Settings(
+    reps=2, duration=0.02, http_duration=1.0, http_reps=1, warmup=0.01, quick=True
+)
+
+
+def _log(_message: str) -> None:
+    pass
+
+
+def _check_section(section: _common.Section, ours: set[str]) -> None:
+    assert section.error is None, section.error
+    assert section.tables
+    for table in section.tables:
+        measured = {s.name for s in table.series}
+        # Our contenders must run (a skip of ours is a broken benchmark, not a missing peer).
+        assert ours & set(table.ours) <= measured, table.skipped
+        for series in table.series:
+            assert len(series.values) == TINY.reps, series
+            assert all(v > 0 and math.isfinite(v) for v in series.values), series
+        for target in table.targets:
+            if table.get(target.ours) and table.get(target.peer):
+                assert table.ratio(target.ours, target.peer) > 0
+    text = report.render_table(section.tables[0])
+    assert section.tables[0].title in "\n".join(text)
+
+
+def test_direct() -> None:
+    section = engine_direct.run(TINY, _log)
+    _check_section(section, {"direct"})
+    assert {s.name for s in section.tables[0].series} >= {"sqlite floor", "direct"}
+
+
+def test_bound() -> None:
+    section = engine_bound.run(TINY, _log)
+    _check_section(section, {"bound"})
+    assert {s.name for s in section.tables[0].series} >= {"botocore floor", "bound"}
+
+
+def test_overhead() -> None:
+    section = overhead.run(TINY, _log)
+    _check_section(section, set())
+    assert section.tables[0].get(overhead.BASELINE) is not None
+
+
+def test_idempotency() -> None:
+    section = idempotency.run(TINY, _log)
+    _check_section(section, {idempotency.OURS})
+    titles = [t.title for t in section.tables]
+    assert titles == list(idempotency.SCENARIOS)
+    for table in section.tables:
+        calls = table.extra["DynamoDB calls/request"]
+        assert idempotency.POWERTOOLS in calls
+        # Every library makes at least one DynamoDB call per request (local caches are off).
+        assert all(float(v) >= 1.0 for v in calls.values()), calls
+
+
+@pytest.mark.skipif(
+    shutil.which("wrk") is None, reason="wrk not installed (make bench installs it)"
+)
+def test_http_one_server() -> None:
+    settings = _common.Settings(
+        reps=1,
+        duration=0.02,
+        http_duration=1.0,
+        http_reps=1,
+        warmup=0.01,
+        quick=True,
+        http_servers=("firstwrite (normal)",),
+    )
+    section = engine_http.run(settings, _log)
+    assert section.error is None, section.error
+    for table in section.tables:
+        series = table.get("firstwrite (normal)")
+        assert series is not None, table.skipped
+        assert series.values and series.values[0] > 0
+
+
+def test_main_writes_report(tmp_path: Path) -> None:
+    output = tmp_path / "BENCHMARKS.md"
+    code = bench_main.main(["--quick", "--only", "direct", "--reps", "1", "--output", str(output)])
+    text = output.read_text()
+    assert code == 0
+    assert "## Machine" in text and "SQLite" in text and "| direct | success workload |" in text

@@ -1,0 +1,230 @@
+"""Fixtures shared by every test.
+
+Engine fixtures (all clients use dummy credentials and never read the machine's AWS setup):
+
+``engine``
+    A fresh :class:`~firstwrite.engine.api.Engine` on its own SQLite file under ``tmp_path``,
+    closed after the test.
+``direct``
+    A :class:`~firstwrite.engine.client.DirectClient` on ``engine`` (region us-east-1).
+``http_server``
+    A real ``firstwrite engine serve`` subprocess on a free loopback port with its own database,
+    started once per session (per xdist worker) and stopped with SIGTERM at the end. It is an
+    :class:`HttpServer`: ``.url``, ``.process``, ``.log_path``. Tests sharing it must use
+    ``table_name`` for their tables.
+``ddb``
+    A real boto3 ``dynamodb`` client, parametrized two ways: ``inprocess`` (bound to ``engine``
+    with :func:`~firstwrite.engine.binding.bind`, no sockets) and ``http`` (``endpoint_url`` =
+    ``http_server.url``). ``Config(retries={"max_attempts": 0})`` so a failure surfaces at once.
+    A test using ``ddb`` runs twice; the server is only started if an ``http`` case runs.
+``table_name``
+    A table name unique to the test (and the parametrization), valid for DynamoDB.
+``make_ddb``
+    The factory behind ``ddb``: ``make_ddb("http", config=..., region_name=...)``.
+``cli_server``
+    ``cli_server(*extra_args)``: start another ``firstwrite engine serve`` subprocess (own
+    database under ``tmp_path``) for tests that need their own server; stopped at teardown.
+``temp_operation``
+    ``temp_operation(name, fn, service="dynamodb")``: replace an engine operation for one test,
+    to drive the adapters with operations of known behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.config import Config
+
+from firstwrite.engine.api import Engine
+from firstwrite.engine.binding import bind, dummy_session
+from firstwrite.engine.client import DirectClient
+
+READY_PREFIX = "firstwrite engine listening on "
+NO_RETRIES = Config(retries={"max_attempts": 0})
+SERVER_START_TIMEOUT = 60.0
+
+
+@dataclass
+class HttpServer:
+    url: str
+    process: subprocess.Popen[str]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Signal the server and wait; returns its exit status (killed after ``timeout``)."""
+        return stop_server(self, sig, timeout)
+
+
+def start_server(db_path: Path, *extra_args: str, log_path: Path | None = None) -> HttpServer:
+    """Start ``firstwrite engine serve --port 0`` and wait until ``GET /`` answers."""
+    log_path = log_path or db_path.with_suffix(".log")
+    log_file = log_path.open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "firstwrite.cli",
+            "engine",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--db",
+            str(db_path),
+            *extra_args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log_file,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    log_file.close()
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.append(process.stdout.readline() if process.stdout else ""),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(SERVER_START_TIMEOUT)
+    line = lines[0] if lines else ""
+    if not line.startswith(READY_PREFIX):
+        process.kill()
+        process.wait()
+        raise RuntimeError(
+            f"server did not report ready (got {line!r}); log:\n{log_path.read_text()}"
+        )
+    match = re.search(r"http://\S+", line)
+    assert match, line
+    server = HttpServer(match.group(0), process, log_path)
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while True:
+        try:
+            if httpx.get(server.url + "/", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            stop_server(server)
+            raise RuntimeError(f"server never answered GET /; log:\n{server.log()}")
+        time.sleep(0.05)
+
+
+def stop_server(server: HttpServer, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+    """Signal the server and wait for it; returns its exit status (kills it after ``timeout``)."""
+    if server.process.poll() is None:
+        server.process.send_signal(sig)
+        try:
+            server.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+    if server.process.stdout:
+        server.process.stdout.close()
+    return server.process.returncode
+
+
+@pytest.fixture
+def cli_server(tmp_path: Path) -> Iterator[Callable[..., HttpServer]]:
+    servers: list[HttpServer] = []
+
+    def start(*extra_args: str, db_path: Path | None = None) -> HttpServer:
+        db = db_path or tmp_path / f"cli-{len(servers)}.db"
+        server = start_server(db, *extra_args)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop(signal.SIGKILL if server.process.poll() is None else signal.SIGTERM)
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    with Engine(tmp_path / "engine.db") as eng:
+        yield eng
+
+
+@pytest.fixture
+def direct(engine: Engine) -> DirectClient:
+    return DirectClient(engine, region="us-east-1")
+
+
+@pytest.fixture(scope="session")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    server = start_server(tmp_path_factory.mktemp("http-server") / "engine.db")
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture
+def make_ddb(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``make_ddb(transport, **client_kwargs)``: a boto3 client of either transport."""
+
+    def make(
+        transport: str, *, service_name: str = "dynamodb", region_name: str = "us-east-1", **kw: Any
+    ) -> Any:
+        kw.setdefault("config", NO_RETRIES)
+        session = boto3.session.Session(botocore_session=dummy_session(region_name))
+        if transport == "inprocess":
+            eng = request.getfixturevalue("engine")
+            return bind(session.client(service_name, region_name=region_name, **kw), eng)
+        if transport == "http":
+            url = request.getfixturevalue("http_server").url
+            return session.client(service_name, region_name=region_name, endpoint_url=url, **kw)
+        raise ValueError(transport)
+
+    return make
+
+
+@pytest.fixture(params=["inprocess", "http"])
+def ddb(request: pytest.FixtureRequest, make_ddb: Callable[..., Any]) -> Any:
+    return make_ddb(request.param)
+
+
+@pytest.fixture
+def table_name(request: pytest.FixtureRequest) -> str:
+    stem = re.sub(r"[^a-zA-Z0-9_.-]+", "-", request.node.name).strip("-")[:200]
+    return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def temp_operation() -> Iterator[Callable[..., None]]:
+    """``temp_operation(name, fn, service="dynamodb")``: override an engine operation for one test.
+
+    For testing the adapters with operations of known behaviour; the previous entry (if any)
+    is restored afterwards.
+    """
+    from firstwrite.engine import operations
+
+    operations.load_all()
+    saved: list[tuple[dict[str, Any], str, Any]] = []
+
+    def register(name: str, fn: Callable[..., Any], service: str = "dynamodb") -> None:
+        table = operations.STREAMS if service == "streams" else operations.DYNAMODB
+        saved.append((table, name, table.get(name)))
+        table[name] = fn
+
+    yield register
+    for table, name, previous in reversed(saved):
+        if previous is None:
+            table.pop(name, None)
+        else:
+            table[name] = previous

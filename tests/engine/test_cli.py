@@ -1,0 +1,117 @@
+"""``firstwrite engine serve``: starts, answers real SDK calls, stops cleanly on signals."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from firstwrite.cli import build_parser, main
+from firstwrite.engine.binding import dummy_session
+
+NO_RETRIES = Config(retries={"max_attempts": 0})
+
+
+def client(url: str, key: str = "AKIDANY", secret: str = "any") -> Any:
+    session = boto3.session.Session(botocore_session=dummy_session())
+    return session.client(
+        "dynamodb",
+        region_name="us-east-1",
+        endpoint_url=url,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        config=NO_RETRIES,
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_answers_and_stops_cleanly(
+    tmp_path: Path, cli_server: Callable[..., Any], sig: int
+) -> None:
+    db = tmp_path / "cli.db"
+    server = cli_server("--durability", "full", db_path=db)
+    assert server.url.startswith("http://127.0.0.1:")
+    assert int(server.url.rsplit(":", 1)[1]) > 0  # --port 0 reported the real port
+    assert httpx.get(server.url).json()["status"] == "ok"
+    assert client(server.url).list_tables()["TableNames"] == []
+    status = server.stop(sig)
+    assert status == 0, server.log()
+    assert db.exists()
+    # The port is free again.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+
+
+def test_require_auth(cli_server: Callable[..., Any]) -> None:
+    server = cli_server("--require-auth", "AKIDGOOD:s3cret:with:colons")
+    good = client(server.url, "AKIDGOOD", "s3cret:with:colons")
+    assert good.list_tables()["TableNames"] == []
+    with pytest.raises(ClientError) as info:
+        client(server.url, "AKIDBAD", "x").list_tables()
+    assert info.value.response["Error"]["Code"] == "UnrecognizedClientException"
+    assert server.stop() == 0
+
+
+def test_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "firstwrite.cli", "engine", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert result.stderr.startswith("firstwrite: ")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["engine", "serve", "--require-auth", "no-colon"],
+        ["engine", "serve", "--port", "70000"],
+        ["engine", "serve", "--durability", "sometimes"],
+        ["engine"],
+        [],
+    ],
+)
+def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "usage: firstwrite" in capsys.readouterr().err
+
+
+def test_parser_defaults() -> None:
+    args = build_parser().parse_args(["engine", "serve"])
+    assert (args.host, args.port, args.db, args.durability, args.require_auth) == (
+        "127.0.0.1",
+        8000,
+        None,
+        "normal",
+        [],
+    )
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "firstwrite"
+    if not script.exists():
+        pytest.skip("package not installed with its console script")
+    result = subprocess.run(
+        [str(script), "engine", "serve", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    assert "--require-auth" in result.stdout

@@ -1,0 +1,508 @@
+"""The HTTP server: DynamoDB's JSON 1.0 protocol seen with raw HTTP, and through botocore."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.config import Config
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+
+from firstwrite.engine.api import Context, Engine
+from firstwrite.engine.binding import dummy_session
+from firstwrite.engine.errors import DynamoDBError
+from firstwrite.engine.server import (
+    ADMIN_PREFIX,
+    ServerThread,
+    SigV4Verifier,
+    register_admin_route,
+    unregister_admin_route,
+)
+
+TARGET = "DynamoDB_20120810."
+JSON_10 = "application/x-amz-json-1.0"
+NO_RETRIES = Config(retries={"max_attempts": 0})
+
+
+@pytest.fixture
+def server(engine: Engine) -> Iterator[str]:
+    with ServerThread(engine) as url:
+        yield url
+
+
+@pytest.fixture
+def http(server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server, timeout=10) as client:
+        yield client
+
+
+def post(
+    http: httpx.Client, target: str | None, body: bytes | str, **headers: str
+) -> httpx.Response:
+    all_headers = {"Content-Type": JSON_10, **headers}
+    if target is not None:
+        all_headers["X-Amz-Target"] = target
+    return http.post("/", content=body, headers=all_headers)
+
+
+def signed(
+    url: str,
+    operation: str,
+    body: bytes,
+    key: str,
+    secret: str,
+    region: str = "us-east-1",
+    prefix: str = TARGET,
+) -> tuple[str, dict[str, str], bytes]:
+    """Sign a request exactly as botocore signs DynamoDB requests."""
+    request = AWSRequest(
+        "POST",
+        url + "/",
+        data=body,
+        headers={"Content-Type": JSON_10, "X-Amz-Target": prefix + operation},
+    )
+    SigV4Auth(Credentials(key, secret), "dynamodb", region).add_auth(request)
+    return url + "/", dict(request.headers.items()), body
+
+
+def boto(url: str, region: str = "us-east-1", **kw: Any) -> Any:
+    session = boto3.session.Session(botocore_session=dummy_session(region))
+    kw.setdefault("config", NO_RETRIES)
+    return session.client("dynamodb", region_name=region, endpoint_url=url, **kw)
+
+
+# --- protocol basics ---------------------------------------------------------------------------
+
+
+def test_health_check(http: httpx.Client) -> None:
+    response = http.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"status": "ok", "service": "firstwrite-dynamodb"}
+    assert http.head("/").status_code == 200
+
+
+def test_success_headers_request_id_and_crc32(
+    http: httpx.Client, temp_operation: Callable[..., None]
+) -> None:
+    temp_operation("DescribeEndpoints", lambda ctx: {"Endpoints": []})
+    first = post(http, TARGET + "DescribeEndpoints", "{}")
+    second = post(http, TARGET + "DescribeEndpoints", "{}")
+    assert first.status_code == 200
+    assert first.headers["content-type"] == JSON_10
+    assert first.json() == {"Endpoints": []}
+    assert int(first.headers["x-amz-crc32"]) == zlib.crc32(first.content)
+    assert int(first.headers["content-length"]) == len(first.content)
+    request_id = first.headers["x-amzn-requestid"]
+    assert len(request_id) == 52 and request_id.isalnum() and request_id.isupper()
+    assert second.headers["x-amzn-requestid"] != request_id
+
+
+def test_bad_json_is_serialization_exception(http: httpx.Client) -> None:
+    response = post(http, TARGET + "ListTables", b"{not json")
+    assert response.status_code == 400
+    assert response.json() == {"__type": "com.amazon.coral.service#SerializationException"}
+    assert int(response.headers["x-amz-crc32"]) == zlib.crc32(response.content)
+    assert response.headers["x-amzn-requestid"]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        None,
+        "",
+        "DynamoDB_20120810",
+        "DynamoDB_20120810.NoSuchOperation",
+        "Nope_20120810.ListTables",
+    ],
+)
+def test_missing_or_unknown_target(http: httpx.Client, target: str | None) -> None:
+    response = post(http, target, "{}")
+    assert response.status_code == 400
+    assert response.json() == {"__type": "com.amazon.coral.service#UnknownOperationException"}
+
+
+def test_non_json_content_type_is_unknown_operation(http: httpx.Client) -> None:
+    response = http.post(
+        "/",
+        content=b"{}",
+        headers={"Content-Type": "text/plain", "X-Amz-Target": TARGET + "ListTables"},
+    )
+    assert response.status_code == 404
+    assert response.content == b"<UnknownOperationException/>\n"
+
+
+def test_engine_error_status_and_body(
+    http: httpx.Client, temp_operation: Callable[..., None]
+) -> None:
+    def fail(ctx: Context) -> dict[str, Any]:
+        raise DynamoDBError(
+            "ConditionalCheckFailedException",
+            "The conditional request failed",
+            Item={"pk": {"B": b"\x00\xff"}},
+        )
+
+    temp_operation("PutItem", fail)
+    response = post(http, TARGET + "PutItem", "{}")
+    assert response.status_code == 400
+    assert response.json() == {
+        "__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+        "message": "The conditional request failed",
+        "Item": {"pk": {"B": "AP8="}},
+    }
+
+
+def test_engine_bug_is_internal_server_error(
+    http: httpx.Client, temp_operation: Callable[..., None]
+) -> None:
+    def crash(ctx: Context) -> dict[str, Any]:
+        raise ZeroDivisionError
+
+    temp_operation("DescribeLimits", crash)
+    response = post(http, TARGET + "DescribeLimits", "{}")
+    assert response.status_code == 500
+    assert response.json()["__type"] == "com.amazonaws.dynamodb.v20120810#InternalServerError"
+
+
+def test_streams_target_dispatch_and_base64_request(
+    http: httpx.Client, temp_operation: Callable[..., None]
+) -> None:
+    seen: list[tuple[str, Any, bool]] = []
+
+    def list_streams(ctx: Context) -> dict[str, Any]:
+        seen.append((ctx.operation, dict(ctx.params), ctx.wire))
+        return {"Streams": []}
+
+    temp_operation("ListStreams", list_streams, service="streams")
+    response = post(http, "DynamoDBStreams_20120810.ListStreams", '{"Limit": 5}')
+    assert response.status_code == 200, response.text
+    assert response.json() == {"Streams": []}
+    assert seen == [("ListStreams", {"Limit": 5}, True)]
+    # The same operation name is unknown to the DynamoDB service.
+    assert (
+        post(http, TARGET + "ListStreams", "{}")
+        .json()["__type"]
+        .endswith("#UnknownOperationException")
+    )
+
+
+def test_region_comes_from_the_credential_scope(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    temp_operation(
+        "DescribeEndpoints",
+        lambda ctx: {"Endpoints": [{"Address": ctx.region, "CachePeriodInMinutes": 1}]},
+    )
+    assert boto(server, "eu-west-2").describe_endpoints()["Endpoints"][0]["Address"] == "eu-west-2"
+    with httpx.Client(base_url=server) as http:  # unsigned: the default region
+        body = post(http, TARGET + "DescribeEndpoints", "{}").json()
+    assert body["Endpoints"][0]["Address"] == "us-east-1"
+
+
+def test_botocore_over_http_parses_errors_like_aws(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    def fail(ctx: Context) -> dict[str, Any]:
+        raise DynamoDBError("ResourceNotFoundException", "Requested resource not found")
+
+    temp_operation("GetItem", fail)
+    client = boto(server)
+    with pytest.raises(client.exceptions.ResourceNotFoundException) as info:
+        client.get_item(TableName="nope", Key={"pk": {"S": "a"}})
+    assert str(info.value) == (
+        "An error occurred (ResourceNotFoundException) when calling the GetItem operation: "
+        "Requested resource not found"
+    )
+    assert info.value.response["Error"] == {
+        "Message": "Requested resource not found",
+        "Code": "ResourceNotFoundException",
+    }
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_concurrent_requests_are_served_in_parallel(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    # Blocking engine calls must neither block the event loop nor each other: 8 calls that each
+    # wait for all 8 to be inside the engine only complete if they really run at the same time.
+    barrier = threading.Barrier(8, timeout=20)
+
+    def rendezvous(ctx: Context) -> dict[str, Any]:
+        barrier.wait()  # raises BrokenBarrierError (a 500) if the calls were serialised
+        return {"Endpoints": []}
+
+    temp_operation("DescribeEndpoints", rendezvous)
+    statuses: list[int] = []
+
+    def call() -> None:
+        with httpx.Client(base_url=server, timeout=60) as http:
+            statuses.append(post(http, TARGET + "DescribeEndpoints", "{}").status_code)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [200] * 8
+
+
+# --- other paths --------------------------------------------------------------------------------
+
+
+def test_unknown_path_is_problem_json(http: httpx.Client) -> None:
+    response = http.get("/nope")
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json() == {
+        "type": "about:blank",
+        "title": "Not Found",
+        "status": 404,
+        "detail": "No route for GET /nope",
+    }
+
+
+def test_wrong_method_on_root_is_405(http: httpx.Client) -> None:
+    response = http.put("/", content=b"{}")
+    assert response.status_code == 405
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["allow"] == "GET, HEAD, POST"
+
+
+def test_body_too_large_is_413(engine: Engine) -> None:
+    thread = ServerThread(engine)
+    thread.app.max_body_bytes = 1000
+    with thread as url, httpx.Client(base_url=url) as http:
+        response = post(http, TARGET + "ListTables", b"{" + b" " * 2000 + b"}")
+        assert response.status_code == 413
+        assert response.headers["content-type"] == "application/problem+json"
+        assert post(http, TARGET + "NoSuchOperation", b"{}").status_code == 400
+
+
+async def _echo_admin(scope: Any, receive: Any, send: Any) -> None:
+    body = json.dumps({"path": scope["path"], "method": scope["method"]}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_admin_routes_hook(engine: Engine) -> None:
+    routes = {ADMIN_PREFIX + "echo": _echo_admin}
+    with ServerThread(engine, routes=routes) as url, httpx.Client(base_url=url) as http:
+        response = http.post("/_firstwrite/echo/x?y=1")
+        assert response.json() == {"path": "/_firstwrite/echo/x", "method": "POST"}
+        assert http.get("/_firstwrite/echo").json()["path"] == "/_firstwrite/echo"
+        assert http.get("/_firstwrite/echoes").status_code == 404  # whole segments only
+        missing = http.get("/_firstwrite/nothing")
+        assert missing.status_code == 404
+        assert missing.headers["content-type"] == "application/problem+json"
+
+
+def test_registered_admin_routes_are_built_per_engine(engine: Engine) -> None:
+    built: list[Engine] = []
+
+    def factory(eng: Engine) -> Any:
+        built.append(eng)
+        return _echo_admin
+
+    register_admin_route(ADMIN_PREFIX + "registered", factory)
+    try:
+        with ServerThread(engine) as url:
+            response = httpx.get(url + "/_firstwrite/registered")
+        assert response.json()["path"] == "/_firstwrite/registered"
+        assert built == [engine]
+    finally:
+        unregister_admin_route(ADMIN_PREFIX + "registered")
+    with pytest.raises(ValueError, match="under /_firstwrite/"):
+        register_admin_route("/admin", factory)
+
+
+# --- authentication -----------------------------------------------------------------------------
+
+KEY, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.fixture
+def auth_server(engine: Engine) -> Iterator[str]:
+    with ServerThread(engine, credentials={KEY: SECRET, "OTHERKEY": "other"}) as url:
+        yield url
+
+
+def test_auth_accepts_configured_credentials(
+    auth_server: str, temp_operation: Callable[..., None]
+) -> None:
+    temp_operation(
+        "DescribeEndpoints",
+        lambda ctx: {"Endpoints": [{"Address": ctx.region, "CachePeriodInMinutes": 1}]},
+    )
+    for key, secret in ((KEY, SECRET), ("OTHERKEY", "other")):
+        client = boto(
+            auth_server, "ap-south-1", aws_access_key_id=key, aws_secret_access_key=secret
+        )
+        assert client.describe_endpoints()["Endpoints"][0]["Address"] == "ap-south-1"
+
+
+def test_auth_rejects_unknown_access_key(auth_server: str) -> None:
+    client = boto(auth_server, aws_access_key_id="AKIDWRONG", aws_secret_access_key=SECRET)
+    with pytest.raises(ClientError) as info:
+        client.list_tables()
+    assert info.value.response["Error"] == {
+        "Code": "UnrecognizedClientException",
+        "Message": "The security token included in the request is invalid.",
+    }
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_auth_rejects_wrong_secret(auth_server: str) -> None:
+    client = boto(auth_server, aws_access_key_id=KEY, aws_secret_access_key="not-the-secret")
+    with pytest.raises(ClientError) as info:
+        client.list_tables()
+    error = info.value.response["Error"]
+    assert error["Code"] == "InvalidSignatureException"
+    assert error["Message"].startswith(
+        "The request signature we calculated does not match the signature you provided. "
+        "Check your AWS Secret Access Key and signing method. "
+        "Consult the service documentation for details.\n\n"
+        "The Canonical String for this request should have been\n'POST\n/\n\n"
+    )
+
+
+def test_auth_rejects_tampered_body(auth_server: str) -> None:
+    url, headers, _body = signed(auth_server, "ListTables", b"{}", KEY, SECRET)
+    response = httpx.post(url, headers=headers, content=b'{"Limit": 1}')
+    assert response.status_code == 400
+    assert response.json()["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+
+
+def test_auth_accepts_raw_signed_request(auth_server: str) -> None:
+    url, headers, body = signed(auth_server, "NoSuchOperation", b"{}", KEY, SECRET)
+    response = httpx.post(url, headers=headers, content=body)
+    # Signature accepted: the request got as far as the operation lookup.
+    assert response.json() == {"__type": "com.amazon.coral.service#UnknownOperationException"}
+
+
+def test_auth_missing_token(auth_server: str) -> None:
+    with httpx.Client(base_url=auth_server) as http:
+        response = post(http, TARGET + "ListTables", "{}")
+    assert response.status_code == 400
+    assert response.json() == {
+        "__type": "com.amazon.coral.service#MissingAuthenticationTokenException",
+        "message": "Request is missing Authentication Token",
+    }
+
+
+def test_auth_incomplete_signature(auth_server: str) -> None:
+    auth = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/us-east-1/dynamodb/aws4_request"
+    with httpx.Client(base_url=auth_server) as http:
+        response = post(http, TARGET + "ListTables", "{}", Authorization=auth)
+    assert response.json() == {
+        "__type": "com.amazon.coral.service#IncompleteSignatureException",
+        "message": "Authorization header requires 'Signature' parameter. "
+        "Authorization header requires 'SignedHeaders' parameter. "
+        "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header. "
+        "Authorization=" + auth,
+    }
+
+
+def test_auth_bad_json_is_reported_before_auth(auth_server: str) -> None:
+    with httpx.Client(base_url=auth_server) as http:
+        response = post(http, TARGET + "ListTables", "{oops")
+    assert response.json()["__type"].endswith("#SerializationException")
+
+
+def _headers_list(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    # botocore signs the Host header without adding it to the request: the HTTP client does.
+    return [(b"host", b"localhost:8000")] + [
+        (k.lower().encode(), v.encode()) for k, v in headers.items()
+    ]
+
+
+def test_verifier_rejects_expired_and_future_signatures() -> None:
+    _url, headers, body = signed("http://localhost:8000", "ListTables", b"{}", KEY, SECRET)
+    hdrs = _headers_list(headers)
+    now = time.time()
+    assert SigV4Verifier({KEY: SECRET}).verify("POST", b"/", b"", hdrs, body) == "us-east-1"
+    late = SigV4Verifier({KEY: SECRET}, clock=lambda: now + 20 * 60)
+    with pytest.raises(DynamoDBError) as info:
+        late.verify("POST", b"/", b"", hdrs, body)
+    assert info.value.code == "InvalidSignatureException"
+    assert info.value.message.startswith("Signature expired: ")
+    assert info.value.message.endswith(" - 15 min.)")
+    early = SigV4Verifier({KEY: SECRET}, clock=lambda: now - 20 * 60)
+    with pytest.raises(DynamoDBError) as info:
+        early.verify("POST", b"/", b"", hdrs, body)
+    assert info.value.message.startswith("Signature not yet current: ")
+
+
+def test_verifier_scope_checks() -> None:
+    request = AWSRequest(
+        "POST",
+        "http://localhost:8000/",
+        data=b"{}",
+        headers={"X-Amz-Target": TARGET + "ListTables"},
+    )
+    SigV4Auth(Credentials(KEY, SECRET), "s3", "us-east-1").add_auth(request)
+    with pytest.raises(DynamoDBError) as info:
+        SigV4Verifier({KEY: SECRET}).verify(
+            "POST", b"/", b"", _headers_list(dict(request.headers.items())), b"{}"
+        )
+    assert info.value.code == "InvalidSignatureException"
+    assert info.value.message == "Credential should be scoped to correct service: 'dynamodb'."
+
+
+def test_verifier_needs_credentials() -> None:
+    with pytest.raises(ValueError):
+        SigV4Verifier({})
+
+
+# --- against the real operations, over the session's CLI server --------------------------------
+
+
+def test_concurrent_conditional_puts_over_http(http_server: Any, table_name: str) -> None:
+    client = boto(http_server.url)
+    client.create_table(
+        TableName=table_name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    outcomes: list[str] = []
+    barrier = threading.Barrier(16)
+
+    def claim(worker: int) -> None:
+        own = boto(http_server.url)  # boto3 clients are thread-safe, but one each is closer to life
+        barrier.wait()
+        try:
+            own.put_item(
+                TableName=table_name,
+                Item={"pk": {"S": "once"}, "owner": {"N": str(worker)}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            outcomes.append("won")
+        except own.exceptions.ConditionalCheckFailedException:
+            outcomes.append("lost")
+        except Exception as exc:
+            outcomes.append(repr(exc))
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["lost"] * 15 + ["won"]
+    item = client.get_item(TableName=table_name, Key={"pk": {"S": "once"}}, ConsistentRead=True)
+    assert item["Item"]["pk"] == {"S": "once"}

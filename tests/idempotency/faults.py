@@ -1,0 +1,60 @@
+"""Client-side fault injection through botocore's own events (no mocks of our code).
+
+``throttle(client, "PutItem", n)`` answers the next ``n`` PutItem calls with a throttling error
+before they reach DynamoDB; ``drop_response(client, "PutItem")`` lets the next call reach
+DynamoDB and apply, then loses its response (a ``ConnectionClosedError``), as a network would.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from botocore.exceptions import ConnectionClosedError
+
+_ids = itertools.count()
+
+
+class _Http:
+    def __init__(self, status: int) -> None:
+        self.status_code = status
+        self.headers: dict[str, str] = {}
+        self.content = b""
+
+
+def throttle(
+    client: Any, operation: str, times: int, code: str = "ThrottlingException", status: int = 400
+) -> list[int]:
+    """Fail the next ``times`` calls of ``operation``; returns a list that counts the hits."""
+    hits: list[int] = []
+
+    def handler(**_: Any) -> Any:
+        if len(hits) >= times:
+            return None
+        hits.append(1)
+        parsed = {
+            "Error": {"Code": code, "Message": "Rate of requests exceeds the allowed throughput."},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        return _Http(status), parsed
+
+    client.meta.events.register(
+        f"before-call.dynamodb.{operation}", handler, unique_id=f"throttle-{next(_ids)}"
+    )
+    return hits
+
+
+def drop_response(client: Any, operation: str, times: int = 1) -> list[int]:
+    """The next ``times`` calls of ``operation`` are applied, then their responses are lost."""
+    hits: list[int] = []
+
+    def handler(http_response: Any = None, **_: Any) -> None:
+        if len(hits) >= times or http_response is None or http_response.status_code >= 300:
+            return
+        hits.append(1)
+        raise ConnectionClosedError(endpoint_url="https://dynamodb.test")
+
+    client.meta.events.register(
+        f"after-call.dynamodb.{operation}", handler, unique_id=f"drop-{next(_ids)}"
+    )
+    return hits

@@ -1,0 +1,44 @@
+"""No configuration at all: a local engine database file, so a first call needs no AWS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from firstwrite import AsyncIdempotency, Idempotency, idempotent
+from firstwrite.idempotency import local
+
+
+@pytest.fixture
+def local_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "nested" / "local.db"
+    monkeypatch.setenv(local.ENV_VAR, str(path))
+    return path
+
+
+def test_first_call_needs_nothing(local_db: Path) -> None:
+    runs: list[int] = []
+    guard = Idempotency()
+    assert guard.run("hello", lambda: runs.append(1) or "world") == "world"
+    assert Idempotency().run("hello", lambda: "again") == "world"  # same file, same answer
+    assert runs == [1] and local_db.exists()
+
+
+def test_decorator_without_a_guard(local_db: Path) -> None:
+    @idempotent(key_arg="k")
+    def f(k: str) -> str:
+        return k.upper()
+
+    assert f("a") == "A" and f("a") == "A"
+
+
+@pytest.mark.asyncio
+async def test_async_without_a_client(local_db: Path) -> None:
+    guard = AsyncIdempotency()
+
+    async def work() -> int:
+        return 7
+
+    assert await guard.run("async-hello", work) == 7
+    assert await guard.run("async-hello", work) == 7
