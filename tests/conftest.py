@@ -42,16 +42,18 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import httpx
 import pytest
 from botocore.config import Config
 
-from firstwrite.engine.api import Engine
-from firstwrite.engine.binding import bind, dummy_session
-from firstwrite.engine.client import DirectClient
+if TYPE_CHECKING:
+    # Imported inside the fixtures: a broken engine module must fail the tests that use it,
+    # not the collection of every test in the repository.
+    from firstwrite.engine.api import Engine
+    from firstwrite.engine.client import DirectClient
 
 READY_PREFIX = "firstwrite engine listening on "
 NO_RETRIES = Config(retries={"max_attempts": 0})
@@ -158,12 +160,16 @@ def cli_server(tmp_path: Path) -> Iterator[Callable[..., HttpServer]]:
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
+    from firstwrite.engine.api import Engine
+
     with Engine(tmp_path / "engine.db") as eng:
         yield eng
 
 
 @pytest.fixture
 def direct(engine: Engine) -> DirectClient:
+    from firstwrite.engine.client import DirectClient
+
     return DirectClient(engine, region="us-east-1")
 
 
@@ -181,6 +187,8 @@ def make_ddb(request: pytest.FixtureRequest) -> Callable[..., Any]:
     def make(
         transport: str, *, service_name: str = "dynamodb", region_name: str = "us-east-1", **kw: Any
     ) -> Any:
+        from firstwrite.engine.binding import bind, dummy_session
+
         kw.setdefault("config", NO_RETRIES)
         session = boto3.session.Session(botocore_session=dummy_session(region_name))
         if transport == "inprocess":

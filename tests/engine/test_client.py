@@ -339,6 +339,7 @@ def test_concurrent_conditional_puts_from_threads(direct: DirectClient, table_na
     assert sorted(outcomes) == ["lost"] * 7 + ["won"]
 
 
+@pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time")  # no Lambda context
 def test_drop_in_for_powertools_idempotency(direct: DirectClient, table_name: str) -> None:
     # A third-party library written against boto3 runs unchanged on the direct client.
     idempotency = pytest.importorskip("aws_lambda_powertools.utilities.idempotency")

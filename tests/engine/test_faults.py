@@ -3,8 +3,12 @@ throughput enforcement and crash points in a real server process."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -431,3 +435,21 @@ def test_crash_points(
         TableName="crashy", Key={"pk": {"S": "did-it-land"}}, ConsistentRead=True
     )
     assert ("Item" in item) is lands
+
+
+# --- the documented example ------------------------------------------------------------------
+
+
+def test_the_documented_example_runs(tmp_path: Path) -> None:
+    doc = Path(__file__).parents[2] / "docs" / "testing-with-faults.md"
+    [example] = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+    (tmp_path / "test_orders.py").write_text(example)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_orders.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "5 passed" in result.stdout

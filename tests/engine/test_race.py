@@ -153,9 +153,11 @@ def run_race(target: str, table: str, thread_clients: list[Any], check_client: A
     for index in range(KEYS):
         item = check_client.get_item(TableName=table, Key=race_key(index), ConsistentRead=True)
         assert item["Item"]["owner"]["S"] == owner_of[index]
-    # Processes and threads must both have won keys: otherwise this raced nothing.
-    winners_by_kind = Counter(r["id"].split("-")[0] for r in results for _ in r["won"])
-    assert winners_by_kind["thread"] > 0 and winners_by_kind["process"] > 0, winners_by_kind
+    # Several participants must have won keys: one winner of everything would mean the attempts
+    # never overlapped. (Which kind wins depends on scheduling: under load the threads of this
+    # process can lose every key to the other processes, and that is still a real race.)
+    winners_by_participant = Counter(r["id"] for r in results for _ in r["won"])
+    assert len(winners_by_participant) >= 2, winners_by_participant
 
 
 @pytest.mark.slow

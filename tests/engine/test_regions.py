@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -397,3 +398,38 @@ def test_stale_replica_lets_a_retry_claim_twice_unless_keys_are_pinned(
         assert claim(home, table_name, key, "attempt 1") is True
         assert claim(clients[router.region_for(key)], table_name, key, "attempt 2") is False
     assert {router.region_for(k) for k in ("order-2", "order-3", "order-4")} <= {US, EU}
+
+
+def test_concurrent_writers_in_two_regions_converge(engine: Engine) -> None:
+    us, eu = local_client(engine, region=US), local_client(engine, region=EU)
+    create(us, "converge")
+    add_replica(us, "converge", EU)
+    engine.replication.lag(0)  # the background applier and lazy applies race the writers
+    errors: list[BaseException] = []
+
+    def writer(client: Any, name: str) -> None:
+        try:
+            for i in range(40):
+                put(client, "converge", f"k{i % 8}", f"{name}-{i}")
+        except BaseException as exc:  # reported to the test thread
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=writer, args=(client, f"{region}-{n}"))
+        for n in range(2)
+        for client, region in ((us, US), (eu, EU))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    engine.replication.flush()
+    assert engine.replication.backlog() == []
+
+    def contents(client: Any) -> dict[str, str]:
+        items = client.scan(TableName="converge", ConsistentRead=True)["Items"]
+        return {i["pk"]["S"]: i["v"]["S"] for i in items}
+
+    assert contents(us) == contents(eu)
+    assert len(contents(us)) == 8

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import zlib
@@ -506,3 +507,20 @@ def test_concurrent_conditional_puts_over_http(http_server: Any, table_name: str
     assert sorted(outcomes) == ["lost"] * 15 + ["won"]
     item = client.get_item(TableName=table_name, Key={"pk": {"S": "once"}}, ConsistentRead=True)
     assert item["Item"]["pk"] == {"S": "once"}
+
+
+def test_server_thread_port_in_use_raises(engine: Engine) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        thread = ServerThread(engine, port=taken.getsockname()[1])
+        with pytest.raises(OSError):
+            thread.start()
+    thread.app.close()
+
+
+def test_server_thread_stops_and_frees_the_port(engine: Engine) -> None:
+    with ServerThread(engine) as url:
+        assert httpx.get(url).status_code == 200
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url, timeout=2)

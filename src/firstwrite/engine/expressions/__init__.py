@@ -9,6 +9,7 @@ Layout:
     projection.py    ProjectionExpression
     keycondition.py  KeyConditionExpression against a key schema
     compiled.py      compile_expressions() and the objects it returns
+    legacy.py        the legacy parameters (Expected, AttributeUpdates, ...) as those objects
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from .compiled import (
     project,
 )
 from .keycondition import RangeCondition
+from .legacy import (
+    attribute_updates,
+    attributes_projection,
+    expected_condition,
+    filter_condition,
+    key_condition,
+)
 
 __all__ = [
     "Compiled",
@@ -37,8 +45,13 @@ __all__ = [
     "RangeCondition",
     "Update",
     "apply_update",
+    "attribute_updates",
+    "attributes_projection",
     "compile_expressions",
     "evaluate",
+    "expected_condition",
+    "filter_condition",
+    "key_condition",
     "key_condition_range",
     "project",
 ]

@@ -3,45 +3,81 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..errors import validation
-from ..expressions import Compiled, compile_expressions, project
+from ..expressions import (
+    Compiled,
+    attribute_updates,
+    attributes_projection,
+    compile_expressions,
+    expected_condition,
+    filter_condition,
+    key_condition,
+    project,
+)
 from ..values import Item
 
-# Legacy (pre-expression) parameters and the expression parameters that replace them.
+# Legacy (pre-expression) parameters and expression parameters, in the order DynamoDB lists
+# them in its "Can not use both" message (verified on AWS).
 _LEGACY = (
-    "Expected",
     "AttributeUpdates",
     "AttributesToGet",
-    "KeyConditions",
+    "Expected",
     "QueryFilter",
     "ScanFilter",
     "ConditionalOperator",
+    "KeyConditions",
 )
 _EXPRESSIONS = (
-    "ConditionExpression",
     "UpdateExpression",
     "ProjectionExpression",
-    "KeyConditionExpression",
+    "ConditionExpression",
     "FilterExpression",
+    "KeyConditionExpression",
 )
 
 
-def compile_request(params: Mapping[str, Any], *, wire: bool, kinds: Iterable[str]) -> Compiled:
-    """Compile the expressions an operation accepts (``kinds``, e.g. ``("ConditionExpression",)``)."""
+def _legacy_members(kinds: tuple[str, ...]) -> frozenset[str]:
+    """The legacy parameters of an operation accepting the expression ``kinds``."""
+    members: set[str] = set()
+    if "UpdateExpression" in kinds:
+        members.add("AttributeUpdates")
+    if "ProjectionExpression" in kinds:
+        members.add("AttributesToGet")
+    if "ConditionExpression" in kinds:
+        members |= {"Expected", "ConditionalOperator"}
+    if "KeyConditionExpression" in kinds:
+        members |= {"KeyConditions", "QueryFilter", "ConditionalOperator"}
+    elif "FilterExpression" in kinds:
+        members |= {"ScanFilter", "ConditionalOperator"}
+    return frozenset(members)
+
+
+def compile_request(
+    params: Mapping[str, Any], *, wire: bool, kinds: Iterable[str], legacy: bool = True
+) -> Compiled:
+    """Compile the expressions an operation accepts (``kinds``, e.g. ``("ConditionExpression",)``)
+    and the legacy parameters that stand for them.
+
+    ``legacy=False`` (transactions, whose actions have no legacy members) refuses them.
+    """
     kinds = tuple(kinds)
-    legacy = [k for k in _LEGACY if params.get(k) is not None]
+    members = _legacy_members(kinds) if legacy else frozenset(_LEGACY)
+    present = [k for k in _LEGACY if k in members and params.get(k) is not None]
     used = [k for k in _EXPRESSIONS if k in kinds and params.get(k) is not None]
-    if legacy and used:
+    # KeyConditions may be combined with the other expressions, only not with its own.
+    mixed = [k for k in present if k != "KeyConditions" or "KeyConditionExpression" in used]
+    if mixed and used:
         raise validation(
             "Can not use both expression and non-expression parameters in the same request: "
-            f"Non-expression parameters: {{{', '.join(legacy)}}} "
+            f"Non-expression parameters: {{{', '.join(mixed)}}} "
             f"Expression parameters: {{{', '.join(used)}}}"
         )
-    if legacy:
+    if present and not legacy:
         raise validation(
-            f"The legacy parameter {legacy[0]} is not supported by the firstwrite local engine; "
+            f"The legacy parameter {present[0]} is not supported in this operation; "
             "use the equivalent expression parameter"
         )
     names = params.get("ExpressionAttributeNames")
@@ -68,7 +104,7 @@ def compile_request(params: Mapping[str, Any], *, wire: bool, kinds: Iterable[st
             raise validation(
                 f"ExpressionAttributeValues can only be specified when using expressions: {described} {verb} null"
             )
-    return compile_expressions(
+    compiled = compile_expressions(
         condition=params.get("ConditionExpression") if "ConditionExpression" in kinds else None,
         update=params.get("UpdateExpression") if "UpdateExpression" in kinds else None,
         projection=params.get("ProjectionExpression") if "ProjectionExpression" in kinds else None,
@@ -80,6 +116,35 @@ def compile_request(params: Mapping[str, Any], *, wire: bool, kinds: Iterable[st
         values=values,
         wire=wire,
     )
+    if not present:
+        return compiled
+    return _with_legacy(compiled, params, kinds, wire)
+
+
+def _with_legacy(
+    compiled: Compiled, params: Mapping[str, Any], kinds: tuple[str, ...], wire: bool
+) -> Compiled:
+    """``compiled`` with the parts the request's legacy parameters stand for."""
+    changes: dict[str, Any] = {}
+    operator = params.get("ConditionalOperator")
+    if "UpdateExpression" in kinds and params.get("AttributeUpdates") is not None:
+        changes["update"] = attribute_updates(params["AttributeUpdates"], wire=wire)
+    if "ConditionExpression" in kinds:
+        changes["condition"] = expected_condition(params.get("Expected"), operator, wire=wire)
+    if "KeyConditionExpression" in kinds:
+        if params.get("KeyConditions") is not None:
+            changes["key_condition"] = key_condition(params["KeyConditions"], wire=wire)
+        if compiled.filter is None:
+            changes["filter"] = filter_condition(
+                params.get("QueryFilter"), operator, kind="QueryFilter", wire=wire
+            )
+    elif "FilterExpression" in kinds and compiled.filter is None:
+        changes["filter"] = filter_condition(
+            params.get("ScanFilter"), operator, kind="ScanFilter", wire=wire
+        )
+    if "ProjectionExpression" in kinds and params.get("AttributesToGet") is not None:
+        changes["projection"] = attributes_projection(params["AttributesToGet"])
+    return replace(compiled, **changes)
 
 
 def projected(item: Item, compiled: Compiled) -> Item:

@@ -163,7 +163,7 @@ def _table_name(ctx: Context, ref: str) -> str:
 
 def _parse_action(ctx: Context, kind: str, params: Mapping[str, Any]) -> tuple[_Action, int]:
     """Phase 1 for one action: the checks that need no table. Returns it and its payload size."""
-    compiled = compile_request(params, wire=ctx.wire, kinds=_EXPRESSION_KINDS[kind])
+    compiled = compile_request(params, wire=ctx.wire, kinds=_EXPRESSION_KINDS[kind], legacy=False)
     action = _Action(kind, params, compiled)
     if kind == "Put":
         action.item = parse_item(params["Item"], wire=ctx.wire)
