@@ -129,6 +129,19 @@ class Table:
     def peers(self) -> list[str]:
         return [s.name for s in self.series if s.name not in self.ours]
 
+    def budget_note(self, ours: str, floor: str, share: float) -> None:
+        """State what the target means in time per call: the floor's, and ours allowed."""
+        base, mine = self.get(floor), self.get(ours)
+        if base is None or not base.values or base.median <= 0:
+            return
+        note = (
+            f"Time per call: {floor} {1e6 / base.median:.1f} µs; the target allows {ours} "
+            f"{1e6 / (base.median * share):.1f} µs"
+        )
+        if mine is not None and mine.values and mine.median > 0:
+            note += f"; measured {1e6 / mine.median:.1f} µs"
+        self.notes.append(note + " (from the medians).")
+
     def get(self, name: str) -> Series | None:
         return next((s for s in self.series if s.name == name), None)
 

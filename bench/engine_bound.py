@@ -172,6 +172,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                 targets=[Target("bound", "botocore floor", minimum=TARGET)],
                 skipped=skipped,
             )
+            table.budget_note("bound", "botocore floor", TARGET)
             section.tables.append(table)
             if why is None and "bound" not in skipped:
                 ratio = table.ratio("bound", "botocore floor")

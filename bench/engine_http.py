@@ -350,6 +350,10 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "repetitions, each one wrk run per server in rotating order after a 1 s warm-up; "
             "the ratio is the median of per-repetition ratios. wrk shares the 2 cores with "
             "the server under test.",
+            "Caveat: when other work oversubscribes the machine (see the load averages), the "
+            "ratio against single-threaded dynalite moves in our favour, because our server "
+            "has more runnable threads and so gets a larger CPU share; trust a run at low "
+            "load.",
         ],
     )
     wrk, why_wrk = ensure_wrk(log)

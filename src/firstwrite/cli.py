@@ -43,6 +43,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="firstwrite",
@@ -83,6 +93,26 @@ def build_parser() -> argparse.ArgumentParser:
         "without it any credentials are accepted",
     )
     serve.add_argument(
+        "--ttl-sweep-interval",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="time between TTL sweeps; 0 disables the background sweeper (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--ttl-lag",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="extra delay after expiry before TTL deletes an item, up to DynamoDB's "
+        "'within a few days' (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--enforce-throughput",
+        action="store_true",
+        help="throttle PROVISIONED tables beyond their capacity, as DynamoDB does (default: off)",
+    )
+    serve.add_argument(
         "--threads",
         type=_positive,
         default=32,
@@ -101,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _engine_serve(args: argparse.Namespace) -> int:
     from .engine.api import Engine
     from .engine.server import serve
+    from .engine.ttl import TTLConfig
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -115,7 +146,13 @@ def _engine_serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    with Engine(args.db, durability=args.durability) as engine:
+    ttl = TTLConfig(sweep_interval=args.ttl_sweep_interval or None, lag=args.ttl_lag)
+    with Engine(
+        args.db,
+        durability=args.durability,
+        ttl_config=ttl,
+        enforce_throughput=args.enforce_throughput,
+    ) as engine:
         serve(
             engine,
             args.host,
