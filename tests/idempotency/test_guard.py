@@ -140,17 +140,25 @@ def test_late_completion_without_takeover_is_kept(backend: Backend, table: str) 
 
 def test_renewal_keeps_the_claim_alive(backend: Backend, table: str) -> None:
     guard = backend.guard()
-    claim = guard.claim("order-11", lease=10)
-    assert isinstance(claim, Claim)
+    first = guard.claim("order-11", lease=10)
+    assert isinstance(first, Claim)
     backend.advance(8)
-    claim = guard.renew(claim, lease=10)
-    assert claim.version == 2
+    claim = guard.renew(first, lease=10)
+    assert claim.version == 2 and claim.fencing_token == f"{first.owner}:2"
     backend.advance(8)
     with pytest.raises(InProgressError):
         guard.claim("order-11")
+    with pytest.raises(LostClaimError):  # the copy from before the renewal is fenced off
+        guard.complete(first, "stale")
     guard.complete(claim, "done")
     record = guard.get("order-11")
-    assert record is not None and record.version == 3 and record.status is Status.COMPLETED
+    # Completion is terminal and keeps the version; nothing fenced moves the record on.
+    assert record is not None and record.version == 2 and record.status is Status.COMPLETED
+    with pytest.raises(LostClaimError):
+        guard.fail(claim, RuntimeError("after the fact"), retryable=True)
+    with pytest.raises(LostClaimError):
+        guard.renew(claim)
+    assert guard.run("order-11", lambda: "again") == "done"
 
 
 class Declined(Exception):

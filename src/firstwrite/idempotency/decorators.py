@@ -53,6 +53,7 @@ class _Binding:
         if key_arg is not None and key_arg not in self.signature.parameters:
             raise ValueError(f"{fn.__qualname__} has no argument {key_arg!r}")
         self._guard = guard
+        self._plain = _plain_parameters(self.signature)
         self.key_arg = key_arg
         self.key = key
         self.payload = payload
@@ -83,6 +84,10 @@ class _Binding:
         return self._result_type
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self._plain is not None:
+            fast = _bind_plain(self._plain, args, kwargs)
+            if fast is not None:
+                return {k: v for k, v in fast.items() if k not in self.exclude}
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return {k: v for k, v in bound.arguments.items() if k not in self.exclude}
@@ -103,6 +108,47 @@ class _Binding:
             payload = select(arguments, self.payload)
         scope = self.scope(arguments) if callable(self.scope) else self.scope
         return key, payload, scope
+
+
+_EMPTY = inspect.Parameter.empty
+_PLAIN_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+# (name, default, may be passed by position) per parameter, in signature order
+_Plain = tuple[tuple[str, Any, bool], ...]
+
+
+def _plain_parameters(signature: inspect.Signature) -> _Plain | None:
+    """The parameters, when none is positional-only or variadic (``*args``, ``**kw``)."""
+    params = signature.parameters.values()
+    if any(p.kind not in _PLAIN_KINDS for p in params):
+        return None
+    return tuple(
+        (p.name, p.default, p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params
+    )
+
+
+def _bind_plain(
+    params: _Plain, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """What ``signature.bind`` + ``apply_defaults`` give for a well-formed call, without
+    building a BoundArguments; ``None`` for anything else (inspect then binds, or raises)."""
+    if len(args) > len(params):
+        return None
+    out: dict[str, Any] = {}
+    used = 0
+    for i, (name, default, positional) in enumerate(params):
+        if i < len(args):
+            if not positional or name in kwargs:
+                return None
+            out[name] = args[i]
+        elif name in kwargs:
+            out[name] = kwargs[name]
+            used += 1
+        elif default is not _EMPTY:
+            out[name] = default
+        else:
+            return None  # missing: let inspect raise its TypeError
+    return out if used == len(kwargs) else None
 
 
 def idempotent(

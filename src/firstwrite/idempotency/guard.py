@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import random
 import threading
 import time
@@ -36,7 +37,7 @@ from .errors import (
 )
 from .keys import NO_FINGERPRINT, KeyBuilder, fingerprint
 from .metrics import NULL, Metrics
-from .record import Record, Status
+from .record import TOKEN_TIME_DIGITS, Record, Status, millis, same_request
 from .store import Item, Key, RecordStore, Requests
 
 log = logging.getLogger("firstwrite.idempotency")
@@ -118,7 +119,7 @@ def judge(rec: Record, owner: str, fp: str, now: float) -> Verdict:
         return Verdict.OURS
     if rec.claimable(now, fp):
         return Verdict.CLAIMABLE
-    if not (rec.fingerprint == fp or NO_FINGERPRINT in (rec.fingerprint, fp)):
+    if not same_request(rec.fingerprint, fp):
         return Verdict.MISMATCH
     if rec.status is Status.COMPLETED or (rec.status is Status.FAILED and not rec.retryable):
         return Verdict.REPLAY
@@ -127,12 +128,14 @@ def judge(rec: Record, owner: str, fp: str, now: float) -> Verdict:
 
 def fenced_outcome(rec: Record | None, claim: Claim, target: Status) -> bool:
     """After a fenced update's condition failed: was it our own earlier write (lost response,
-    retried)? Anything else is a lost claim."""
+    retried)? Anything else is a lost claim. Completion keeps the version (it is terminal);
+    renew and fail bump it."""
+    version = claim.version if target is Status.COMPLETED else claim.version + 1
     return (
         rec is not None
         and rec.owner == claim.owner
         and rec.status is target
-        and rec.version == claim.version + 1
+        and rec.version == version
     )
 
 
@@ -150,9 +153,7 @@ class _Cache:
             if hit is None:
                 return None
             stored_fp, replay = hit
-            if replay.expires_at < int(now) or not (
-                stored_fp == fp or NO_FINGERPRINT in (stored_fp, fp)
-            ):
+            if replay.expires_at * 1000 < millis(now) or not same_request(stored_fp, fp):
                 return None  # expired or a mismatch: let DynamoDB give the answer
             self._data.move_to_end(record_id)
             return replay
@@ -163,6 +164,12 @@ class _Cache:
             self._data.move_to_end(replay.record_id)
             while len(self._data) > self.size:
                 self._data.popitem(last=False)
+
+
+def new_token(now: float) -> str:
+    """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
+    Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
+    return f"{millis(now):0{TOKEN_TIME_DIGITS}x}{os.urandom(10).hex()}"
 
 
 def _retryable_by_default(exc: BaseException) -> bool:
@@ -213,7 +220,7 @@ class _Core:
         self, record_id: str, key: Key, fp: str, lease: float | None
     ) -> tuple[Claim, Item, float]:
         now = self.clock()
-        owner = uuid.uuid4().hex
+        owner = new_token(now)
         length = self.config.lease if lease is None else lease
         item = self.requests.claim_item(key, owner, fp, now, length)
         claim = Claim(
@@ -337,9 +344,8 @@ class _Core:
         if self.cache is not None:
             raw = value.get("S", value.get("B"))
             exp = int(now + self.config.retention)
-            self.cache.put(
-                claim.fingerprint, Replay(claim.record_id, Status.COMPLETED, raw, None, exp)
-            )
+            fp = None if claim.fingerprint == NO_FINGERPRINT else claim.fingerprint
+            self.cache.put(fp, Replay(claim.record_id, Status.COMPLETED, raw, None, exp))
 
     def split_reasons(
         self, claim: Claim, reasons: list[dict[str, Any]]

@@ -25,14 +25,29 @@ from functools import lru_cache
 from typing import Any
 
 from .errors import MissingKeyError, SerializationError
+from .record import NO_FINGERPRINT as NO_FINGERPRINT
 
 Selector = str | Callable[[Any], Any]
 
-NO_FINGERPRINT = "-"  # stored when payload validation is off; matches any later request
+
+_PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def normalise(value: Any) -> Any:
     """Turn ``value`` into plain JSON types (dicts, lists, str, int, float, bool, None)."""
+    # Fast paths for the exact built-in types a request is usually made of; anything else
+    # (subclasses included) takes the general path below, which gives the same answer for these.
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): normalise(v) for k, v in value.items()}
+    if kind is list:
+        return [normalise(v) for v in value]
+    return _normalise(value)
+
+
+def _normalise(value: Any) -> Any:
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
@@ -78,20 +93,52 @@ def fingerprint(value: Any, hash_function: str = "sha256") -> str:
 
 
 @lru_cache(maxsize=256)
-def _compiled(expression: str) -> Any:
+def _compiled(expression: str) -> tuple[Any, tuple[str, ...] | None]:
+    """The compiled expression, and its field names when it is a plain path (``a.b.c``)."""
     import jmespath
 
-    return jmespath.compile(expression)
+    parsed = jmespath.compile(expression)
+    return parsed, _field_path(parsed.parsed)
+
+
+def _field_path(node: dict[str, Any]) -> tuple[str, ...] | None:
+    if node.get("type") == "field":
+        return (str(node["value"]),)
+    if node.get("type") == "subexpression":
+        parts: list[str] = []
+        for child in node.get("children", ()):
+            path = _field_path(child)
+            if path is None:
+                return None
+            parts.extend(path)
+        return tuple(parts)
+    return None
+
+
+def _walk(payload: Any, path: tuple[str, ...]) -> Any:
+    """A plain path through plain dicts (string keys only, where normalising changes nothing),
+    normalising only what it selects; ``None`` where the general search must decide."""
+    value = payload
+    for name in path:
+        if type(value) is not dict or not all(type(k) is str for k in value):
+            return None
+        value = value.get(name)
+    return None if value is None else normalise(value)
 
 
 def select(payload: Any, selector: Selector | None) -> Any:
     """The part of ``payload`` that identifies the request: all of it, a JMESPath expression's
-    result, or a callable's return value."""
+    result (over the normalised payload), or a callable's return value."""
     if selector is None:
         return payload
     if callable(selector):
         return selector(payload)
-    return _compiled(selector).search(normalise(payload))
+    compiled, path = _compiled(selector)
+    if path is not None:
+        found = _walk(payload, path)
+        if found is not None:
+            return found
+    return compiled.search(normalise(payload))
 
 
 def key_from(payload: Any, selector: Selector | None, hash_function: str = "sha256") -> str:

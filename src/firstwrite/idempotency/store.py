@@ -20,7 +20,6 @@ from . import record as r
 from .config import IdempotencyConfig
 from .keys import NO_FINGERPRINT
 from .metrics import NULL, Metrics
-from .record import Status
 from .retry import Retrier, classify, error_code
 
 log = logging.getLogger("firstwrite.idempotency")
@@ -28,30 +27,27 @@ log = logging.getLogger("firstwrite.idempotency")
 Item = dict[str, dict[str, Any]]
 Key = dict[str, dict[str, str]]
 
-_PENDING = {"S": Status.PENDING.value}
-_COMPLETED = {"S": Status.COMPLETED.value}
-_FAILED = {"S": Status.FAILED.value}
-_TRUE = {"BOOL": True}
-_NOFP = {"S": NO_FINGERPRINT}
+_ZERO = {"N": "0"}
 
 # Claimable: absent; past retention (TTL deletes late, so an expired item still there counts as
-# absent); or, for the same request only, an abandoned PENDING or a retryable FAILED. The
-# fingerprint guard on the takeover branches is new compared with the starting design: without
-# it a different request reusing the key could take over a half-done or failed claim.
+# absent); or, for the same request only, a lease that is over: an abandoned PENDING claim, or a
+# retryable FAILED one (its lease is 0). Only those two states carry a lease, so ``#lease < :now``
+# needs no status test. The fingerprint guard on that branch is new compared with the starting
+# design: without it a different request reusing the key could take over a half-done or failed
+# claim. ``:now`` is epoch seconds with millisecond precision, compared with both attributes.
 CLAIM_CONDITION = (
-    "attribute_not_exists(#pk) OR #exp < :now OR (#fp IN (:fp, :nofp) AND "
-    "((#st = :pending AND #lease < :now_ms) OR (#st = :failed AND #retry = :true)))"
-)
-CLAIM_CONDITION_ANY = (
     "attribute_not_exists(#pk) OR #exp < :now OR "
-    "(#st = :pending AND #lease < :now_ms) OR (#st = :failed AND #retry = :true)"
+    "(#lease < :now AND (#fp = :fp OR attribute_not_exists(#fp)))"
 )
-FENCE = "#own = :own AND #ver = :ver"  # owner alone fences; version orders renewals
-COMPLETE_UPDATE = "SET #st = :st, #ver = :nver, #res = :res, #exp = :exp REMOVE #lease"
-FAIL_UPDATE = (
-    "SET #st = :st, #ver = :nver, #err = :err, #retry = :retry, #exp = :exp REMOVE #lease, #res"
-)
-RENEW_UPDATE = "SET #lease = :lease, #ver = :nver, #exp = :exp"
+CLAIM_CONDITION_ANY = "attribute_not_exists(#pk) OR #exp < :now OR #lease < :now"
+# The fence: the owner value is ``<token>:<version>``. Requiring the lease makes COMPLETED and
+# final FAILED records immune to any later fenced write; renew and fail bump the version, so a
+# copy of the claim from before them is refused too. Completion is terminal and keeps the version.
+FENCE = "#own = :own AND attribute_exists(#lease)"
+COMPLETE_UPDATE = "SET #res = :res, #exp = :exp REMOVE #lease"
+FAIL_UPDATE = "SET #err = :err, #own = :nown, #exp = :exp REMOVE #lease"
+FAIL_RETRYABLE_UPDATE = "SET #err = :err, #own = :nown, #exp = :exp, #lease = :zero"
+RENEW_UPDATE = "SET #lease = :lease, #own = :nown, #exp = :exp"
 
 
 class Requests:
@@ -65,71 +61,57 @@ class Requests:
         "_renew_names",
         "capacity",
         "config",
+        "region",
+        "retention",
         "table",
     )
 
     def __init__(self, config: IdempotencyConfig) -> None:
         self.config = config
         self.table = config.table_name
+        self.retention = config.retention
+        self.region = None if config.region is None else {"S": config.region}
         self.capacity = (
             {"ReturnConsumedCapacity": "TOTAL"} if config.return_consumed_capacity else {}
         )
-        base = {"#pk": config.partition_key, "#exp": r.A_EXPIRES, "#st": r.A_STATUS}
-        base |= {"#lease": r.A_LEASE, "#retry": r.A_RETRYABLE}
-        self._claim_names_any = dict(base)
-        self._claim_names = base | {"#fp": r.A_FINGERPRINT}
-        fence = {"#own": r.A_OWNER, "#ver": r.A_VERSION, "#st": r.A_STATUS, "#exp": r.A_EXPIRES}
-        self._complete_names = fence | {"#res": r.A_RESULT, "#lease": r.A_LEASE}
-        self._fail_names = fence | {
-            "#err": r.A_ERROR,
-            "#retry": r.A_RETRYABLE,
-            "#lease": r.A_LEASE,
-            "#res": r.A_RESULT,
-        }
-        self._renew_names = {
-            "#own": r.A_OWNER,
-            "#ver": r.A_VERSION,
-            "#lease": r.A_LEASE,
+        self._claim_names_any = {
+            "#pk": config.partition_key,
             "#exp": r.A_EXPIRES,
+            "#lease": r.A_LEASE,
         }
+        self._claim_names = self._claim_names_any | {"#fp": r.A_FINGERPRINT}
+        fence = {"#own": r.A_OWNER, "#lease": r.A_LEASE, "#exp": r.A_EXPIRES}
+        self._complete_names = fence | {"#res": r.A_RESULT}
+        self._fail_names = fence | {"#err": r.A_ERROR}
+        self._renew_names = fence
 
     # -- items -------------------------------------------------------------------------------
 
     def claim_item(self, key: Key, owner: str, fingerprint: str, now: float, lease: float) -> Item:
         item: Item = {
             **key,
-            r.A_STATUS: _PENDING,
-            r.A_VERSION: {"N": "1"},
-            r.A_OWNER: {"S": owner},
-            r.A_CLAIMED_AT: {"N": str(int(now))},
-            r.A_LEASE: {"N": str(int((now + lease) * 1000))},
-            r.A_EXPIRES: {"N": str(int(now + self.config.retention))},
-            r.A_FINGERPRINT: {"S": fingerprint},
+            r.A_OWNER: {"S": r.fence(owner, 1)},
+            r.A_LEASE: {"N": r.seconds_text(r.millis(now + lease))},
+            r.A_EXPIRES: {"N": str(int(now + self.retention))},
         }
-        if self.config.region is not None:
-            item[r.A_REGION] = {"S": self.config.region}
+        if fingerprint != NO_FINGERPRINT:
+            item[r.A_FINGERPRINT] = {"S": fingerprint}
+        if self.region is not None:
+            item[r.A_REGION] = self.region
         return item
 
     def _claim_condition(self, fingerprint: str, now: float) -> dict[str, Any]:
-        values = {
-            ":now": {"N": str(int(now))},
-            ":now_ms": {"N": str(int(now * 1000))},
-            ":pending": _PENDING,
-            ":failed": _FAILED,
-            ":true": _TRUE,
-        }
+        now_value = {"N": r.seconds_text(r.millis(now))}
         if fingerprint == NO_FINGERPRINT:
             return {
                 "ConditionExpression": CLAIM_CONDITION_ANY,
                 "ExpressionAttributeNames": self._claim_names_any,
-                "ExpressionAttributeValues": values,
+                "ExpressionAttributeValues": {":now": now_value},
             }
-        values[":fp"] = {"S": fingerprint}
-        values[":nofp"] = _NOFP
         return {
             "ConditionExpression": CLAIM_CONDITION,
             "ExpressionAttributeNames": self._claim_names,
-            "ExpressionAttributeValues": values,
+            "ExpressionAttributeValues": {":now": now_value, ":fp": {"S": fingerprint}},
         }
 
     # -- requests ----------------------------------------------------------------------------
@@ -139,8 +121,9 @@ class Requests:
             "TableName": self.table,
             "Item": item,
             **self._claim_condition(fingerprint, now),
-            # On success ALL_OLD tells a takeover from a first claim; on failure it carries the
-            # stored record, so a duplicate costs one write and no read.
+            # On success ALL_OLD tells a takeover from a first claim (and costs nothing for a
+            # new key); on failure it carries the stored record, so a duplicate costs one write
+            # and no read.
             "ReturnValues": "ALL_OLD",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **self.capacity,
@@ -156,48 +139,43 @@ class Requests:
             }
         }
 
-    def _fenced(self, key: Key) -> dict[str, Any]:
-        return {
-            "TableName": self.table,
-            "Key": key,
-            "ConditionExpression": FENCE,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-
     def complete(
         self, key: Key, owner: str, version: int, result: dict[str, Any], now: float
     ) -> dict[str, Any]:
         return {
-            **self._fenced(key),
+            "TableName": self.table,
+            "Key": key,
+            "ConditionExpression": FENCE,
             "UpdateExpression": COMPLETE_UPDATE,
             "ExpressionAttributeNames": self._complete_names,
             "ExpressionAttributeValues": {
-                ":own": {"S": owner},
-                ":ver": {"N": str(version)},
-                ":nver": {"N": str(version + 1)},
-                ":st": _COMPLETED,
+                ":own": {"S": r.fence(owner, version)},
                 ":res": result,
-                ":exp": {"N": str(int(now + self.config.retention))},
+                ":exp": {"N": str(int(now + self.retention))},
             },
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **self.capacity,
         }
 
     def fail(
         self, key: Key, owner: str, version: int, error: str, retryable: bool, now: float
     ) -> dict[str, Any]:
+        values = {
+            ":own": {"S": r.fence(owner, version)},
+            ":nown": {"S": r.fence(owner, version + 1)},
+            ":err": {"S": error},
+            ":exp": {"N": str(int(now + self.retention))},
+        }
+        if retryable:
+            values[":zero"] = _ZERO
         return {
-            **self._fenced(key),
-            "UpdateExpression": FAIL_UPDATE,
+            "TableName": self.table,
+            "Key": key,
+            "ConditionExpression": FENCE,
+            "UpdateExpression": FAIL_RETRYABLE_UPDATE if retryable else FAIL_UPDATE,
             "ExpressionAttributeNames": self._fail_names,
-            "ExpressionAttributeValues": {
-                ":own": {"S": owner},
-                ":ver": {"N": str(version)},
-                ":nver": {"N": str(version + 1)},
-                ":st": _FAILED,
-                ":err": {"S": error},
-                ":retry": {"BOOL": retryable},
-                ":exp": {"N": str(int(now + self.config.retention))},
-            },
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **self.capacity,
         }
 
@@ -205,16 +183,18 @@ class Requests:
         self, key: Key, owner: str, version: int, lease_ms: int, now: float
     ) -> dict[str, Any]:
         return {
-            **self._fenced(key),
+            "TableName": self.table,
+            "Key": key,
+            "ConditionExpression": FENCE,
             "UpdateExpression": RENEW_UPDATE,
             "ExpressionAttributeNames": self._renew_names,
             "ExpressionAttributeValues": {
-                ":own": {"S": owner},
-                ":ver": {"N": str(version)},
-                ":nver": {"N": str(version + 1)},
-                ":lease": {"N": str(lease_ms)},
-                ":exp": {"N": str(int(now + self.config.retention))},
+                ":own": {"S": r.fence(owner, version)},
+                ":nown": {"S": r.fence(owner, version + 1)},
+                ":lease": {"N": r.seconds_text(lease_ms)},
+                ":exp": {"N": str(int(now + self.retention))},
             },
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **self.capacity,
         }
 

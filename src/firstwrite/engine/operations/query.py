@@ -264,8 +264,10 @@ def _filter_on_key(compiled: Compiled, schema: KeySchema) -> None:
         return
     for name in sorted(compiled.filter.top_level_names):
         if name in (schema.hash_name, schema.range_name):
+            # DynamoDB names the parameter the filter came from.
+            label = "QueryFilter" if compiled.filter.text == "QueryFilter" else "Filter Expression"
             raise validation(
-                "Filter Expression can only contain non-primary key attributes: "
+                f"{label} can only contain non-primary key attributes: "
                 f"Primary key attribute: {name}"
             )
 
