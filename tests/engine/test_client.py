@@ -154,14 +154,15 @@ def test_input_timestamps_are_serialised_to_epoch_seconds(
 
 
 def test_param_validation_is_optional(engine: Engine) -> None:
-    # On by default, as in boto3; off, the engine reports what a server would.
+    # Off by default (the fast path): the engine reports what a server would. On, as in boto3.
+    with pytest.raises(ClientError) as info:
+        DirectClient(engine).describe_table()
+    assert info.value.response["Error"]["Code"] == "ValidationException"
+    assert "Value null at 'tableName'" in info.value.response["Error"]["Message"]
     with pytest.raises(
         ParamValidationError, match='Missing required parameter in input: "TableName"'
     ):
-        DirectClient(engine).describe_table()
-    with pytest.raises(ClientError) as info:
-        DirectClient(engine, validate=False).describe_table()
-    assert info.value.response["Error"]["Code"] == "ValidationException"
+        DirectClient(engine, validate=True).describe_table()
 
 
 def test_paginator(direct: DirectClient) -> None:

@@ -306,10 +306,12 @@ class DirectClient:
     appear automatically; modeled operations the engine lacks raise the same
     ``UnknownOperationException`` a server would.
 
-    By default botocore's client-side parameter validation runs first (missing required
-    members, wrong Python types), raising ``ParamValidationError`` exactly as boto3 does.
-    ``validate=False`` skips it, roughly halving the per-call cost; the engine still rejects
-    such requests, as the ``ValidationException`` a server would send for them.
+    This is the fast path, so by default it skips botocore's client-side parameter validation
+    (which costs as much as the engine's own work on a small PutItem): a request with missing
+    members or wrong Python types is still rejected, by the engine, as the
+    ``ValidationException``/``SerializationException`` a server would send. ``validate=True``
+    runs botocore's validator first and raises ``ParamValidationError`` exactly as boto3 does;
+    for boto3's whole client stack use :func:`firstwrite.engine.binding.local_client`.
     """
 
     def __init__(
@@ -318,7 +320,7 @@ class DirectClient:
         region: str | None = None,
         *,
         service: ServiceName = "dynamodb",
-        validate: bool = True,
+        validate: bool = False,
     ) -> None:
         if service not in SERVICE_NAMES:
             raise ValueError(f"service must be 'dynamodb' or 'dynamodbstreams', not {service!r}")

@@ -33,6 +33,10 @@ class F:
     members: tuple[F, ...] = ()  # struct members, or the element struct of a list
     element: str | None = None  # element kind for lists of scalars
     _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    member_path: str = field(init=False, compare=False, repr=False)  # AWS's camelCase name
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "member_path", _camel(self.name))
 
     def regex(self) -> re.Pattern[str] | None:
         if self.pattern is None:
@@ -151,7 +155,10 @@ def _check_members(
     value: Mapping[str, Any], members: tuple[F, ...], prefix: str, errors: list[str]
 ) -> None:
     for member in members:
-        _check(value.get(member.name), member, prefix + _camel(member.name), errors)
+        found = value.get(member.name)
+        # Most members of a request are absent: skip them without building their path.
+        if found is not None or member.required:
+            _check(found, member, prefix + member.member_path, errors)
 
 
 def check(params: Mapping[str, Any], members: tuple[F, ...], *, prefix: str = "") -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -55,6 +56,16 @@ def _legacy_members(kinds: tuple[str, ...]) -> frozenset[str]:
     return frozenset(members)
 
 
+@functools.lru_cache(maxsize=64)
+def _plan(kinds: tuple[str, ...], legacy: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(legacy members to look for, expression members to look for), in DynamoDB's order."""
+    members = _legacy_members(kinds) if legacy else frozenset(_LEGACY)
+    return (
+        tuple(k for k in _LEGACY if k in members),
+        tuple(k for k in _EXPRESSIONS if k in kinds),
+    )
+
+
 def compile_request(
     params: Mapping[str, Any], *, wire: bool, kinds: Iterable[str], legacy: bool = True
 ) -> Compiled:
@@ -64,9 +75,11 @@ def compile_request(
     ``legacy=False`` (transactions, whose actions have no legacy members) refuses them.
     """
     kinds = tuple(kinds)
-    members = _legacy_members(kinds) if legacy else frozenset(_LEGACY)
-    present = [k for k in _LEGACY if k in members and params.get(k) is not None]
-    used = [k for k in _EXPRESSIONS if k in kinds and params.get(k) is not None]
+    legacy_members, expression_members = _plan(kinds, legacy)
+    get = params.get
+    present = [k for k in legacy_members if get(k) is not None]
+    texts = {k: text for k in expression_members if (text := get(k)) is not None}
+    used = list(texts)
     # KeyConditions may be combined with the other expressions, only not with its own.
     mixed = [k for k in present if k != "KeyConditions" or "KeyConditionExpression" in used]
     if mixed and used:
@@ -105,13 +118,11 @@ def compile_request(
                 f"ExpressionAttributeValues can only be specified when using expressions: {described} {verb} null"
             )
     compiled = compile_expressions(
-        condition=params.get("ConditionExpression") if "ConditionExpression" in kinds else None,
-        update=params.get("UpdateExpression") if "UpdateExpression" in kinds else None,
-        projection=params.get("ProjectionExpression") if "ProjectionExpression" in kinds else None,
-        filter=params.get("FilterExpression") if "FilterExpression" in kinds else None,
-        key_condition=params.get("KeyConditionExpression")
-        if "KeyConditionExpression" in kinds
-        else None,
+        condition=texts.get("ConditionExpression"),
+        update=texts.get("UpdateExpression"),
+        projection=texts.get("ProjectionExpression"),
+        filter=texts.get("FilterExpression"),
+        key_condition=texts.get("KeyConditionExpression"),
         names=names,
         values=values,
         wire=wire,
