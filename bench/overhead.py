@@ -59,7 +59,13 @@ VARIANTS: dict[str, Callable[[Any, Any], None] | None] = {
 
 def _hooks(engine: Any) -> str:
     def names(hooks: list[Any]) -> str:
-        return ", ".join(getattr(h, "__qualname__", type(h).__name__) for h in hooks) or "none"
+        return (
+            ", ".join(
+                f"{getattr(h, '__module__', '?')}.{getattr(h, '__qualname__', type(h).__name__)}"
+                for h in hooks
+            )
+            or "none"
+        )
 
     return (
         f"{len(engine.change_hooks)} change hook(s) ({names(engine.change_hooks)}) and "

@@ -204,6 +204,10 @@ def test_non_retryable_failure_is_replayed(backend: Backend, table: str) -> None
 
 
 def test_expired_but_not_deleted_is_claimable(backend: Backend, table: str) -> None:
+    if backend.engine is not None:
+        # The premise is a record TTL has not deleted yet: the engine's background sweeper
+        # (1 s ticks) would otherwise race the claim below on a loaded machine.
+        backend.engine.ttl.stop()
     metrics = MemoryMetrics()
     guard = backend.guard(
         IdempotencyConfig(table_name=TABLE, retention=120, client_retry_ceiling=60),
@@ -378,3 +382,61 @@ def test_ensure_table_creates_on_demand_with_ttl(backend: Backend) -> None:
         pytest.skip("the engine has no TTL yet (issue 3)")
     ttl = backend.client.describe_time_to_live(TableName="fresh-table")["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+
+
+def _stored(guard: Idempotency, key: str) -> dict[str, dict[str, object]]:
+    dkey, _ = guard.keys.key(key)
+    item = guard.client.get_item(TableName=TABLE, Key=dkey, ConsistentRead=True)["Item"]
+    return dict(item)
+
+
+def test_the_record_carries_only_what_cannot_be_derived(backend: Backend, table: str) -> None:
+    guard = backend.guard()
+    claim = guard.claim("lean-1", {"a": 1})
+    assert isinstance(claim, Claim)
+    pending = _stored(guard, "lean-1")
+    assert set(pending) == {"pk", "owner", "lease_expires_at", "expires_at", "fingerprint"}
+    assert pending["owner"] == {"S": claim.fencing_token}
+    assert claim.fencing_token == f"{claim.owner}:1" and len(claim.owner) == 32
+    record = guard.get("lean-1")
+    assert record is not None and record.status is Status.PENDING
+    assert record.claimed_at is not None and abs(record.claimed_at - claim.claimed_at) < 0.002
+    assert record.lease_expires_at == claim.lease_expires_at  # ms, stored as decimal seconds
+    expires = pending["expires_at"]
+    backend.advance(5)
+    guard.complete(claim, {"ok": True})
+    done = _stored(guard, "lean-1")
+    assert set(done) == {"pk", "owner", "expires_at", "fingerprint", "result"}
+    assert done["expires_at"] == expires  # retention counts from the claim
+
+
+def test_retryable_failure_keeps_a_free_lease_and_a_final_one_none(
+    backend: Backend, table: str
+) -> None:
+    guard = backend.guard()
+    first = guard.claim("lean-2", {"a": 1})
+    assert isinstance(first, Claim)
+    guard.fail(first, RuntimeError("try again"), retryable=True)
+    retryable = _stored(guard, "lean-2")
+    assert retryable["lease_expires_at"] == {"N": "0"} and "result" not in retryable
+    assert retryable["owner"] == {"S": f"{first.owner}:2"}
+    record = guard.get("lean-2")
+    assert record is not None and record.status is Status.FAILED and record.retryable
+    with pytest.raises(LostClaimError):  # the failure bumped the version: the old claim is out
+        guard.complete(first, "late")
+    second = guard.claim("lean-2", {"a": 1})
+    assert isinstance(second, Claim) and second.previous is Status.FAILED
+    guard.fail(second, RuntimeError("no"), retryable=False)
+    final = guard.get("lean-2")
+    assert final is not None and final.status is Status.FAILED and not final.retryable
+    assert "lease_expires_at" not in _stored(guard, "lean-2")
+    with pytest.raises(ReplayedFailureError):
+        guard.run("lean-2", lambda: "again", {"a": 1})
+
+
+def test_without_payload_validation_no_fingerprint_is_stored(backend: Backend, table: str) -> None:
+    guard = backend.guard()
+    assert guard.run("lean-3", lambda: 1) == 1
+    assert "fingerprint" not in _stored(guard, "lean-3")
+    # A record stored without a fingerprint answers any request with that key.
+    assert guard.run("lean-3", lambda: 2, {"any": "payload"}) == 1

@@ -41,7 +41,7 @@ from .guard import (
     transient_cancellation,
 )
 from .metrics import Metrics
-from .record import Record, Status
+from .record import Record, Status, millis
 from .retry import AsyncRetrier, error_code
 from .store import Item, Key, Requests, _log_error, cancellation_reasons
 
@@ -255,31 +255,22 @@ class AsyncIdempotency(_Core):
         except SerializationError as exc:
             await self.fail(claim, exc, retryable=False)
             raise
-        now = self.clock()
         ok, old = await self.store.update(
-            self.requests.complete(claim.key, claim.owner, claim.version, value, now)
+            self.requests.complete(claim.key, claim.owner, claim.version, value)
         )
         if not ok:
             rec = None if old is None else Record.from_item(old)
             if not fenced_outcome(rec, claim, Status.COMPLETED):
                 raise self.lost(claim, rec, "complete")
-        self.completed_replay(claim, value, now)
-        return Replay(
-            claim.record_id,
-            Status.COMPLETED,
-            value.get("S", value.get("B")),
-            None,
-            int(now + self.config.retention),
-        )
+        return self.completed(claim, value)
 
     async def fail(
         self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
     ) -> None:
         """See :meth:`Idempotency.fail`."""
-        now = self.clock()
         info = serialization.error_info(error, data)
         ok, old = await self.store.update(
-            self.requests.fail(claim.key, claim.owner, claim.version, info, retryable, now)
+            self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
         )
         if not ok:
             rec = None if old is None else Record.from_item(old)
@@ -289,7 +280,8 @@ class AsyncIdempotency(_Core):
     async def renew(self, claim: Claim, lease: float | None = None) -> Claim:
         """See :meth:`Idempotency.renew`."""
         now = self.clock()
-        lease_ms = int((now + (self.config.lease if lease is None else lease)) * 1000)
+        lease_ms = millis(now + (self.config.lease if lease is None else lease))
+        expires = int(now + self.config.retention)  # as in the renew request
         ok, old = await self.store.update(
             self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
         )
@@ -299,7 +291,10 @@ class AsyncIdempotency(_Core):
                 raise self.lost(claim, rec, "renew")
             assert rec is not None
             lease_ms = rec.lease_expires_at or lease_ms
-        return replace(claim, version=claim.version + 1, lease_expires_at=lease_ms)
+            expires = rec.expires_at
+        return replace(
+            claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
+        )
 
     async def run(
         self,
@@ -378,8 +373,7 @@ class AsyncIdempotency(_Core):
         token = uuid.uuid4().hex
         attempt = 0
         while True:
-            now = self.clock()
-            update = self.requests.complete(claim.key, claim.owner, claim.version, value, now)
+            update = self.requests.complete(claim.key, claim.owner, claim.version, value)
             update.pop("ReturnConsumedCapacity", None)
             reasons = await self.store.transact([{"Update": update}, *transact_items], token)
             if reasons is None:
@@ -397,14 +391,7 @@ class AsyncIdempotency(_Core):
                 raise TransactionConflictError(claim.record_id, reasons)
             token = uuid.uuid4().hex
             await self.sleep(self.backoff(attempt))
-        self.completed_replay(claim, value, now)
-        return Replay(
-            claim.record_id,
-            Status.COMPLETED,
-            value.get("S", value.get("B")),
-            None,
-            int(now + self.config.retention),
-        )
+        return self.completed(claim, value)
 
     async def get(self, key: str, *, scope: str | None = None) -> Record | None:
         dkey, _ = self.keys.key(key, scope)

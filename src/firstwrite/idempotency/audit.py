@@ -6,7 +6,7 @@ Once it is gone, a late retry of that request looks new and runs again. The conf
 assumption about clients is wrong:
 
 * a stream ``REMOVE`` made by the TTL service (``userIdentity`` = DynamoDB service) is noted
-  with the record's original claim time;
+  with the record's original claim time (carried by its owner token);
 * a later ``INSERT`` of the same key (a fresh claim) before ``claimed_at + window`` (the retry
   window, default the configuration's ``client_retry_ceiling``) counts
   ``dynamo_ttl_delete_before_retry_total`` and is reported to ``on_detect``.
@@ -151,17 +151,15 @@ class TtlAudit:
             event = record.get("eventName")
             when = _epoch(data.get("ApproximateCreationDateTime"))
             if event == "REMOVE" and _is_ttl(record):
-                old = data.get("OldImage") or {}
-                claimed = old.get(r.A_CLAIMED_AT)
-                claimed_at = int(float(claimed["N"])) if claimed else int(when)
+                claimed = r.claimed_at_of(data.get("OldImage") or {})
+                claimed_at = int(when if claimed is None else claimed)
                 self.store.note(Removal(record_id, claimed_at, when, claimed_at + self.window))
             elif event == "INSERT":
                 removal = self.store.find(record_id)
                 if removal is None:
                     continue
-                new = data.get("NewImage") or {}
-                claimed = new.get(r.A_CLAIMED_AT)
-                at = float(claimed["N"]) if claimed else when
+                claimed = r.claimed_at_of(data.get("NewImage") or {})
+                at = when if claimed is None else claimed
                 if at < removal.window_ends:
                     found += 1
                     self._detected(record_id, removal)

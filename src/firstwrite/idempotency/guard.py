@@ -67,6 +67,7 @@ class Claim:
     lease_expires_at: int  # epoch ms
     previous: Status | None = None  # what the claim replaced (None: a first claim)
     region: str | None = None
+    expires_at: int = 0  # epoch s: the record's retention end (set by claim and renew)
 
     @property
     def taken_over(self) -> bool:
@@ -153,7 +154,7 @@ class _Cache:
             if hit is None:
                 return None
             stored_fp, replay = hit
-            if replay.expires_at * 1000 < millis(now) or not same_request(stored_fp, fp):
+            if replay.expires_at < int(now) or not same_request(stored_fp, fp):
                 return None  # expired or a mismatch: let DynamoDB give the answer
             self._data.move_to_end(record_id)
             return replay
@@ -230,8 +231,9 @@ class _Core:
             version=1,
             fingerprint=fp,
             claimed_at=now,
-            lease_expires_at=int((now + length) * 1000),
+            lease_expires_at=millis(now + length),
             region=self.config.region,
+            expires_at=int(now + self.config.retention),  # as in the claim item
         )
         return claim, item, now
 
@@ -340,12 +342,14 @@ class _Core:
             rec.status.value if rec else None,
         )
 
-    def completed_replay(self, claim: Claim, value: dict[str, Any], now: float) -> None:
+    def completed(self, claim: Claim, value: dict[str, Any]) -> Replay:
+        """The replay of a completion just stored (remembered when the local cache is on)."""
+        raw = value.get("S", value.get("B"))
+        replay = Replay(claim.record_id, Status.COMPLETED, raw, None, claim.expires_at)
         if self.cache is not None:
-            raw = value.get("S", value.get("B"))
-            exp = int(now + self.config.retention)
             fp = None if claim.fingerprint == NO_FINGERPRINT else claim.fingerprint
-            self.cache.put(fp, Replay(claim.record_id, Status.COMPLETED, raw, None, exp))
+            self.cache.put(fp, replay)
+        return replay
 
     def split_reasons(
         self, claim: Claim, reasons: list[dict[str, Any]]
@@ -487,30 +491,21 @@ class Idempotency(_Core):
         except SerializationError as exc:
             self.fail(claim, exc, retryable=False)
             raise
-        now = self.clock()
-        request = self.requests.complete(claim.key, claim.owner, claim.version, value, now)
+        request = self.requests.complete(claim.key, claim.owner, claim.version, value)
         ok, old = self.store.update(request)
         if not ok:
             rec = None if old is None else Record.from_item(old)
             if not fenced_outcome(rec, claim, Status.COMPLETED):
                 raise self.lost(claim, rec, "complete")
-        self.completed_replay(claim, value, now)
-        return Replay(
-            claim.record_id,
-            Status.COMPLETED,
-            value.get("S", value.get("B")),
-            None,
-            int(now + self.config.retention),
-        )
+        return self.completed(claim, value)
 
     def fail(
         self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
     ) -> None:
         """Mark the key FAILED. ``retryable=True`` lets the same request claim it again at once;
         ``False`` makes the failure the key's final answer, replayed to duplicates."""
-        now = self.clock()
         info = serialization.error_info(error, data)
-        request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable, now)
+        request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
         ok, old = self.store.update(request)
         if not ok:
             rec = None if old is None else Record.from_item(old)
@@ -520,7 +515,8 @@ class Idempotency(_Core):
     def renew(self, claim: Claim, lease: float | None = None) -> Claim:
         """Extend the lease of a live claim (long work). Returns the claim to use from now on."""
         now = self.clock()
-        lease_ms = int((now + (self.config.lease if lease is None else lease)) * 1000)
+        lease_ms = millis(now + (self.config.lease if lease is None else lease))
+        expires = int(now + self.config.retention)  # as in the renew request
         request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
         ok, old = self.store.update(request)
         if not ok:
@@ -529,7 +525,10 @@ class Idempotency(_Core):
                 raise self.lost(claim, rec, "renew")
             assert rec is not None
             lease_ms = rec.lease_expires_at or lease_ms
-        return replace(claim, version=claim.version + 1, lease_expires_at=lease_ms)
+            expires = rec.expires_at
+        return replace(
+            claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
+        )
 
     # -- the whole dance -----------------------------------------------------------------------
 
@@ -627,8 +626,7 @@ class Idempotency(_Core):
         token = uuid.uuid4().hex
         attempt = 0
         while True:
-            now = self.clock()
-            update = self.requests.complete(claim.key, claim.owner, claim.version, value, now)
+            update = self.requests.complete(claim.key, claim.owner, claim.version, value)
             update.pop("ReturnConsumedCapacity", None)
             items = [{"Update": update}, *transact_items]
             reasons = self.store.transact(items, token)
@@ -647,14 +645,7 @@ class Idempotency(_Core):
                 raise TransactionConflictError(claim.record_id, reasons)
             token = uuid.uuid4().hex
             self.sleep(self.backoff(attempt))
-        self.completed_replay(claim, value, now)
-        return Replay(
-            claim.record_id,
-            Status.COMPLETED,
-            value.get("S", value.get("B")),
-            None,
-            int(now + self.config.retention),
-        )
+        return self.completed(claim, value)
 
     # -- reads -----------------------------------------------------------------------------------
 

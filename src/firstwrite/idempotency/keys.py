@@ -78,8 +78,20 @@ def _normalise(value: Any) -> Any:
     raise SerializationError(f"cannot fingerprint a {type(value).__name__}")
 
 
-def _canonical_text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# Built once: ``json.dumps`` with options builds a new encoder on every call. Input is always
+# normalised (a fresh tree, NaN refused), so the circularity check has nothing to find.
+_canonical_text = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False
+).encode
+
+
+@lru_cache(maxsize=16)
+def _hasher(name: str) -> Callable[[bytes], Any]:
+    """The hash constructor (``hashlib.sha256`` rather than the slower ``hashlib.new``)."""
+    direct = getattr(hashlib, name, None)
+    if callable(direct) and name in hashlib.algorithms_guaranteed:
+        return direct  # type: ignore[no-any-return]
+    return lambda data: hashlib.new(name, data)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -89,7 +101,7 @@ def canonical_json(value: Any) -> bytes:
 
 def fingerprint(value: Any, hash_function: str = "sha256") -> str:
     """Hex digest of the canonical JSON of ``value``."""
-    return hashlib.new(hash_function, canonical_json(value)).hexdigest()
+    return str(_hasher(hash_function)(canonical_json(value)).hexdigest())
 
 
 @lru_cache(maxsize=256)

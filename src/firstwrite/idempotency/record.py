@@ -6,10 +6,11 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
 * ``owner`` is the fence and carries the claim's version: ``<token>:<version>``. The token is
   32 hex digits, the first 12 of which are the claim time in epoch milliseconds (so
   ``claimed_at`` needs no attribute of its own), the other 20 random (80 bits).
-* ``lease_expires_at`` is present exactly while the record may be taken over by the same
-  request once it has passed: PENDING records, and retryable FAILED records (lease ``0``).
-  Epoch seconds with millisecond precision, so that one ``:now`` serves both it and
-  ``expires_at`` (the TTL attribute, which DynamoDB requires in whole epoch seconds).
+* ``lease_expires_at`` (epoch milliseconds) is present exactly while the record may be taken
+  over by the same request once it has passed: PENDING records, and retryable FAILED records
+  (lease ``0``). ``expires_at`` is the TTL attribute, which DynamoDB requires in epoch seconds.
+  Both are integers: a number with a fraction costs DynamoDB clients and our engine more to
+  validate and compare than a second placeholder does.
 * The status is which outcome attribute is present: ``result`` (COMPLETED), ``error``
   (FAILED), neither (PENDING).
 * ``fingerprint`` is absent when payload validation was off for the claim.
@@ -50,16 +51,8 @@ def millis(now: float) -> int:
     return int(now * 1000)
 
 
-def seconds_text(ms: int) -> str:
-    """Epoch milliseconds as the exact decimal seconds DynamoDB stores (``"1700000000.123"``)."""
-    whole, frac = divmod(ms, 1000)
-    return f"{whole}.{frac:03d}"
-
-
-def parse_millis(number: str) -> int:
-    """A stored decimal-seconds number back in milliseconds (exact: at most 3 decimals)."""
-    whole, _, frac = number.partition(".")
-    return int(whole) * 1000 + (int(frac[:3].ljust(3, "0")) if frac else 0)
+def _integer(number: str) -> int:
+    return int(number) if number.lstrip("-").isdigit() else int(float(number))
 
 
 def fence(token: str, version: int) -> str:
@@ -120,10 +113,10 @@ class Record:
     def expired(self, now: float) -> bool:
         """Past its retention (mirrors the claim condition's ``#exp < :now``). TTL removes
         items late, so an expired item that is still there counts as absent."""
-        return self.expires_at * 1000 < millis(now)
+        return self.expires_at < int(now)
 
     def lease_over(self, now: float) -> bool:
-        """Mirrors ``#lease < :now``: false when there is no lease (COMPLETED, final FAILED)."""
+        """Mirrors ``#lease < :now_ms``: false without a lease (COMPLETED, final FAILED)."""
         return self.lease_expires_at is not None and self.lease_expires_at < millis(now)
 
     def claimable(self, now: float, fingerprint: str) -> bool:
@@ -150,8 +143,8 @@ class Record:
             status=status,
             version=version,
             owner=token,
-            lease_expires_at=None if lease is None else parse_millis(lease["N"]),
-            expires_at=int(item[A_EXPIRES]["N"].partition(".")[0]),
+            lease_expires_at=None if lease is None else _integer(lease["N"]),
+            expires_at=_integer(item[A_EXPIRES]["N"]),
             fingerprint=None if fp is None else fp["S"],
             result=None if result is None else _raw(result),
             error=None if error is None else error["S"],

@@ -34,19 +34,22 @@ _ZERO = {"N": "0"}
 # retryable FAILED one (its lease is 0). Only those two states carry a lease, so ``#lease < :now``
 # needs no status test. The fingerprint guard on that branch is new compared with the starting
 # design: without it a different request reusing the key could take over a half-done or failed
-# claim. ``:now`` is epoch seconds with millisecond precision, compared with both attributes.
+# claim. ``:now`` is epoch seconds (as ``expires_at``), ``:now_ms`` milliseconds (as the lease).
 CLAIM_CONDITION = (
     "attribute_not_exists(#pk) OR #exp < :now OR "
-    "(#lease < :now AND (#fp = :fp OR attribute_not_exists(#fp)))"
+    "(#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
 )
-CLAIM_CONDITION_ANY = "attribute_not_exists(#pk) OR #exp < :now OR #lease < :now"
+CLAIM_CONDITION_ANY = "attribute_not_exists(#pk) OR #exp < :now OR #lease < :now_ms"
 # The fence: the owner value is ``<token>:<version>``. Requiring the lease makes COMPLETED and
 # final FAILED records immune to any later fenced write; renew and fail bump the version, so a
 # copy of the claim from before them is refused too. Completion is terminal and keeps the version.
 FENCE = "#own = :own AND attribute_exists(#lease)"
-COMPLETE_UPDATE = "SET #res = :res, #exp = :exp REMOVE #lease"
-FAIL_UPDATE = "SET #err = :err, #own = :nown, #exp = :exp REMOVE #lease"
-FAIL_RETRYABLE_UPDATE = "SET #err = :err, #own = :nown, #exp = :exp, #lease = :zero"
+# Retention runs from the claim (or the last renewal): client retries are bounded by the time
+# since their first attempt, which is when the claim was made, so completing or failing need
+# not move ``expires_at``.
+COMPLETE_UPDATE = "SET #res = :res REMOVE #lease"
+FAIL_UPDATE = "SET #err = :err, #own = :nown REMOVE #lease"
+FAIL_RETRYABLE_UPDATE = "SET #err = :err, #own = :nown, #lease = :zero"
 RENEW_UPDATE = "SET #lease = :lease, #own = :nown, #exp = :exp"
 
 
@@ -80,10 +83,10 @@ class Requests:
             "#lease": r.A_LEASE,
         }
         self._claim_names = self._claim_names_any | {"#fp": r.A_FINGERPRINT}
-        fence = {"#own": r.A_OWNER, "#lease": r.A_LEASE, "#exp": r.A_EXPIRES}
+        fence = {"#own": r.A_OWNER, "#lease": r.A_LEASE}
         self._complete_names = fence | {"#res": r.A_RESULT}
         self._fail_names = fence | {"#err": r.A_ERROR}
-        self._renew_names = fence
+        self._renew_names = fence | {"#exp": r.A_EXPIRES}
 
     # -- items -------------------------------------------------------------------------------
 
@@ -91,7 +94,7 @@ class Requests:
         item: Item = {
             **key,
             r.A_OWNER: {"S": r.fence(owner, 1)},
-            r.A_LEASE: {"N": r.seconds_text(r.millis(now + lease))},
+            r.A_LEASE: {"N": str(r.millis(now + lease))},
             r.A_EXPIRES: {"N": str(int(now + self.retention))},
         }
         if fingerprint != NO_FINGERPRINT:
@@ -101,17 +104,18 @@ class Requests:
         return item
 
     def _claim_condition(self, fingerprint: str, now: float) -> dict[str, Any]:
-        now_value = {"N": r.seconds_text(r.millis(now))}
+        values = {":now": {"N": str(int(now))}, ":now_ms": {"N": str(r.millis(now))}}
         if fingerprint == NO_FINGERPRINT:
             return {
                 "ConditionExpression": CLAIM_CONDITION_ANY,
                 "ExpressionAttributeNames": self._claim_names_any,
-                "ExpressionAttributeValues": {":now": now_value},
+                "ExpressionAttributeValues": values,
             }
+        values[":fp"] = {"S": fingerprint}
         return {
             "ConditionExpression": CLAIM_CONDITION,
             "ExpressionAttributeNames": self._claim_names,
-            "ExpressionAttributeValues": {":now": now_value, ":fp": {"S": fingerprint}},
+            "ExpressionAttributeValues": values,
         }
 
     # -- requests ----------------------------------------------------------------------------
@@ -140,7 +144,7 @@ class Requests:
         }
 
     def complete(
-        self, key: Key, owner: str, version: int, result: dict[str, Any], now: float
+        self, key: Key, owner: str, version: int, result: dict[str, Any]
     ) -> dict[str, Any]:
         return {
             "TableName": self.table,
@@ -151,20 +155,18 @@ class Requests:
             "ExpressionAttributeValues": {
                 ":own": {"S": r.fence(owner, version)},
                 ":res": result,
-                ":exp": {"N": str(int(now + self.retention))},
             },
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **self.capacity,
         }
 
     def fail(
-        self, key: Key, owner: str, version: int, error: str, retryable: bool, now: float
+        self, key: Key, owner: str, version: int, error: str, retryable: bool
     ) -> dict[str, Any]:
         values = {
             ":own": {"S": r.fence(owner, version)},
             ":nown": {"S": r.fence(owner, version + 1)},
             ":err": {"S": error},
-            ":exp": {"N": str(int(now + self.retention))},
         }
         if retryable:
             values[":zero"] = _ZERO
@@ -191,7 +193,7 @@ class Requests:
             "ExpressionAttributeValues": {
                 ":own": {"S": r.fence(owner, version)},
                 ":nown": {"S": r.fence(owner, version + 1)},
-                ":lease": {"N": r.seconds_text(lease_ms)},
+                ":lease": {"N": str(lease_ms)},
                 ":exp": {"N": str(int(now + self.retention))},
             },
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -24,7 +24,7 @@ from ..validation import (
     F,
     check,
 )
-from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item
+from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
 from . import operation
 from ._common import compile_request, projected, return_values_put_delete
 from .tables import require_table
@@ -93,9 +93,8 @@ def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
     return_values = return_values_put_delete(params)
-    item = parse_item(params["Item"], wire=ctx.wire)
+    item, size = parse_item_sized(params["Item"], wire=ctx.wire)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
-    size = item_size(item)
     name = params["TableName"]
 
     def write(w: Writer) -> tuple[Item | None, str]:
@@ -143,7 +142,9 @@ def delete_item(ctx: Context) -> dict[str, Any]:
     response: dict[str, Any] = {}
     if return_values == "ALL_OLD" and old is not None:
         response["Attributes"] = old
-    return consumed.attach(response, params, table, consumed.write_units(item_size(old)))
+    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
+        consumed.attach(response, params, table, consumed.write_units(item_size(old)))
+    return response
 
 
 @operation("UpdateItem")
@@ -156,7 +157,7 @@ def update_item(ctx: Context) -> dict[str, Any]:
     )
     name = params["TableName"]
 
-    def write(w: Writer) -> tuple[Item | None, Item, str]:
+    def write(w: Writer) -> tuple[Item | None, Item, int, str]:
         row = require_table(ctx, w, name)
         schema = key_schema(row)
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
@@ -166,9 +167,9 @@ def update_item(ctx: Context) -> dict[str, Any]:
         w.put(row.id, pk, sk, size, new)
         if ctx.engine.change_hooks:
             ctx.engine.emit_change(ctx, w, row, old, new)
-        return old, new, row.name
+        return old, new, size, row.name
 
-    old, new, table = ctx.storage.write(write)
+    old, new, new_size, table = ctx.storage.write(write)
     response: dict[str, Any] = {}
     attributes: Item | None = None
     if return_values == "ALL_OLD":
@@ -181,8 +182,10 @@ def update_item(ctx: Context) -> dict[str, Any]:
             attributes = project(source, compiled.update.paths)
     if attributes:
         response["Attributes"] = attributes
-    units = consumed.write_units(max(item_size(old), item_size(new)))
-    return consumed.attach(response, params, table, units)
+    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):  # sizes only when asked
+        units = consumed.write_units(max(item_size(old), new_size))
+        consumed.attach(response, params, table, units)
+    return response
 
 
 @operation("GetItem")
@@ -203,5 +206,7 @@ def get_item(ctx: Context) -> dict[str, Any]:
     response: dict[str, Any] = {}
     if item is not None:
         response["Item"] = projected(item, compiled)
-    units = consumed.read_units(item_size(item), consistent=consistent)
-    return consumed.attach(response, params, table, units)
+    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
+        units = consumed.read_units(item_size(item), consistent=consistent)
+        consumed.attach(response, params, table, units)
+    return response
