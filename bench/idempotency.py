@@ -51,17 +51,43 @@ class CallCounter:
         self.total += 1
 
 
-class Shared:
-    """One engine, one bound client, one counter for the whole benchmark."""
+class _CountedClient:
+    """A DirectClient (which has no botocore events) whose operation calls are counted."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, client: Any, counter: CallCounter) -> None:
+        self._client = client
+        self._counter = counter
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name in ("exceptions", "meta") or not callable(attr):
+            return attr
+        counter = self._counter
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counter.total += 1
+            return attr(*args, **kwargs)
+
+        setattr(self, name, counted)  # build the wrapper once per operation
+        return counted
+
+
+class Shared:
+    """One engine, one client (boto3 bound in process, or the DirectClient), one counter."""
+
+    def __init__(self, directory: Path, *, direct: bool = False) -> None:
         from firstwrite.engine.api import Engine
         from firstwrite.engine.binding import bind
+        from firstwrite.engine.client import DirectClient
 
         self.engine = Engine(directory / "idempotency.db", durability="normal")
-        self.client = bind(boto3_client(), self.engine)
         self.counter = CallCounter()
-        self.counter.attach(self.client)
+        self.client: Any
+        if direct:
+            self.client = _CountedClient(DirectClient(self.engine), self.counter)
+        else:
+            self.client = bind(boto3_client(), self.engine)
+            self.counter.attach(self.client)
 
     def bound_resource(self) -> Any:
         """A boto3 DynamoDB resource whose client answers from the same engine."""
@@ -78,13 +104,19 @@ class Shared:
         self.counter.attach(resource.meta.client)
         return resource
 
-    def create_table(self, name: str, key: str) -> None:
+    def create_table(self, name: str, key: str, *, ttl_attribute: str | None = None) -> None:
         self.client.create_table(
             TableName=name,
             KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
             AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
+        if ttl_attribute is not None:
+            # Like for like: every library's table has TTL on, as each one's docs require.
+            self.client.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
+            )
 
     def close(self) -> None:
         self.engine.close()
@@ -166,7 +198,7 @@ class PowertoolsLib(Library):
         # Outside Lambda it warns on every claim that it has no remaining-time context.
         warnings.filterwarnings("ignore", message="Couldn't determine the remaining time")
         table = f"powertools-{uuid.uuid4().hex[:8]}"
-        shared.create_table(table, "id")
+        shared.create_table(table, "id", ttl_attribute="expiration")
         persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=shared.client)
         # Key from order_id, the whole payload validated: what firstwrite does by default.
         config = IdempotencyConfig(event_key_jmespath="order_id", payload_validation_jmespath="@")
@@ -215,7 +247,7 @@ class IdemkitLib(Library):
 
         self.in_progress = (IdempotencyConflict,)
         table = f"idemkit-{uuid.uuid4().hex[:8]}"
-        shared.create_table(table, PK)
+        shared.create_table(table, PK, ttl_attribute="ttl")
         backend = DynamoBackend(table=table, create_table=False)
         backend._table = _AsyncTable(shared.bound_resource().Table(table))
         config = MethodConfig(
@@ -322,8 +354,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         key="idempotency",
         title="Idempotency layer vs Powertools vs idemkit (issue 4)",
         method=[
-            "One engine file (`durability='normal'`); firstwrite and Powertools share one boto3 "
-            "client bound to it (`bind`); idemkit's `DynamoBackend` uses a boto3 resource whose "
+            "One engine file (`durability='normal'`); firstwrite and Powertools share one client "
+            "on it: first a boto3 client bound in process (`bind`), then the `DirectClient` "
+            "(calls counted by a thin proxy); idemkit's `DynamoBackend` uses a boto3 resource whose "
             "client is bound to the same engine (its aioboto3 dependency is not installed: its "
             "`Table` is replaced by a thin async adapter over boto3's, idemkit's logic is "
             "unchanged).",
@@ -336,7 +369,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             f"`payload_validation_jmespath='@'`; idemkit {package_version('idemkit')} "
             "`idempotent_sync` with `key_fields=['order.order_id']`, a payload "
             "`validation_fingerprint`, `wait_timeout_seconds=0` (the others do not wait "
-            "either). Local caches off everywhere (the defaults).",
+            "either). Local caches off everywhere (the defaults). Every table has TTL enabled on its expiry attribute, as each library's docs require (firstwrite: `expires_at`, Powertools: `expiration`, idemkit: `ttl`).",
             "*first call*: a new key each request (claim, run, store the result). "
             "*duplicate*: the key of a completed request (replay). *in progress*: the key of a "
             "request whose body is still running in another thread (each library's "
@@ -348,12 +381,29 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
     )
     api = _firstwrite_api()
     why_idemkit = _idemkit_available()
+    for direct in (False, True):
+        _run_on_client(section, settings, log, api, why_idemkit, direct=direct)
+        if section.error:
+            break
+    return section
+
+
+def _run_on_client(
+    section: Section,
+    settings: Settings,
+    log: Callable[[str], None],
+    api: Any,
+    why_idemkit: str | None,
+    *,
+    direct: bool,
+) -> None:
+    client_name = "DirectClient" if direct else "boto3 bound in process"
     with scratch_dir("idempotency-") as directory:
         try:
-            shared = Shared(directory)
+            shared = Shared(directory, direct=direct)
         except Exception as exc:
             section.error = f"engine/binding unavailable: {type(exc).__name__}: {exc}"
-            return section
+            return
         try:
             factories: list[Callable[[Shared], Library]] = []
             skipped: dict[str, str] = {}
@@ -362,7 +412,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             else:
                 factories.append(FirstwriteLib)
             factories.append(PowertoolsLib)
-            if why_idemkit is None:
+            if direct:
+                skipped[IDEMKIT] = "uses a boto3 resource, which the DirectClient is not"
+            elif why_idemkit is None:
                 factories.append(IdemkitLib)
             else:
                 skipped[IDEMKIT] = why_idemkit
@@ -375,7 +427,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                     s.unit = "µs/request"
                 calls = {c.name: c.calls_per_request for c in contenders if c.requests}
                 table = Table(
-                    title=scenario,
+                    title=f"{scenario}, {client_name}",
                     series=series,
                     ours=[OURS],
                     targets=[Target(OURS, POWERTOOLS, maximum=TIME_TARGET)],
@@ -396,10 +448,11 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                     ratio = table.ratio(OURS, POWERTOOLS)
                     if not ratio <= TIME_TARGET:
                         log(f"  profiling firstwrite / {scenario} (target missed)")
-                        section.profiles[f"firstwrite, {scenario}"] = profile_contender(
-                            Scenario(shared, FirstwriteLib, scenario),
-                            200 if settings.quick else 2000,
+                        section.profiles[f"firstwrite, {scenario}, {client_name}"] = (
+                            profile_contender(
+                                Scenario(shared, FirstwriteLib, scenario),
+                                200 if settings.quick else 2000,
+                            )
                         )
         finally:
             shared.close()
-    return section
