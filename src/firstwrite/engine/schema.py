@@ -56,15 +56,14 @@ def key_schema(row: TableRow) -> KeySchema:
 
 
 def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
-    kind = value_type(value)
-    raw = value[kind]
+    ((kind, raw),) = value.items()
     if kind in ("S", "B") and len(raw) == 0:
         raise validation(
             "One or more parameter values are not valid. The AttributeValue for a key attribute "
             f"cannot contain an empty string value. Key: {name}"
         )
     encoded = encode_key_value(value)
-    size = len(raw.encode("utf-8")) if kind == "S" else len(raw) if kind == "B" else len(encoded)
+    size = len(encoded)  # S encodes as its UTF-8 bytes and B as itself: their sizes
     if is_hash and size > MAX_HASH_KEY_BYTES:
         raise invalid_parameters("Size of hashkey has exceeded the maximum size limit of2048 bytes")
     if not is_hash and size > MAX_RANGE_KEY_BYTES:

@@ -80,8 +80,22 @@ _JSON_TYPES = frozenset({b"application/x-amz-json-1.0", b"application/json"})
 # --- the protocol core, shared with the boto3 binding ------------------------------------------
 
 
+def _loads(body: bytes | str) -> Any:
+    if type(body) is bytes and body[:1] == b"{" and body[1:2] != b"\x00":
+        # What json.loads does with such bytes (its encoding sniffing says UTF-8), minus the
+        # sniffing.
+        return json.loads(body.decode("utf-8", "surrogatepass"))
+    return json.loads(body)
+
+
+# One encoder for every response: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=to_wire)
+
+
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=to_wire).encode()
+    if type(value) is dict and not value:
+        return b"{}"  # the commonest response (PutItem, DeleteItem, UpdateItem without returns)
+    return _ENCODER.encode(value).encode()
 
 
 # DynamoDB answers unparseable JSON with a bare __type (no message member).
@@ -105,7 +119,7 @@ def wire_call(
     """
     try:
         try:
-            request = json.loads(body) if body else {}
+            request = _loads(body) if body else {}
         except ValueError:
             return 400, _SERIALIZATION_BODY
         prefix, _, operation = (target or "").partition(".")

@@ -121,8 +121,14 @@ _SCHEMA_VERSION = "1"
 _BUSY_TIMEOUT_S = 60.0
 
 
+_packers = threading.local()  # a Packer is not thread-safe; reusing one skips its setup
+
+
 def pack(item: Item) -> bytes:
-    return msgpack.packb(item, use_bin_type=True)  # type: ignore[no-any-return]
+    packer = getattr(_packers, "packer", None)
+    if packer is None:
+        packer = _packers.packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack(item)  # type: ignore[no-any-return]
 
 
 def unpack(body: bytes) -> Item:
@@ -414,6 +420,15 @@ class Writer(Reader):
             (table_id, pk, sk, size, pack(item)),
         )
 
+    def insert(self, table_id: int, pk: bytes, sk: bytes, size: int, item: Item) -> bool:
+        """Store ``item`` unless an item is stored under its key; whether it was stored."""
+        cursor = self._conn.execute(
+            "INSERT INTO items (table_id, pk, sk, size, body) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (table_id, pk, sk, size, pack(item)),
+        )
+        return cursor.rowcount == 1
+
     def delete(self, table_id: int, pk: bytes, sk: bytes = b"") -> None:
         self._conn.execute(
             "DELETE FROM items WHERE table_id = ? AND pk = ? AND sk = ?", (table_id, pk, sk)
@@ -577,7 +592,9 @@ class Storage:
         self._connections_lock = threading.Lock()
         self._definitions: dict[tuple[int, int], TableRow] = {}
         # Group commit state.
-        self._cond = threading.Condition()
+        # _cond's lock, entered directly on the hot path (Condition.__enter__ is Python code).
+        self._cond_lock = threading.Lock()
+        self._cond = threading.Condition(self._cond_lock)
         self._pending: list[_Slot] = []
         self._leading = False
         self._closed = False
@@ -678,22 +695,30 @@ class Storage:
         """
         self._check_open()
         slot = _Slot(fn, savepoint)
-        with self._cond:
-            self._pending.append(slot)
-            while not slot.done and self._leading:
-                self._cond.wait()
-            if not slot.done:
+        with self._cond_lock:
+            if not self._leading and not self._pending:
+                # Uncontended: lead a batch of this write alone, nothing to queue or wait for.
                 self._leading = True
-                batch, self._pending = self._pending, []
+                batch = [slot]
             else:
-                batch = []
+                self._pending.append(slot)
+                while not slot.done and self._leading:
+                    self._cond.wait()
+                if not slot.done:
+                    self._leading = True
+                    batch, self._pending = self._pending, []
+                else:
+                    batch = []
         if batch:
             try:
                 self._run_batch(batch)
             finally:
-                with self._cond:
+                with self._cond_lock:
                     self._leading = False
-                    self._cond.notify_all()
+                    # Everyone waiting is in _pending or in this batch: an uncontended writer
+                    # (batch of one, nobody queued) has nobody to wake.
+                    if self._pending or len(batch) > 1:
+                        self._cond.notify_all()
         if slot.error is not None:
             raise slot.error
         return slot.result  # type: ignore[no-any-return]

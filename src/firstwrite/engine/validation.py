@@ -8,11 +8,12 @@ AWS's member paths (``tableName``, ``keySchema.1.member.keyType``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import constraint, constraint_errors, serialization
+from .errors import DynamoDBError, constraint, constraint_errors, serialization
 
 TABLE_NAME_PATTERN = "[a-zA-Z0-9_.-]+"
 
@@ -161,12 +162,80 @@ def _check_members(
             _check(found, member, prefix + member.member_path, errors)
 
 
+Valid = Callable[[Any], bool]
+# Per members tuple (by identity, the tuple kept alive alongside): the required member names,
+# and a validity test per member name.
+_PLANS: dict[int, tuple[tuple[F, ...], tuple[str, ...], dict[str, Valid]]] = {}
+
+
+def _valid_test(spec: F) -> Valid:
+    """``value -> bool``: whether ``_check`` would accept a non-null ``value`` without error."""
+    if spec.kind == "str":
+        low = spec.min_len if spec.min_len is not None else 0
+        high = spec.max_len if spec.max_len is not None else sys.maxsize
+        regex = spec.regex()
+        enum = frozenset(spec.enum) if spec.enum is not None else None
+
+        def valid_str(value: Any) -> bool:
+            return (
+                isinstance(value, str)
+                and low <= len(value) <= high
+                and (regex is None or regex.match(value) is not None)
+                and (enum is None or value in enum)
+            )
+
+        return valid_str
+    if spec.kind == "map" and spec.min_len is None and spec.max_len is None:
+        return lambda value: isinstance(value, dict)
+    if spec.kind == "bool":
+        return lambda value: isinstance(value, bool)
+    if spec.kind == "any":
+        return lambda value: True
+
+    def valid_other(value: Any) -> bool:
+        errors: list[str] = []
+        try:
+            _check(value, spec, "", errors)
+        except DynamoDBError:
+            return False
+        return not errors
+
+    return valid_other
+
+
+def _plan(members: tuple[F, ...]) -> tuple[tuple[str, ...], dict[str, Valid]]:
+    entry = _PLANS.get(id(members))
+    if entry is None or entry[0] is not members:
+        required = tuple(m.name for m in members if m.required)
+        entry = (members, required, {m.name: _valid_test(m) for m in members})
+        if len(_PLANS) < 1024:  # operations pass module constants: a bound, not an eviction
+            _PLANS[id(members)] = entry
+    return entry[1], entry[2]
+
+
 def check(params: Mapping[str, Any], members: tuple[F, ...], *, prefix: str = "") -> None:
     """Validate ``params`` against ``members``; raise DynamoDB's error for the first problem kind.
 
     ``prefix`` is the AWS member path of ``params`` inside a larger request, with its trailing
     dot (e.g. ``"requestItems.T.member."``).
     """
+    # Fast path: most requests are valid, and proving it needs no member paths or error list;
+    # any doubt goes to the full check below, which builds DynamoDB's exact error.
+    required, tests = _plan(members)
+    valid = True
+    for name in required:
+        if params.get(name) is None:
+            valid = False
+            break
+    if valid:
+        for name, value in params.items():
+            if value is not None:
+                test = tests.get(name)
+                if test is not None and not test(value):
+                    valid = False
+                    break
+        if valid:
+            return
     errors: list[str] = []
     _check_members(params, members, prefix, errors)
     if errors:

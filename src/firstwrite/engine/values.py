@@ -119,7 +119,21 @@ def format_number(value: Decimal) -> str:
 
 
 def normalize_number(text: Any) -> str:
+    if type(text) is str and _is_plain_integer(text):
+        return text  # fast path: a canonical integer needs no Decimal round trip
     return format_number(parse_number(text))
+
+
+def _is_plain_integer(text: str) -> bool:
+    """``text`` is an integer already in canonical form (no sign but ``-``, no leading zero,
+    at most 38 digits): normalising it returns it unchanged, and it is always in range."""
+    digits = text[1:] if text[:1] == "-" else text
+    return (
+        0 < len(digits) <= MAX_SIGNIFICANT_DIGITS
+        and digits.isascii()
+        and digits.isdigit()
+        and (digits[0] != "0" or text == "0")
+    )
 
 
 def number_arithmetic(left: str, right: str, *, subtract: bool = False) -> str:
@@ -251,22 +265,45 @@ def _parse_set(kind: str, raw: list[Any], wire: bool) -> list[Any]:
 
 def parse_item(item: Any, *, wire: bool = False) -> Item:
     """Validate a whole item (a map of attribute name to AttributeValue)."""
+    return parse_item_sized(item, wire=wire)[0]
+
+
+def parse_item_sized(item: Any, *, wire: bool = False) -> tuple[Item, int]:
+    """:func:`parse_item` and the item's :func:`item_size`, in one walk of the item."""
     if not isinstance(item, dict):
         raise serialization(f"{_json_kind(item)} cannot be converted to Map")
     out: Item = {}
+    size = 0
     for name, value in item.items():
         if not isinstance(name, str):
             raise serialization("Attribute names must be strings")
         if not name:
             raise invalid_parameters("Empty attribute name")
-        out[name] = parse_value(value, wire=wire)
-    return out
+        size += len(name) if name.isascii() else len(name.encode("utf-8"))
+        # Fast path for the commonest attributes, a string or a canonical integer: the same
+        # checks as parse_value and value_size, without their dispatch.
+        if type(value) is dict and len(value) == 1:
+            ((kind, raw),) = value.items()
+            if type(raw) is str:
+                if kind == "S":
+                    out[name] = {"S": raw}
+                    size += len(raw) if raw.isascii() else len(raw.encode("utf-8"))
+                    continue
+                if kind == "N" and _is_plain_integer(raw):
+                    out[name] = {"N": raw}
+                    size += _integer_size(raw)
+                    continue
+        parsed = out[name] = parse_value(value, wire=wire)
+        size += value_size(parsed)
+    return out, size
 
 
 # --- sizes ---------------------------------------------------------------------------------
 
 
 def _number_size(text: str) -> int:
+    if _is_plain_integer(text):
+        return _integer_size(text)
     value = Decimal(text)
     if not value:
         return 1
@@ -277,11 +314,23 @@ def _number_size(text: str) -> int:
     return 1 + (count + 1) // 2 + even_bonus + (1 if sign else 0)
 
 
+def _integer_size(text: str) -> int:
+    """_number_size of a plain integer (see _is_plain_integer), without Decimal: the significant
+    digits are the digits less trailing zeros, and the exponent is the digit count less one."""
+    if text == "0":
+        return 1
+    negative = text[0] == "-"
+    digits = text[1:] if negative else text
+    count = len(digits.rstrip("0"))
+    even_bonus = 1 if (count % 2 == 0 and (len(digits) - 1) % 2 == 0) else 0
+    return 1 + (count + 1) // 2 + even_bonus + (1 if negative else 0)
+
+
 def value_size(value: AttributeValue) -> int:
     """Bytes one AttributeValue counts for toward the 400 KB limit and capacity units."""
     ((kind, raw),) = value.items()
     if kind == "S":
-        return len(raw.encode("utf-8"))
+        return len(raw) if raw.isascii() else len(raw.encode("utf-8"))  # ASCII: no copy
     if kind == "B":
         return len(raw)
     if kind == "N":
@@ -302,7 +351,10 @@ def value_size(value: AttributeValue) -> int:
 def item_size(item: Item | None) -> int:
     if not item:
         return 0
-    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+    size = 0
+    for name, value in item.items():
+        size += (len(name) if name.isascii() else len(name.encode("utf-8"))) + value_size(value)
+    return size
 
 
 # --- ordering and equality -----------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import DynamoDBError, validation
 from ..values import AttributeValue, Item, parse_value
@@ -160,6 +160,83 @@ def _parse_values(values: Mapping[str, Any], wire: bool) -> dict[str, AttributeV
     return parsed
 
 
+# DynamoDB's order of checks: Update, Condition, KeyCondition, Filter, Projection.
+_ORDER = (
+    "UpdateExpression",
+    "ConditionExpression",
+    "KeyConditionExpression",
+    "FilterExpression",
+    "ProjectionExpression",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """What a request's compilation owes to its texts, names and value keys alone (cached)."""
+
+    prepared: tuple[_Prepared, ...]  # in _ORDER
+    unused_names: str | None  # the message, raised after the value checks
+    unused_values: frozenset[str] | None  # raised after unused names
+    constant: Compiled | None  # the whole result, when the request has no values
+
+
+@lru_cache(maxsize=4096)
+def _bind(
+    texts: tuple[str | None, ...],
+    name_items: tuple[tuple[str, str], ...],
+    names_given: bool,
+    value_keys: frozenset[str],
+    values_given: bool,
+) -> _Bound | None:
+    """The cached part of :func:`compile_expressions`; ``None`` if an expression is invalid
+    (then the uncached path raises its error in DynamoDB's order)."""
+    try:
+        prepared = tuple(
+            _prepare(kind, text, name_items, value_keys)
+            for kind, text in zip(_ORDER, texts, strict=True)
+            if text is not None
+        )
+    except DynamoDBError:
+        return None
+    used_names: set[str] = set()
+    used_values: set[str] = set()
+    for item in prepared:
+        used_names |= item.names
+        used_values |= item.values
+    unused_names: str | None = None
+    if names_given and len(used_names) != len(name_items):
+        keys = [k for k, _ in name_items if k not in used_names]
+        unused_names = (
+            "Value provided in ExpressionAttributeNames unused in expressions: "
+            f"keys: {{{', '.join(keys)}}}"
+        )
+    unused_values = value_keys - used_values if values_given else None
+    if not unused_values:
+        unused_values = None
+    constant = None
+    if not values_given and unused_names is None:
+        constant = _assemble(prepared, _NO_VALUES)
+    return _Bound(prepared, unused_names, unused_values, constant)
+
+
+def _assemble(prepared: tuple[_Prepared, ...], values: Mapping[str, AttributeValue]) -> Compiled:
+    """The Compiled of prepared expressions bound to the request's parsed values."""
+    parts: dict[str, Any] = {}
+    for item in prepared:
+        kind = item.kind
+        if kind == "ConditionExpression" or kind == "FilterExpression":
+            assert not isinstance(item.tree, (ast.UpdateTree, ast.ProjectionTree))
+            condition = Condition(item.text, item.runnable, values, item.top_level_names, item.tree)
+            parts["condition" if kind == "ConditionExpression" else "filter"] = condition
+        elif kind == "UpdateExpression":
+            parts["update"] = Update(item.text, item.runnable, values)
+        elif kind == "ProjectionExpression":
+            parts["projection"] = Projection(item.text, *item.runnable)
+        else:
+            parts["key_condition"] = KeyCondition(item.text, item.runnable, values)
+    return Compiled(**parts)
+
+
 def compile_expressions(
     condition: str | None = None,
     update: str | None = None,
@@ -174,66 +251,57 @@ def compile_expressions(
     name_items: tuple[tuple[str, str], ...] = () if names is None else _names(tuple(names.items()))
     parsed_values = _NO_VALUES if values is None else _parse_values(values, wire)
     value_keys = frozenset(parsed_values)
-
-    # DynamoDB's order: Update, Condition, KeyCondition, Filter, Projection.
-    ordered = (
-        ("UpdateExpression", update),
-        ("ConditionExpression", condition),
-        ("KeyConditionExpression", key_condition),
-        ("FilterExpression", filter),
-        ("ProjectionExpression", projection),
-    )
-    prepared: dict[str, _Prepared] = {}
-    used_names: set[str] = set()
-    used_values: set[str] = set()
-    for kind, text in ordered:
-        if text is None:
-            continue
-        item = _prepare(kind, text, name_items, value_keys)
+    texts = (update, condition, key_condition, filter, projection)
+    bound = _bind(texts, name_items, names is not None, value_keys, values is not None)
+    if bound is None:
+        _raise_in_order(texts, name_items, value_keys, parsed_values)
+    for item in bound.prepared:
         for check in item.checks:
             error = check(parsed_values)
             if error is not None:
                 raise error
-        used_names |= item.names
-        used_values |= item.values
-        prepared[kind] = item
-
-    if names is not None and len(used_names) != len(name_items):
-        unused = [k for k, _ in name_items if k not in used_names]
-        raise validation(
-            "Value provided in ExpressionAttributeNames unused in expressions: "
-            f"keys: {{{', '.join(unused)}}}"
-        )
-    if values is not None and len(used_values) != len(parsed_values):
-        unused = [k for k in parsed_values if k not in used_values]
+    if bound.constant is not None:
+        return bound.constant
+    if bound.unused_names is not None:
+        raise validation(bound.unused_names)
+    if bound.unused_values is not None:
+        # Listed in the request's order, not the cache key's.
+        unused = [k for k in parsed_values if k in bound.unused_values]
         raise validation(
             "Value provided in ExpressionAttributeValues unused in expressions: "
             f"keys: {{{', '.join(unused)}}}"
         )
+    return _assemble(bound.prepared, parsed_values)
 
-    def condition_of(kind: str) -> Condition | None:
-        item = prepared.get(kind)
-        if item is None:
-            return None
-        assert not isinstance(item.tree, (ast.UpdateTree, ast.ProjectionTree))
-        return Condition(item.text, item.runnable, parsed_values, item.top_level_names, item.tree)
 
-    update_item = prepared.get("UpdateExpression")
-    projection_item = prepared.get("ProjectionExpression")
-    key_item = prepared.get("KeyConditionExpression")
-    return Compiled(
-        condition=condition_of("ConditionExpression"),
-        update=None
-        if update_item is None
-        else Update(update_item.text, update_item.runnable, parsed_values),
-        projection=None
-        if projection_item is None
-        else Projection(projection_item.text, *projection_item.runnable),
-        filter=condition_of("FilterExpression"),
-        key_condition=None
-        if key_item is None
-        else KeyCondition(key_item.text, key_item.runnable, parsed_values),
-    )
+def _raise_in_order(
+    texts: tuple[str | None, ...],
+    name_items: tuple[tuple[str, str], ...],
+    value_keys: frozenset[str],
+    parsed_values: Mapping[str, AttributeValue],
+) -> NoReturn:
+    """Raise the error of a request with an invalid expression, in DynamoDB's order: an earlier
+    expression's value checks fail before a later expression's syntax."""
+    for kind, text in zip(_ORDER, texts, strict=True):
+        if text is not None:
+            for check in _prepare(kind, text, name_items, value_keys).checks:
+                error = check(parsed_values)
+                if error is not None:
+                    raise error
+    raise AssertionError("no invalid expression")  # pragma: no cover - _bind found one
+
+
+def absent_attribute(condition: Condition | None) -> str | None:
+    """``name`` if the condition is exactly ``attribute_not_exists(name)`` of a top-level
+    attribute (insert-if-absent, when ``name`` is a key attribute), else ``None``."""
+    tree = None if condition is None else condition.tree
+    if isinstance(tree, ast.Call) and tree.name == "attribute_not_exists" and len(tree.args) == 1:
+        path = tree.args[0]
+        if isinstance(path, ast.PathNode) and len(path.parts) == 1:
+            name = path.parts[0]
+            if isinstance(name, str):
+                return name
+    return None
 
 
 def evaluate(condition: Condition, item: Item | None) -> bool:

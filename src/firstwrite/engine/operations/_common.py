@@ -77,25 +77,34 @@ def compile_request(
     kinds = tuple(kinds)
     legacy_members, expression_members = _plan(kinds, legacy)
     get = params.get
-    present = [k for k in legacy_members if get(k) is not None]
-    texts = {k: text for k in expression_members if (text := get(k)) is not None}
-    used = list(texts)
-    # KeyConditions may be combined with the other expressions, only not with its own.
-    mixed = [k for k in present if k != "KeyConditions" or "KeyConditionExpression" in used]
-    if mixed and used:
-        raise validation(
-            "Can not use both expression and non-expression parameters in the same request: "
-            f"Non-expression parameters: {{{', '.join(mixed)}}} "
-            f"Expression parameters: {{{', '.join(used)}}}"
-        )
-    if present and not legacy:
-        raise validation(
-            f"The legacy parameter {present[0]} is not supported in this operation; "
-            "use the equivalent expression parameter"
-        )
-    names = params.get("ExpressionAttributeNames")
-    values = params.get("ExpressionAttributeValues")
-    if not used:
+    # Plain loops: cheaper than comprehensions for these few members, on every item call.
+    present: list[str] = []
+    for k in legacy_members:
+        if get(k) is not None:
+            present.append(k)
+    texts: dict[str, str] = {}
+    for k in expression_members:
+        text = get(k)
+        if text is not None:
+            texts[k] = text
+    if present:  # the checks below concern legacy members only: most requests have none
+        used = list(texts)
+        # KeyConditions may be combined with the other expressions, only not with its own.
+        mixed = [k for k in present if k != "KeyConditions" or "KeyConditionExpression" in used]
+        if mixed and used:
+            raise validation(
+                "Can not use both expression and non-expression parameters in the same request: "
+                f"Non-expression parameters: {{{', '.join(mixed)}}} "
+                f"Expression parameters: {{{', '.join(used)}}}"
+            )
+        if not legacy:
+            raise validation(
+                f"The legacy parameter {present[0]} is not supported in this operation; "
+                "use the equivalent expression parameter"
+            )
+    names = get("ExpressionAttributeNames")
+    values = get("ExpressionAttributeValues")
+    if not texts:
         if names is not None:
             raise validation(
                 "ExpressionAttributeNames can only be specified when using expressions"

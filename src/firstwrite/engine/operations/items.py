@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import consumed
 from ..errors import DynamoDBError, conditional_check_failed, validation
 from ..expressions import Compiled, apply_update, evaluate, project
+from ..expressions.compiled import absent_attribute
 from ..faults import stale_reader
 from ..schema import KeySchema, item_key, key_schema, parse_key
 from ..storage import Reader, Writer
@@ -97,14 +98,25 @@ def put_item(ctx: Context) -> dict[str, Any]:
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     name = params["TableName"]
 
+    absent = absent_attribute(compiled.condition)
+
     def write(w: Writer) -> tuple[Item | None, str]:
         row = require_table(ctx, w, name)
-        pk, sk = item_key(key_schema(row), item)
+        schema = key_schema(row)
+        pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
             raise validation(ITEM_TOO_LARGE)
-        old = w.get(row.id, pk, sk)
-        check_condition(compiled, params, old)
-        w.put(row.id, pk, sk, size, item)
+        if absent is not None and absent in (schema.hash_name, schema.range_name):
+            # attribute_not_exists(<key attribute>) holds exactly when no item is stored under
+            # the key: insert-if-absent in one statement; the old item is read only to return it.
+            if not w.insert(row.id, pk, sk, size, item):
+                wanted = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+                raise failed_condition(params, w.get(row.id, pk, sk) if wanted else None)
+            old = None
+        else:
+            old = w.get(row.id, pk, sk)
+            check_condition(compiled, params, old)
+            w.put(row.id, pk, sk, size, item)
         if ctx.engine.change_hooks:
             ctx.engine.emit_change(ctx, w, row, old, item)
         return old, row.name
