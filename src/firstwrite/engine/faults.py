@@ -68,7 +68,6 @@ __all__ = [
     "ERRORS",
     "Fault",
     "FaultInjector",
-    "bench_never_firing",
     "install",
     "stale_reader",
     "uninstall",
@@ -629,7 +628,3 @@ def _crash(fault: Fault) -> None:
     sys.stderr.flush()
     os._exit(fault.exit_code)
 
-
-def bench_never_firing(engine: Engine) -> None:
-    """For bench/overhead.py: a fault configured on an operation the workload never calls."""
-    engine.faults.throttle(operation="Scan", table="no-such-table", rate=1.0)
