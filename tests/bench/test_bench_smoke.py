@@ -77,7 +77,11 @@ def test_idempotency() -> None:
     section = idempotency.run(TINY, _log)
     _check_section(section, {idempotency.OURS})
     titles = [t.title for t in section.tables]
-    assert titles == list(idempotency.SCENARIOS)
+    assert titles == [
+        f"{scenario}, {client}"
+        for client in ("boto3 bound in process", "DirectClient")
+        for scenario in idempotency.SCENARIOS
+    ]
     for table in section.tables:
         calls = table.extra["DynamoDB calls/request"]
         assert idempotency.POWERTOOLS in calls

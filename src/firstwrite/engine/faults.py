@@ -627,4 +627,3 @@ def _crash(fault: Fault) -> None:
     sys.stderr.write(f"firstwrite: crash fault {fault.id} reached {fault.point}; exiting\n")
     sys.stderr.flush()
     os._exit(fault.exit_code)
-

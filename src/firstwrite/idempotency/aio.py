@@ -1,5 +1,10 @@
-"""The asyncio version over aiobotocore: the same requests, decisions and guarantees as
+"""The asyncio driver over aiobotocore: the same requests, decisions and guarantees as
 :class:`~firstwrite.idempotency.guard.Idempotency`, with ``await``.
+
+The state machine itself is in :mod:`.guard` (:class:`~.guard.StateMachine`: every transition
+is a generator that yields the DynamoDB effect it needs). :class:`AsyncIdempotency` performs
+each effect by awaiting :class:`AsyncRecordStore` (or ``asyncio.sleep``) and sends the answer
+back; only ``run``, which awaits the caller's coroutine function, is written here.
 
 ``client`` is an aiobotocore DynamoDB client (already entered: ``async with
 session.create_client("dynamodb") as client``). Without one, the local engine's boto3 client is
@@ -13,35 +18,24 @@ import asyncio
 import functools
 import random
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from . import serialization
 from .config import IdempotencyConfig
-from .errors import (
-    BusinessConditionFailedError,
-    InProgressError,
-    SerializationError,
-    TransactionConflictError,
-)
 from .guard import (
-    _MAX_ROUNDS,
     UNSET,
     Claim,
     Clock,
     Outcome,
     Replay,
-    Verdict,
-    _Core,
-    fenced_outcome,
-    transient_cancellation,
+    StateMachine,
+    Steps,
+    performers,
 )
 from .metrics import Metrics
-from .record import Record, Status, millis
+from .record import Record
 from .retry import AsyncRetrier, error_code
 from .store import Item, Key, Requests, _log_error, cancellation_reasons
 
@@ -170,8 +164,10 @@ class AsyncRecordStore:
         return created
 
 
-class AsyncIdempotency(_Core):
-    """The asyncio API: ``await guard.claim(...)``, ``await guard.run(key, coro_fn)``..."""
+class AsyncIdempotency(StateMachine):
+    """The asyncio API: ``await guard.claim(...)``, ``await guard.run(key, coro_fn)``...
+
+    Drives the :class:`~.guard.StateMachine` transitions with ``await`` on the store."""
 
     def __init__(
         self,
@@ -195,6 +191,26 @@ class AsyncIdempotency(_Core):
         )
         self.sleep = sleep
         self.rng = rng
+        self._io = performers(self.store, self._pause)
+
+    def _pause(self, seconds: float) -> Awaitable[None]:
+        return self.sleep(seconds)  # looked up per call, as in the sync guard
+
+    async def _drive(self, steps: Steps[T]) -> T:
+        """See :meth:`Idempotency._drive`; each effect is awaited."""
+        io = self._io
+        try:
+            effect = next(steps)
+            while True:
+                try:
+                    answer = await io[type(effect)](*effect)
+                except BaseException as exc:
+                    effect = steps.throw(exc)
+                else:
+                    effect = steps.send(answer)
+        except StopIteration as stop:
+            outcome: T = stop.value
+            return outcome
 
     async def ensure_table(self) -> bool:
         return await self.store.ensure_table()
@@ -209,92 +225,21 @@ class AsyncIdempotency(_Core):
         wait: float | None = None,
     ) -> Outcome:
         """See :meth:`Idempotency.claim`."""
-        dkey, record_id = self.keys.key(key, scope)
-        fp = self.fingerprint_of(payload)
-        hit = self.cached(record_id, fp)
-        if hit is not None:
-            return hit
-        budget = self.config.in_progress_wait if wait is None else wait
-        deadline = time.monotonic() + budget
-        interval = self.config.poll_interval
-        for _ in range(_MAX_ROUNDS):
-            claim, item, now = self.new_claim(record_id, dkey, fp, lease)
-            ok, old = await self.store.put_claim(self.requests.put_claim(item, fp, now))
-            if ok:
-                return self.claimed(claim, old)
-            if old is None:
-                old = await self.store.get(dkey)
-                if old is None:
-                    continue
-            rec = Record.from_item(old)
-            while True:
-                verdict = self.on_conflict(claim, rec, self.clock())
-                if verdict is Verdict.OURS:
-                    return self.claimed(claim, None)
-                if verdict is Verdict.REPLAY:
-                    return self.replay_of(claim, rec)
-                if verdict is Verdict.CLAIMABLE:
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self.in_progress(claim, rec, self.clock())
-                await self.sleep(min(interval, remaining))
-                interval = min(interval * 2, 0.5)
-                if self.metrics.enabled:
-                    self.metrics.count("firstwrite_in_progress_polls_total")
-                current = await self.store.get(dkey)
-                if current is None:
-                    break
-                rec = Record.from_item(current)
-        raise InProgressError(record_id, self.config.poll_interval)
+        return await self._drive(self.claim_steps(key, payload, scope, lease, wait))
 
     async def complete(self, claim: Claim, result: Any = None) -> Replay:
         """See :meth:`Idempotency.complete`."""
-        try:
-            value = self.encode_result(claim, result)
-        except SerializationError as exc:
-            await self.fail(claim, exc, retryable=False)
-            raise
-        ok, old = await self.store.update(
-            self.requests.complete(claim.key, claim.owner, claim.version, value)
-        )
-        if not ok:
-            rec = None if old is None else Record.from_item(old)
-            if not fenced_outcome(rec, claim, Status.COMPLETED):
-                raise self.lost(claim, rec, "complete")
-        return self.completed(claim, value)
+        return await self._drive(self.complete_steps(claim, result))
 
     async def fail(
         self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
     ) -> None:
         """See :meth:`Idempotency.fail`."""
-        info = serialization.error_info(error, data)
-        ok, old = await self.store.update(
-            self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
-        )
-        if not ok:
-            rec = None if old is None else Record.from_item(old)
-            if not fenced_outcome(rec, claim, Status.FAILED):
-                raise self.lost(claim, rec, "fail")
+        await self._drive(self.fail_steps(claim, error, retryable=retryable, data=data))
 
     async def renew(self, claim: Claim, lease: float | None = None) -> Claim:
         """See :meth:`Idempotency.renew`."""
-        now = self.clock()
-        lease_ms = millis(now + (self.config.lease if lease is None else lease))
-        expires = int(now + self.config.retention)  # as in the renew request
-        ok, old = await self.store.update(
-            self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
-        )
-        if not ok:
-            rec = None if old is None else Record.from_item(old)
-            if not fenced_outcome(rec, claim, Status.PENDING):
-                raise self.lost(claim, rec, "renew")
-            assert rec is not None
-            lease_ms = rec.lease_expires_at or lease_ms
-            expires = rec.expires_at
-        return replace(
-            claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
-        )
+        return await self._drive(self.renew_steps(claim, lease))
 
     async def run(
         self,
@@ -334,66 +279,14 @@ class AsyncIdempotency(_Core):
         lease: float | None = None,
     ) -> Outcome:
         """See :meth:`Idempotency.claim_with`."""
-        dkey, record_id = self.keys.key(key, scope)
-        fp = self.fingerprint_of(payload)
-        attempt = 0
-        while True:
-            claim, item, now = self.new_claim(record_id, dkey, fp, lease)
-            items = [self.requests.transact_claim(item, fp, now), *transact_items]
-            reasons = await self.store.transact(items, claim.owner)
-            if reasons is None:
-                return self.claimed(claim, None)
-            old, claim_failed, business = self.split_reasons(claim, reasons)
-            if claim_failed:
-                if old is None:
-                    old = await self.store.get(dkey)
-                    if old is None:
-                        continue
-                rec = Record.from_item(old)
-                verdict = self.on_conflict(claim, rec, self.clock())
-                if verdict is Verdict.OURS:
-                    return self.claimed(claim, None)
-                if verdict is Verdict.REPLAY:
-                    return self.replay_of(claim, rec)
-                if verdict is Verdict.IN_PROGRESS:
-                    raise self.in_progress(claim, rec, self.clock())
-                continue
-            if business:
-                raise BusinessConditionFailedError(record_id, business)
-            attempt += 1
-            if not transient_cancellation(reasons) or attempt >= self.config.retry.max_attempts:
-                raise TransactionConflictError(record_id, reasons)
-            await self.sleep(self.backoff(attempt))
+        return await self._drive(self.claim_with_steps(key, transact_items, payload, scope, lease))
 
     async def complete_with(
         self, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any = None
     ) -> Replay:
         """See :meth:`Idempotency.complete_with`."""
-        value = self.encode_result(claim, result)
-        token = uuid.uuid4().hex
-        attempt = 0
-        while True:
-            update = self.requests.complete(claim.key, claim.owner, claim.version, value)
-            update.pop("ReturnConsumedCapacity", None)
-            reasons = await self.store.transact([{"Update": update}, *transact_items], token)
-            if reasons is None:
-                break
-            old, fence_failed, business = self.split_reasons(claim, reasons)
-            if fence_failed:
-                rec = None if old is None else Record.from_item(old)
-                if fenced_outcome(rec, claim, Status.COMPLETED):
-                    break
-                raise self.lost(claim, rec, "complete")
-            if business:
-                raise BusinessConditionFailedError(claim.record_id, business)
-            attempt += 1
-            if not transient_cancellation(reasons) or attempt >= self.config.retry.max_attempts:
-                raise TransactionConflictError(claim.record_id, reasons)
-            token = uuid.uuid4().hex
-            await self.sleep(self.backoff(attempt))
-        return self.completed(claim, value)
+        return await self._drive(self.complete_with_steps(claim, transact_items, result))
 
     async def get(self, key: str, *, scope: str | None = None) -> Record | None:
-        dkey, _ = self.keys.key(key, scope)
-        item = await self.store.get(dkey)
-        return None if item is None else Record.from_item(item)
+        """See :meth:`Idempotency.get`."""
+        return await self._drive(self.get_steps(key, scope))

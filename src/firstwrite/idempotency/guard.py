@@ -1,12 +1,21 @@
-"""The state machine: claim, branch on what is stored, complete/fail/renew, replay.
+"""The idempotency state machine, in one place: claim, branch on what is stored,
+complete/fail/renew, replay.
+
+Every transition is written once, as a generator method of :class:`StateMachine`
+(``claim_steps``, ``complete_steps``, ``fail_steps``, ``renew_steps``, ``claim_with_steps``,
+``complete_with_steps``, ``get_steps``). A transition makes every decision and does no I/O: it
+yields the effect it needs (:class:`PutClaim`, :class:`Update`, :class:`Get`,
+:class:`Transact`, :class:`Sleep`), receives the answer through ``send()``, and receives the
+store's exceptions through ``throw()``. Two drivers of a few lines perform the effects: the
+synchronous :class:`Idempotency` (below) with :class:`.store.RecordStore` and ``time.sleep``,
+and :class:`.aio.AsyncIdempotency` with its asyncio store and ``asyncio.sleep``. Both therefore
+make exactly the same calls, choices, metrics and logs; only ``run``, which calls the user's
+function (plain or coroutine), is written in each driver.
 
 Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 1 write (the
 stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
 write, plus one consistent read per poll only when ``in_progress_wait > 0``; with the local
 cache on, a duplicate of a finished request costs nothing.
-
-Decisions on a failed claim (the ``ALL_OLD`` record) are pure functions shared with the asyncio
-guard in :mod:`.aio`, so both make exactly the same choices.
 """
 
 from __future__ import annotations
@@ -19,9 +28,9 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from . import serialization
 from .config import IdempotencyConfig
@@ -178,9 +187,78 @@ def _retryable_by_default(exc: BaseException) -> bool:
     return True if flag is None else bool(flag)
 
 
-class _Core:
-    """What the sync and async guards share: configuration, keys, fingerprints, the cache,
-    metrics and the pure parts of every transition."""
+_MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
+
+_RETRY_CODES = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+)
+
+
+def transient_cancellation(reasons: list[dict[str, Any]]) -> bool:
+    """Cancelled only by conflicts or throttling: nothing was written, retrying is safe."""
+    codes = {r.get("Code") for r in reasons} - {None, "None"}
+    return bool(codes) and codes <= _RETRY_CODES
+
+
+# -- effects: what a transition asks its driver to do ----------------------------------------
+# The fields are the arguments of the store method (or sleep) that performs the effect, so a
+# driver performs one as ``method(*effect)``: a dict lookup and a call, no per-effect code.
+
+
+class PutClaim(NamedTuple):
+    """A conditional PutItem of a claim. Answer: ``(ok, ALL_OLD item or None)``."""
+
+    request: dict[str, Any]
+
+
+class Update(NamedTuple):
+    """A fenced UpdateItem. Answer: ``(ok, ALL_OLD item or None)``."""
+
+    request: dict[str, Any]
+
+
+class Get(NamedTuple):
+    """A consistent GetItem. Answer: the item or ``None``."""
+
+    key: Key
+
+
+class Transact(NamedTuple):
+    """One TransactWriteItems. Answer: ``None`` when applied, else the cancellation reasons."""
+
+    items: Sequence[dict[str, Any]]
+    token: str
+
+
+class Sleep(NamedTuple):
+    """A pause (in-progress polling, transaction backoff). Answer: ``None``."""
+
+    seconds: float
+
+
+Effect = PutClaim | Update | Get | Transact | Sleep
+Steps = Generator[Effect, Any, T]
+"""A transition: yields effects, is sent their answers, returns its outcome."""
+
+
+def performers(store: Any, sleep: Callable[[float], Any]) -> dict[type[Effect], Callable[..., Any]]:
+    """What performs each effect: a method of ``store`` (:class:`.store.RecordStore`, or the
+    asyncio store, whose methods return awaitables) or ``sleep``."""
+    return {
+        PutClaim: store.put_claim,
+        Update: store.update,
+        Get: store.get,
+        Transact: store.transact,
+        Sleep: sleep,
+    }
+
+
+class StateMachine:
+    """The idempotency state machine: configuration, keys, fingerprints, the cache, metrics,
+    the pure decisions, and every transition as a generator of effects (``*_steps``).
+
+    It performs no I/O: :class:`Idempotency` and :class:`.aio.AsyncIdempotency` subclass it
+    and drive the transitions with their own store and sleep."""
 
     def __init__(
         self,
@@ -374,22 +452,169 @@ class _Core:
                 self.metrics.count("transact_write_cancellation_reason", reason=first["Code"])
         return first.get("Item"), claim_failed, business
 
+    # -- the transitions: each one written once, driven by both guards ---------------------
 
-_MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
+    def claim_steps(
+        self, key: str, payload: Any, scope: str | None, lease: float | None, wait: float | None
+    ) -> Steps[Outcome]:
+        dkey, record_id = self.keys.key(key, scope)
+        fp = self.fingerprint_of(payload)
+        hit = self.cached(record_id, fp)
+        if hit is not None:
+            return hit
+        budget = self.config.in_progress_wait if wait is None else wait
+        deadline: float | None = None  # the budget is for waiting: it starts at "in progress"
+        interval = self.config.poll_interval
+        for _ in range(_MAX_ROUNDS):
+            claim, item, now = self.new_claim(record_id, dkey, fp, lease)
+            ok, old = yield PutClaim(self.requests.put_claim(item, fp, now))
+            if ok:
+                return self.claimed(claim, old)
+            if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
+                old = yield Get(dkey)
+                if old is None:
+                    continue
+            rec = Record.from_item(old)
+            while True:
+                verdict = self.on_conflict(claim, rec, self.clock())
+                if verdict is Verdict.OURS:
+                    return self.claimed(claim, None)
+                if verdict is Verdict.REPLAY:
+                    return self.replay_of(claim, rec)
+                if verdict is Verdict.CLAIMABLE:
+                    break  # changed (or expired) meanwhile: claim again
+                if deadline is None:
+                    deadline = time.monotonic() + budget
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self.in_progress(claim, rec, self.clock())
+                yield Sleep(min(interval, remaining))
+                interval = min(interval * 2, 0.5)
+                if self.metrics.enabled:
+                    self.metrics.count("firstwrite_in_progress_polls_total")
+                current = yield Get(dkey)
+                if current is None:
+                    break
+                rec = Record.from_item(current)
+        raise InProgressError(record_id, self.config.poll_interval)  # pathological churn
 
-_RETRY_CODES = frozenset(
-    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
-)
+    def complete_steps(self, claim: Claim, result: Any) -> Steps[Replay]:
+        try:
+            value = self.encode_result(claim, result)
+        except SerializationError as exc:
+            yield from self.fail_steps(claim, exc, retryable=False, data=None)
+            raise
+        request = self.requests.complete(claim.key, claim.owner, claim.version, value)
+        ok, old = yield Update(request)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if not fenced_outcome(rec, claim, Status.COMPLETED):
+                raise self.lost(claim, rec, "complete")
+        return self.completed(claim, value)
+
+    def fail_steps(
+        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any
+    ) -> Steps[None]:
+        info = serialization.error_info(error, data)
+        request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
+        ok, old = yield Update(request)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if not fenced_outcome(rec, claim, Status.FAILED):
+                raise self.lost(claim, rec, "fail")
+
+    def renew_steps(self, claim: Claim, lease: float | None) -> Steps[Claim]:
+        now = self.clock()
+        lease_ms = millis(now + (self.config.lease if lease is None else lease))
+        expires = int(now + self.config.retention)  # as in the renew request
+        request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
+        ok, old = yield Update(request)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if not fenced_outcome(rec, claim, Status.PENDING):
+                raise self.lost(claim, rec, "renew")
+            assert rec is not None
+            lease_ms = rec.lease_expires_at or lease_ms
+            expires = rec.expires_at
+        return replace(
+            claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
+        )
+
+    def claim_with_steps(
+        self,
+        key: str,
+        transact_items: Sequence[dict[str, Any]],
+        payload: Any,
+        scope: str | None,
+        lease: float | None,
+    ) -> Steps[Outcome]:
+        dkey, record_id = self.keys.key(key, scope)
+        fp = self.fingerprint_of(payload)
+        attempt = 0
+        while True:
+            claim, item, now = self.new_claim(record_id, dkey, fp, lease)
+            items = [self.requests.transact_claim(item, fp, now), *transact_items]
+            reasons = yield Transact(items, claim.owner)
+            if reasons is None:
+                return self.claimed(claim, None)
+            old, claim_failed, business = self.split_reasons(claim, reasons)
+            if claim_failed:
+                if old is None:
+                    old = yield Get(dkey)
+                    if old is None:
+                        continue
+                rec = Record.from_item(old)
+                verdict = self.on_conflict(claim, rec, self.clock())
+                if verdict is Verdict.OURS:
+                    return self.claimed(claim, None)
+                if verdict is Verdict.REPLAY:
+                    return self.replay_of(claim, rec)
+                if verdict is Verdict.IN_PROGRESS:
+                    raise self.in_progress(claim, rec, self.clock())
+                continue
+            if business:
+                raise BusinessConditionFailedError(record_id, business)
+            attempt += 1
+            if not transient_cancellation(reasons) or attempt >= self.config.retry.max_attempts:
+                raise TransactionConflictError(record_id, reasons)
+            yield Sleep(self.backoff(attempt))
+
+    def complete_with_steps(
+        self, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any
+    ) -> Steps[Replay]:
+        value = self.encode_result(claim, result)
+        token = uuid.uuid4().hex
+        attempt = 0
+        while True:
+            update = self.requests.complete(claim.key, claim.owner, claim.version, value)
+            update.pop("ReturnConsumedCapacity", None)
+            items = [{"Update": update}, *transact_items]
+            reasons = yield Transact(items, token)
+            if reasons is None:
+                break
+            old, fence_failed, business = self.split_reasons(claim, reasons)
+            if fence_failed:
+                rec = None if old is None else Record.from_item(old)
+                if fenced_outcome(rec, claim, Status.COMPLETED):
+                    break
+                raise self.lost(claim, rec, "complete")
+            if business:
+                raise BusinessConditionFailedError(claim.record_id, business)
+            attempt += 1
+            if not transient_cancellation(reasons) or attempt >= self.config.retry.max_attempts:
+                raise TransactionConflictError(claim.record_id, reasons)
+            token = uuid.uuid4().hex
+            yield Sleep(self.backoff(attempt))
+        return self.completed(claim, value)
+
+    def get_steps(self, key: str, scope: str | None) -> Steps[Record | None]:
+        dkey, _ = self.keys.key(key, scope)
+        item = yield Get(dkey)
+        return None if item is None else Record.from_item(item)
 
 
-def transient_cancellation(reasons: list[dict[str, Any]]) -> bool:
-    """Cancelled only by conflicts or throttling: nothing was written, retrying is safe."""
-    codes = {r.get("Code") for r in reasons} - {None, "None"}
-    return bool(codes) and codes <= _RETRY_CODES
-
-
-class Idempotency(_Core):
-    """The synchronous API.
+class Idempotency(StateMachine):
+    """The synchronous API: drives the :class:`StateMachine` transitions with blocking calls.
 
     >>> guard = Idempotency(IdempotencyConfig(table_name="idem"), client=boto3.client("dynamodb"))
     >>> guard.run("order-42", lambda: charge(card, 10), payload={"card": card, "amount": 10})
@@ -418,6 +643,26 @@ class Idempotency(_Core):
         self.store = RecordStore(client, self.config, metrics=self.metrics, sleep=sleep, rng=rng)
         self.sleep = sleep
         self.rng = rng
+        self._io = performers(self.store, self._pause)
+
+    def _pause(self, seconds: float) -> None:
+        self.sleep(seconds)  # looked up per call: ``sleep`` may be replaced after construction
+
+    def _drive(self, steps: Steps[T]) -> T:
+        """Perform a transition's effects in turn; a store exception goes back into it."""
+        io = self._io
+        try:
+            effect = next(steps)
+            while True:
+                try:
+                    answer = io[type(effect)](*effect)
+                except BaseException as exc:
+                    effect = steps.throw(exc)
+                else:
+                    effect = steps.send(answer)
+        except StopIteration as stop:
+            outcome: T = stop.value
+            return outcome
 
     def ensure_table(self) -> bool:
         """Create the table (on-demand, TTL enabled on ``expires_at``) if it does not exist."""
@@ -438,44 +683,7 @@ class Idempotency(_Core):
         fail, or a :class:`Replay` of the stored outcome. Raises :class:`InProgressError`
         (after waiting up to ``wait`` seconds, default ``config.in_progress_wait``) and
         :class:`PayloadMismatchError`."""
-        dkey, record_id = self.keys.key(key, scope)
-        fp = self.fingerprint_of(payload)
-        hit = self.cached(record_id, fp)
-        if hit is not None:
-            return hit
-        budget = self.config.in_progress_wait if wait is None else wait
-        deadline = time.monotonic() + budget
-        interval = self.config.poll_interval
-        for _ in range(_MAX_ROUNDS):
-            claim, item, now = self.new_claim(record_id, dkey, fp, lease)
-            ok, old = self.store.put_claim(self.requests.put_claim(item, fp, now))
-            if ok:
-                return self.claimed(claim, old)
-            if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
-                old = self.store.get(dkey)
-                if old is None:
-                    continue
-            rec = Record.from_item(old)
-            while True:
-                verdict = self.on_conflict(claim, rec, self.clock())
-                if verdict is Verdict.OURS:
-                    return self.claimed(claim, None)
-                if verdict is Verdict.REPLAY:
-                    return self.replay_of(claim, rec)
-                if verdict is Verdict.CLAIMABLE:
-                    break  # changed (or expired) meanwhile: claim again
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self.in_progress(claim, rec, self.clock())
-                self.sleep(min(interval, remaining))
-                interval = min(interval * 2, 0.5)
-                if self.metrics.enabled:
-                    self.metrics.count("firstwrite_in_progress_polls_total")
-                current = self.store.get(dkey)
-                if current is None:
-                    break
-                rec = Record.from_item(current)
-        raise InProgressError(record_id, self.config.poll_interval)  # pathological churn
+        return self._drive(self.claim_steps(key, payload, scope, lease, wait))
 
     # -- transitions ---------------------------------------------------------------------------
 
@@ -486,49 +694,18 @@ class Idempotency(_Core):
         A result that cannot be stored (:class:`SerializationError`, including
         :class:`ResultTooLargeError`) marks the key FAILED for good, because the side effect
         has happened and must not run again, and is then raised."""
-        try:
-            value = self.encode_result(claim, result)
-        except SerializationError as exc:
-            self.fail(claim, exc, retryable=False)
-            raise
-        request = self.requests.complete(claim.key, claim.owner, claim.version, value)
-        ok, old = self.store.update(request)
-        if not ok:
-            rec = None if old is None else Record.from_item(old)
-            if not fenced_outcome(rec, claim, Status.COMPLETED):
-                raise self.lost(claim, rec, "complete")
-        return self.completed(claim, value)
+        return self._drive(self.complete_steps(claim, result))
 
     def fail(
         self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
     ) -> None:
         """Mark the key FAILED. ``retryable=True`` lets the same request claim it again at once;
         ``False`` makes the failure the key's final answer, replayed to duplicates."""
-        info = serialization.error_info(error, data)
-        request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
-        ok, old = self.store.update(request)
-        if not ok:
-            rec = None if old is None else Record.from_item(old)
-            if not fenced_outcome(rec, claim, Status.FAILED):
-                raise self.lost(claim, rec, "fail")
+        self._drive(self.fail_steps(claim, error, retryable=retryable, data=data))
 
     def renew(self, claim: Claim, lease: float | None = None) -> Claim:
         """Extend the lease of a live claim (long work). Returns the claim to use from now on."""
-        now = self.clock()
-        lease_ms = millis(now + (self.config.lease if lease is None else lease))
-        expires = int(now + self.config.retention)  # as in the renew request
-        request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
-        ok, old = self.store.update(request)
-        if not ok:
-            rec = None if old is None else Record.from_item(old)
-            if not fenced_outcome(rec, claim, Status.PENDING):
-                raise self.lost(claim, rec, "renew")
-            assert rec is not None
-            lease_ms = rec.lease_expires_at or lease_ms
-            expires = rec.expires_at
-        return replace(
-            claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
-        )
+        return self._drive(self.renew_steps(claim, lease))
 
     # -- the whole dance -----------------------------------------------------------------------
 
@@ -583,36 +760,7 @@ class Idempotency(_Core):
         (duplicate: nothing applied). Raises :class:`BusinessConditionFailedError` when one of
         your items failed its condition (the claim was rolled back: nothing is orphaned),
         :class:`InProgressError`, :class:`PayloadMismatchError`."""
-        dkey, record_id = self.keys.key(key, scope)
-        fp = self.fingerprint_of(payload)
-        attempt = 0
-        while True:
-            claim, item, now = self.new_claim(record_id, dkey, fp, lease)
-            items = [self.requests.transact_claim(item, fp, now), *transact_items]
-            reasons = self.store.transact(items, claim.owner)
-            if reasons is None:
-                return self.claimed(claim, None)
-            old, claim_failed, business = self.split_reasons(claim, reasons)
-            if claim_failed:
-                if old is None:
-                    old = self.store.get(dkey)
-                    if old is None:
-                        continue
-                rec = Record.from_item(old)
-                verdict = self.on_conflict(claim, rec, self.clock())
-                if verdict is Verdict.OURS:
-                    return self.claimed(claim, None)
-                if verdict is Verdict.REPLAY:
-                    return self.replay_of(claim, rec)
-                if verdict is Verdict.IN_PROGRESS:
-                    raise self.in_progress(claim, rec, self.clock())
-                continue
-            if business:
-                raise BusinessConditionFailedError(record_id, business)
-            attempt += 1
-            if not transient_cancellation(reasons) or attempt >= self.config.retry.max_attempts:
-                raise TransactionConflictError(record_id, reasons)
-            self.sleep(self.backoff(attempt))
+        return self._drive(self.claim_with_steps(key, transact_items, payload, scope, lease))
 
     def complete_with(
         self, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any = None
@@ -622,36 +770,11 @@ class Idempotency(_Core):
         Raises :class:`LostClaimError` (nothing applied) or
         :class:`BusinessConditionFailedError` (nothing applied; the claim stays PENDING: fail
         it or retry)."""
-        value = self.encode_result(claim, result)
-        token = uuid.uuid4().hex
-        attempt = 0
-        while True:
-            update = self.requests.complete(claim.key, claim.owner, claim.version, value)
-            update.pop("ReturnConsumedCapacity", None)
-            items = [{"Update": update}, *transact_items]
-            reasons = self.store.transact(items, token)
-            if reasons is None:
-                break
-            old, fence_failed, business = self.split_reasons(claim, reasons)
-            if fence_failed:
-                rec = None if old is None else Record.from_item(old)
-                if fenced_outcome(rec, claim, Status.COMPLETED):
-                    break
-                raise self.lost(claim, rec, "complete")
-            if business:
-                raise BusinessConditionFailedError(claim.record_id, business)
-            attempt += 1
-            if not transient_cancellation(reasons) or attempt >= self.config.retry.max_attempts:
-                raise TransactionConflictError(claim.record_id, reasons)
-            token = uuid.uuid4().hex
-            self.sleep(self.backoff(attempt))
-        return self.completed(claim, value)
+        return self._drive(self.complete_with_steps(claim, transact_items, result))
 
     # -- reads -----------------------------------------------------------------------------------
 
     def get(self, key: str, *, scope: str | None = None) -> Record | None:
         """The stored record (a consistent read), or ``None``; expired-but-present records are
         returned as they are (check :meth:`Record.expired`)."""
-        dkey, _ = self.keys.key(key, scope)
-        item = self.store.get(dkey)
-        return None if item is None else Record.from_item(item)
+        return self._drive(self.get_steps(key, scope))
