@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=_positive,
         default=32,
-        help="worker threads running engine calls (default: %(default)s)",
+        help="worker threads running engine calls with --durability full or while faults are "
+        "on; otherwise calls run on the event loop, which is faster (default: %(default)s)",
     )
     serve.add_argument(
         "--log-level",

@@ -8,6 +8,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -231,11 +232,19 @@ def test_botocore_over_http_parses_errors_like_aws(
     assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
 
 
+@pytest.fixture
+def pooled_server(engine: Engine) -> Iterator[str]:
+    with ServerThread(engine, inline=False) as url:
+        yield url
+
+
 def test_concurrent_requests_are_served_in_parallel(
-    server: str, temp_operation: Callable[..., None]
+    pooled_server: str, temp_operation: Callable[..., None]
 ) -> None:
-    # Blocking engine calls must neither block the event loop nor each other: 8 calls that each
-    # wait for all 8 to be inside the engine only complete if they really run at the same time.
+    # On the thread pool, blocking engine calls must neither block the event loop nor each
+    # other: 8 calls that each wait for all 8 to be inside the engine only complete if they
+    # really run at the same time.
+    server = pooled_server
     barrier = threading.Barrier(8, timeout=20)
 
     def rendezvous(ctx: Context) -> dict[str, Any]:
@@ -255,6 +264,45 @@ def test_concurrent_requests_are_served_in_parallel(
     for t in threads:
         t.join()
     assert statuses == [200] * 8
+
+
+def _thread_running(server: str, temp_operation: Callable[..., None]) -> str:
+    seen: list[str] = []
+
+    def where(ctx: Context) -> dict[str, Any]:
+        seen.append(threading.current_thread().name)
+        return {"Endpoints": []}
+
+    temp_operation("DescribeEndpoints", where)
+    with httpx.Client(base_url=server, timeout=30) as http:
+        assert post(http, TARGET + "DescribeEndpoints", "{}").status_code == 200
+    return seen[0]
+
+
+def test_normal_durability_answers_on_the_event_loop(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    # Tens of microseconds of CPU: a thread-pool round trip would cost more than the call.
+    assert not _thread_running(server, temp_operation).startswith("firstwrite-engine")
+
+
+def test_faults_move_calls_to_the_thread_pool(
+    engine: Engine, server: str, temp_operation: Callable[..., None]
+) -> None:
+    # Injected latency must delay its own request, not every request on the event loop.
+    engine.faults.latency(0.0, operation="PutItem")
+    try:
+        assert _thread_running(server, temp_operation).startswith("firstwrite-engine")
+    finally:
+        engine.faults.clear()
+    assert not _thread_running(server, temp_operation).startswith("firstwrite-engine")
+
+
+def test_full_durability_uses_the_thread_pool_for_group_commit(
+    tmp_path: Path, temp_operation: Callable[..., None]
+) -> None:
+    with Engine(tmp_path / "full.db", durability="full") as full, ServerThread(full) as url:
+        assert _thread_running(url, temp_operation).startswith("firstwrite-engine")
 
 
 # --- other paths --------------------------------------------------------------------------------
