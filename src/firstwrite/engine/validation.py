@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DynamoDBError, constraint, constraint_errors, serialization
+from .values import json_kind
 
 TABLE_NAME_PATTERN = "[a-zA-Z0-9_.-]+"
 
@@ -69,20 +70,6 @@ _KINDS: dict[str, tuple[type | tuple[type, ...], str]] = {
 }
 
 
-def _kind_name(value: Any) -> str:
-    if value is None:
-        return "NULL_VALUE"
-    if isinstance(value, bool):
-        return "TRUE_VALUE" if value else "FALSE_VALUE"
-    if isinstance(value, (int, float)):
-        return "NUMBER_VALUE"
-    if isinstance(value, dict):
-        return "START_OBJECT"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    return "VALUE_STRING"
-
-
 def _check_type(value: Any, kind: str) -> None:
     if kind == "any" or value is None:
         return
@@ -93,7 +80,7 @@ def _check_type(value: Any, kind: str) -> None:
     if kind == "int" and isinstance(value, float) and value.is_integer():
         ok = True
     if not ok:
-        raise serialization(f"{_kind_name(value)} cannot be converted to {label}")
+        raise serialization(f"{json_kind(value)} cannot be converted to {label}")
 
 
 def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:

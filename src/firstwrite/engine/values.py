@@ -79,7 +79,7 @@ _EMPTY_SET = {
 def parse_number(text: Any) -> Decimal:
     """Validate a number as DynamoDB does and return its exact value."""
     if not isinstance(text, str):
-        raise serialization(f"{_json_kind(text)} cannot be converted to String")
+        raise serialization(f"{json_kind(text)} cannot be converted to String")
     if not _NUMBER_SYNTAX.match(text):
         raise validation(_NOT_NUMERIC)
     value = Decimal(text)
@@ -151,7 +151,8 @@ def number_arithmetic(left: str, right: str, *, subtract: bool = False) -> str:
 # --- validation ----------------------------------------------------------------------------
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """How DynamoDB's JSON reader names a value of the wrong type in its messages."""
     if value is None:
         return "NULL_VALUE"
     if isinstance(value, bool):
@@ -167,7 +168,7 @@ def _json_kind(value: Any) -> str:
 
 def _string(value: Any) -> str:
     if not isinstance(value, str):
-        raise serialization(f"{_json_kind(value)} cannot be converted to String")
+        raise serialization(f"{json_kind(value)} cannot be converted to String")
     return value
 
 
@@ -181,14 +182,14 @@ def _binary(value: Any, wire: bool) -> bytes:
             return base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             raise serialization("Base64 encoded binary data must be valid base64 text") from None
-    raise serialization(f"{_json_kind(value)} cannot be converted to Blob")
+    raise serialization(f"{json_kind(value)} cannot be converted to Blob")
 
 
 def _list(value: Any) -> list[Any]:
     if not isinstance(value, list):
         if isinstance(value, tuple):
             return list(value)
-        raise serialization(f"{_json_kind(value)} cannot be converted to List")
+        raise serialization(f"{json_kind(value)} cannot be converted to List")
     return value
 
 
@@ -203,7 +204,7 @@ def _duplicates_message(shown: list[str], kind: str) -> str:
 def parse_value(value: Any, *, wire: bool = False, depth: int = 1) -> AttributeValue:
     """Validate one AttributeValue and return it in the engine's shape."""
     if not isinstance(value, dict):
-        raise serialization(f"{_json_kind(value)} cannot be converted to AttributeValue")
+        raise serialization(f"{json_kind(value)} cannot be converted to AttributeValue")
     if len(value) != 1:
         present = [k for k in value if k in TYPES and value[k] is not None]
         if not present:
@@ -227,11 +228,11 @@ def parse_value(value: Any, *, wire: bool = False, depth: int = 1) -> AttributeV
         return {"B": _binary(raw, wire)}
     if kind == "BOOL":
         if not isinstance(raw, bool):
-            raise serialization(f"{_json_kind(raw)} cannot be converted to Boolean")
+            raise serialization(f"{json_kind(raw)} cannot be converted to Boolean")
         return {"BOOL": raw}
     if kind == "NULL":
         if not isinstance(raw, bool):
-            raise serialization(f"{_json_kind(raw)} cannot be converted to Boolean")
+            raise serialization(f"{json_kind(raw)} cannot be converted to Boolean")
         if not raw:
             raise invalid_parameters("Null attribute value types must have the value of true")
         return {"NULL": True}
@@ -241,7 +242,7 @@ def parse_value(value: Any, *, wire: bool = False, depth: int = 1) -> AttributeV
         return {"L": [parse_value(v, wire=wire, depth=depth + 1) for v in _list(raw)]}
     # kind == "M"
     if not isinstance(raw, dict):
-        raise serialization(f"{_json_kind(raw)} cannot be converted to Map")
+        raise serialization(f"{json_kind(raw)} cannot be converted to Map")
     return {"M": {_string(k): parse_value(v, wire=wire, depth=depth + 1) for k, v in raw.items()}}
 
 
@@ -271,7 +272,7 @@ def parse_item(item: Any, *, wire: bool = False) -> Item:
 def parse_item_sized(item: Any, *, wire: bool = False) -> tuple[Item, int]:
     """:func:`parse_item` and the item's :func:`item_size`, in one walk of the item."""
     if not isinstance(item, dict):
-        raise serialization(f"{_json_kind(item)} cannot be converted to Map")
+        raise serialization(f"{json_kind(item)} cannot be converted to Map")
     out: Item = {}
     size = 0
     for name, value in item.items():
