@@ -135,6 +135,25 @@ def unpack(body: bytes) -> Item:
     return msgpack.unpackb(body, raw=False)  # type: ignore[no-any-return]
 
 
+def _key_bounds(
+    pk: bytes | None, low: tuple[bytes, bool] | None, high: tuple[bytes, bool] | None
+) -> tuple[list[str], list[Any]]:
+    """SQL conditions and arguments for :meth:`Reader.range`'s partition and key bounds."""
+    where: list[str] = []
+    args: list[Any] = []
+    column = "sk" if pk is not None else "pk"
+    if pk is not None:
+        where.append("pk = ?")
+        args.append(pk)
+    if low is not None:
+        where.append(f"{column} {'>=' if low[1] else '>'} ?")
+        args.append(low[0])
+    if high is not None:
+        where.append(f"{column} {'<=' if high[1] else '<'} ?")
+        args.append(high[0])
+    return where, args
+
+
 @dataclass(frozen=True)
 class TableRow:
     """A catalog entry: the table's storage id and its definition (DescribeTable's source)."""
@@ -251,18 +270,9 @@ class Reader:
         ``low``/``high`` bound the sort key (for a partition) or the ``(pk, sk)`` position (for a
         scan, as the ExclusiveStartKey) as ``(bytes, inclusive)``. Yields ``(pk, sk, size, item)``.
         """
-        where = ["table_id = ?"]
-        args: list[Any] = [table_id]
-        column = "sk" if pk is not None else "pk"
-        if pk is not None:
-            where.append("pk = ?")
-            args.append(pk)
-        if low is not None:
-            where.append(f"{column} {'>=' if low[1] else '>'} ?")
-            args.append(low[0])
-        if high is not None:
-            where.append(f"{column} {'<=' if high[1] else '<'} ?")
-            args.append(high[0])
+        where, args = _key_bounds(pk, low, high)
+        where.insert(0, "table_id = ?")
+        args.insert(0, table_id)
         order = "ASC" if forward else "DESC"
         sql = (
             f"SELECT pk, sk, size, body FROM items WHERE {' AND '.join(where)} "
@@ -1074,18 +1084,8 @@ class AsOfReader(Reader):
         forward: bool = True,
         limit: int | None = None,
     ) -> Iterator[tuple[bytes, bytes, int, Item]]:
-        where = ["1"]
-        args: list[Any] = []
-        column = "sk" if pk is not None else "pk"
-        if pk is not None:
-            where.append("pk = ?")
-            args.append(pk)
-        if low is not None:
-            where.append(f"{column} {'>=' if low[1] else '>'} ?")
-            args.append(low[0])
-        if high is not None:
-            where.append(f"{column} {'<=' if high[1] else '<'} ?")
-            args.append(high[0])
+        where, args = _key_bounds(pk, low, high)
+        where.insert(0, "1")
         return self._merged(table_id, where, args, "ASC" if forward else "DESC", limit)
 
     def scan_from(
