@@ -100,6 +100,9 @@ class Engine:
         # Extension points for features that ride on every write or table change (streams,
         # replication): called inside the write transaction. Empty lists cost one check.
         self.change_hooks: list[ChangeHook] = []
+        # Per change hook (when it says): whether it acts on a table's writes at all. A write to
+        # a table no hook acts on may take the single-statement fast path (see quiet()).
+        self.change_watches: dict[ChangeHook, Callable[[TableRow], bool]] = {}
         self.table_hooks: list[TableHook] = []
         # Called before every operation (fault injection: throttling, latency, injected errors);
         # may raise a DynamoDBError. Empty unless a test or the admin API switches faults on.
@@ -145,6 +148,21 @@ class Engine:
             if finish:
                 return _finished(fn, ctx, finish)
         return fn(ctx)
+
+    def add_change_hook(self, hook: ChangeHook, watches: Callable[[TableRow], bool]) -> None:
+        """Install ``hook``, which acts only on writes to tables for which ``watches`` holds."""
+        self.change_hooks.append(hook)
+        self.change_watches[hook] = watches
+
+    def quiet(self, row: TableRow) -> bool:
+        """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
+        ``watches`` predicate, e.g. by fault injection, act on every table)."""
+        watches = self.change_watches
+        for hook in self.change_hooks:
+            watch = watches.get(hook)
+            if watch is None or watch(row):
+                return False
+        return True
 
     def emit_change(
         self, ctx: Context, writer: Writer, row: TableRow, old: Item | None, new: Item | None

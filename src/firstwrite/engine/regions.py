@@ -103,7 +103,7 @@ class Replication:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
-        engine.change_hooks.append(self._on_change)
+        engine.add_change_hook(self._on_change, lambda row: bool(row.definition.get("Replicas")))
         engine.table_hooks.append(self._on_table)
         if engine.storage.read(st.global_tables_exist):
             self._refresh_due()

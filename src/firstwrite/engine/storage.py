@@ -11,6 +11,13 @@ Concurrency model
   ``durability="full"`` that is one fsync for many acknowledged writes. An uncontended writer
   leads its own batch of one, in its own thread, with no hand-off.
 * Reads use one connection per thread and see every committed write (WAL snapshots).
+* Catalog rows are cached per process (:meth:`Reader.cached_table`). A cached row is only ever
+  used through the ``*_checked`` item statements, which verify its id and version in the same
+  statement and raise :class:`StaleTable` when another engine changed the table meanwhile: the
+  single-item hot paths pay no catalog query, and no cache can outlive a change.
+* A write may run in autocommit (``write(fn, autocommit=True)``): a single statement is its own
+  transaction, the least SQLite can do. Uncontended, ``fn`` then runs with no BEGIN/COMMIT;
+  queued with other writers it runs inside their shared transaction like any other.
 * A write function must raise only *before* it changes anything (validate, evaluate conditions,
   then write), or ask for a savepoint (``write(fn, savepoint=True)``, used by the control plane,
   whose hooks may refuse after the catalog row is written). A
@@ -34,6 +41,30 @@ from .errors import DynamoDBError
 from .values import Item
 
 T = TypeVar("T")
+
+
+class StaleTable(DynamoDBError):
+    """A cached catalog row no longer matches the database: refetch the table and retry.
+
+    Raised by the ``*_checked`` statements before anything is written. Never reaches a client
+    (the item operations retry); should it escape, it is an internal error.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("InternalServerError", "DynamoDB could not process your request.")
+
+
+# The item statements of the single-item hot paths, each verifying in the same statement that
+# the cached catalog row (?1 = id, version) is still current: ids are never reused
+# (AUTOINCREMENT) and versions only grow, so a match means the table did not change.
+_CHECKED_GET = (
+    "SELECT version, (SELECT body FROM items WHERE table_id = ?1 AND pk = ?2 AND sk = ?3) "
+    "FROM tables WHERE id = ?1"
+)
+_CHECKED_INSERT = (
+    "INSERT INTO items (table_id, pk, sk, size, body) SELECT ?1, ?2, ?3, ?4, ?5 "
+    "WHERE EXISTS (SELECT 1 FROM tables WHERE id = ?1 AND version = ?6) ON CONFLICT DO NOTHING"
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -225,6 +256,19 @@ class Reader:
             return None
         return self._storage._definition(self._conn, row[0], row[1])
 
+    def cached_table(self, region: str, name: str) -> TableRow | None:
+        """The table's catalog row, from this process's cache when it has one.
+
+        The row may be stale: use it only with the ``*_checked`` statements, which verify it.
+        """
+        cache = self._storage._tables
+        row = cache.get((region, name))
+        if row is None:
+            row = self.table(region, name)
+            if row is not None and not self._conn.in_transaction:
+                cache[(region, name)] = row  # only committed rows: a rollback cannot undo it
+        return row
+
     def table_names(self, region: str) -> list[str]:
         rows = self._conn.execute(
             "SELECT name FROM tables WHERE region = ? ORDER BY name", (region,)
@@ -254,6 +298,14 @@ class Reader:
             "SELECT body FROM items WHERE table_id = ? AND pk = ? AND sk = ?", (table_id, pk, sk)
         ).fetchone()
         return None if row is None else unpack(row[0])
+
+    def get_checked(self, row: TableRow, pk: bytes, sk: bytes = b"") -> Item | None:
+        """:meth:`get`, verifying ``row`` (from :meth:`cached_table`) in the same statement."""
+        found = self._conn.execute(_CHECKED_GET, (row.id, pk, sk)).fetchone()
+        if found is None or found[0] != row.version:
+            self._storage.forget_table(row)
+            raise StaleTable()
+        return None if found[1] is None else unpack(found[1])
 
     def range(
         self,
@@ -439,6 +491,21 @@ class Writer(Reader):
         )
         return cursor.rowcount == 1
 
+    def insert_checked(self, row: TableRow, pk: bytes, sk: bytes, size: int, item: Item) -> bool:
+        """:meth:`insert` into the table of a cached ``row``, in one statement (so it is atomic
+        in autocommit too). False when an item is stored under the key; raises
+        :class:`StaleTable` if ``row`` is no longer current."""
+        cursor = self._conn.execute(
+            _CHECKED_INSERT, (row.id, pk, sk, size, pack(item), row.version)
+        )
+        if cursor.rowcount == 1:
+            return True
+        found = self._conn.execute("SELECT version FROM tables WHERE id = ?", (row.id,)).fetchone()
+        if found is None or found[0] != row.version:
+            self._storage.forget_table(row)
+            raise StaleTable()
+        return False
+
     def delete(self, table_id: int, pk: bytes, sk: bytes = b"") -> None:
         self._conn.execute(
             "DELETE FROM items WHERE table_id = ? AND pk = ? AND sk = ?", (table_id, pk, sk)
@@ -458,9 +525,11 @@ class Writer(Reader):
             "UPDATE tables SET definition = ?, version = version + 1 WHERE id = ?",
             (json.dumps(definition), row.id),
         )
+        self._storage.forget_table(row)
         return TableRow(row.id, row.region, row.name, row.version + 1, definition)
 
     def drop_table(self, row: TableRow) -> None:
+        self._storage.forget_table(row)
         self._conn.execute("DELETE FROM items WHERE table_id = ?", (row.id,))
         self._conn.execute("DELETE FROM tables WHERE id = ?", (row.id,))
 
@@ -580,11 +649,12 @@ class Writer(Reader):
 
 
 class _Slot:
-    __slots__ = ("done", "error", "fn", "result", "savepoint")
+    __slots__ = ("autocommit", "done", "error", "fn", "result", "savepoint")
 
-    def __init__(self, fn: Callable[[Writer], Any], savepoint: bool) -> None:
+    def __init__(self, fn: Callable[[Writer], Any], savepoint: bool, autocommit: bool) -> None:
         self.fn = fn
         self.savepoint = savepoint
+        self.autocommit = autocommit
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -601,6 +671,7 @@ class Storage:
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._definitions: dict[tuple[int, int], TableRow] = {}
+        self._tables: dict[tuple[str, str], TableRow] = {}  # see Reader.cached_table
         # Group commit state.
         # _cond's lock, entered directly on the hot path (Condition.__enter__ is Python code).
         self._cond_lock = threading.Lock()
@@ -671,6 +742,17 @@ class Storage:
             self._definitions[key] = row
         return row
 
+    def cached_table(self, region: str, name: str) -> TableRow | None:
+        """:meth:`Reader.cached_table` with no connection touched on a cache hit."""
+        row = self._tables.get((region, name))
+        if row is None:
+            row = self.read(lambda r: r.cached_table(region, name))
+        return row
+
+    def forget_table(self, row: TableRow) -> None:
+        """Drop ``row``'s table from the catalog cache (it changed, or is about to)."""
+        self._tables.pop((row.region, row.name), None)
+
     # reads -------------------------------------------------------------------------------------
 
     def read(self, fn: Callable[[Reader], T]) -> T:
@@ -696,15 +778,21 @@ class Storage:
 
     # writes ------------------------------------------------------------------------------------
 
-    def write(self, fn: Callable[[Writer], T], *, savepoint: bool = False) -> T:
+    def write(
+        self, fn: Callable[[Writer], T], *, savepoint: bool = False, autocommit: bool = False
+    ) -> T:
         """Run ``fn`` in a committed write transaction, group-committed with concurrent callers.
 
         ``fn`` must raise only before it writes, unless ``savepoint=True``: then a DynamoDBError
         raised after writing rolls back exactly what ``fn`` wrote (a few microseconds more, so
         the item hot paths, which check everything first, do without).
+
+        ``autocommit=True`` is for a ``fn`` whose one write is a single statement, correct
+        whether or not it runs inside a transaction: uncontended, it runs with no BEGIN/COMMIT
+        (the statement commits itself).
         """
         self._check_open()
-        slot = _Slot(fn, savepoint)
+        slot = _Slot(fn, savepoint, autocommit)
         with self._cond_lock:
             if not self._leading and not self._pending:
                 # Uncontended: lead a batch of this write alone, nothing to queue or wait for.
@@ -738,6 +826,9 @@ class Storage:
         if lock is not None:
             lock.acquire()
         conn = self._writer_conn
+        if len(batch) == 1 and batch[0].autocommit:
+            self._run_autocommit(batch[0], lock)
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -756,6 +847,7 @@ class Storage:
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self._tables.clear()  # a rolled-back catalog change must not survive in it
                 failure = DynamoDBError(
                     "InternalServerError", "DynamoDB could not process your request."
                 )
@@ -776,6 +868,22 @@ class Storage:
         finally:
             for slot in batch:
                 slot.done = True
+            if lock is not None:
+                lock.release()
+
+    def _run_autocommit(self, slot: _Slot, lock: threading.RLock | None) -> None:
+        try:
+            slot.result = slot.fn(self._writer)
+        except DynamoDBError as exc:
+            slot.error = exc
+        except Exception as exc:
+            failure = DynamoDBError(
+                "InternalServerError", "DynamoDB could not process your request."
+            )
+            failure.__cause__ = exc
+            slot.error = failure
+        finally:
+            slot.done = True
             if lock is not None:
                 lock.release()
 

@@ -225,7 +225,7 @@ def _on_table(
 
 def install(engine: Engine) -> None:
     """Register the streams hooks on ``engine`` (called once by Engine.__init__)."""
-    engine.change_hooks.append(_on_change)
+    engine.add_change_hook(_on_change, lambda row: "_stream" in row.definition)
     engine.table_hooks.append(_on_table)
 
 

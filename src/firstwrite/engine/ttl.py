@@ -142,7 +142,7 @@ class TimeToLive:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        engine.change_hooks.append(_on_change)
+        engine.add_change_hook(_on_change, lambda row: "_ttl" in row.definition)
         engine.table_hooks.append(_on_table)
 
     @property

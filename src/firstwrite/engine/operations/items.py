@@ -1,7 +1,9 @@
 """Single-item operations: PutItem, GetItem, UpdateItem, DeleteItem.
 
-Each write is one short transaction: look up the table, read the current item, evaluate the
-condition, write. Under SQLite's write lock that sequence is linearizable (see storage.py).
+Each write is one short transaction: read the current item, evaluate the condition, write.
+Under SQLite's write lock that sequence is linearizable (see storage.py). Two shortcuts, both
+linearizable too: a condition that already fails is answered from one read, without the lock
+(precheck); and insert-if-absent on a table no hook watches is a single statement.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ..expressions import Compiled, apply_update, evaluate, project
 from ..expressions.compiled import absent_attribute
 from ..faults import stale_reader
 from ..schema import KeySchema, item_key, key_schema, parse_key
-from ..storage import Reader, Writer
+from ..storage import Reader, TableRow, Writer
 from ..validation import (
     CONSISTENT_READ,
     EXPRESSION_MAPS,
@@ -28,7 +30,7 @@ from ..validation import (
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
 from . import operation
 from ._common import compile_request, projected, return_values_put_delete
-from .tables import require_table
+from .tables import with_table
 
 if TYPE_CHECKING:
     from ..api import Context
@@ -89,6 +91,40 @@ def updated_item(
     return new, size
 
 
+def precheck(
+    ctx: Context, compiled: Compiled, params: Any, row: TableRow, pk: bytes, sk: bytes
+) -> None:
+    """Fail a condition that fails on the item as committed now, without taking the write lock.
+
+    A failed condition writes nothing, so one consistent read is all it needs: the failure
+    takes effect at that read, inside the call, which keeps it linearizable. A condition that
+    holds is evaluated again under the write lock before anything is written.
+    """
+    if compiled.condition is not None:
+        old = ctx.storage.read(lambda r: r.get_checked(row, pk, sk))
+        check_condition(compiled, params, old)
+
+
+def _insert_if_absent(
+    w: Writer, row: TableRow, pk: bytes, sk: bytes, size: int, item: Item, params: Any
+) -> None:
+    """PutItem with ``attribute_not_exists(<key>)`` as one statement (autocommit-safe)."""
+    wanted = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+    for _ in range(_VANISHED_RETRIES):
+        if w.insert_checked(row, pk, sk, size, item):
+            return
+        if not wanted:
+            raise failed_condition(params, None)
+        old = w.get_checked(row, pk, sk)
+        if old is not None:
+            raise failed_condition(params, old)
+        # Deleted between the two statements (autocommit, another engine): insert again.
+    raise DynamoDBError("InternalServerError", "DynamoDB could not process your request.")
+
+
+_VANISHED_RETRIES = 8
+
+
 @operation("PutItem")
 def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
@@ -96,38 +132,46 @@ def put_item(ctx: Context) -> dict[str, Any]:
     return_values = return_values_put_delete(params)
     item, size = parse_item_sized(params["Item"], wire=ctx.wire)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
-    name = params["TableName"]
-
     absent = absent_attribute(compiled.condition)
 
-    def write(w: Writer) -> tuple[Item | None, str]:
-        row = require_table(ctx, w, name)
+    def attempt(row: TableRow) -> Item | None:
         schema = key_schema(row)
         pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
             raise validation(ITEM_TOO_LARGE)
-        if absent is not None and absent in (schema.hash_name, schema.range_name):
-            # attribute_not_exists(<key attribute>) holds exactly when no item is stored under
-            # the key: insert-if-absent in one statement; the old item is read only to return it.
-            if not w.insert(row.id, pk, sk, size, item):
-                wanted = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
-                raise failed_condition(params, w.get(row.id, pk, sk) if wanted else None)
-            old = None
-        else:
-            old = w.get(row.id, pk, sk)
-            check_condition(compiled, params, old)
-            w.put(row.id, pk, sk, size, item)
-        if ctx.engine.change_hooks:
-            ctx.engine.emit_change(ctx, w, row, old, item)
-        return old, row.name
+        # attribute_not_exists(<key attribute>) holds exactly when no item is stored under the
+        # key: insert-if-absent in one statement, its own transaction when no hook needs one.
+        if_absent = absent is not None and absent in (schema.hash_name, schema.range_name)
+        if if_absent and ctx.engine.quiet(row):
+            ctx.storage.write(
+                lambda w: _insert_if_absent(w, row, pk, sk, size, item, params), autocommit=True
+            )
+            return None
+        precheck(ctx, compiled, params, row, pk, sk)
 
-    old, table = ctx.storage.write(write)
+        def write(w: Writer) -> Item | None:
+            if if_absent:
+                if not w.insert_checked(row, pk, sk, size, item):
+                    wanted = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+                    raise failed_condition(params, w.get(row.id, pk, sk) if wanted else None)
+                old = None
+            else:
+                old = w.get_checked(row, pk, sk)
+                check_condition(compiled, params, old)
+                w.put(row.id, pk, sk, size, item)
+            if ctx.engine.change_hooks:
+                ctx.engine.emit_change(ctx, w, row, old, item)
+            return old
+
+        return ctx.storage.write(write)
+
+    old = with_table(ctx, params["TableName"], attempt)
     response: dict[str, Any] = {}
     if return_values == "ALL_OLD" and old is not None:
         response["Attributes"] = old
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
         units = consumed.write_units(max(size, item_size(old)))
-        consumed.attach(response, params, table, units)
+        consumed.attach(response, params, params["TableName"], units)
     return response
 
 
@@ -137,25 +181,29 @@ def delete_item(ctx: Context) -> dict[str, Any]:
     check(params, _DELETE)
     return_values = return_values_put_delete(params)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
-    name = params["TableName"]
 
-    def write(w: Writer) -> tuple[Item | None, str]:
-        row = require_table(ctx, w, name)
+    def attempt(row: TableRow) -> Item | None:
         _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
-        old = w.get(row.id, pk, sk)
-        check_condition(compiled, params, old)
-        if old is not None:
-            w.delete(row.id, pk, sk)
-            if ctx.engine.change_hooks:
-                ctx.engine.emit_change(ctx, w, row, old, None)
-        return old, row.name
+        precheck(ctx, compiled, params, row, pk, sk)
 
-    old, table = ctx.storage.write(write)
+        def write(w: Writer) -> Item | None:
+            old = w.get_checked(row, pk, sk)
+            check_condition(compiled, params, old)
+            if old is not None:
+                w.delete(row.id, pk, sk)
+                if ctx.engine.change_hooks:
+                    ctx.engine.emit_change(ctx, w, row, old, None)
+            return old
+
+        return ctx.storage.write(write)
+
+    old = with_table(ctx, params["TableName"], attempt)
     response: dict[str, Any] = {}
     if return_values == "ALL_OLD" and old is not None:
         response["Attributes"] = old
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
-        consumed.attach(response, params, table, consumed.write_units(item_size(old)))
+        units = consumed.write_units(item_size(old))
+        consumed.attach(response, params, params["TableName"], units)
     return response
 
 
@@ -167,21 +215,24 @@ def update_item(ctx: Context) -> dict[str, Any]:
     compiled = compile_request(
         params, wire=ctx.wire, kinds=("UpdateExpression", "ConditionExpression")
     )
-    name = params["TableName"]
 
-    def write(w: Writer) -> tuple[Item | None, Item, int, str]:
-        row = require_table(ctx, w, name)
+    def attempt(row: TableRow) -> tuple[Item | None, Item, int]:
         schema = key_schema(row)
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
-        old = w.get(row.id, pk, sk)
-        check_condition(compiled, params, old)
-        new, size = updated_item(compiled, schema, key, old)
-        w.put(row.id, pk, sk, size, new)
-        if ctx.engine.change_hooks:
-            ctx.engine.emit_change(ctx, w, row, old, new)
-        return old, new, size, row.name
+        precheck(ctx, compiled, params, row, pk, sk)
 
-    old, new, new_size, table = ctx.storage.write(write)
+        def write(w: Writer) -> tuple[Item | None, Item, int]:
+            old = w.get_checked(row, pk, sk)
+            check_condition(compiled, params, old)
+            new, size = updated_item(compiled, schema, key, old)
+            w.put(row.id, pk, sk, size, new)
+            if ctx.engine.change_hooks:
+                ctx.engine.emit_change(ctx, w, row, old, new)
+            return old, new, size
+
+        return ctx.storage.write(write)
+
+    old, new, new_size = with_table(ctx, params["TableName"], attempt)
     response: dict[str, Any] = {}
     attributes: Item | None = None
     if return_values == "ALL_OLD":
@@ -196,7 +247,7 @@ def update_item(ctx: Context) -> dict[str, Any]:
         response["Attributes"] = attributes
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):  # sizes only when asked
         units = consumed.write_units(max(item_size(old), new_size))
-        consumed.attach(response, params, table, units)
+        consumed.attach(response, params, params["TableName"], units)
     return response
 
 
@@ -205,20 +256,24 @@ def get_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _GET)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ProjectionExpression",))
-    name = params["TableName"]
     consistent = bool(params.get("ConsistentRead", False))
 
-    def read(r: Reader) -> tuple[Item | None, str]:
-        r = stale_reader(ctx, r, consistent)  # faults.py: eventually consistent = maybe stale
-        row = require_table(ctx, r, name)
+    def attempt(row: TableRow) -> Item | None:
         _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
-        return r.get(row.id, pk, sk), row.name
 
-    item, table = ctx.storage.snapshot(read)
+        def read(r: Reader) -> Item | None:
+            item = r.get_checked(row, pk, sk)  # one statement, no transaction
+            # faults.py: an eventually consistent read may be served from the past
+            stale = stale_reader(ctx, r, consistent)
+            return item if stale is r else stale.get(row.id, pk, sk)
+
+        return ctx.storage.read(read)
+
+    item = with_table(ctx, params["TableName"], attempt)
     response: dict[str, Any] = {}
     if item is not None:
         response["Item"] = projected(item, compiled)
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
         units = consumed.read_units(item_size(item), consistent=consistent)
-        consumed.attach(response, params, table, units)
+        consumed.attach(response, params, params["TableName"], units)
     return response

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import DynamoDBError, invalid_parameters, resource_not_found, validation
-from ..storage import Reader, TableRow, Writer
+from ..storage import Reader, StaleTable, TableRow, Writer
 from ..validation import TABLE_NAME, TABLE_NAME_PATTERN, F, check
 from . import operation
 
@@ -97,6 +98,25 @@ def require_table(
             raise resource_not_found(f"Requested resource not found: Table: {name} not found")
         raise resource_not_found()
     return row
+
+
+T = TypeVar("T")
+_STALE_RETRIES = 5
+
+
+def with_table(ctx: Context, name: str, attempt: Callable[[TableRow], T]) -> T:
+    """``attempt(row)`` with the table's cached catalog row (see storage.py), which ``attempt``
+    must only use through the ``*_checked`` statements; again with a fresh row when those find
+    it stale (another engine changed the table). ResourceNotFoundException if there is none."""
+    for _ in range(_STALE_RETRIES):
+        row = ctx.storage.cached_table(ctx.region, name)
+        if row is None:
+            raise resource_not_found()
+        try:
+            return attempt(row)
+        except StaleTable:
+            continue
+    raise DynamoDBError("InternalServerError", "DynamoDB could not process your request.")
 
 
 def describe(reader: Reader, row: TableRow, *, status: str | None = None) -> dict[str, Any]:
