@@ -441,3 +441,34 @@ def test_without_payload_validation_no_fingerprint_is_stored(backend: Backend, t
     assert "fingerprint" not in _stored(guard, "lean-3")
     # A record stored without a fingerprint answers any request with that key.
     assert guard.run("lean-3", lambda: 2, {"any": "payload"}) == 1
+
+
+def test_first_calls_and_duplicates_leave_no_reference_cycles(backend: Backend, table: str) -> None:
+    """Every request's objects are freed by reference counting, none left to the cycle
+    collector (which would cost each request several microseconds). On the DirectClient:
+    botocore's own response parsers leave cycles behind on every call, which is not ours."""
+    import gc
+    import itertools
+
+    from firstwrite.engine.client import DirectClient
+
+    guard = Idempotency(
+        IdempotencyConfig(table_name=table), client=DirectClient(backend.engine), clock=backend.now
+    )
+    keys = itertools.count()
+    guard.run("dup", lambda: {"ok": True})
+
+    def requests() -> None:
+        guard.run(f"first-{next(keys)}", lambda: {"ok": True})
+        assert guard.run("dup", lambda: {"ok": False}) == {"ok": True}
+
+    requests()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(100):
+            requests()
+        garbage = gc.collect()
+    finally:
+        gc.enable()
+    assert garbage == 0

@@ -818,7 +818,14 @@ class Storage:
                     if self._pending or len(batch) > 1:
                         self._cond.notify_all()
         if slot.error is not None:
-            raise slot.error
+            # Unlink before raising: the error's traceback holds this frame, which holds the
+            # slot. Left linked, every failed write (a failed condition, say) is a reference
+            # cycle that only the garbage collector frees, at ~6 us a call (measured).
+            error, slot.error = slot.error, None
+            try:
+                raise error
+            finally:
+                del error
         return slot.result  # type: ignore[no-any-return]
 
     def _run_batch(self, batch: list[_Slot]) -> None:

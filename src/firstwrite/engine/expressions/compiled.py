@@ -24,7 +24,9 @@ _NO_VALUES: Mapping[str, AttributeValue] = {}
 _EMPTY_ITEM: Item = {}  # never written to: evaluation only reads
 
 
-@dataclass(frozen=True, slots=True)
+# Built per request, so not frozen (a frozen dataclass costs four times as much to build); treat
+# them as immutable all the same: cached ones are shared between requests.
+@dataclass(slots=True)
 class Condition:
     """A ConditionExpression or FilterExpression bound to the request's values."""
 
@@ -35,7 +37,7 @@ class Condition:
     tree: ast.Node  # the resolved condition, for callers that inspect its paths
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Update:
     text: str
     plan: Plan
@@ -47,21 +49,21 @@ class Update:
         return self.plan.paths
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Projection:
     text: str
     paths: tuple[ast.Path, ...]
     trie: Trie
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KeyCondition:
     text: str
     terms: tuple[KeyTerm, ...]
     values: Values
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Compiled:
     condition: Condition | None = None
     update: Update | None = None
