@@ -127,6 +127,17 @@ def _in_thread(fn: Any) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, out
 
 
+def _update(client: DirectClient, expected: str) -> Any:
+    return client.update_item(
+        TableName="tbl",
+        Key={"pk": {"S": "k"}},
+        UpdateExpression="SET v = :two",
+        ConditionExpression="v = :expected",
+        ExpressionAttributeValues={":two": {"N": "2"}, ":expected": {"N": expected}},
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
+
+
 def test_a_failing_condition_is_answered_while_another_writer_holds_the_lock(
     tmp_path: Path,
 ) -> None:
@@ -135,19 +146,13 @@ def test_a_failing_condition_is_answered_while_another_writer_holds_the_lock(
         client = DirectClient(engine)
         _table(client)
         client.put_item(TableName="tbl", Item={"pk": {"S": "k"}, "v": {"N": "1"}})
+        # A first failure, under the lock: it tells the engine this condition tends to fail.
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+            _update(client, "0")
         holder = _lock_database(path)
         try:
             # Fails on the committed item: answered from one read, no lock needed.
-            thread, out = _in_thread(
-                lambda: client.update_item(
-                    TableName="tbl",
-                    Key={"pk": {"S": "k"}},
-                    UpdateExpression="SET v = :two",
-                    ConditionExpression="v = :zero",
-                    ExpressionAttributeValues={":two": {"N": "2"}, ":zero": {"N": "0"}},
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            )
+            thread, out = _in_thread(lambda: _update(client, "0"))
             thread.join(10)
             assert not thread.is_alive()
             error = out["error"]
@@ -155,15 +160,7 @@ def test_a_failing_condition_is_answered_while_another_writer_holds_the_lock(
             assert error.response["Item"] == {"pk": {"S": "k"}, "v": {"N": "1"}}
 
             # Holds: it must wait for the lock, and write once it is released.
-            thread, out = _in_thread(
-                lambda: client.update_item(
-                    TableName="tbl",
-                    Key={"pk": {"S": "k"}},
-                    UpdateExpression="SET v = :two",
-                    ConditionExpression="v = :one",
-                    ExpressionAttributeValues={":two": {"N": "2"}, ":one": {"N": "1"}},
-                )
-            )
+            thread, out = _in_thread(lambda: _update(client, "1"))
             thread.join(0.5)
             assert thread.is_alive()  # blocked behind the other writer
         finally:
@@ -173,6 +170,18 @@ def test_a_failing_condition_is_answered_while_another_writer_holds_the_lock(
         assert "error" not in out
         item = client.get_item(TableName="tbl", Key={"pk": {"S": "k"}}, ConsistentRead=True)
         assert item["Item"]["v"] == {"N": "2"}
+
+        # That success clears the hint: the next attempt goes straight to the lock (and waits).
+        holder = _lock_database(path)
+        try:
+            thread, out = _in_thread(lambda: _update(client, "0"))
+            thread.join(0.5)
+            assert thread.is_alive()
+        finally:
+            holder.rollback()
+            holder.close()
+        thread.join(30)
+        assert isinstance(out["error"], client.exceptions.ConditionalCheckFailedException)
 
 
 def test_a_condition_that_stops_holding_under_the_lock_is_refused(engine: Engine) -> None:

@@ -103,6 +103,9 @@ class Engine:
         # Per change hook (when it says): whether it acts on a table's writes at all. A write to
         # a table no hook acts on may take the single-statement fast path (see quiet()).
         self.change_watches: dict[ChangeHook, Callable[[TableRow], bool]] = {}
+        # Cost hints the operations keep for themselves (e.g. items.conditional_write): what
+        # recent calls did, to pick the cheaper way to the same answer. Never semantics.
+        self.hints: dict[Any, Any] = {}
         self.table_hooks: list[TableHook] = []
         # Called before every operation (fault injection: throttling, latency, injected errors);
         # may raise a DynamoDBError. Empty unless a test or the admin API switches faults on.

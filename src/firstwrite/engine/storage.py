@@ -749,6 +749,13 @@ class Storage:
             row = self.read(lambda r: r.cached_table(region, name))
         return row
 
+    def get_checked(self, row: TableRow, pk: bytes, sk: bytes = b"") -> Item | None:
+        """:meth:`Reader.get_checked` on this thread's reader: one statement, no transaction."""
+        reader: Reader | None = None if self._memory else getattr(self._local, "reader", None)
+        if reader is None or self._closed:
+            return self.read(lambda r: r.get_checked(row, pk, sk))
+        return reader.get_checked(row, pk, sk)
+
     def forget_table(self, row: TableRow) -> None:
         """Drop ``row``'s table from the catalog cache (it changed, or is about to)."""
         self._tables.pop((row.region, row.name), None)

@@ -2,13 +2,14 @@
 
 Each write is one short transaction: read the current item, evaluate the condition, write.
 Under SQLite's write lock that sequence is linearizable (see storage.py). Two shortcuts, both
-linearizable too: a condition that already fails is answered from one read, without the lock
-(precheck); and insert-if-absent on a table no hook watches is a single statement.
+linearizable too: a condition that already fails may be answered from one read, without the
+lock (conditional_write); and insert-if-absent on a table no hook watches is one statement.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import consumed
 from ..errors import DynamoDBError, conditional_check_failed, validation
@@ -34,6 +35,8 @@ from .tables import with_table
 
 if TYPE_CHECKING:
     from ..api import Context
+
+T = TypeVar("T")
 
 RETURN_VALUES = F("ReturnValues", enum=("ALL_NEW", "UPDATED_OLD", "ALL_OLD", "NONE", "UPDATED_NEW"))
 _WRITE_COMMON = (
@@ -91,18 +94,44 @@ def updated_item(
     return new, size
 
 
-def precheck(
-    ctx: Context, compiled: Compiled, params: Any, row: TableRow, pk: bytes, sk: bytes
-) -> None:
-    """Fail a condition that fails on the item as committed now, without taking the write lock.
+_HINTS_MAX = 4096
+
+
+def conditional_write(
+    ctx: Context,
+    compiled: Compiled,
+    params: Any,
+    row: TableRow,
+    pk: bytes,
+    sk: bytes,
+    write: Callable[[Writer], T],
+) -> T:
+    """``storage.write(write)``, answering a condition that already fails without the lock.
 
     A failed condition writes nothing, so one consistent read is all it needs: the failure
-    takes effect at that read, inside the call, which keeps it linearizable. A condition that
-    holds is evaluated again under the write lock before anything is written.
+    takes effect at that read, inside the call, which keeps it linearizable (``write``
+    evaluates the condition again under the lock in any case). That read is wasted on a write
+    that goes through, so it is only made when the last write with the same condition on the
+    same table failed: duplicates of a create-if-absent keep failing, optimistic-lock updates
+    keep succeeding. The hint only ever changes the cost of a call, never its answer.
     """
-    if compiled.condition is not None:
-        old = ctx.storage.read(lambda r: r.get_checked(row, pk, sk))
-        check_condition(compiled, params, old)
+    condition = compiled.condition
+    if condition is None:
+        return ctx.storage.write(write)
+    hints = ctx.engine.hints
+    hint = (row.id, condition.text)
+    if hint in hints:
+        check_condition(compiled, params, ctx.storage.get_checked(row, pk, sk))
+    try:
+        result = ctx.storage.write(write)
+    except DynamoDBError as error:
+        if error.code == "ConditionalCheckFailedException":
+            if len(hints) >= _HINTS_MAX:
+                hints.clear()
+            hints[hint] = True
+        raise
+    hints.pop(hint, None)
+    return result
 
 
 def _insert_if_absent(
@@ -147,7 +176,6 @@ def put_item(ctx: Context) -> dict[str, Any]:
                 lambda w: _insert_if_absent(w, row, pk, sk, size, item, params), autocommit=True
             )
             return None
-        precheck(ctx, compiled, params, row, pk, sk)
 
         def write(w: Writer) -> Item | None:
             if if_absent:
@@ -163,7 +191,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
                 ctx.engine.emit_change(ctx, w, row, old, item)
             return old
 
-        return ctx.storage.write(write)
+        return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
     response: dict[str, Any] = {}
@@ -184,7 +212,6 @@ def delete_item(ctx: Context) -> dict[str, Any]:
 
     def attempt(row: TableRow) -> Item | None:
         _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
-        precheck(ctx, compiled, params, row, pk, sk)
 
         def write(w: Writer) -> Item | None:
             old = w.get_checked(row, pk, sk)
@@ -195,7 +222,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
                     ctx.engine.emit_change(ctx, w, row, old, None)
             return old
 
-        return ctx.storage.write(write)
+        return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
     response: dict[str, Any] = {}
@@ -219,7 +246,6 @@ def update_item(ctx: Context) -> dict[str, Any]:
     def attempt(row: TableRow) -> tuple[Item | None, Item, int]:
         schema = key_schema(row)
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
-        precheck(ctx, compiled, params, row, pk, sk)
 
         def write(w: Writer) -> tuple[Item | None, Item, int]:
             old = w.get_checked(row, pk, sk)
@@ -230,7 +256,7 @@ def update_item(ctx: Context) -> dict[str, Any]:
                 ctx.engine.emit_change(ctx, w, row, old, new)
             return old, new, size
 
-        return ctx.storage.write(write)
+        return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old, new, new_size = with_table(ctx, params["TableName"], attempt)
     response: dict[str, Any] = {}
