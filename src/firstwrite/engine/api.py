@@ -39,7 +39,7 @@ DEFAULT_REGION = "us-east-1"
 DEFAULT_ACCOUNT = "000000000000"
 
 
-@dataclass
+@dataclass(slots=True)
 class Context:
     """What an operation sees of one call: its parameters and the engine serving it."""
 
@@ -141,7 +141,7 @@ class Engine:
             raise DynamoDBError("UnknownOperationException", "")
         if request is None:
             request = {}
-        elif not isinstance(request, Mapping):
+        elif type(request) is not dict and not isinstance(request, Mapping):
             raise DynamoDBError("SerializationException", "Start of list found where not expected")
         ctx = Context(self, request, region or self.default_region, wire, operation)
         if self.interceptors:

@@ -7,7 +7,7 @@ The work that depends only on the expression text and the name map is cached
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NoReturn
 
@@ -35,6 +35,12 @@ class Condition:
     values: Values
     top_level_names: frozenset[str]
     tree: ast.Node  # the resolved condition, for callers that inspect its paths
+    # The attribute of an ``attribute_not_exists(name)`` condition (see absent_attribute); a
+    # field, so that the cached Compiled of a constant condition computes it once.
+    absent: str | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.absent = _absent_of(self.tree)
 
 
 @dataclass(slots=True)
@@ -296,7 +302,10 @@ def _raise_in_order(
 def absent_attribute(condition: Condition | None) -> str | None:
     """``name`` if the condition is exactly ``attribute_not_exists(name)`` of a top-level
     attribute (insert-if-absent, when ``name`` is a key attribute), else ``None``."""
-    tree = None if condition is None else condition.tree
+    return None if condition is None else condition.absent
+
+
+def _absent_of(tree: ast.Node | None) -> str | None:
     if isinstance(tree, ast.Call) and tree.name == "attribute_not_exists" and len(tree.args) == 1:
         path = tree.args[0]
         if isinstance(path, ast.PathNode) and len(path.parts) == 1:
