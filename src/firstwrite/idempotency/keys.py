@@ -127,12 +127,15 @@ def _field_path(node: dict[str, Any]) -> tuple[str, ...] | None:
     return None
 
 
+_STR_ONLY = frozenset({str})
+
+
 def _walk(payload: Any, path: tuple[str, ...]) -> Any:
     """A plain path through plain dicts (string keys only, where normalising changes nothing),
     normalising only what it selects; ``None`` where the general search must decide."""
     value = payload
     for name in path:
-        if type(value) is not dict or not all(type(k) is str for k in value):
+        if type(value) is not dict or not _STR_ONLY.issuperset(map(type, value)):
             return None
         value = value.get(name)
     return None if value is None else normalise(value)

@@ -49,6 +49,9 @@ TRANSIENT_CODES = frozenset(
     }
 )
 
+# Error codes that answer the request: the commonest errors by far, so checked before classify().
+_ANSWERS = frozenset({"ConditionalCheckFailedException", "TransactionCanceledException"})
+
 OnRetry = Callable[[str, Kind, str, int, float], None]
 
 
@@ -102,6 +105,8 @@ class Retrier:
             try:
                 return fn(**request)
             except (ClientError, BotoCoreError) as exc:
+                if error_code(exc) in _ANSWERS:
+                    raise  # an answer (e.g. a failed condition), not a failure: never retried
                 attempt += 1
                 kind = classify(exc)
                 if kind is None or attempt >= self.policy.max_attempts:
@@ -136,6 +141,8 @@ class AsyncRetrier(Retrier):
             try:
                 return await fn(**request)
             except (ClientError, BotoCoreError) as exc:
+                if error_code(exc) in _ANSWERS:
+                    raise  # an answer (e.g. a failed condition), not a failure: never retried
                 attempt += 1
                 kind = classify(exc)
                 if kind is None or attempt >= self.policy.max_attempts:
