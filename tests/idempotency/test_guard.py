@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -299,6 +300,20 @@ def test_dataclass_and_pydantic_results_round_trip(guard: Idempotency) -> None:
     assert replayed == value and isinstance(replayed.receipts[0], Receipt)
     assert guard.run("order-21", lambda: Receipt("x", 1), result_type=Receipt) == Receipt("x", 1)
     assert guard.run("order-21", lambda: None, result_type=Receipt) == Receipt("x", 1)
+
+
+def test_containers_replay_as_returned_and_as_annotated(guard: Idempotency) -> None:
+    """JSON-native annotations replay what json gives back; anything JSON cannot say (a
+    container of dataclasses, a tuple) is still rebuilt into the annotated type."""
+    value = {"a": 1, "b": 1.0, "c": [True, None, "x"]}
+    assert guard.run("order-30", lambda: value, result_type=dict[str, Any]) == value
+    replayed = guard.run("order-30", lambda: None, result_type=dict[str, Any])
+    assert replayed == value and type(replayed["b"]) is float and type(replayed["a"]) is int
+    receipts = [Receipt("o", 1)]
+    assert guard.run("order-31", lambda: receipts, result_type=list[Receipt]) == receipts
+    assert guard.run("order-31", lambda: None, result_type=list[Receipt]) == receipts
+    assert guard.run("order-32", lambda: (1, "a"), result_type=tuple[int, str]) == (1, "a")
+    assert guard.run("order-32", lambda: None, result_type=tuple[int, str]) == (1, "a")
 
 
 def test_large_results_are_compressed(guard: Idempotency) -> None:

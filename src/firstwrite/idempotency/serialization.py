@@ -97,9 +97,34 @@ def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
             value = json.loads(zlib.decompress(body))
     except (ValueError, zlib.error, IndexError) as exc:
         raise SerializationError(f"stored result is corrupt: {exc}") from exc
-    if result_type is None or result_type is Any:
+    if result_type is None or result_type is Any or _json_native(result_type):
         return value
     return rebuild(result_type, value)
+
+
+# Types json.loads already produces as they were returned (JSON keeps 1 and 1.0 apart).
+_NATIVE = (str, int, float, bool, type(None), Any, object)
+
+
+def _json_native(tp: Any) -> bool:
+    """Whether decoded JSON already is a valid ``tp`` (``dict[str, Any]``, ``list[str]``...),
+    so rebuilding it would only copy it."""
+    try:
+        return _native(tp)
+    except TypeError:  # unhashable annotation
+        return False
+
+
+@lru_cache(maxsize=128)
+def _native(tp: Any) -> bool:
+    if tp in _NATIVE or tp is dict or tp is list:
+        return True
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list and len(args) == 1:
+        return _native(args[0])
+    if origin is dict and len(args) == 2:
+        return args[0] is str and _native(args[1])
+    return False
 
 
 @lru_cache(maxsize=128)
