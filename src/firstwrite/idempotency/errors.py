@@ -26,9 +26,12 @@ class InProgressError(IdempotencyError):
     """Another live claim holds the key (HTTP 409). ``retry_after`` is in seconds."""
 
     def __init__(self, key: str, retry_after: float) -> None:
-        super().__init__(f"request {key!r} is already in progress; retry after {retry_after:.3f}s")
+        super().__init__(key, retry_after)  # the message is made only if asked for (hot path)
         self.key = key
         self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        return f"request {self.key!r} is already in progress; retry after {self.retry_after:.3f}s"
 
 
 class PayloadMismatchError(IdempotencyError):
