@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from firstwrite.idempotency import serialization
 from firstwrite.idempotency.config import IdempotencyConfig, RetryPolicy
@@ -99,3 +101,29 @@ def test_serialization_forms() -> None:
         serialization.encode(object())
     with pytest.raises(SerializationError):
         serialization.decode(b"\x09junk")
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
+)
+_trees = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.one_of(st.text(max_size=3), st.integers()), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@given(_trees)
+def test_canonical_json_fast_path_matches_normalising(tree: object) -> None:
+    """Plain trees skip normalising: they must encode exactly as the normalised tree does."""
+    from firstwrite.idempotency.keys import _canonical_text, normalise
+
+    assert canonical_json(tree) == _canonical_text(normalise(tree)).encode("utf-8")

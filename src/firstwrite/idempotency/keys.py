@@ -96,7 +96,27 @@ def _hasher(name: str) -> Callable[[bytes], Any]:
 
 def canonical_json(value: Any) -> bytes:
     """The canonical JSON bytes of ``value`` (see the module docstring)."""
-    return _canonical_text(normalise(value)).encode("utf-8")
+    # A tree of nothing but str-keyed dicts, lists, tuples, str, int, bool and None encodes the
+    # same with or without normalising it: checking that allocates nothing, normalising copies.
+    plain = value if _is_plain(value) else normalise(value)
+    return _canonical_text(plain).encode("utf-8")
+
+
+def _is_plain(value: Any) -> bool:
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if kind is dict:
+        for k, v in value.items():
+            if type(k) is not str or not (type(v) in _PLAIN or _is_plain(v)):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        for v in value:
+            if not (type(v) in _PLAIN or _is_plain(v)):
+                return False
+        return True
+    return False
 
 
 def fingerprint(value: Any, hash_function: str = "sha256") -> str:
