@@ -648,6 +648,10 @@ class Writer(Reader):
             self._conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
 
 
+def _internal_error() -> DynamoDBError:
+    return DynamoDBError("InternalServerError", "DynamoDB could not process your request.")
+
+
 class _Slot:
     __slots__ = ("autocommit", "done", "error", "fn", "result", "savepoint")
 
@@ -799,6 +803,23 @@ class Storage:
         (the statement commits itself).
         """
         self._check_open()
+        if autocommit and not self._memory:
+            with self._cond_lock:
+                alone = not self._leading and not self._pending
+                if alone:
+                    self._leading = True
+            if alone:  # uncontended: no slot, no batch, no transaction
+                try:
+                    return fn(self._writer)
+                except DynamoDBError:
+                    raise
+                except Exception as exc:
+                    raise _internal_error() from exc
+                finally:
+                    with self._cond_lock:
+                        self._leading = False
+                        if self._pending:
+                            self._cond.notify_all()
         slot = _Slot(fn, savepoint, autocommit)
         with self._cond_lock:
             if not self._leading and not self._pending:
@@ -891,11 +912,8 @@ class Storage:
         except DynamoDBError as exc:
             slot.error = exc
         except Exception as exc:
-            failure = DynamoDBError(
-                "InternalServerError", "DynamoDB could not process your request."
-            )
-            failure.__cause__ = exc
-            slot.error = failure
+            slot.error = _internal_error()
+            slot.error.__cause__ = exc
         finally:
             slot.done = True
             if lock is not None:
