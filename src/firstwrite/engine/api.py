@@ -154,18 +154,27 @@ class Engine:
 
     def add_change_hook(self, hook: ChangeHook, watches: Callable[[TableRow], bool]) -> None:
         """Install ``hook``, which acts only on writes to tables for which ``watches`` holds."""
-        self.change_hooks.append(hook)
         self.change_watches[hook] = watches
+        self.change_hooks = [*self.change_hooks, hook]  # a new list: see quiet()
 
     def quiet(self, row: TableRow) -> bool:
         """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
         ``watches`` predicate, e.g. by fault injection, act on every table)."""
+        # Cached on the (per-version) catalog row for the current hook list (installers replace
+        # the list; its length guards against an append in place).
+        hooks = self.change_hooks
+        cached = row.__dict__.get("_quiet")
+        if cached is not None and cached[0] is hooks and cached[1] == len(hooks):
+            return cached[2]  # type: ignore[no-any-return]
         watches = self.change_watches
-        for hook in self.change_hooks:
+        quiet = True
+        for hook in hooks:
             watch = watches.get(hook)
             if watch is None or watch(row):
-                return False
-        return True
+                quiet = False
+                break
+        row.__dict__["_quiet"] = (hooks, len(hooks), quiet)
+        return quiet
 
     def emit_change(
         self, ctx: Context, writer: Writer, row: TableRow, old: Item | None, new: Item | None

@@ -29,15 +29,10 @@ class KeySchema:
         return frozenset((self.hash_name, self.range_name))
 
 
-_SCHEMAS: dict[tuple[object, int, int], KeySchema] = {}
-
-
 def key_schema(row: TableRow) -> KeySchema:
-    """The table's key schema (cached per table id and definition version)."""
-    # TableId (a uuid per CreateTable) keeps engines on different files, whose storage ids
-    # collide, from sharing cache entries.
-    cache_key = (row.definition.get("TableId"), row.id, row.version)
-    schema = _SCHEMAS.get(cache_key)
+    """The table's key schema, kept on the (immutable, per-version) catalog row itself."""
+    # Stored in the instance dict the way functools.cached_property does it on a frozen class.
+    schema: KeySchema | None = row.__dict__.get("_key_schema")
     if schema is None:
         definition = row.definition
         types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
@@ -51,7 +46,7 @@ def key_schema(row: TableRow) -> KeySchema:
         schema = KeySchema(
             hash_name, types[hash_name], range_name, types[range_name] if range_name else None
         )
-        _SCHEMAS[cache_key] = schema
+        row.__dict__["_key_schema"] = schema
     return schema
 
 

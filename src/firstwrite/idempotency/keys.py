@@ -112,7 +112,7 @@ def _is_plain(value: Any) -> bool:
                 return False
         return True
     if kind is list or kind is tuple:
-        for v in value:
+        for v in value:  # noqa: SIM110 - a loop: all() over a generator is slower here
             if not (type(v) in _PLAIN or _is_plain(v)):
                 return False
         return True
