@@ -245,6 +245,10 @@ def _assemble(prepared: tuple[_Prepared, ...], values: Mapping[str, AttributeVal
     return Compiled(**parts)
 
 
+# The Compiled of valid expressions that use no names and no values, by their texts.
+_CONSTANTS: dict[tuple[str | None, ...], Compiled] = {}
+
+
 def compile_expressions(
     condition: str | None = None,
     update: str | None = None,
@@ -256,10 +260,14 @@ def compile_expressions(
     wire: bool = False,
 ) -> Compiled:
     """Validate and compile a request's expressions (DynamoDB's checks and messages)."""
+    texts = (update, condition, key_condition, filter, projection)
+    if names is None and values is None:
+        constant = _CONSTANTS.get(texts)  # e.g. attribute_not_exists(pk): no names, no values
+        if constant is not None:
+            return constant
     name_items: tuple[tuple[str, str], ...] = () if names is None else _names(tuple(names.items()))
     parsed_values = _NO_VALUES if values is None else _parse_values(values, wire)
     value_keys = frozenset(parsed_values)
-    texts = (update, condition, key_condition, filter, projection)
     bound = _bind(texts, name_items, names is not None, value_keys, values is not None)
     if bound is None:
         _raise_in_order(texts, name_items, value_keys, parsed_values)
@@ -269,6 +277,8 @@ def compile_expressions(
             if error is not None:
                 raise error
     if bound.constant is not None:
+        if names is None and len(_CONSTANTS) < 4096:
+            _CONSTANTS[texts] = bound.constant
         return bound.constant
     if bound.unused_names is not None:
         raise validation(bound.unused_names)
