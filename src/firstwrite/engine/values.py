@@ -282,16 +282,18 @@ def parse_item_sized(item: Any, *, wire: bool = False) -> tuple[Item, int]:
             raise invalid_parameters("Empty attribute name")
         size += len(name) if name.isascii() else len(name.encode("utf-8"))
         # Fast path for the commonest attributes, a string or a canonical integer: the same
-        # checks as parse_value and value_size, without their dispatch.
+        # checks as parse_value and value_size, without their dispatch. Such a value is already
+        # what parse_value would return, so it is kept rather than copied (items are packed
+        # for storage, never changed in place).
         if type(value) is dict and len(value) == 1:
             ((kind, raw),) = value.items()
             if type(raw) is str:
                 if kind == "S":
-                    out[name] = {"S": raw}
+                    out[name] = value
                     size += len(raw) if raw.isascii() else len(raw.encode("utf-8"))
                     continue
                 if kind == "N" and _is_plain_integer(raw):
-                    out[name] = {"N": raw}
+                    out[name] = value
                     size += _integer_size(raw)
                     continue
         parsed = out[name] = parse_value(value, wire=wire)

@@ -138,11 +138,10 @@ def _insert_if_absent(
     w: Writer, row: TableRow, pk: bytes, sk: bytes, size: int, item: Item, params: Any
 ) -> None:
     """PutItem with ``attribute_not_exists(<key>)`` as one statement (autocommit-safe)."""
-    wanted = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
     for _ in range(_VANISHED_RETRIES):
         if w.insert_checked(row, pk, sk, size, item):
             return
-        if not wanted:
+        if params.get("ReturnValuesOnConditionCheckFailure") != "ALL_OLD":
             raise failed_condition(params, None)
         old = w.get_checked(row, pk, sk)
         if old is not None:
