@@ -802,7 +802,8 @@ class Storage:
         whether or not it runs inside a transaction: uncontended, it runs with no BEGIN/COMMIT
         (the statement commits itself).
         """
-        self._check_open()
+        if self._closed:
+            raise RuntimeError("the engine is closed")
         if autocommit and not self._memory:
             with self._cond_lock:
                 alone = not self._leading and not self._pending

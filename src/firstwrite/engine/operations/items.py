@@ -157,7 +157,9 @@ _VANISHED_RETRIES = 8
 def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
-    return_values = return_values_put_delete(params)
+    return_values = params.get("ReturnValues")
+    if return_values is not None:
+        return_values = return_values_put_delete(params)
     item, size = parse_item_sized(params["Item"], wire=ctx.wire)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     absent = absent_attribute(compiled.condition)
