@@ -482,18 +482,9 @@ class Writer(Reader):
             (table_id, pk, sk, size, pack(item)),
         )
 
-    def insert(self, table_id: int, pk: bytes, sk: bytes, size: int, item: Item) -> bool:
-        """Store ``item`` unless an item is stored under its key; whether it was stored."""
-        cursor = self._conn.execute(
-            "INSERT INTO items (table_id, pk, sk, size, body) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
-            (table_id, pk, sk, size, pack(item)),
-        )
-        return cursor.rowcount == 1
-
     def insert_checked(self, row: TableRow, pk: bytes, sk: bytes, size: int, item: Item) -> bool:
-        """:meth:`insert` into the table of a cached ``row``, in one statement (so it is atomic
-        in autocommit too). False when an item is stored under the key; raises
+        """Store ``item`` in the table of a cached ``row`` unless an item is stored under its key,
+        in one statement (so it is atomic in autocommit too). False when one is; raises
         :class:`StaleTable` if ``row`` is no longer current."""
         cursor = self._conn.execute(
             _CHECKED_INSERT, (row.id, pk, sk, size, pack(item), row.version)
