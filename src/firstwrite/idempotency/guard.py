@@ -510,6 +510,8 @@ class StateMachine:
                     return self.replay_of(trying, rec)
                 if verdict is Verdict.CLAIMABLE:
                     break  # changed (or expired) meanwhile: trying again
+                if budget <= 0:  # the default: answer "in progress" at once
+                    raise self.in_progress(trying, rec, self.clock())
                 if deadline is None:
                     deadline = time.monotonic() + budget
                 remaining = deadline - time.monotonic()
