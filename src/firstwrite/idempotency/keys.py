@@ -212,7 +212,7 @@ class KeyBuilder:
     tenant's records can be queried together; mind the per-partition throughput).
     """
 
-    __slots__ = ("_hash", "_max", "_pk", "_prefix", "_scope", "_sk")
+    __slots__ = ("_hash", "_max", "_pk", "_prefix", "_scope", "_scope_part", "_sk")
 
     def __init__(
         self,
@@ -226,6 +226,7 @@ class KeyBuilder:
     ) -> None:
         self._prefix = prefix
         self._scope = scope
+        self._scope_part = _escape(scope) if scope else ""  # escaped once, used every call
         self._pk = partition_key
         self._sk = sort_key
         self._max = max_key_length
@@ -235,9 +236,11 @@ class KeyBuilder:
         """``(partition value, sort value or None)`` for ``key`` in ``scope``."""
         if not isinstance(key, str) or not key:
             raise MissingKeyError("the idempotency key must be a non-empty string")
-        full_scope = "#".join(_escape(p) for p in (self._scope, scope) if p)
+        full_scope = self._scope_part
+        if scope:
+            full_scope = f"{full_scope}#{_escape(scope)}" if full_scope else _escape(scope)
         part = _escape(key)
-        if len(part.encode("utf-8")) > self._max:
+        if (len(part) if part.isascii() else len(part.encode("utf-8"))) > self._max:
             part = f"{self._hash}:{hashlib.new(self._hash, key.encode('utf-8')).hexdigest()}"
         if self._sk is None:
             return f"{self._prefix}#{full_scope}#{part}", None
