@@ -79,13 +79,25 @@ def encode(value: Any, *, threshold: int = 4096, level: int = 6) -> dict[str, An
     return {"S": text}
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` of the compact JSON :func:`encode` stores (half its cost: no whitespace
+    scan, no bytes detection); anything after the value is corruption, as for json.loads."""
+    value, end = _raw_decode(text)
+    if end != len(text):
+        raise ValueError(f"extra data at character {end}")
+    return value
+
+
 def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
     """The value stored by :func:`encode`, rebuilt as ``result_type`` when one is given."""
     if raw is None:
         return None
     try:
         if isinstance(raw, str):
-            value: Any = json.loads(raw)
+            value: Any = _loads(raw)
         else:
             tag, body = raw[0], raw[1:]
             if tag == _RAW:
