@@ -87,6 +87,11 @@ def serialization(message: str) -> DynamoDBError:
     return DynamoDBError("SerializationException", message)
 
 
+def internal_error() -> DynamoDBError:
+    """DynamoDB's 500 for a request the engine could not complete (nothing was written)."""
+    return DynamoDBError("InternalServerError", "DynamoDB could not process your request.")
+
+
 def resource_not_found(message: str = "Requested resource not found") -> DynamoDBError:
     return DynamoDBError("ResourceNotFoundException", message)
 

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from .errors import DynamoDBError
+from .errors import DynamoDBError, internal_error
 from .values import Item
 
 T = TypeVar("T")
@@ -51,7 +51,8 @@ class StaleTable(DynamoDBError):
     """
 
     def __init__(self) -> None:
-        super().__init__("InternalServerError", "DynamoDB could not process your request.")
+        error = internal_error()
+        super().__init__(error.code, error.message)
 
 
 # The item statements of the single-item hot paths, each verifying in the same statement that
@@ -301,11 +302,16 @@ class Reader:
 
     def get_checked(self, row: TableRow, pk: bytes, sk: bytes = b"") -> Item | None:
         """:meth:`get`, verifying ``row`` (from :meth:`cached_table`) in the same statement."""
-        found = self._conn.execute(_CHECKED_GET, (row.id, pk, sk)).fetchone()
+        found = self._current(row, self._conn.execute(_CHECKED_GET, (row.id, pk, sk)).fetchone())
+        return None if found[1] is None else unpack(found[1])
+
+    def _current(self, row: TableRow, found: tuple[Any, ...] | None) -> tuple[Any, ...]:
+        """``found`` (a result row read with ``row.id``'s catalog version first), or
+        :class:`StaleTable` when that version shows ``row`` is no longer current."""
         if found is None or found[0] != row.version:
             self._storage.forget_table(row)
             raise StaleTable()
-        return None if found[1] is None else unpack(found[1])
+        return found
 
     def range(
         self,
@@ -491,10 +497,9 @@ class Writer(Reader):
         )
         if cursor.rowcount == 1:
             return True
-        found = self._conn.execute("SELECT version FROM tables WHERE id = ?", (row.id,)).fetchone()
-        if found is None or found[0] != row.version:
-            self._storage.forget_table(row)
-            raise StaleTable()
+        self._current(
+            row, self._conn.execute("SELECT version FROM tables WHERE id = ?", (row.id,)).fetchone()
+        )
         return False
 
     def delete(self, table_id: int, pk: bytes, sk: bytes = b"") -> None:
@@ -637,10 +642,6 @@ class Writer(Reader):
         for stream_id in gone:
             self._conn.execute("DELETE FROM stream_records WHERE stream_id = ?", (stream_id,))
             self._conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
-
-
-def _internal_error() -> DynamoDBError:
-    return DynamoDBError("InternalServerError", "DynamoDB could not process your request.")
 
 
 class _Slot:
@@ -806,7 +807,7 @@ class Storage:
                 except DynamoDBError:
                     raise
                 except Exception as exc:
-                    raise _internal_error() from exc
+                    raise internal_error() from exc
                 finally:
                     with self._cond_lock:
                         self._leading = False
@@ -875,9 +876,7 @@ class Storage:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 self._tables.clear()  # a rolled-back catalog change must not survive in it
-                failure = DynamoDBError(
-                    "InternalServerError", "DynamoDB could not process your request."
-                )
+                failure = internal_error()
                 failure.__cause__ = exc
                 for slot in batch:
                     slot.result = None
@@ -886,9 +885,7 @@ class Storage:
                     raise
         except sqlite3.Error as exc:
             # BEGIN itself failed (e.g. the database stayed locked past the busy timeout).
-            failure = DynamoDBError(
-                "InternalServerError", "DynamoDB could not process your request."
-            )
+            failure = internal_error()
             failure.__cause__ = exc
             for slot in batch:
                 slot.error = failure
@@ -904,7 +901,7 @@ class Storage:
         except DynamoDBError as exc:
             slot.error = exc
         except Exception as exc:
-            slot.error = _internal_error()
+            slot.error = internal_error()
             slot.error.__cause__ = exc
         finally:
             slot.done = True

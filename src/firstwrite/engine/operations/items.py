@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import consumed
-from ..errors import DynamoDBError, conditional_check_failed, validation
+from ..errors import DynamoDBError, conditional_check_failed, internal_error, validation
 from ..expressions import Compiled, apply_update, evaluate, project
 from ..expressions.compiled import absent_attribute
 from ..faults import stale_reader
@@ -137,7 +137,8 @@ def conditional_write(
 def _insert_if_absent(
     w: Writer, row: TableRow, pk: bytes, sk: bytes, size: int, item: Item, params: Any
 ) -> None:
-    """PutItem with ``attribute_not_exists(<key>)`` as one statement (autocommit-safe)."""
+    """PutItem with ``attribute_not_exists(<key>)`` as one statement: its own transaction in
+    autocommit, or part of the caller's (where the retry below never happens)."""
     for _ in range(_VANISHED_RETRIES):
         if w.insert_checked(row, pk, sk, size, item):
             return
@@ -147,7 +148,7 @@ def _insert_if_absent(
         if old is not None:
             raise failed_condition(params, old)
         # Deleted between the two statements (autocommit, another engine): insert again.
-    raise DynamoDBError("InternalServerError", "DynamoDB could not process your request.")
+    raise internal_error()
 
 
 _VANISHED_RETRIES = 8
@@ -157,9 +158,7 @@ _VANISHED_RETRIES = 8
 def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
-    return_values = params.get("ReturnValues")
-    if return_values is not None:
-        return_values = return_values_put_delete(params)
+    return_values = return_values_put_delete(params)
     item, size = parse_item_sized(params["Item"], wire=ctx.wire)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     absent = absent_attribute(compiled.condition)
@@ -180,9 +179,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
 
         def write(w: Writer) -> Item | None:
             if if_absent:
-                if not w.insert_checked(row, pk, sk, size, item):
-                    wanted = params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
-                    raise failed_condition(params, w.get(row.id, pk, sk) if wanted else None)
+                _insert_if_absent(w, row, pk, sk, size, item, params)
                 old = None
             else:
                 old = w.get_checked(row, pk, sk)

@@ -7,7 +7,13 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import DynamoDBError, invalid_parameters, resource_not_found, validation
+from ..errors import (
+    DynamoDBError,
+    internal_error,
+    invalid_parameters,
+    resource_not_found,
+    validation,
+)
 from ..storage import Reader, StaleTable, TableRow, Writer
 from ..validation import TABLE_NAME, TABLE_NAME_PATTERN, F, check
 from . import operation
@@ -116,7 +122,7 @@ def with_table(ctx: Context, name: str, attempt: Callable[[TableRow], T]) -> T:
             return attempt(row)
         except StaleTable:
             continue
-    raise DynamoDBError("InternalServerError", "DynamoDB could not process your request.")
+    raise internal_error()
 
 
 def describe(reader: Reader, row: TableRow, *, status: str | None = None) -> dict[str, Any]:
