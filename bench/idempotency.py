@@ -355,7 +355,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         title="Idempotency layer vs Powertools vs idemkit (issue 4)",
         method=[
             "One engine file (`durability='normal'`); firstwrite and Powertools share one client "
-            "on it: first a boto3 client bound in process (`bind`), then the `DirectClient` "
+            "on it: first a boto3 client bound in process (`bind`, its default quick path: answered at `before-call`), then the `DirectClient` "
             "(calls counted by a thin proxy); idemkit's `DynamoBackend` uses a boto3 resource whose "
             "client is bound to the same engine (its aioboto3 dependency is not installed: its "
             "`Table` is replaced by a thin async adapter over boto3's, idemkit's logic is "

@@ -63,8 +63,9 @@ def test_direct() -> None:
 
 def test_bound() -> None:
     section = engine_bound.run(TINY, _log)
-    _check_section(section, {"bound"})
-    assert {s.name for s in section.tables[0].series} >= {"botocore floor", "bound"}
+    _check_section(section, {engine_bound.FULL})
+    names = {s.name for s in section.tables[0].series}
+    assert names >= {"botocore floor", engine_bound.FULL, engine_bound.NAMES["bind"]}
 
 
 def test_overhead() -> None:
