@@ -219,3 +219,78 @@ def test_insert_if_absent_reports_capacity_and_feeds_streams(engine: Engine) -> 
     records = engine.execute("GetRecords", {"ShardIterator": iterator}, service="streams")
     assert [r["eventName"] for r in records["Records"]] == ["INSERT"]
     assert "OldImage" not in records["Records"][0]["dynamodb"]
+
+
+# attribute_not_exists(<key>) OR ...: the idempotency claim's shape. An insert that lands needs
+# no read; an item already there is judged by the whole condition.
+CLAIM = "attribute_not_exists(pk) OR (#v < :limit)"
+CLAIM_ARGS = {"ExpressionAttributeNames": {"#v": "v"}}
+
+
+def _claim(engine: Engine, v: str, limit: str, condition: str = CLAIM, **extra: Any) -> Any:
+    item = {"pk": {"S": "claim"}, "sk": {"N": "1"}, "v": {"N": v}}
+    values = {":limit": {"N": limit}}
+    return _put(engine, item, condition, ExpressionAttributeValues=values, **CLAIM_ARGS, **extra)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_absent_or_condition_inserts_then_judges_the_stored_item(
+    engine: Engine, stream: bool
+) -> None:
+    if stream:  # a watched table: the same decisions inside a write transaction
+        engine.execute(
+            "UpdateTable",
+            {
+                "TableName": "pairs",
+                "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"},
+            },
+        )
+    assert _claim(engine, "1", "0", ReturnValues="ALL_OLD") == {}  # absent: stored
+    # Present, v=1 < 5: the rest of the condition holds, the item is replaced.
+    replaced = _claim(engine, "2", "5", ReturnValues="ALL_OLD")
+    assert replaced["Attributes"]["v"] == {"N": "1"}
+    # Present, v=2 < 0 is false: refused, with the stored item.
+    for _ in range(3):  # again and again: the failed-condition hint must not change answers
+        with pytest.raises(DynamoDBError) as caught:
+            _claim(engine, "3", "0", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        assert caught.value.code == "ConditionalCheckFailedException"
+        assert caught.value.wire_body()["Item"]["v"] == {"N": "2"}
+    assert _claim(engine, "4", "3", ReturnValues="ALL_OLD")["Attributes"]["v"] == {"N": "2"}
+    key = {"pk": {"S": "claim"}, "sk": {"N": "1"}}
+    stored = engine.execute("GetItem", {"TableName": "pairs", "Key": key})["Item"]
+    assert stored["v"] == {"N": "4"}
+
+
+def test_absent_or_on_a_non_key_attribute_never_skips_the_read(engine: Engine) -> None:
+    _put(
+        engine,
+        {"pk": {"S": "claim"}, "sk": {"N": "1"}, "v": {"N": "9"}},
+        "attribute_not_exists(pk)",
+    )
+    # v is stored and 9 < 0 is false: an insert-first path would be wrong to skip the read.
+    with pytest.raises(DynamoDBError):
+        _claim(engine, "1", "0", condition="attribute_not_exists(v) OR (#v < :limit)")
+
+
+@pytest.mark.parametrize(
+    ("text", "absent_or"),
+    [
+        ("attribute_not_exists(pk)", "pk"),
+        ("attribute_not_exists(pk) OR a = :x", "pk"),
+        ("a = :x OR attribute_not_exists(pk)", "pk"),
+        ("(a = :x OR (attribute_not_exists(pk))) OR b = :x", "pk"),
+        ("attribute_not_exists(pk) AND a = :x", None),
+        ("NOT attribute_not_exists(pk) OR a = :x", None),
+        ("attribute_not_exists(pk.x) OR a = :x", None),
+    ],
+)
+def test_absent_or_is_found_only_where_absence_alone_decides(
+    text: str, absent_or: str | None
+) -> None:
+    from firstwrite.engine.expressions.compiled import compile_expressions
+
+    compiled = compile_expressions(
+        condition=text, values={":x": {"S": "x"}} if ":x" in text else None
+    )
+    assert compiled.condition is not None
+    assert compiled.condition.absent_or == absent_or

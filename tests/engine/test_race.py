@@ -36,7 +36,16 @@ from firstwrite.engine.client import DirectClient
 KEYS = 500
 THREADS = 16
 PROCESSES = 4
-CONDITION = "attribute_not_exists(pk)"
+# The condition every attempt carries: insert-if-absent, and the idempotency claim's shape
+# (absent OR something the stored item fails), which takes a different path in the engine.
+CONDITIONS: dict[str, dict[str, Any]] = {
+    "absent": {"ConditionExpression": "attribute_not_exists(pk)"},
+    "absent-or": {
+        "ConditionExpression": "attribute_not_exists(pk) OR (#o = :nobody AND size(#o) > :zero)",
+        "ExpressionAttributeNames": {"#o": "owner"},
+        "ExpressionAttributeValues": {":nobody": {"S": "nobody"}, ":zero": {"N": "0"}},
+    },
+}
 # Every participant fires at key i at start + i * SLOT_S, so the 20 attempts on one key really
 # are concurrent (without a schedule the first participant to start claims every key alone).
 SLOT_S = 0.025
@@ -55,7 +64,9 @@ def make_client(target: str) -> Any:
     return DirectClient(Engine(target))
 
 
-def attempt_all(client: Any, table: str, keys: int, me: str, start: float) -> dict[str, Any]:
+def attempt_all(
+    client: Any, table: str, keys: int, me: str, start: float, condition: str = "absent"
+) -> dict[str, Any]:
     """Try to claim every key once, on the schedule every other participant follows."""
     won: list[int] = []
     lost = 0
@@ -68,7 +79,7 @@ def attempt_all(client: Any, table: str, keys: int, me: str, start: float) -> di
             client.put_item(
                 TableName=table,
                 Item={**race_key(index), "owner": {"S": me}},
-                ConditionExpression=CONDITION,
+                **CONDITIONS[condition],
             )
             won.append(index)
         except Exception as exc:  # classified: only CCF is an acceptable loss
@@ -81,14 +92,15 @@ def attempt_all(client: Any, table: str, keys: int, me: str, start: float) -> di
 
 
 def worker_main(argv: list[str]) -> None:
-    target, table, keys, me = argv[0], argv[1], int(argv[2]), argv[3]
+    target, table, keys, me, condition = argv[0], argv[1], int(argv[2]), argv[3], argv[4]
     client = make_client(target)
     client.describe_table(TableName=table)  # connect (or open the file) before the start
     print("ready", flush=True)
     command, _, start = sys.stdin.readline().partition(" ")
     if command != "go":
         raise SystemExit("no go")
-    print(json.dumps(attempt_all(client, table, keys, me, float(start))), flush=True)
+    outcome = attempt_all(client, table, keys, me, float(start), condition)
+    print(json.dumps(outcome), flush=True)
 
 
 def create_table(client: Any, table: str) -> None:
@@ -100,11 +112,17 @@ def create_table(client: Any, table: str) -> None:
     )
 
 
-def run_race(target: str, table: str, thread_clients: list[Any], check_client: Any) -> None:
+def run_race(
+    target: str,
+    table: str,
+    thread_clients: list[Any],
+    check_client: Any,
+    condition: str = "absent",
+) -> None:
     """Start the processes, line everyone up, race, then check every key's outcome."""
     processes = [
         subprocess.Popen(
-            [sys.executable, __file__, target, table, str(KEYS), f"process-{n}"],
+            [sys.executable, __file__, target, table, str(KEYS), f"process-{n}", condition],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -120,7 +138,7 @@ def run_race(target: str, table: str, thread_clients: list[Any], check_client: A
         start = time.time() + 0.5  # everyone is ready: leave time to hand out the start
 
         def thread_main(n: int) -> None:
-            outcome = attempt_all(thread_clients[n], table, KEYS, f"thread-{n}", start)
+            outcome = attempt_all(thread_clients[n], table, KEYS, f"thread-{n}", start, condition)
             with lock:
                 results.append(outcome)
 
@@ -168,14 +186,22 @@ def test_race_over_http(http_server: Any, table_name: str) -> None:
 
 
 @pytest.mark.slow
-def test_race_on_one_sqlite_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("condition", "stream"), [("absent", False), ("absent-or", False), ("absent-or", True)]
+)
+def test_race_on_one_sqlite_file(tmp_path: Path, condition: str, stream: bool) -> None:
     db = str(tmp_path / "race.db")
     with Engine(db) as engine:
         client = DirectClient(engine)
         create_table(client, "race")
+        if stream:  # a table a change hook watches: the insert runs inside a write transaction
+            client.update_table(
+                TableName="race",
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"},
+            )
         # This process's 16 threads share one Engine (and its group commit); each of the 4
         # processes opens its own Engine on the same file.
-        run_race(db, "race", [client] * THREADS, client)
+        run_race(db, "race", [client] * THREADS, client, condition)
 
 
 if __name__ == "__main__":

@@ -38,9 +38,13 @@ class Condition:
     # The attribute of an ``attribute_not_exists(name)`` condition (see absent_attribute); a
     # field, so that the cached Compiled of a constant condition computes it once.
     absent: str | None = field(init=False, default=None)
+    # The attribute of an ``attribute_not_exists(name) OR ...`` condition (or of ``absent``):
+    # the condition holds whenever ``name`` is missing, whatever the rest says.
+    absent_or: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.absent = _absent_of(self.tree)
+        self.absent_or = self.absent or _absent_or_of(self.tree)
 
 
 @dataclass(slots=True)
@@ -323,6 +327,14 @@ def _absent_of(tree: ast.Node | None) -> str | None:
             if isinstance(name, str):
                 return name
     return None
+
+
+def _absent_or_of(tree: ast.Node | None) -> str | None:
+    while isinstance(tree, ast.Paren):
+        tree = tree.inner
+    if isinstance(tree, ast.Or):
+        return _absent_or_of(tree.left) or _absent_or_of(tree.right)
+    return _absent_of(tree)
 
 
 def evaluate(condition: Condition, item: Item | None) -> bool:

@@ -161,25 +161,48 @@ def put_item(ctx: Context) -> dict[str, Any]:
     return_values = return_values_put_delete(params)
     item, size = parse_item_sized(params["Item"], wire=ctx.wire)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
-    absent = absent_attribute(compiled.condition)
+    condition = compiled.condition
+    absent = absent_attribute(condition)
+    absent_or, text = (None, "") if condition is None else (condition.absent_or, condition.text)
 
     def attempt(row: TableRow) -> Item | None:
         schema = key_schema(row)
         pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
             raise validation(ITEM_TOO_LARGE)
+        keys = (schema.hash_name, schema.range_name)
         # attribute_not_exists(<key attribute>) holds exactly when no item is stored under the
         # key: insert-if-absent in one statement, its own transaction when no hook needs one.
-        if_absent = absent is not None and absent in (schema.hash_name, schema.range_name)
-        if if_absent and ctx.engine.quiet(row):
+        if_absent = absent is not None and absent in keys
+        # attribute_not_exists(<key>) OR ...: holds when no item is stored, so an insert that
+        # lands needs no read; one that finds an item leaves the condition to the general path.
+        # Unless the same condition failed last time on this table (see conditional_write).
+        insert_first = (
+            not if_absent
+            and absent_or is not None
+            and absent_or in keys
+            and (row.id, text) not in ctx.engine.hints
+        )
+        quiet = ctx.engine.quiet(row)
+        if if_absent and quiet:
             ctx.storage.write(
                 lambda w: _insert_if_absent(w, row, pk, sk, size, item, params), autocommit=True
             )
             return None
+        if (
+            insert_first
+            and quiet
+            and ctx.storage.write(
+                lambda w: w.insert_checked(row, pk, sk, size, item), autocommit=True
+            )
+        ):
+            return None  # else an item is there: the general path below evaluates the rest
 
         def write(w: Writer) -> Item | None:
             if if_absent:
                 _insert_if_absent(w, row, pk, sk, size, item, params)
+                old = None
+            elif insert_first and not quiet and w.insert_checked(row, pk, sk, size, item):
                 old = None
             else:
                 old = w.get_checked(row, pk, sk)
