@@ -80,12 +80,19 @@ class Series:
 
 @dataclass
 class Target:
-    """``ours / peer >= minimum`` (throughput) or ``ours / peer <= maximum`` (time)."""
+    """``ours / peer >= minimum`` (throughput) or ``ours / peer <= maximum`` (time).
+
+    ``bound`` names a contender that does only what *every* implementation must do (the same
+    SQLite read, the same boto3 error, the same DynamoDB calls) and nothing else. It is measured
+    in the same run; where it misses the target too, no implementation can meet it, and the
+    report says so beside the miss.
+    """
 
     ours: str
     peer: str
     minimum: float | None = None
     maximum: float | None = None
+    bound: str | None = None
 
     def describe(self) -> str:
         if self.minimum is not None:

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS items (
 ) WITHOUT ROWID
 """
 _FLOOR_INSERT = "INSERT INTO items (pk, sk, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+_FLOOR_READ = "SELECT 1 FROM items WHERE pk = ? AND sk = ?"
 
 
 class SqliteFloor(Contender):
@@ -67,6 +68,57 @@ class SqliteFloor(Contender):
     def teardown(self) -> None:
         if self.conn is not None:
             self.conn.close()
+
+
+CONFLICT_FLOOR = "conflict floor"
+
+
+class ConflictFloor(SqliteFloor):
+    """The least a failing conditional put can cost in any SQLite-backed, boto3-shaped client.
+
+    One point read that finds the item (cheaper than the floor's no-op insert), then the
+    ``ConditionalCheckFailedException`` boto3 raises for it, built from a fresh ``e.response``
+    (botocore formats its message), raised and caught. No validation, no key encoding, no
+    expression: only what every such client must do. If this misses the target, no
+    implementation meets it.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__("failing", directory)
+        self.name = CONFLICT_FLOOR
+        self.path = directory / "conflict-floor.db"
+        self.ccf: type[Exception] = Exception
+
+    def setup(self) -> None:
+        import botocore.session
+
+        super().setup()
+        client = botocore.session.get_session().create_client(
+            "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+        )
+        self.ccf = client.exceptions.ConditionalCheckFailedException
+
+    def op(self, i: int) -> None:
+        assert self.conn is not None
+        key = w.EXISTING_KEY.encode()
+        if self.conn.execute(_FLOOR_READ, (key, b"")).fetchone() is None:
+            raise AssertionError("the conflict floor found no item")
+        message = "The conditional request failed"
+        headers = {"x-amzn-requestid": "BENCH", "content-type": "application/x-amz-json-1.0"}
+        response = {
+            "Error": {"Message": message, "Code": "ConditionalCheckFailedException"},
+            "ResponseMetadata": {
+                "RequestId": "BENCH",
+                "HTTPStatusCode": 400,
+                "HTTPHeaders": headers,
+                "RetryAttempts": 0,
+            },
+            "message": message,
+        }
+        try:
+            raise self.ccf(response, "PutItem")
+        except self.ccf:
+            return
 
 
 class _ClientContender(Contender):
@@ -192,6 +244,11 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "insert); for *failing* the same no-op insert (it changes no page: nothing reaches the "
             "WAL). No item encoding, no expression, "
             "no validation: the floor.",
+            f"**{CONFLICT_FLOOR}** (*failing* only): what every SQLite-backed client with boto3's "
+            "error shapes must do when the condition fails, and nothing else: one point read "
+            "that finds the item (cheaper than the no-op insert), then boto3's "
+            "`ConditionalCheckFailedException` built from a fresh `e.response`, raised and "
+            "caught. If it misses the target, no implementation can meet it.",
             f"**moto in-process**: `moto.mock_aws()` (moto {package_version('moto')}) + a boto3 "
             f"{package_version('boto3')} client; the mock is active only during moto's slices.",
             f"Single thread. {settings.reps} repetitions of {settings.duration:g} s per "
@@ -204,6 +261,8 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         for workload in w.WORKLOADS:
             log(f"  direct / {workload}")
             contenders: list[Contender] = [SqliteFloor(workload, directory)]
+            if workload == "failing":
+                contenders.append(ConflictFloor(directory))
             skipped: dict[str, str] = {}
             if why is None:
                 contenders.append(Direct(workload, directory))
@@ -219,7 +278,14 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                 title=f"{workload} workload",
                 series=series,
                 ours=["direct", "direct, validate=True"],
-                targets=[Target("direct", "sqlite floor", minimum=TARGET)],
+                targets=[
+                    Target(
+                        "direct",
+                        "sqlite floor",
+                        minimum=TARGET,
+                        bound=CONFLICT_FLOOR if workload == "failing" else None,
+                    )
+                ],
                 skipped=skipped,
             )
             table.budget_note("direct", "sqlite floor", TARGET)

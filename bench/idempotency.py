@@ -8,6 +8,7 @@ handler; time per request is wall time of the whole decorated call.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import uuid
@@ -15,6 +16,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from botocore import xform_name
 
 from ._common import (
     Check,
@@ -51,22 +54,39 @@ class CallCounter:
         self.total += 1
 
 
+# One recorded DynamoDB call: (client method name, its parameters, whether it failed its condition).
+Recorded = tuple[str, dict[str, Any], bool]
+
+
 class _CountedClient:
-    """A DirectClient (which has no botocore events) whose operation calls are counted."""
+    """A DirectClient (which has no botocore events) whose operation calls are counted, and
+    recorded while ``recording`` is a list."""
 
     def __init__(self, client: Any, counter: CallCounter) -> None:
         self._client = client
         self._counter = counter
+        self.recording: list[Recorded] | None = None
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
         if name in ("exceptions", "meta") or not callable(attr):
             return attr
         counter = self._counter
+        ccf = self._client.exceptions.ConditionalCheckFailedException
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             counter.total += 1
-            return attr(*args, **kwargs)
+            recording = self.recording
+            if recording is None:
+                return attr(*args, **kwargs)
+            params = copy.deepcopy(kwargs)
+            try:
+                response = attr(*args, **kwargs)
+            except ccf:
+                recording.append((name, params, True))
+                raise
+            recording.append((name, params, False))
+            return response
 
         setattr(self, name, counted)  # build the wrapper once per operation
         return counted
@@ -88,6 +108,34 @@ class Shared:
         else:
             self.client = bind(boto3_client(), self.engine)
             self.counter.attach(self.client)
+
+    def record(self, fn: Callable[[], Any]) -> list[Recorded]:
+        """The DynamoDB calls ``fn()`` makes on the shared client, in order."""
+        if isinstance(self.client, _CountedClient):
+            self.client.recording = recorded = []
+            try:
+                fn()
+            finally:
+                self.client.recording = None
+            return recorded
+        calls: list[list[Any]] = []
+
+        def on_params(params: dict[str, Any], model: Any, **_kwargs: Any) -> None:
+            calls.append([xform_name(model.name), copy.deepcopy(params), False])
+
+        def on_answer(http_response: Any, **_kwargs: Any) -> None:
+            calls[-1][2] = http_response.status_code != 200
+
+        events = self.client.meta.events
+        hooks = (("provide-client-params.dynamodb", on_params), ("after-call.dynamodb", on_answer))
+        for event, hook in hooks:  # unique ids are per emitter, not per event
+            events.register(event, hook, unique_id=f"bench-record-{event}")
+        try:
+            fn()
+        finally:
+            for event, _hook in hooks:
+                events.unregister(event, unique_id=f"bench-record-{event}")
+        return [(name, params, failed) for name, params, failed in calls]
 
     def bound_resource(self) -> Any:
         """A boto3 DynamoDB resource whose client answers from the same engine."""
@@ -349,6 +397,59 @@ class Scenario(Contender):
         return self.calls / self.requests if self.requests else float("nan")
 
 
+def calls_alone(name: str) -> str:
+    return f"{name}' calls alone" if name.endswith("s") else f"{name}'s calls alone"
+
+
+class CallsAlone(Scenario):
+    """A library's DynamoDB calls for one scenario, replayed on the same client with none of the
+    library's own code around them: what a library making exactly those calls would cost if all
+    its own work were free. The calls are recorded from one real request of the library; where
+    the scenario needs a new key per request (*first call*), each replay gets a fresh key value.
+    A replay must end as the recorded call did (written, or its condition failed)."""
+
+    def __init__(self, shared: Shared, factory: Callable[[Shared], Library], scenario: str):
+        super().__init__(shared, factory, scenario)
+        self.name = calls_alone(self.name)
+        self._calls: list[tuple[Callable[..., Any], dict[str, Any], bool, str | None]] = []
+        self._ccf: type[BaseException] = Exception
+
+    def setup(self) -> None:
+        super().setup()
+        client = self.shared.client
+        self._ccf = client.exceptions.ConditionalCheckFailedException
+        recorded = self.shared.record(lambda: Scenario.op(self, -1))
+        self.requests = 0
+        if not recorded:
+            raise RuntimeError(f"{self.name}: the library made no DynamoDB call")
+        keys: dict[str, str] = {}
+        for method, params, failed in recorded:
+            table = params["TableName"]
+            if table not in keys:
+                schema = client.describe_table(TableName=table)["Table"]["KeySchema"]
+                keys[table] = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
+            fresh = keys[table] if self.scenario == "first call" else None
+            self._calls.append((getattr(client, method), params, failed, fresh))
+
+    def op(self, i: int) -> None:
+        self.requests += 1
+        for method, params, failed, fresh in self._calls:
+            request = params
+            if fresh is not None:  # a new key value, in the item or key the call names
+                request = dict(params)
+                part = "Item" if "Item" in request else "Key"
+                attributes = request[part] = dict(request[part])
+                attributes[fresh] = {"S": f"{attributes[fresh]['S']}#{i}"}
+            try:
+                method(**request)
+            except self._ccf:
+                if failed:
+                    continue
+                raise
+            if failed:
+                raise AssertionError(f"{self.name}: a replayed call that had failed went through")
+
+
 def run(settings: Settings, log: Callable[[str], None]) -> Section:
     section = Section(
         key="idempotency",
@@ -374,6 +475,11 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "*duplicate*: the key of a completed request (replay). *in progress*: the key of a "
             "request whose body is still running in another thread (each library's "
             "'in progress' error).",
+            f"**{calls_alone('X')}**: the DynamoDB calls library X made for one request of the "
+            "scenario (recorded), replayed on the same client with none of X's code around them "
+            "(a fresh key value per request for *first call*): what X would cost if all its "
+            f"own work were free. `{calls_alone(OURS)}` bounds the target: if even it misses "
+            "0.8x, no library making firstwrite's calls can meet it on that client.",
             "DynamoDB calls per request: a `before-call` handler on the clients, counted during "
             "the timed slices only. Time: wall time of one whole call (µs), "
             f"{settings.reps} repetitions of {settings.duration:g} s, interleaved.",
@@ -421,6 +527,12 @@ def _run_on_client(
             for scenario in SCENARIOS:
                 log(f"  idempotency / {scenario}")
                 contenders = [Scenario(shared, f, scenario) for f in factories]
+                # Each library's calls with none of its code: the bound on any library making them.
+                contenders += [
+                    CallsAlone(shared, f, scenario)
+                    for f in factories
+                    if getattr(f, "name", "") in (OURS, POWERTOOLS)
+                ]
                 series, more = run_interleaved(contenders, settings, log=log)
                 for s in series:
                     s.values = [1e6 / v for v in s.values]
@@ -430,7 +542,9 @@ def _run_on_client(
                     title=f"{scenario}, {client_name}",
                     series=series,
                     ours=[OURS],
-                    targets=[Target(OURS, POWERTOOLS, maximum=TIME_TARGET)],
+                    targets=[
+                        Target(OURS, POWERTOOLS, maximum=TIME_TARGET, bound=calls_alone(OURS))
+                    ],
                     skipped={**skipped, **more},
                     extra={"DynamoDB calls/request": {n: f"{v:.2f}" for n, v in calls.items()}},
                 )

@@ -43,9 +43,12 @@ def _target_rows(t: Table) -> list[tuple[str, str, str, str]]:
     for target in t.targets:
         ratio = t.ratio(target.ours, target.peer)
         passed = None if math.isnan(ratio) else target.passed(ratio)
-        rows.append(
-            (f"{target.ours} / {target.peer}", _ratio(ratio), target.describe(), _result(passed))
-        )
+        result = _result(passed)
+        if passed is False and target.bound is not None:
+            limit = t.ratio(target.bound, target.peer)
+            if not math.isnan(limit) and not target.passed(limit):
+                result += f" (unreachable: {target.bound} is {_ratio(limit)})"
+        rows.append((f"{target.ours} / {target.peer}", _ratio(ratio), target.describe(), result))
     for check in t.checks:
         rows.append((check.name, check.measured, check.required, _result(check.passed)))
     return rows
@@ -56,6 +59,8 @@ def render_table(t: Table) -> list[str]:
     unit = t.series[0].unit if t.series else "ops/s"
     peers = t.peers
     extra = list(t.extra)
+    # Bounds are peers of ours, but their ratios are the point of measuring them.
+    ratioed = set(t.ours) | {x.bound for x in t.targets if x.bound}
     header = ["contender", f"median {unit}", "min - max", *(f"vs {p}" for p in peers), *extra]
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "---|" * len(header))
@@ -65,7 +70,7 @@ def render_table(t: Table) -> list[str]:
             label += f" ({s.note})"
         cells = [label, _num(s.median, s.unit), _spread(s)]
         for p in peers:
-            cells.append(_ratio(t.ratio(s.name, p)) if s.name in t.ours else "")
+            cells.append(_ratio(t.ratio(s.name, p)) if s.name in ratioed and s.name != p else "")
         cells += [t.extra[e].get(s.name, "") for e in extra]
         out.append("| " + " | ".join(cells) + " |")
     for name, why in t.skipped.items():

@@ -59,6 +59,9 @@ def test_direct() -> None:
     section = engine_direct.run(TINY, _log)
     _check_section(section, {"direct"})
     assert {s.name for s in section.tables[0].series} >= {"sqlite floor", "direct"}
+    failing = section.tables[1]
+    assert failing.get(engine_direct.CONFLICT_FLOOR) is not None
+    assert failing.targets[0].bound == engine_direct.CONFLICT_FLOOR
 
 
 def test_bound() -> None:
@@ -88,6 +91,36 @@ def test_idempotency() -> None:
         assert idempotency.POWERTOOLS in calls
         # Every library makes at least one DynamoDB call per request (local caches are off).
         assert all(float(v) >= 1.0 for v in calls.values()), calls
+        # Each library's calls replayed alone make exactly as many calls as the library.
+        for lib in (idempotency.OURS, idempotency.POWERTOOLS):
+            assert calls[idempotency.calls_alone(lib)] == calls[lib], calls
+        assert table.targets[0].bound == idempotency.calls_alone(idempotency.OURS)
+
+
+def _table(ours: list[float], peer: list[float], bound: list[float]) -> _common.Table:
+    return _common.Table(
+        title="t",
+        series=[
+            _common.Series("ours", ours),
+            _common.Series("peer", peer),
+            _common.Series("bound", bound),
+        ],
+        ours=["ours"],
+        targets=[_common.Target("ours", "peer", minimum=0.5, bound="bound")],
+    )
+
+
+def test_report_names_an_unreachable_target_only_when_its_bound_misses_too() -> None:
+    reachable = "\n".join(report.render_table(_table([1.0, 1.0], [4.0, 4.0], [3.0, 3.0])))
+    assert "| ours / peer | 0.25x | >= 0.5x | **MISSED** |" in reachable
+    assert "unreachable" not in reachable
+    beyond = "\n".join(report.render_table(_table([1.0, 1.0], [4.0, 4.0], [1.6, 1.6])))
+    assert "**MISSED** (unreachable: bound is 0.40x)" in beyond
+    met = "\n".join(report.render_table(_table([3.0, 3.0], [4.0, 4.0], [1.6, 1.6])))
+    assert "| ours / peer | 0.75x | >= 0.5x | PASS |" in met
+    # The bound's own ratio to the peer is shown, like ours.
+    bound_row = next(line for line in beyond.splitlines() if line.startswith("| bound |"))
+    assert "| 0.40x |" in bound_row
 
 
 @pytest.mark.skipif(
