@@ -184,6 +184,59 @@ def test_a_failing_condition_is_answered_while_another_writer_holds_the_lock(
         assert isinstance(out["error"], client.exceptions.ConditionalCheckFailedException)
 
 
+def test_a_duplicate_insert_if_absent_is_answered_while_another_writer_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    """attribute_not_exists(pk) on a quiet table: after one failure, the next duplicate is
+    answered from one read (no lock); a new key still inserts, and clears the hint."""
+    path = tmp_path / "dup.db"
+    with Engine(path) as engine:
+        client = DirectClient(engine)
+        _table(client)
+        stored = {"pk": {"S": "k"}, "v": {"N": "1"}}
+        client.put_item(TableName="tbl", Item=stored, **ABSENT)
+
+        def put(key: str, **extra: Any) -> Any:
+            item = {"pk": {"S": key}, "v": {"N": "2"}}
+            return client.put_item(TableName="tbl", Item=item, **ABSENT, **extra)
+
+        ccf = client.exceptions.ConditionalCheckFailedException
+        with pytest.raises(ccf):  # the first duplicate: one insert, under the lock
+            put("k")
+        holder = _lock_database(path)
+        started: list[threading.Thread] = []
+        try:
+            for _ in range(3):  # duplicates again: answered without waiting for the lock
+                thread, out = _in_thread(
+                    lambda: put("k", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                )
+                started.append(thread)
+                thread.join(5)
+                assert not thread.is_alive()
+                assert isinstance(out["error"], ccf)
+                assert out["error"].response["Item"] == stored
+            # A new key must write: it waits for the lock like any write.
+            thread, out = _in_thread(lambda: put("new"))
+            started.append(thread)
+            thread.join(0.5)
+            assert thread.is_alive()
+        finally:
+            holder.rollback()
+            holder.close()
+            for waiting in started:  # none may outlive the engine, even when an assert failed
+                waiting.join(30)
+        assert "error" not in out
+        assert client.get_item(TableName="tbl", Key={"pk": {"S": "new"}})["Item"]["v"] == {"N": "2"}
+        assert client.get_item(TableName="tbl", Key={"pk": {"S": "k"}})["Item"] == stored
+
+        # The hint only moves cost: once the item is gone, the same put inserts again.
+        with pytest.raises(ccf):
+            put("k")
+        client.delete_item(TableName="tbl", Key={"pk": {"S": "k"}})
+        assert "Attributes" not in put("k", ReturnValues="ALL_OLD")
+        assert client.get_item(TableName="tbl", Key={"pk": {"S": "k"}})["Item"]["v"] == {"N": "2"}
+
+
 def test_a_condition_that_stops_holding_under_the_lock_is_refused(engine: Engine) -> None:
     """The precheck passes, a concurrent write changes the item before the write lock is
     taken: the condition is evaluated again under the lock and fails, writing nothing."""

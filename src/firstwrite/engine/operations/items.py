@@ -105,8 +105,11 @@ def conditional_write(
     pk: bytes,
     sk: bytes,
     write: Callable[[Writer], T],
+    *,
+    autocommit: bool = False,
 ) -> T:
-    """``storage.write(write)``, answering a condition that already fails without the lock.
+    """``storage.write(write, autocommit=...)``, answering a condition that already fails
+    without the lock.
 
     A failed condition writes nothing, so one consistent read is all it needs: the failure
     takes effect at that read, inside the call, which keeps it linearizable (``write``
@@ -117,21 +120,27 @@ def conditional_write(
     """
     condition = compiled.condition
     if condition is None:
-        return ctx.storage.write(write)
+        return ctx.storage.write(write, autocommit=autocommit)
     hints = ctx.engine.hints
     hint = (row.id, condition.text)
     if hint in hints:
         check_condition(compiled, params, ctx.storage.get_checked(row, pk, sk))
     try:
-        result = ctx.storage.write(write)
+        result = ctx.storage.write(write, autocommit=autocommit)
     except DynamoDBError as error:
-        if error.code == "ConditionalCheckFailedException":
-            if len(hints) >= _HINTS_MAX:
-                hints.clear()
-            hints[hint] = True
+        _note_failure(hints, hint, error)
         raise
-    hints.pop(hint, None)
+    if hints:
+        hints.pop(hint, None)
     return result
+
+
+def _note_failure(hints: dict[Any, Any], hint: tuple[int, str], error: DynamoDBError) -> None:
+    """Remember that the condition ``hint`` names failed its last write (see conditional_write)."""
+    if error.code == "ConditionalCheckFailedException":
+        if len(hints) >= _HINTS_MAX:
+            hints.clear()
+        hints[hint] = True
 
 
 def _insert_if_absent(
@@ -185,9 +194,20 @@ def put_item(ctx: Context) -> dict[str, Any]:
         )
         quiet = ctx.engine.quiet(row)
         if if_absent and quiet:
-            ctx.storage.write(
-                lambda w: _insert_if_absent(w, row, pk, sk, size, item, params), autocommit=True
-            )
+
+            def insert(w: Writer) -> None:
+                _insert_if_absent(w, row, pk, sk, size, item, params)
+
+            hint = (row.id, text)
+            hints = ctx.engine.hints
+            if hint in hints:  # a duplicate again, most likely: one read answers it
+                conditional_write(ctx, compiled, params, row, pk, sk, insert, autocommit=True)
+                return None
+            try:  # the commoner first write: the insert alone, no read before it
+                ctx.storage.write(insert, autocommit=True)
+            except DynamoDBError as error:
+                _note_failure(hints, hint, error)
+                raise
             return None
         if (
             insert_first
