@@ -1,0 +1,101 @@
+"""Another language's SDK against a real server: the AWS SDK for JavaScript v3 (pinned in
+tests/engine/js/package-lock.json, installed with ``npm ci``) runs tests/engine/js/sdk_check.mjs
+and reports what it saw; every check here is on the SDK's own view of the answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JS = Path(__file__).with_name("js")
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("node") is None or shutil.which("npm") is None,
+        reason="node and npm are not installed (.ci/run installs them)",
+    ),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("js-sdk"),  # one npm ci at a time in tests/engine/js
+]
+
+
+@pytest.fixture(scope="module")
+def sdk() -> Path:
+    done = subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+        cwd=JS,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return JS / "sdk_check.mjs"
+
+
+@pytest.fixture
+def seen(sdk: Path, cli_server: Callable[..., Any]) -> dict[str, Any]:
+    server = cli_server()
+    done = subprocess.run(
+        ["node", str(sdk), server.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_items_round_trip_with_dynamodb_types(seen: dict[str, Any]) -> None:
+    assert seen["tables"] == ["js-orders"]
+    assert seen["get"] == {
+        "blob": [0, 1, 2, 253, 254, 255],  # B: base64 on the wire, bytes again in the SDK
+        "big": "12345678901234567890123456789012345678",  # 38 digits, kept exactly
+        "tags": ["1.5", "10", "9"],  # NS normalised ("1.50" -> "1.5")
+    }
+    assert seen["updated"] == {"status": {"S": "PAID"}, "visits": {"N": "1"}}
+    assert seen["tablesAfter"] == []
+
+
+def test_errors_are_the_sdks_modeled_exceptions(seen: dict[str, Any]) -> None:
+    duplicate = seen["duplicate"]
+    assert duplicate["name"] == "ConditionalCheckFailedException"
+    assert duplicate["message"] == "The conditional request failed"
+    assert (duplicate["status"], duplicate["fault"]) == (400, "client")
+    # ReturnValuesOnConditionCheckFailure=ALL_OLD: the stored item rides on the exception.
+    assert duplicate["item"]["pk"] == {"S": "order-1"}
+    assert duplicate["item"]["blob"] == [0, 1, 2, 253, 254, 255]
+
+    cancelled = seen["cancelled"]
+    assert cancelled["name"] == "TransactionCanceledException"
+    assert cancelled["message"].endswith("[None, ConditionalCheckFailed]")
+    assert cancelled["reasons"] == [
+        {"Code": "None"},
+        {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"},
+    ]
+    assert seen["cancelledWrote"] is False  # all or nothing
+
+    assert seen["invalid"]["name"] == "ValidationException"
+    assert seen["invalid"]["message"].startswith("Invalid ConditionExpression: Syntax error;")
+    assert seen["missing"] == {
+        "name": "ResourceNotFoundException",
+        "message": "Requested resource not found",
+        "status": 400,
+        "fault": "client",
+        "item": None,
+        "reasons": None,
+    }
+
+
+def test_query_pages_and_batch_reads(seen: dict[str, Any]) -> None:
+    # The SDK's paginator follows LastEvaluatedKey, newest first, four at a time.
+    assert seen["pages"] == [[10, 9, 8, 7], [6, 5, 4, 3], [2, 1]]
+    assert seen["count"] == 5
+    assert seen["batch"] == [2]  # the missing key is simply absent
