@@ -123,8 +123,9 @@ class Shared:
         def on_params(params: dict[str, Any], model: Any, **_kwargs: Any) -> None:
             calls.append([xform_name(model.name), copy.deepcopy(params), False])
 
-        def on_answer(http_response: Any, **_kwargs: Any) -> None:
-            calls[-1][2] = http_response.status_code != 200
+        def on_answer(parsed: dict[str, Any], **_kwargs: Any) -> None:
+            code = parsed.get("Error", {}).get("Code")
+            calls[-1][2] = code == "ConditionalCheckFailedException"
 
         events = self.client.meta.events
         hooks = (("provide-client-params.dynamodb", on_params), ("after-call.dynamodb", on_answer))
