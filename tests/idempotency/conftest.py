@@ -6,7 +6,6 @@ The multi-process and asyncio tests go over HTTP (the shared ``http_server`` fix
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -21,23 +20,6 @@ from firstwrite.idempotency.guard import Idempotency
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-
-
-def engine_has(operation: str) -> bool:
-    """Does the engine serve ``operation`` (DynamoDB or DynamoDB Streams)?"""
-    from firstwrite.engine import operations
-
-    operations.load_all()
-    return operation in operations.DYNAMODB or operation in operations.STREAMS
-
-
-@functools.cache
-def engine_attr(name: str) -> bool:
-    """Does an engine instance have ``name`` (a feature API such as ``faults``, ``replicas``)?"""
-    from firstwrite.engine.api import Engine
-
-    with Engine() as engine:
-        return hasattr(engine, name)
 
 
 class OffsetClock:

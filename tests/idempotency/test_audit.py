@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, MemoryMetrics, TtlAudit
 from firstwrite.idempotency.audit import DynamoAuditStore
 
-from .conftest import TABLE, Backend, engine_has
+from .conftest import TABLE, Backend
 
 TTL_IDENTITY = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
 
@@ -92,10 +90,6 @@ def test_dynamo_audit_store(backend: Backend, table: str) -> None:
     assert audit.process([stream_record("INSERT", d, backend.now())]) == 1
 
 
-@pytest.mark.skipif(
-    not (engine_has("UpdateTimeToLive") and engine_has("GetRecords")),
-    reason="needs engine TTL deletion and streams (issue 3)",
-)
 def test_audit_from_engine_stream(backend: Backend) -> None:
     """The whole path on the engine: TTL deletes the record, its stream carries the REMOVE with
     the TTL service identity, the key is claimed again, and the audit reads it all back."""

@@ -3,8 +3,6 @@ absorb it, and a condition failure must still never be retried."""
 
 from __future__ import annotations
 
-import pytest
-
 from firstwrite.idempotency import (
     CallCounter,
     Idempotency,
@@ -13,17 +11,12 @@ from firstwrite.idempotency import (
     RetryPolicy,
 )
 
-from .conftest import TABLE, Backend, engine_attr
-
-pytestmark = pytest.mark.skipif(
-    not engine_attr("faults"),
-    reason="needs the engine's fault injection API (issue 3: engine.faults throttling)",
-)
+from .conftest import TABLE, Backend
 
 
-def test_engine_throttling_is_absorbed(backend: Backend, table: str) -> None:  # pragma: no cover
-    """Expected engine API: ``engine.faults.throttle(operation=, table=, count=)`` answers the
-    next ``count`` matching calls with ``ProvisionedThroughputExceededException`` (HTTP 400)."""
+def test_engine_throttling_is_absorbed(backend: Backend, table: str) -> None:
+    """``engine.faults.throttle(operation=, table=, count=)`` answers the next ``count``
+    matching calls with ``ProvisionedThroughputExceededException`` (HTTP 400)."""
     from botocore.config import Config
 
     client = backend.new_client(config=Config(retries={"total_max_attempts": 1}))

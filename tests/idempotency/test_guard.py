@@ -21,7 +21,7 @@ from firstwrite.idempotency.guard import Claim, Idempotency, Replay
 from firstwrite.idempotency.metrics import CallCounter, MemoryMetrics
 from firstwrite.idempotency.record import Status
 
-from .conftest import TABLE, Backend, engine_has
+from .conftest import TABLE, Backend
 from .faults import drop_response, throttle
 
 
@@ -394,8 +394,6 @@ def test_ensure_table_creates_on_demand_with_ttl(backend: Backend) -> None:
     table = backend.client.describe_table(TableName="fresh-table")["Table"]
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     assert table["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
-    if backend.name == "engine" and not engine_has("UpdateTimeToLive"):
-        pytest.skip("the engine has no TTL yet (issue 3)")
     ttl = backend.client.describe_time_to_live(TableName="fresh-table")["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from firstwrite.idempotency import (
     HomeRegionRouter,
     Idempotency,
@@ -13,7 +11,7 @@ from firstwrite.idempotency import (
 )
 from firstwrite.idempotency.record import A_REGION
 
-from .conftest import TABLE, Backend, create_table, engine_attr, engine_has
+from .conftest import TABLE, Backend, create_table
 
 REGIONS = ("us-east-1", "eu-west-1")
 
@@ -86,13 +84,9 @@ def test_claim_from_another_region_is_counted(backend: Backend) -> None:
     assert metrics.total("dynamo_cross_region_duplicate_detected_total", region="us-east-1") == 1
 
 
-@pytest.mark.skipif(
-    not engine_has("UpdateTable") or not engine_attr("replicas"),
-    reason="needs engine replicas with replication lag (issue 3: global tables + faults API)",
-)
-def test_lagging_global_table_replica(backend: Backend) -> None:  # pragma: no cover - pending
-    """Expected engine API: ``UpdateTable(ReplicaUpdates=[{"Create": {"RegionName": ...}}])`` as
-    on DynamoDB, and ``engine.replicas.lag(seconds)`` to hold replication back."""
+def test_lagging_global_table_replica(backend: Backend) -> None:
+    """A replica made with ``UpdateTable(ReplicaUpdates=[{"Create": ...}])`` as on DynamoDB,
+    held back by ``engine.replicas.lag(seconds)``: routing keeps a key's reads and claims home."""
     client = backend.new_client(region="us-east-1")
     config = IdempotencyConfig(table_name=TABLE, region="us-east-1")
     create_table(client, config)
