@@ -124,7 +124,7 @@ def test_report_names_an_unreachable_target_only_when_its_bound_misses_too() -> 
 
 
 @pytest.mark.skipif(
-    shutil.which("wrk") is None, reason="wrk not installed (make bench installs it)"
+    shutil.which("wrk") is None, reason="wrk not installed (.ci/run and make bench install it)"
 )
 def test_http_one_server() -> None:
     settings = _common.Settings(
