@@ -7,7 +7,7 @@ The work that depends only on the expression text and the name map is cached
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NoReturn
 
@@ -35,16 +35,12 @@ class Condition:
     values: Values
     top_level_names: frozenset[str]
     tree: ast.Node  # the resolved condition, for callers that inspect its paths
-    # The attribute of an ``attribute_not_exists(name)`` condition (see absent_attribute); a
-    # field, so that the cached Compiled of a constant condition computes it once.
-    absent: str | None = field(init=False, default=None)
-    # The attribute of an ``attribute_not_exists(name) OR ...`` condition (or of ``absent``):
-    # the condition holds whenever ``name`` is missing, whatever the rest says.
-    absent_or: str | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.absent = _absent_of(self.tree)
-        self.absent_or = self.absent or _absent_or_of(self.tree)
+    # The attribute of an ``attribute_not_exists(name)`` condition (see absent_attribute), and
+    # of an ``attribute_not_exists(name) OR ...`` one (or ``absent``): the condition holds
+    # whenever ``name`` is missing, whatever the rest says. From :func:`absent_names` of the
+    # tree, which the cached preparation computes once per expression; None only costs speed.
+    absent: str | None = None
+    absent_or: str | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +88,7 @@ class _Prepared:
     top_level_names: frozenset[str]
     names: frozenset[str]  # placeholders the text uses
     values: frozenset[str]
+    absent: tuple[str | None, str | None]  # absent_names of a condition's tree
 
 
 @lru_cache(maxsize=8192)
@@ -101,6 +98,7 @@ def _prepare(
     resolved = resolve(kind, text, names, value_keys)
     tree = resolved.tree
     runnable: Any
+    absent: tuple[str | None, str | None] = (None, None)
     if isinstance(tree, ast.UpdateTree):
         runnable = plan(tree, resolved.extra["paths"])
     elif isinstance(tree, ast.ProjectionTree):
@@ -110,6 +108,7 @@ def _prepare(
         runnable = key_terms(tree)
     else:
         runnable = compile_condition(tree)
+        absent = absent_names(tree)
     analysis = analyse(kind, text)
     return _Prepared(
         kind,
@@ -120,6 +119,7 @@ def _prepare(
         resolved.extra.get("top_level_names", frozenset()),
         analysis.names,
         analysis.values,
+        absent,
     )
 
 
@@ -238,7 +238,9 @@ def _assemble(prepared: tuple[_Prepared, ...], values: Mapping[str, AttributeVal
         kind = item.kind
         if kind == "ConditionExpression" or kind == "FilterExpression":
             assert not isinstance(item.tree, (ast.UpdateTree, ast.ProjectionTree))
-            condition = Condition(item.text, item.runnable, values, item.top_level_names, item.tree)
+            condition = Condition(
+                item.text, item.runnable, values, item.top_level_names, item.tree, *item.absent
+            )
             parts["condition" if kind == "ConditionExpression" else "filter"] = condition
         elif kind == "UpdateExpression":
             parts["update"] = Update(item.text, item.runnable, values)
@@ -317,6 +319,12 @@ def absent_attribute(condition: Condition | None) -> str | None:
     """``name`` if the condition is exactly ``attribute_not_exists(name)`` of a top-level
     attribute (insert-if-absent, when ``name`` is a key attribute), else ``None``."""
     return None if condition is None else condition.absent
+
+
+def absent_names(tree: ast.Node) -> tuple[str | None, str | None]:
+    """(``absent``, ``absent_or``) of a condition tree: see :class:`Condition`."""
+    absent = _absent_of(tree)
+    return absent, absent or _absent_or_of(tree)
 
 
 def _absent_of(tree: ast.Node | None) -> str | None:

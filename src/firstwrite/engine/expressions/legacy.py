@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import constraint, constraint_errors, serialization, validation
 from ..values import SET_TYPES, AttributeValue, compare, parse_value
 from . import ast
-from .compiled import Condition, KeyCondition, Projection, Update
+from .compiled import Condition, KeyCondition, Projection, Update, absent_names
 from .evaluate import compile_condition
 from .keycondition import KeyTerm
 from .projection import build_trie
@@ -213,7 +213,9 @@ def _condition(
     if not nodes:
         return None
     tree = _combine(list(nodes.values()), conditional_operator)
-    return Condition(text, compile_condition(tree), values.values, frozenset(nodes), tree)
+    return Condition(
+        text, compile_condition(tree), values.values, frozenset(nodes), tree, *absent_names(tree)
+    )
 
 
 # --- Expected --------------------------------------------------------------------------------
