@@ -47,7 +47,7 @@ def _target_rows(t: Table) -> list[tuple[str, str, str, str]]:
         if passed is False and target.bound is not None:
             limit = t.ratio(target.bound, target.peer)
             if not math.isnan(limit) and not target.passed(limit):
-                result += f" (unreachable: {target.bound} is {_ratio(limit)})"
+                result += f" (unreachable: {target.bound} misses it too, {limit:.3f}x)"
         rows.append((f"{target.ours} / {target.peer}", _ratio(ratio), target.describe(), result))
     for check in t.checks:
         rows.append((check.name, check.measured, check.required, _result(check.passed)))

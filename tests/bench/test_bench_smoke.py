@@ -115,7 +115,7 @@ def test_report_names_an_unreachable_target_only_when_its_bound_misses_too() -> 
     assert "| ours / peer | 0.25x | >= 0.5x | **MISSED** |" in reachable
     assert "unreachable" not in reachable
     beyond = "\n".join(report.render_table(_table([1.0, 1.0], [4.0, 4.0], [1.6, 1.6])))
-    assert "**MISSED** (unreachable: bound is 0.40x)" in beyond
+    assert "**MISSED** (unreachable: bound misses it too, 0.400x)" in beyond
     met = "\n".join(report.render_table(_table([3.0, 3.0], [4.0, 4.0], [1.6, 1.6])))
     assert "| ours / peer | 0.75x | >= 0.5x | PASS |" in met
     # The bound's own ratio to the peer is shown, like ours.
