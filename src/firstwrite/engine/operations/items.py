@@ -128,19 +128,14 @@ def conditional_write(
     try:
         result = ctx.storage.write(write, autocommit=autocommit)
     except DynamoDBError as error:
-        _note_failure(hints, hint, error)
+        if error.code == "ConditionalCheckFailedException":
+            if len(hints) >= _HINTS_MAX:
+                hints.clear()
+            hints[hint] = True
         raise
     if hints:
         hints.pop(hint, None)
     return result
-
-
-def _note_failure(hints: dict[Any, Any], hint: tuple[int, str], error: DynamoDBError) -> None:
-    """Remember that the condition ``hint`` names failed its last write (see conditional_write)."""
-    if error.code == "ConditionalCheckFailedException":
-        if len(hints) >= _HINTS_MAX:
-            hints.clear()
-        hints[hint] = True
 
 
 def _insert_if_absent(
@@ -194,20 +189,17 @@ def put_item(ctx: Context) -> dict[str, Any]:
         )
         quiet = ctx.engine.quiet(row)
         if if_absent and quiet:
-
-            def insert(w: Writer) -> None:
-                _insert_if_absent(w, row, pk, sk, size, item, params)
-
-            hint = (row.id, text)
-            hints = ctx.engine.hints
-            if hint in hints:  # a duplicate again, most likely: one read answers it
-                conditional_write(ctx, compiled, params, row, pk, sk, insert, autocommit=True)
-                return None
-            try:  # the commoner first write: the insert alone, no read before it
-                ctx.storage.write(insert, autocommit=True)
-            except DynamoDBError as error:
-                _note_failure(hints, hint, error)
-                raise
+            # With the failed-condition hint: a duplicate after a duplicate is one read.
+            conditional_write(
+                ctx,
+                compiled,
+                params,
+                row,
+                pk,
+                sk,
+                lambda w: _insert_if_absent(w, row, pk, sk, size, item, params),
+                autocommit=True,
+            )
             return None
         if (
             insert_first
