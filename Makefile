@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# `make run` needs only the engine's extra (requirements/run.lock), not the test toolchain: a
+# first run on a fresh machine installs a fraction of what `make test` does.
+RUN_VENV  ?= .venv-run
+RUN_STAMP := $(RUN_VENV)/.installed
 PORT   ?= 8000
 DB     ?= firstwrite-local.db
 
@@ -15,9 +19,15 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
+$(RUN_STAMP): requirements/run.lock pyproject.toml
+	$(PYTHON) -m venv $(RUN_VENV)
+	$(RUN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/run.lock
+	$(RUN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
 ## run: start the local DynamoDB engine on 127.0.0.1:$(PORT) (database file $(DB))
-run: $(STAMP)
-	$(VENV)/bin/firstwrite engine serve --port $(PORT) --db $(DB)
+run: $(RUN_STAMP)
+	$(RUN_VENV)/bin/firstwrite engine serve --port $(PORT) --db $(DB)
 
 ## test: lint, type-check, then the whole test suite (slow tests included)
 test: $(STAMP) lint typecheck
@@ -38,9 +48,10 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench
 
-## lock: re-resolve requirements/dev.lock (needs uv; run by a maintainer, not by CI)
+## lock: re-resolve requirements/dev.lock and run.lock (needs uv; run by a maintainer, not by CI)
 lock:
 	uv pip compile pyproject.toml requirements/dev.in --all-extras -o requirements/dev.lock --generate-hashes --python-version 3.11 --no-header
+	uv pip compile pyproject.toml --extra engine -c requirements/dev.lock -o requirements/run.lock --generate-hashes --python-version 3.11 --no-header
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(RUN_VENV) .pytest_cache .mypy_cache .ruff_cache
