@@ -288,3 +288,26 @@ def test_make_run_works_on_a_fresh_clone_from_run_lock_alone(
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(30)
     assert os.path.exists(fresh_clone / "firstwrite-local.db")
+
+
+# -- the size benchmark ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_install_size_benchmark_measures_both_packages() -> None:
+    if str(REPO) not in sys.path:  # `bench` is a top-level package beside `src/`
+        sys.path.insert(0, str(REPO))
+    from bench import _common, install_size, report
+
+    section = install_size.run(_common.Settings.quick_mode(), lambda _message: None)
+    assert section.error is None
+    with_boto3, without = section.tables
+    for table in (with_boto3, without):
+        assert {s.name for s in table.series} == {"firstwrite", "aws-lambda-powertools"}
+        assert "\n".join(report.render_table(table)).count("| **firstwrite** |") == 1
+    ours = {t.title: t.get("firstwrite").median for t in section.tables}  # type: ignore[union-attr]
+    # Without boto3 the package is firstwrite alone; with it, botocore dominates.
+    assert without.extra["packages"]["firstwrite"].startswith("firstwrite ")
+    assert "," not in without.extra["packages"]["firstwrite"]
+    assert with_boto3.extra["packages"]["firstwrite"].startswith("botocore ")
+    assert 0 < ours[without.title] < ours[with_boto3.title]
