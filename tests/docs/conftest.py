@@ -29,6 +29,12 @@ Console (```console)
     ELLIPSIS (``...`` matches anything) and NORMALIZE_WHITESPACE. No output shown: not
     compared.
 
+Serving your own app (a block that needs a server starts one)
+    An invisible block calls ``doc_env.serve(app, "localhost:8080")``: the ASGI app (on
+    uvicorn) or WSGI app (on a threaded wsgiref server) is served from a thread on a free port
+    until the document ends, and ``localhost:8080`` / ``127.0.0.1:8080`` in every later block is
+    rewritten to it, so a ``curl`` shown in the text reaches it.
+
 Saving a file
     ``<!-- save-as: test_orders.py -->`` before a block writes that block to the named file
     in the working directory instead of running it; a later block runs it (``pytest

@@ -18,9 +18,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 from sybil import Document, Example, Region, Sybil
@@ -109,6 +112,68 @@ class DocServer:
             self.process.stdout.close()
 
 
+def _address(text: str) -> re.Pattern[str]:
+    """``host:port`` as the docs may write it (``localhost`` or ``127.0.0.1``)."""
+    host, _, port = text.rpartition(":")
+    if host not in ("localhost", "127.0.0.1") or not port.isdigit():
+        raise ValueError(f"expected localhost:PORT or 127.0.0.1:PORT, got {text!r}")
+    return re.compile(rf"\b(?:localhost|127\.0\.0\.1):{port}\b")
+
+
+class AppServer:
+    """An ASGI app on uvicorn, or a WSGI app on a threading wsgiref server, served from a
+    thread on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        self._stop: Callable[[], None]
+        if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(type(app).__call__):
+            import uvicorn
+
+            server = uvicorn.Server(
+                uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+            )
+            thread = threading.Thread(target=server.run, daemon=True)
+            thread.start()
+            deadline = time.monotonic() + SERVER_START_TIMEOUT
+            while not server.started:
+                if not thread.is_alive() or time.monotonic() > deadline:
+                    raise RuntimeError("the ASGI app did not start (see the captured log)")
+                time.sleep(0.01)
+            port = server.servers[0].sockets[0].getsockname()[1]
+
+            def stop() -> None:
+                server.should_exit = True
+                thread.join(SERVER_START_TIMEOUT)
+
+            self._stop = stop
+        else:
+            httpd = make_server(
+                "127.0.0.1", 0, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
+            )
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+            port = httpd.server_address[1]
+
+            def stop() -> None:
+                httpd.shutdown()
+                httpd.server_close()
+
+            self._stop = stop
+        self.address = f"127.0.0.1:{port}"
+        self.url = "http://" + self.address
+
+    def stop(self) -> None:
+        self._stop()
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
 class DocEnvironment:
     """Where one document's blocks run: a working directory, a local database file, a served
     engine, and the environment a developer would have after ``make run`` and pointing the AWS
@@ -122,6 +187,7 @@ class DocEnvironment:
         self.server = DocServer(root / "server.db", root / "server.log")
         self._runner: asyncio.Runner | None = None
         self.namespace: dict[str, Any] = {}  # the document's, set by its first item
+        self.apps: list[tuple[re.Pattern[str], AppServer]] = []
         bin_dir = os.path.dirname(sys.executable)
         self.variables = {
             "FIRSTWRITE_LOCAL_DB": str(self.local_db),
@@ -137,7 +203,18 @@ class DocEnvironment:
         }
 
     def rewrite(self, source: str) -> str:
-        return DOC_ADDRESS.sub(self.server.address, source)
+        source = DOC_ADDRESS.sub(self.server.address, source)
+        for pattern, app in self.apps:
+            source = pattern.sub(app.address, source)
+        return source
+
+    def serve(self, app: Any, address: str) -> str:
+        """Serve an ASGI or WSGI ``app`` for the rest of the document: ``address``
+        (``localhost:8080`` as the text writes it) is rewritten to it in every later block.
+        Returns the app's real URL."""
+        server = AppServer(app)
+        self.apps.append((_address(address), server))
+        return server.url
 
     def run_coroutine(self, coroutine: Any) -> Any:
         """Top-level ``await`` runs on one event loop per document, as in ``python -m asyncio``."""
@@ -152,6 +229,8 @@ class DocEnvironment:
         for value in self.namespace.values():
             if isinstance(value, Engine):
                 value.close()
+        for _, app in self.apps:
+            app.stop()
         if self._runner is not None:
             self._runner.close()
         self.server.stop()

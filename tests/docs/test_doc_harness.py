@@ -179,6 +179,66 @@ def test_shell_blocks_reach_the_documents_server(docs: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+def test_served_apps_are_reached_at_the_address_the_text_shows(docs: pytest.Pytester) -> None:
+    result = run(
+        docs,
+        apps="""
+        <!-- invisible-code-block: python
+        async def asgi_app(scope, receive, send):
+            if scope["type"] != "http":
+                return
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"from asgi"})
+
+        def wsgi_app(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"from wsgi"]
+
+        doc_env.serve(asgi_app, "localhost:8080")
+        doc_env.serve(wsgi_app, "127.0.0.1:8081")
+        -->
+
+        '''sh
+        test "$(curl --fail-with-body -sS http://localhost:8080/)" = "from asgi"
+        test "$(curl --fail-with-body -sS http://127.0.0.1:8081/x)" = "from wsgi"
+        '''
+
+        '''python
+        import urllib.request
+
+        assert urllib.request.urlopen("http://localhost:8081/").read() == b"from wsgi"
+        '''
+        """,
+    )
+    result.assert_outcomes(passed=3)
+
+
+def test_doctest_blocks_and_top_level_await(docs: pytest.Pytester) -> None:
+    result = run(
+        docs,
+        session="""
+        '''python
+        import asyncio
+
+        await asyncio.sleep(0)
+        first_loop = asyncio.get_running_loop()
+        '''
+
+        '''python
+        await asyncio.sleep(0)
+        assert asyncio.get_running_loop() is first_loop   # one loop per document
+        '''
+
+        '''python
+        >>> 6 * 7
+        41
+        '''
+        """,
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*session.md::line:14,column:1 FAILED*", "Expected:", "    41"])
+
+
 def test_console_output_is_compared(docs: pytest.Pytester) -> None:
     result = run(
         docs,
