@@ -38,9 +38,10 @@ ENV_FIXTURE = "doc_env"
 PYTHON = "python"
 SHELLS = ("sh", "bash", "shell")
 CONSOLE = "console"
+YAML = "yaml"  # parsed, and linted with cfn-lint when it is CloudFormation
+RUN = (PYTHON, *SHELLS, CONSOLE, YAML)
 #: Fenced blocks in these languages are illustrations, not code: diagrams, trees, payloads.
-#: ``yaml`` blocks are parsed (and linted with cfn-lint when they are CloudFormation).
-ILLUSTRATIONS = ("", "text", "mermaid", "json", "http", "toml", "ini", "yaml")
+ILLUSTRATIONS = ("", "text", "mermaid", "json", "http", "toml", "ini")
 
 #: The address the docs use for a local server (``make run``'s default); rewritten to the
 #: document's real server in every block that runs.
@@ -56,7 +57,7 @@ READY_PREFIX = "firstwrite engine listening on "
 #: fresh clone by ``tests/test_install.py``. ``firstwrite engine serve`` (without ``--help``)
 #: serves until stopped: the document's own server, already listening at the rewritten
 #: address, stands in for it.
-_MAKE = re.compile(r"^make(?P<args>(?:\s+[\w.-]+)+)\s*(?:#.*)?$")
+_MAKE = re.compile(r"^make(?P<args>(?:\s+[\w.=/:-]+)+)\s*(?:#.*)?$")
 _SERVE = re.compile(r"^firstwrite\s+engine\s+serve\b(?!.*(?:\s-h\b|--help))")
 
 
@@ -253,7 +254,7 @@ def doc_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocEnvironment
 def _env(example: Example) -> DocEnvironment:
     env = example.namespace.get(ENV_FIXTURE)
     if not isinstance(env, DocEnvironment):
-        raise RuntimeError(f"the {ENV_FIXTURE!r} fixture is missing: use doc_harness.collect()")
+        raise RuntimeError(f"the {ENV_FIXTURE!r} fixture is missing: collect with DocumentSuite")
     return env
 
 
@@ -442,7 +443,7 @@ def make_sybil() -> Sybil:
         python,
         *(CodeBlockParser(language, ShellEvaluator()) for language in SHELLS),
         CodeBlockParser(CONSOLE, ConsoleEvaluator()),
-        CodeBlockParser("yaml", YamlEvaluator()),
+        CodeBlockParser(YAML, YamlEvaluator()),
         SkipParser(),
         SaveAs(),
     ]
