@@ -228,7 +228,8 @@ class Core:
             )
         status, headers, body = decode_response(bytes(raw))
         headers.append((self.config.replayed_header.lower().encode("latin-1"), b"true"))
-        headers.append((b"content-length", str(len(body)).encode()))
+        if status not in (204, 304):  # RFC 9110 8.6: no Content-Length on these
+            headers.append((b"content-length", str(len(body)).encode()))
         return status, headers, body
 
     # -- storing -----------------------------------------------------------------------------

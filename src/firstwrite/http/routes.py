@@ -56,14 +56,13 @@ class Route:
     wait: float | None = None
     transactional: bool = False
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    _methods: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_regex", compile_pattern(self.path))
         methods = frozenset(m.upper() for m in self.methods)
         if not methods:
             raise ValueError(f"route {self.label!r} has no methods")
-        object.__setattr__(self, "_methods", methods)
+        object.__setattr__(self, "methods", methods)
         if self.lease is not None and self.lease <= 0:
             raise ValueError(f"route {self.label!r}: lease must be > 0 seconds")
         if self.wait is not None and self.wait < 0:
@@ -77,7 +76,7 @@ class Route:
         return self.path if isinstance(self.path, str) else self.path.pattern
 
     def matches(self, method: str, path: str) -> bool:
-        return method in self._methods and self._regex.fullmatch(path) is not None
+        return method in self.methods and self._regex.fullmatch(path) is not None
 
     def matches_path(self, path: str) -> bool:
         return self._regex.fullmatch(path) is not None
