@@ -45,7 +45,7 @@ def _starlette(guard: Any, seen: list[Any], **settings: Any) -> Starlette:
             Path_("/big", big, methods=["POST"]),
         ]
     )
-    app.add_middleware(IdempotencyMiddleware, guard=guard, **settings)
+    app.add_middleware(IdempotencyMiddleware, guard=guard, config=HttpConfig(**settings))
     return app
 
 
@@ -62,7 +62,9 @@ def _flask(guard: Any, seen: list[Any], **settings: Any) -> Flask:
         seen.append(idempotency(flask_request))
         return "x" * 5000
 
-    app.wsgi_app = WSGIIdempotencyMiddleware(app.wsgi_app, guard=guard, **settings)  # type: ignore[method-assign]
+    app.wsgi_app = WSGIIdempotencyMiddleware(
+        app.wsgi_app, guard=guard, config=HttpConfig(**settings)
+    )  # type: ignore[method-assign]
     return app
 
 
@@ -124,14 +126,10 @@ def test_without_a_guard_the_local_engine_file_is_used(
     assert (tmp_path / "zero-config.db").exists()
 
 
-def test_settings_go_as_keywords_or_as_a_config_not_both(local_client: Any) -> None:
-    sync_guard, async_guard = guards(local_client, "settings")
-    with pytest.raises(TypeError, match="not both"):
-        IdempotencyMiddleware(lambda *a: None, guard=async_guard, config=HttpConfig(), wait=1)  # type: ignore[arg-type]
+def test_a_wsgi_app_needs_a_synchronous_guard(local_client: Any) -> None:
+    _, async_guard = guards(local_client, "settings")
     with pytest.raises(TypeError, match="synchronous guard"):
         WSGIIdempotencyMiddleware(lambda *a: [], guard=async_guard)  # type: ignore[arg-type]
-    middleware = IdempotencyMiddleware(lambda *a: None, guard=sync_guard, require_key=True)  # type: ignore[arg-type]
-    assert middleware.config.require_key
 
 
 @pytest.mark.parametrize("framework", ["starlette", "flask"])

@@ -6,8 +6,11 @@ captured response is stored *before* it is sent, so a client that saw it, and re
 replay. It calls the layer's :class:`~firstwrite.idempotency.AsyncIdempotency` (or a synchronous
 ``Idempotency`` run in a worker thread), so it never blocks the event loop::
 
-    app.add_middleware(IdempotencyMiddleware, guard=AsyncIdempotency(config, client=client),
-                       principal=lambda request: request.header("x-api-key"))
+    app.add_middleware(
+        IdempotencyMiddleware,
+        guard=AsyncIdempotency(config, client=client),
+        config=HttpConfig(principal=lambda request: request.header("x-api-key")),
+    )
 
 The rules (which requests, keys, scopes, fingerprints, answers, what is stored) are in
 :mod:`.core`, shared with the WSGI middleware.
@@ -44,7 +47,7 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]  # loose: frameworks type scope and messages as they like
 
 # Extensions that bypass http.response.body (files sent by path, trailers): hidden from the app
 # on guarded requests so that every response passes through the capture.
@@ -73,9 +76,10 @@ class _AsyncGuard:
 
 
 class IdempotencyMiddleware:
-    """``IdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``, or the settings of
-    :class:`HttpConfig` as keywords (what Starlette's ``add_middleware`` passes). Without a
-    guard, ``AsyncIdempotency()`` (the local engine file, no configuration)."""
+    """``IdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``, or with Starlette
+    ``app.add_middleware(IdempotencyMiddleware, guard=..., config=...)``. Without a guard,
+    ``AsyncIdempotency()`` (the local engine file, no configuration); without a config,
+    ``HttpConfig()``."""
 
     def __init__(
         self,
@@ -83,12 +87,9 @@ class IdempotencyMiddleware:
         *,
         guard: Any = None,
         config: HttpConfig | None = None,
-        **settings: Any,
     ) -> None:
-        if config is not None and settings:
-            raise TypeError("give config= or HttpConfig settings as keywords, not both")
         self.app = app
-        self.config = config or HttpConfig(**settings)
+        self.config = config or HttpConfig()
         self.core = Core(self.config)
         self.guard = _AsyncGuard(guard if guard is not None else AsyncIdempotency())
 

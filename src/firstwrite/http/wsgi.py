@@ -47,9 +47,9 @@ _READ_CHUNK = 64 * 1024
 
 
 class WSGIIdempotencyMiddleware:
-    """``WSGIIdempotencyMiddleware(app, guard=..., config=HttpConfig(...))`` or the settings of
-    :class:`HttpConfig` as keywords. Without a guard, ``Idempotency()`` (the local engine file,
-    no configuration). The guard must be synchronous."""
+    """``WSGIIdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``. Without a guard,
+    ``Idempotency()`` (the local engine file, no configuration); without a config,
+    ``HttpConfig()``. The guard must be synchronous."""
 
     def __init__(
         self,
@@ -57,15 +57,12 @@ class WSGIIdempotencyMiddleware:
         *,
         guard: Any = None,
         config: HttpConfig | None = None,
-        **settings: Any,
     ) -> None:
-        if config is not None and settings:
-            raise TypeError("give config= or HttpConfig settings as keywords, not both")
         guard = guard if guard is not None else Idempotency()
         if _is_async(guard):
             raise TypeError("a WSGI app needs a synchronous guard (Idempotency), not an async one")
         self.app = app
-        self.config = config or HttpConfig(**settings)
+        self.config = config or HttpConfig()
         self.core = Core(self.config)
         self.guard = guard
         self._environ_header = "HTTP_" + self.config.header.upper().replace("-", "_")
