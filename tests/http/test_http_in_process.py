@@ -220,7 +220,9 @@ def _echo_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 
 def test_a_terminated_wsgi_input_without_a_length_is_read_whole(local_client: Any) -> None:
     sync_guard, _ = guards(local_client, "wsgi-bodies")
-    app = WSGIIdempotencyMiddleware(_echo_app, guard=sync_guard, max_request_body=100)
+    app = WSGIIdempotencyMiddleware(
+        _echo_app, guard=sync_guard, config=HttpConfig(max_request_body=100)
+    )
     assert _wsgi_call(app, _environ(b"chunked body", **{"wsgi.input_terminated": True})) == (
         "201 Created",
         b"w-1:chunked body",
@@ -237,7 +239,9 @@ def test_a_non_ascii_wsgi_path_is_matched_as_text(local_client: Any) -> None:
     from firstwrite.http import Route
 
     app = WSGIIdempotencyMiddleware(
-        _echo_app, guard=sync_guard, routes=[Route("/caf\u00e9", require_key=True)]
+        _echo_app,
+        guard=sync_guard,
+        config=HttpConfig(routes=[Route("/caf\u00e9", require_key=True)]),
     )
     raw_path = "/caf\u00e9".encode().decode("latin-1")  # how PEP 3333 carries it
     environ = _environ(b"", PATH_INFO=raw_path)
