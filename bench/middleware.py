@@ -498,8 +498,10 @@ def _table(
         },
     )
     if bare:
+        bare_cpu = cpu.get(BARE)
         table.notes.append(
-            f"The bare app: {sorted(bare)[len(bare) // 2]:,.1f} µs per request (median)."
+            f"The bare app: {sorted(bare)[len(bare) // 2]:,.1f} µs per request (median)"
+            + ("." if bare_cpu is None else f", {bare_cpu:,.0f} µs CPU.")
         )
     peers = [s for s in overheads if s.name in (POWERTOOLS, IDEMKIT) and s.values]
     if table.get(OURS) is not None and peers:
