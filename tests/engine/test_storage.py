@@ -10,9 +10,14 @@ import pytest
 from firstwrite.engine.errors import DynamoDBError
 from firstwrite.engine.storage import Storage, Writer
 
+_DEFINITION = {
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+}
+
 
 def _table(storage: Storage) -> int:
-    return storage.write(lambda w: w.create_table("us-east-1", "tbl", {"KeySchema": []})).id
+    return storage.write(lambda w: w.create_table("us-east-1", "tbl", _DEFINITION)).id
 
 
 @pytest.fixture(params=["file", "memory"])

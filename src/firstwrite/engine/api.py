@@ -10,11 +10,20 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import operations
 from .clock import Clock
+from .context import (
+    DEFAULT_ACCOUNT,
+    DEFAULT_REGION,
+    ChangeHook,
+    Context,
+    FinishHook,
+    Interceptor,
+    Operation,
+    TableHook,
+)
 from .errors import DynamoDBError
 from .faults import FaultInjector
 from .regions import Replication
@@ -25,49 +34,9 @@ if TYPE_CHECKING:
     from .ttl import TimeToLive, TTLConfig
 
 Durability = Literal["full", "normal"]
-# (ctx, writer, table, old item, new item): one item changed; None means absent.
-ChangeHook = Callable[["Context", Writer, TableRow, "Item | None", "Item | None"], None]
-# (ctx, writer, table, "create" | "update" | "delete", request params) -> the table row to use.
-Interceptor = Callable[["Context"], None]
-TableHook = Callable[["Context", Writer, TableRow, str, Mapping[str, Any]], TableRow]
 Service = Literal["dynamodb", "streams"]
-# (ctx, response or None, error or None): registered by an interceptor with Context.on_finish.
-FinishHook = Callable[["Context", "dict[str, Any] | None", "DynamoDBError | None"], None]
-_FINISH = "firstwrite.finish"
-
-DEFAULT_REGION = "us-east-1"
-DEFAULT_ACCOUNT = "000000000000"
-
-
-@dataclass(slots=True)
-class Context:
-    """What an operation sees of one call: its parameters and the engine serving it."""
-
-    engine: Engine
-    params: Mapping[str, Any]
-    region: str = DEFAULT_REGION
-    wire: bool = False  # B values are base64 text (JSON callers) rather than bytes
-    operation: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def storage(self) -> Storage:
-        return self.engine.storage
-
-    @property
-    def clock(self) -> Clock:
-        return self.engine.clock
-
-    def now(self) -> float:
-        return self.engine.clock.now()
-
-    def on_finish(self, hook: FinishHook) -> None:
-        """Call ``hook(ctx, response, error)`` once this call has returned or failed.
-
-        For interceptors that act after the operation (capacity accounting, crash points):
-        the response is the operation's dict, before any adapter encodes it.
-        """
-        self.extras.setdefault(_FINISH, []).append(hook)
+# The table-row cache of Engine.quiet() is dropped whole past this many (id, version) entries.
+_QUIET_CACHE_MAX = 4096
 
 
 class Engine:
@@ -106,6 +75,8 @@ class Engine:
         # Cost hints the operations keep for themselves (e.g. items.conditional_write): what
         # recent calls did, to pick the cheaper way to the same answer. Never semantics.
         self.hints: dict[Any, Any] = {}
+        # quiet()'s answers per (table id, version), with the hook list they were made for.
+        self._quiet: dict[tuple[int, int], tuple[list[ChangeHook], int, bool]] = {}
         self.table_hooks: list[TableHook] = []
         # Called before every operation (fault injection: throttling, latency, injected errors);
         # may raise a DynamoDBError. Empty unless a test or the admin API switches faults on.
@@ -147,7 +118,7 @@ class Engine:
         if self.interceptors:
             for intercept in self.interceptors:
                 intercept(ctx)
-            finish = ctx.extras.get(_FINISH)
+            finish = ctx.finish_hooks
             if finish:
                 return _finished(fn, ctx, finish)
         return fn(ctx)
@@ -160,12 +131,13 @@ class Engine:
     def quiet(self, row: TableRow) -> bool:
         """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
         ``watches`` predicate, e.g. by fault injection, act on every table)."""
-        # Cached on the (per-version) catalog row for the current hook list (installers replace
-        # the list; its length guards against an append in place).
+        # Cached per catalog row version for the current hook list (installers replace the
+        # list; its length guards against an append in place).
         hooks = self.change_hooks
-        cached = row.__dict__.get("_quiet")
+        key = (row.id, row.version)
+        cached = self._quiet.get(key)
         if cached is not None and cached[0] is hooks and cached[1] == len(hooks):
-            return cached[2]  # type: ignore[no-any-return]
+            return cached[2]
         watches = self.change_watches
         quiet = True
         for hook in hooks:
@@ -173,7 +145,9 @@ class Engine:
             if watch is None or watch(row):
                 quiet = False
                 break
-        row.__dict__["_quiet"] = (hooks, len(hooks), quiet)
+        if len(self._quiet) >= _QUIET_CACHE_MAX:
+            self._quiet.clear()
+        self._quiet[key] = (hooks, len(hooks), quiet)
         return quiet
 
     def emit_change(
@@ -198,7 +172,7 @@ class Engine:
         self.close()
 
 
-def _finished(fn: operations.Operation, ctx: Context, hooks: list[FinishHook]) -> dict[str, Any]:
+def _finished(fn: Operation, ctx: Context, hooks: list[FinishHook]) -> dict[str, Any]:
     try:
         response = fn(ctx)
     except DynamoDBError as error:

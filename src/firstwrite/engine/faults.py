@@ -55,12 +55,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import storage as st
 from .errors import DynamoDBError
-from .schema import item_key, key_schema
+from .schema import item_key
 from .storage import AsOfReader, Reader, TableRow, Writer
 from .values import Item, item_size
 
 if TYPE_CHECKING:
-    from .api import Context, Engine
+    from .api import Engine
+    from .context import Context
 
 __all__ = [
     "CRASH_EXIT_CODE",
@@ -69,7 +70,6 @@ __all__ = [
     "Fault",
     "FaultInjector",
     "install",
-    "stale_reader",
     "uninstall",
 ]
 
@@ -102,8 +102,7 @@ WRITE_OPERATIONS = frozenset(
 )
 READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 _STALE_OPERATIONS = frozenset({"GetItem", "Query", "Scan"})
-# Context.extras keys.
-AS_OF = "firstwrite.as_of"
+# Context.extras key.
 _CRASH_BEFORE_COMMIT = "firstwrite.crash_before_commit"
 
 _HOOKS_LOCK = threading.Lock()
@@ -125,18 +124,6 @@ def uninstall(engine: Engine, attribute: str, hook: Any) -> None:
     with _HOOKS_LOCK:
         current = getattr(engine, attribute)
         setattr(engine, attribute, [h for h in current if h != hook])
-
-
-# --- the read hook of GetItem / Query / Scan -------------------------------------------------
-
-
-def stale_reader(ctx: Context, reader: Reader, consistent: bool) -> Reader:
-    """The reader an eventually consistent read should use: ``reader`` unless a stale-read
-    fault shifted this call into the past. Costs one dict check when no fault is on."""
-    if consistent or not ctx.extras:
-        return reader
-    as_of = ctx.extras.get(AS_OF)
-    return reader if as_of is None else AsOfReader(reader, as_of)
 
 
 def tables_of(operation: str, params: Mapping[str, Any]) -> list[str]:
@@ -472,6 +459,7 @@ class FaultInjector:
         operation, region = ctx.operation, ctx.region
         tables = tables_of(operation, ctx.params)
         exhausted = False
+        as_of: float | None = None  # the stale-read instant (the oldest, if several fire)
         for fault in self._faults:
             if not fault.matches(operation, region, tables):
                 continue
@@ -492,8 +480,8 @@ class FaultInjector:
             elif kind == "stale_read":
                 if operation in _STALE_OPERATIONS and fault.fire():
                     assert fault.lag is not None
-                    as_of = ctx.now() - fault.lag
-                    ctx.extras[AS_OF] = min(as_of, ctx.extras.get(AS_OF, as_of))
+                    past = ctx.now() - fault.lag
+                    as_of = past if as_of is None else min(as_of, past)
             elif fault.point == "before_operation":
                 if fault.fire():
                     _crash(fault)
@@ -502,6 +490,8 @@ class FaultInjector:
             else:
                 ctx.on_finish(functools.partial(_crash_after, fault))
             exhausted = exhausted or fault.exhausted
+        if as_of is not None:
+            ctx.reader_hook = functools.partial(AsOfReader, as_of=as_of)
         if exhausted:
             self._drop_exhausted()
         if self._enforcing and tables:
@@ -532,7 +522,7 @@ class FaultInjector:
         item = new if new is not None else old
         if item is None:
             return
-        pk, sk = item_key(key_schema(row), item)
+        pk, sk = item_key(row.key_schema, item)
         now = self.engine.clock.now()
         st.record_history(w, row.id, pk, sk, now, old, item_size(old), now - max(lags))
 

@@ -38,14 +38,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import storage as st
+from .context import Context
 from .errors import DynamoDBError, invalid_parameters, validation
-from .schema import item_key, key_schema
+from .schema import item_key
 from .storage import ReplicationEntry, TableRow, Writer
 from .validation import F, check
 from .values import Item, item_size
 
 if TYPE_CHECKING:
-    from .api import Context, Engine
+    from .api import Engine
 
 __all__ = ["DEFAULT_LAG_SECONDS", "GLOBAL_TABLE_VERSION", "REPLICATED", "Replication"]
 
@@ -214,8 +215,6 @@ class Replication:
         st.set_item_version(w, row.id, entry.pk, entry.sk, entry.written_at, entry.source_region)
         engine = self.engine
         if len(engine.change_hooks) > 1 and (old is not None or entry.item is not None):
-            from .api import Context  # api imports this module
-
             ctx = Context(
                 engine,
                 {},
@@ -236,7 +235,7 @@ class Replication:
         item = new if new is not None else old
         if item is None:
             return
-        pk, sk = item_key(key_schema(row), item)
+        pk, sk = item_key(row.key_schema, item)
         now = at = ctx.now()
         region = row.region
         version = st.item_version(w, row.id, pk, sk)

@@ -1,53 +1,16 @@
-"""A table's key schema, and turning items and Key parameters into storage keys."""
+"""Turning items and Key parameters into storage keys, by a table's key schema."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import invalid_parameters, validation
-from .keys import encode_key_value
-from .storage import TableRow
+from .keys import KeySchema, encode_key_value
 from .values import AttributeValue, Item, parse_value, value_type
 
 MAX_HASH_KEY_BYTES = 2048
 MAX_RANGE_KEY_BYTES = 1024
 _KEY_MISMATCH = "The provided key element does not match the schema"
-
-
-@dataclass(frozen=True)
-class KeySchema:
-    hash_name: str
-    hash_type: str
-    range_name: str | None = None
-    range_type: str | None = None
-
-    @property
-    def names(self) -> frozenset[str]:
-        if self.range_name is None:
-            return frozenset((self.hash_name,))
-        return frozenset((self.hash_name, self.range_name))
-
-
-def key_schema(row: TableRow) -> KeySchema:
-    """The table's key schema, kept on the (immutable, per-version) catalog row itself."""
-    # Stored in the instance dict the way functools.cached_property does it on a frozen class.
-    schema: KeySchema | None = row.__dict__.get("_key_schema")
-    if schema is None:
-        definition = row.definition
-        types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
-        hash_name = range_name = None
-        for element in definition["KeySchema"]:
-            if element["KeyType"] == "HASH":
-                hash_name = element["AttributeName"]
-            else:
-                range_name = element["AttributeName"]
-        assert hash_name is not None
-        schema = KeySchema(
-            hash_name, types[hash_name], range_name, types[range_name] if range_name else None
-        )
-        row.__dict__["_key_schema"] = schema
-    return schema
 
 
 def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import msgpack
 
 from .errors import DynamoDBError, internal_error
+from .keys import KeySchema
 from .values import Item
 
 T = TypeVar("T")
@@ -186,15 +187,24 @@ def _key_bounds(
     return where, args
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TableRow:
-    """A catalog entry: the table's storage id and its definition (DescribeTable's source)."""
+    """A catalog entry at one version: the table's storage id, its definition (DescribeTable's
+    source) and the key schema read from it. Storage builds one per (id, version) and reuses it.
+    """
 
     id: int
     region: str
     name: str
     version: int
     definition: dict[str, Any]
+    key_schema: KeySchema
+
+    @classmethod
+    def build(
+        cls, table_id: int, region: str, name: str, version: int, definition: dict[str, Any]
+    ) -> TableRow:
+        return cls(table_id, region, name, version, definition, KeySchema.of(definition))
 
 
 @dataclass(frozen=True)
@@ -514,7 +524,7 @@ class Writer(Reader):
         )
         table_id = cursor.lastrowid
         assert table_id is not None
-        return TableRow(table_id, region, name, 1, definition)
+        return TableRow.build(table_id, region, name, 1, definition)
 
     def update_table(self, row: TableRow, definition: dict[str, Any]) -> TableRow:
         self._conn.execute(
@@ -522,7 +532,7 @@ class Writer(Reader):
             (json.dumps(definition), row.id),
         )
         self._storage.forget_table(row)
-        return TableRow(row.id, row.region, row.name, row.version + 1, definition)
+        return TableRow.build(row.id, row.region, row.name, row.version + 1, definition)
 
     def drop_table(self, row: TableRow) -> None:
         self._storage.forget_table(row)
@@ -734,7 +744,7 @@ class Storage:
             region, name, text = conn.execute(
                 "SELECT region, name, definition FROM tables WHERE id = ?", (table_id,)
             ).fetchone()
-            row = TableRow(table_id, region, name, version, json.loads(text))
+            row = TableRow.build(table_id, region, name, version, json.loads(text))
             self._definitions[key] = row
         return row
 

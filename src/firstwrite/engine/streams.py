@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import DynamoDBError, resource_not_found, validation
 from .operations import operation
-from .schema import key_of, key_schema
+from .schema import key_of
 from .storage import Reader, StreamRow, TableRow, Writer, pack, unpack
 from .validation import F, check
 from .values import Item, equal, item_size
 
 if TYPE_CHECKING:
-    from .api import Context, Engine
+    from .api import Engine
+    from .context import Context
 
 __all__ = [
     "ITERATOR_LIFETIME_S",
@@ -49,7 +50,7 @@ __all__ = [
 
 RETENTION_S = 24 * 3600.0
 ITERATOR_LIFETIME_S = 15 * 60.0
-# Written to ctx.extras["principal"] by the TTL sweeper; turns into the record's userIdentity.
+# The TTL sweeper's Context.principal; turns into the record's userIdentity.
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 MAX_RECORDS = 1000
 MAX_RESPONSE_BYTES = 1024 * 1024
@@ -126,7 +127,7 @@ def _on_change(ctx: Context, w: Writer, row: TableRow, old: Item | None, new: It
     else:
         event = "MODIFY"
     view = stream["view"]
-    keys = key_of(key_schema(row), new if new is not None else old)  # type: ignore[arg-type]
+    keys = key_of(row.key_schema, new if new is not None else old)  # type: ignore[arg-type]
     now = ctx.now()
     data: dict[str, Any] = {"ApproximateCreationDateTime": float(math.floor(now)), "Keys": keys}
     size = item_size(keys)
@@ -146,7 +147,7 @@ def _on_change(ctx: Context, w: Writer, row: TableRow, old: Item | None, new: It
         "awsRegion": row.region,
         "dynamodb": data,
     }
-    principal = ctx.extras.get("principal")
+    principal = ctx.principal
     if principal is not None:
         record["userIdentity"] = {"Type": "Service", "PrincipalId": principal}
     w.stream_append(stream["id"], now, pack(record))

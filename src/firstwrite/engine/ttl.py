@@ -31,16 +31,17 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import streams
+from .context import Context
 from .errors import validation
 from .operations import operation
 from .operations.tables import require_table
-from .schema import item_key, key_of, key_schema
+from .schema import item_key, key_of
 from .storage import Reader, TableRow, Writer
 from .validation import TABLE_NAME, F, check
 from .values import Item
 
 if TYPE_CHECKING:
-    from .api import Context, Engine
+    from .api import Engine
 
 __all__ = ["TTLConfig", "TimeToLive", "expiry_of"]
 
@@ -114,7 +115,7 @@ def _on_change(ctx: Context, w: Writer, row: TableRow, old: Item | None, new: It
         return
     item = new if new is not None else old
     assert item is not None
-    pk, sk = item_key(key_schema(row), item)
+    pk, sk = item_key(row.key_schema, item)
     if after is None:
         w.ttl_clear(row.id, pk, sk)
     else:
@@ -235,8 +236,6 @@ class TimeToLive:
                 pass
 
     def _delete_due(self, w: Writer, before: float, not_before: float, limit: int) -> list[Expired]:
-        from .api import Context
-
         deleted: list[Expired] = []
         tables: dict[int, TableRow | None] = {}
         for table_id, pk, sk, expires in w.ttl_due(before, not_before, limit):
@@ -260,10 +259,15 @@ class TimeToLive:
             w.delete(table_id, pk, sk)
             w.ttl_clear(table_id, pk, sk)
             if self._engine.change_hooks:
-                ctx = Context(self._engine, {}, row.region, False, "TimeToLive")
-                ctx.extras["principal"] = streams.TTL_PRINCIPAL
+                ctx = Context(
+                    self._engine,
+                    {},
+                    row.region,
+                    operation="TimeToLive",
+                    principal=streams.TTL_PRINCIPAL,
+                )
                 self._engine.emit_change(ctx, w, row, item, None)
-            deleted.append(Expired(row.region, row.name, key_of(key_schema(row), item), expires))
+            deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), expires))
         return deleted
 
 

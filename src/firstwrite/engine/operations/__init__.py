@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 Operation = Callable[["Context"], dict[str, Any]]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import consumed
 from ..errors import constraint, constraint_errors, serialization, validation
-from ..schema import item_key, key_schema, parse_key
+from ..schema import item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     RETURN_CONSUMED_CAPACITY,
@@ -31,7 +31,7 @@ from .items import ITEM_TOO_LARGE
 from .tables import require_table
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 MAX_GET_KEYS = 100
 MAX_WRITE_REQUESTS = 25
@@ -134,7 +134,7 @@ def batch_get_item(ctx: Context) -> dict[str, Any]:
         plans: list[tuple[str, TableRow, list[tuple[Item, bytes, bytes]]]] = []
         for table, entry in request_items.items():
             row = require_table(ctx, r, table)
-            schema = key_schema(row)
+            schema = row.key_schema
             keys = [parse_key(schema, key, wire=ctx.wire) for key in entry["Keys"]]
             if len({(pk, sk) for _key, pk, sk in keys}) != len(keys):
                 raise validation(_DUPLICATES)
@@ -227,7 +227,7 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
         seen: set[tuple[int, bytes, bytes]] = set()
         for table, entries in parsed:
             row = require_table(ctx, w, table)
-            schema = key_schema(row)
+            schema = row.key_schema
             for item, key in entries:
                 if item is not None:
                     pk, sk = item_key(schema, item)

@@ -15,8 +15,8 @@ from .. import consumed
 from ..errors import DynamoDBError, conditional_check_failed, internal_error, validation
 from ..expressions import Compiled, apply_update, evaluate, project
 from ..expressions.compiled import absent_attribute
-from ..faults import stale_reader
-from ..schema import KeySchema, item_key, key_schema, parse_key
+from ..keys import KeySchema
+from ..schema import item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     CONSISTENT_READ,
@@ -34,7 +34,7 @@ from ._common import compile_request, projected, return_values_put_delete
 from .tables import with_table
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 T = TypeVar("T")
 
@@ -170,7 +170,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
     absent_or, text = (None, "") if condition is None else (condition.absent_or, condition.text)
 
     def attempt(row: TableRow) -> Item | None:
-        schema = key_schema(row)
+        schema = row.key_schema
         pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
             raise validation(ITEM_TOO_LARGE)
@@ -244,7 +244,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
 
     def attempt(row: TableRow) -> Item | None:
-        _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
+        _key, pk, sk = parse_key(row.key_schema, params["Key"], wire=ctx.wire)
 
         def write(w: Writer) -> Item | None:
             old = w.get_checked(row, pk, sk)
@@ -277,7 +277,7 @@ def update_item(ctx: Context) -> dict[str, Any]:
     )
 
     def attempt(row: TableRow) -> tuple[Item | None, Item, int]:
-        schema = key_schema(row)
+        schema = row.key_schema
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
 
         def write(w: Writer) -> tuple[Item | None, Item, int]:
@@ -318,13 +318,14 @@ def get_item(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def attempt(row: TableRow) -> Item | None:
-        _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
+        _key, pk, sk = parse_key(row.key_schema, params["Key"], wire=ctx.wire)
 
         def read(r: Reader) -> Item | None:
             item = r.get_checked(row, pk, sk)  # one statement, no transaction
-            # faults.py: an eventually consistent read may be served from the past
-            stale = stale_reader(ctx, r, consistent)
-            return item if stale is r else stale.get(row.id, pk, sk)
+            if ctx.reader_hook is None or consistent:
+                return item
+            # An interceptor's view for eventually consistent reads (faults: stale reads).
+            return ctx.reader(r, consistent=False).get(row.id, pk, sk)
 
         return ctx.storage.read(read)
 

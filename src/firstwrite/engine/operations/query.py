@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .. import consumed
 from ..errors import DynamoDBError, invalid_parameters, validation
 from ..expressions import evaluate, key_condition_range
-from ..faults import stale_reader
-from ..keys import encode_key_value, successor
-from ..schema import KeySchema, key_of, key_schema, parse_key
+from ..keys import KeySchema, encode_key_value, successor
+from ..schema import key_of, parse_key
 from ..storage import Reader, TableRow
 from ..validation import (
     CONSISTENT_READ,
@@ -34,7 +33,7 @@ from ._common import compile_request, projected
 from .tables import require_table
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
     from ..expressions import Compiled
 
 # A page stops once the items read would pass 1 MB (a single larger item is still returned).
@@ -296,10 +295,10 @@ def query(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def read(r: Reader) -> dict[str, Any]:
-        r = stale_reader(ctx, r, consistent)  # faults.py: eventually consistent = maybe stale
+        r = ctx.reader(r, consistent=consistent)  # eventually consistent: maybe stale (faults)
         row = require_table(ctx, r, name)
         _refuse_index(params)
-        schema = key_schema(row)
+        schema = row.key_schema
         assert compiled.key_condition is not None  # KeyConditionExpression is required above
         hash_value, range_condition = key_condition_range(
             compiled.key_condition, hash_key=schema.hash_name, range_key=schema.range_name
@@ -397,10 +396,10 @@ def scan(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def read(r: Reader) -> dict[str, Any]:
-        r = stale_reader(ctx, r, consistent)  # faults.py: eventually consistent = maybe stale
+        r = ctx.reader(r, consistent=consistent)  # eventually consistent: maybe stale (faults)
         row = require_table(ctx, r, name)
         _refuse_index(params)
-        schema = key_schema(row)
+        schema = row.key_schema
         start = _start_key(schema, params, wire=ctx.wire, query=False)
         after = None if start is None else (start[1], start[2])
         keep = None

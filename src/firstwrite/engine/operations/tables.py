@@ -19,7 +19,7 @@ from ..validation import TABLE_NAME, TABLE_NAME_PATTERN, F, check
 from . import operation
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 _THROUGHPUT = F(
     "ProvisionedThroughput",

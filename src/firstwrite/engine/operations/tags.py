@@ -20,7 +20,8 @@ from ..validation import F, check
 from . import operation
 
 if TYPE_CHECKING:
-    from ..api import Context, Engine
+    from ..api import Engine
+    from ..context import Context
 
 MAX_TAGS = 50
 # Tags per ListTagsOfResource page. DynamoDB returns all of a table's (at most 50) tags in one
