@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from . import operations
 from .clock import Clock
@@ -19,6 +19,7 @@ from .context import (
     DEFAULT_REGION,
     ChangeHook,
     Context,
+    Feature,
     FinishHook,
     Interceptor,
     Operation,
@@ -28,10 +29,10 @@ from .errors import DynamoDBError
 from .faults import FaultInjector
 from .regions import Replication
 from .storage import Storage, TableRow, Writer
+from .streams import Streams
+from .tags import Tags
+from .ttl import TimeToLive, TTLConfig
 from .values import Item
-
-if TYPE_CHECKING:
-    from .ttl import TimeToLive, TTLConfig
 
 Durability = Literal["full", "normal"]
 Service = Literal["dynamodb", "streams"]
@@ -66,35 +67,43 @@ class Engine:
         self.account_id = account_id
         self.default_region = region
         self.storage = Storage(self.path, durability=durability)
-        # Extension points for features that ride on every write or table change (streams,
-        # replication): called inside the write transaction. Empty lists cost one check.
+        # The hook lists features register on (context.py): called inside the write transaction
+        # (change and table hooks) or before every operation (interceptors). Empty lists cost
+        # one check. They are replaced, never changed in place (copy-on-write, under _hooks_lock),
+        # so a call iterates the list it read.
         self.change_hooks: list[ChangeHook] = []
         # Per change hook (when it says): whether it acts on a table's writes at all. A write to
         # a table no hook acts on may take the single-statement fast path (see quiet()).
         self.change_watches: dict[ChangeHook, Callable[[TableRow], bool]] = {}
+        self.table_hooks: list[TableHook] = []
+        self.interceptors: list[Interceptor] = []
+        self._hooks_lock = threading.Lock()
         # Cost hints the operations keep for themselves (e.g. items.conditional_write): what
         # recent calls did, to pick the cheaper way to the same answer. Never semantics.
         self.hints: dict[Any, Any] = {}
         # quiet()'s answers per (table id, version), with the hook list they were made for.
         self._quiet: dict[tuple[int, int], tuple[list[ChangeHook], int, bool]] = {}
-        self.table_hooks: list[TableHook] = []
-        # Called before every operation (fault injection: throttling, latency, injected errors);
-        # may raise a DynamoDBError. Empty unless a test or the admin API switches faults on.
-        self.interceptors: list[Interceptor] = []
-        # Tags, streams and TTL ride on the hooks above: one dict lookup per write when off.
-        from . import streams, ttl
-        from .operations import tags
-
-        tags.install(self)
-        streams.install(self)
-        self.ttl: TimeToLive = ttl.TimeToLive(self, ttl_config)
         self._closed = False
         self._lock = threading.Lock()
-        # Fault injection (off until a fault is added; see faults.py) and global tables.
-        self.faults = FaultInjector(self, enforce_throughput=enforce_throughput)
-        self.replication = Replication(self)
+        # The features, in the order their hooks run: tags first (CreateTable's tag check, so a
+        # refusal is cheap), fault injection last (its hooks come and go with the faults).
+        self.tags = Tags()
+        self.streams = Streams()
+        self.ttl = TimeToLive(ttl_config)  # the sweeper; engine.ttl.sweep_now() runs one now
+        self.replication = Replication()  # global tables
         self.replicas = self.replication  # the same object, by the name tests reach for
-        self.ttl.start()  # the background sweeper (engine.ttl.sweep_now() runs one at once)
+        self.faults = FaultInjector(enforce_throughput=enforce_throughput)  # off until added
+        self.features: tuple[Feature, ...] = (
+            self.tags,
+            self.streams,
+            self.ttl,
+            self.replication,
+            self.faults,
+        )
+        for feature in self.features:
+            feature.install(self)
+        for feature in self.features:  # background work only once every hook is in place
+            feature.start()
 
     def execute(
         self,
@@ -123,10 +132,41 @@ class Engine:
                 return _finished(fn, ctx, finish)
         return fn(ctx)
 
-    def add_change_hook(self, hook: ChangeHook, watches: Callable[[TableRow], bool]) -> None:
-        """Install ``hook``, which acts only on writes to tables for which ``watches`` holds."""
-        self.change_watches[hook] = watches
-        self.change_hooks = [*self.change_hooks, hook]  # a new list: see quiet()
+    # hooks (context.py) -------------------------------------------------------------------
+
+    def add_change_hook(
+        self, hook: ChangeHook, watches: Callable[[TableRow], bool] | None = None
+    ) -> None:
+        """Install ``hook``; it acts only on writes to tables for which ``watches`` holds
+        (``None``: on every table's writes, so none takes the single-statement fast path)."""
+        with self._hooks_lock:
+            if hook in self.change_hooks:
+                return
+            if watches is not None:
+                self.change_watches[hook] = watches
+            self.change_hooks = [*self.change_hooks, hook]
+
+    def remove_change_hook(self, hook: ChangeHook) -> None:
+        with self._hooks_lock:
+            self.change_hooks = [h for h in self.change_hooks if h != hook]
+            self.change_watches.pop(hook, None)
+
+    def add_table_hook(self, hook: TableHook) -> None:
+        """Install ``hook`` into CreateTable, UpdateTable and DeleteTable's transaction."""
+        with self._hooks_lock:
+            if hook not in self.table_hooks:
+                self.table_hooks = [*self.table_hooks, hook]
+
+    def add_interceptor(self, hook: Interceptor, *, first: bool = False) -> None:
+        """Install ``hook`` before every operation (``first``: before those installed already)."""
+        with self._hooks_lock:
+            current = self.interceptors
+            if hook not in current:
+                self.interceptors = [hook, *current] if first else [*current, hook]
+
+    def remove_interceptor(self, hook: Interceptor) -> None:
+        with self._hooks_lock:
+            self.interceptors = [h for h in self.interceptors if h != hook]
 
     def quiet(self, row: TableRow) -> bool:
         """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
@@ -161,8 +201,8 @@ class Engine:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self.ttl.stop()
-                self.replication.close()
+                for feature in reversed(self.features):
+                    feature.close()
                 self.storage.close()
 
     def __enter__(self) -> Engine:

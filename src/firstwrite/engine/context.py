@@ -1,7 +1,7 @@
 """One call as operations and features see it, and the hooks through which features plug in.
 
 An operation is a function ``(ctx: Context) -> dict``. A feature (tags, streams, TTL, regions,
-faults) never patches an operation: it registers hooks on the engine,
+faults; see :class:`Feature`) never patches an operation: it registers hooks on the engine,
 which the engine and the operations call at fixed points of every call:
 
 * an :data:`Interceptor` runs before the operation (fault injection, the lazy replication
@@ -14,6 +14,7 @@ which the engine and the operations call at fixed points of every call:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_REGION",
     "ChangeHook",
     "Context",
+    "Feature",
     "FinishHook",
     "Interceptor",
     "Operation",
@@ -97,3 +99,24 @@ class Context:
             self.finish_hooks = [hook]
         else:
             self.finish_hooks.append(hook)
+
+
+class Feature(ABC):
+    """A feature riding on the engine's hooks: tags, streams, TTL, regions, faults.
+
+    The engine lists its features where it is built (:class:`~firstwrite.engine.api.Engine`)
+    and drives them in three steps: :meth:`install` every feature (register hooks), then
+    :meth:`start` every feature (background work), and at :meth:`Engine.close` :meth:`close`
+    them in reverse order. Starting only once all are installed means no background write
+    (a TTL delete, an applied replica write) can run before every change hook is in place.
+    """
+
+    @abstractmethod
+    def install(self, engine: Engine) -> None:
+        """Register this feature's hooks on ``engine`` (called once, before any :meth:`start`)."""
+
+    def start(self) -> None:  # noqa: B027  (most features have no background work)
+        """Begin background work, if the feature has any."""
+
+    def close(self) -> None:  # noqa: B027
+        """Stop background work; the engine closes its storage afterwards."""

@@ -49,11 +49,12 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import storage as st
+from .context import Context, Feature
 from .errors import DynamoDBError
 from .schema import item_key
 from .storage import AsOfReader, Reader, TableRow, Writer
@@ -61,7 +62,6 @@ from .values import Item, item_size
 
 if TYPE_CHECKING:
     from .api import Engine
-    from .context import Context
 
 __all__ = [
     "CRASH_EXIT_CODE",
@@ -69,8 +69,6 @@ __all__ = [
     "ERRORS",
     "Fault",
     "FaultInjector",
-    "install",
-    "uninstall",
 ]
 
 CRASH_EXIT_CODE = 86
@@ -104,26 +102,6 @@ READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "Transa
 _STALE_OPERATIONS = frozenset({"GetItem", "Query", "Scan"})
 # Context.extras key.
 _CRASH_BEFORE_COMMIT = "firstwrite.crash_before_commit"
-
-_HOOKS_LOCK = threading.Lock()
-
-
-# --- installing hooks copy-on-write (Engine.execute iterates the list it read) ---------------
-
-
-def install(engine: Engine, attribute: str, hook: Any, *, first: bool = False) -> None:
-    """Add ``hook`` to ``engine.<attribute>`` (a hook list) unless it is there already."""
-    with _HOOKS_LOCK:
-        current = getattr(engine, attribute)
-        if any(h == hook for h in current):
-            return
-        setattr(engine, attribute, [hook, *current] if first else [*current, hook])
-
-
-def uninstall(engine: Engine, attribute: str, hook: Any) -> None:
-    with _HOOKS_LOCK:
-        current = getattr(engine, attribute)
-        setattr(engine, attribute, [h for h in current if h != hook])
 
 
 def tables_of(operation: str, params: Mapping[str, Any]) -> list[str]:
@@ -253,11 +231,16 @@ def _positive(value: Any, what: str) -> float:
     return number
 
 
-class FaultInjector:
-    """``engine.faults``: add, list and clear faults; provisioned-throughput enforcement."""
+class FaultInjector(Feature):
+    """``engine.faults``: add, list and clear faults; provisioned-throughput enforcement.
 
-    def __init__(self, engine: Engine, *, enforce_throughput: bool = False) -> None:
-        self.engine = engine
+    Installs nothing until a fault is added (or throughput enforced): its hooks come and go
+    with the faults (:meth:`_sync`).
+    """
+
+    engine: Engine  # set by install()
+
+    def __init__(self, *, enforce_throughput: bool = False) -> None:
         self._lock = threading.RLock()
         self._faults: tuple[Fault, ...] = ()
         self._ids = itertools.count(1)
@@ -265,7 +248,11 @@ class FaultInjector:
         self.burst_seconds = BURST_SECONDS
         self._buckets: dict[tuple[str, str, int, str], _Bucket] = {}
         self._installed: set[str] = set()
-        if enforce_throughput:
+        self._enforce_at_install = enforce_throughput
+
+    def install(self, engine: Engine) -> None:
+        self.engine = engine
+        if self._enforce_at_install:
             self.enforce_throughput(True)
 
     # configuring -------------------------------------------------------------------------
@@ -429,22 +416,37 @@ class FaultInjector:
     def _sync(self) -> None:
         """Install exactly the hooks the current faults need (called under the lock)."""
         faults = self._faults
-        self._toggle("interceptors", self._intercept, bool(faults) or self._enforcing)
-        self._toggle("change_hooks", self._record, any(f.kind == "stale_read" for f in faults))
+        engine = self.engine
         self._toggle(
-            "change_hooks",
+            self._intercept,
+            bool(faults) or self._enforcing,
+            engine.add_interceptor,
+            engine.remove_interceptor,
+        )
+        self._toggle(
+            self._record,
+            any(f.kind == "stale_read" for f in faults),
+            engine.add_change_hook,
+            engine.remove_change_hook,
+        )
+        self._toggle(
             self._crash_in_transaction,
             any(f.kind == "crash" and f.point == "before_commit" for f in faults),
+            engine.add_change_hook,
+            engine.remove_change_hook,
         )
 
-    def _toggle(self, attribute: str, hook: Any, wanted: bool) -> None:
-        key = f"{attribute}.{hook.__name__}"
-        if wanted and key not in self._installed:
-            install(self.engine, attribute, hook)
-            self._installed.add(key)
-        elif not wanted and key in self._installed:
-            uninstall(self.engine, attribute, hook)
-            self._installed.discard(key)
+    def _toggle(
+        self, hook: Any, wanted: bool, add: Callable[[Any], None], remove: Callable[[Any], None]
+    ) -> None:
+        # Change hooks go in without a watch predicate: they act on every table's writes.
+        name = hook.__name__
+        if wanted and name not in self._installed:
+            add(hook)
+            self._installed.add(name)
+        elif not wanted and name in self._installed:
+            remove(hook)
+            self._installed.discard(name)
 
     def _drop_exhausted(self) -> None:
         with self._lock:

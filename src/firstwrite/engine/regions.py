@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import storage as st
-from .context import Context
+from .context import Context, Feature
 from .errors import DynamoDBError, invalid_parameters, validation
 from .schema import item_key
 from .storage import ReplicationEntry, TableRow, Writer
@@ -89,11 +89,12 @@ def members(row: TableRow) -> list[str]:
     return sorted({row.region, *others})
 
 
-class Replication:
+class Replication(Feature):
     """``engine.replication`` (also ``engine.replicas``): global tables and their replication."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    engine: Engine  # set by install()
+
+    def __init__(self) -> None:
         self._lag = DEFAULT_LAG_SECONDS
         self._lags: dict[str, float] = {}  # per target region
         self._lock = threading.Lock()
@@ -104,9 +105,15 @@ class Replication:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
+
+    def install(self, engine: Engine) -> None:
+        self.engine = engine
         engine.add_change_hook(self._on_change, lambda row: bool(row.definition.get("Replicas")))
-        engine.table_hooks.append(self._on_table)
-        if engine.storage.read(st.global_tables_exist):
+        engine.add_table_hook(self._on_table)
+
+    def start(self) -> None:
+        """Resume the replication another engine on this file left queued, if any."""
+        if self.engine.storage.read(st.global_tables_exist):
             self._refresh_due()
             self._start()
 
@@ -389,22 +396,18 @@ class Replication:
                 log.warning("replication to %s failed; the background applier retries", ctx.region)
 
     def _ensure_intercepting(self) -> None:
-        from .faults import install
-
         with self._lock:
             if self._intercepting:
                 return
             self._intercepting = True
-        install(self.engine, "interceptors", self._touch, first=True)
+        self.engine.add_interceptor(self._touch, first=True)
 
     def _stop_intercepting(self) -> None:
-        from .faults import uninstall
-
         with self._lock:
             if not self._intercepting:
                 return
             self._intercepting = False
-        uninstall(self.engine, "interceptors", self._touch)
+        self.engine.remove_interceptor(self._touch)
 
     def _start(self) -> None:
         with self._lock:

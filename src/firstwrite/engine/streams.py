@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .context import Context, Feature
 from .errors import DynamoDBError, resource_not_found, validation
 from .operations import operation
 from .schema import key_of
@@ -36,13 +37,12 @@ from .values import Item, equal, item_size
 
 if TYPE_CHECKING:
     from .api import Engine
-    from .context import Context
 
 __all__ = [
     "ITERATOR_LIFETIME_S",
     "RETENTION_S",
     "TTL_PRINCIPAL",
-    "install",
+    "Streams",
     "purge",
     "same_item",
     "sequence_number",
@@ -224,10 +224,15 @@ def _on_table(
     return w.update_table(row, definition)  # LatestStreamArn/Label stay, as on DynamoDB
 
 
-def install(engine: Engine) -> None:
-    """Register the streams hooks on ``engine`` (called once by Engine.__init__)."""
-    engine.add_change_hook(_on_change, lambda row: "_stream" in row.definition)
-    engine.table_hooks.append(_on_table)
+class Streams(Feature):
+    """``engine.streams``: records item changes of the tables whose stream is on.
+
+    Retention (:func:`purge`) runs with the TTL sweeper.
+    """
+
+    def install(self, engine: Engine) -> None:
+        engine.add_change_hook(_on_change, lambda row: "_stream" in row.definition)
+        engine.add_table_hook(_on_table)
 
 
 def purge(w: Writer, now: float) -> None:

@@ -31,7 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import streams
-from .context import Context
+from .context import Context, Feature
 from .errors import validation
 from .operations import operation
 from .operations.tables import require_table
@@ -133,18 +133,22 @@ def _on_table(
 # --- the sweeper -----------------------------------------------------------------------------------
 
 
-class TimeToLive:
+class TimeToLive(Feature):
     """``engine.ttl``: the sweeper of one engine and its configuration."""
 
-    def __init__(self, engine: Engine, config: TTLConfig | None = None) -> None:
-        self._engine = engine
+    _engine: Engine  # set by install()
+
+    def __init__(self, config: TTLConfig | None = None) -> None:
         self._config = config or TTLConfig()
         self._lock = threading.Lock()  # one sweep at a time in this engine
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def install(self, engine: Engine) -> None:
+        self._engine = engine
         engine.add_change_hook(_on_change, lambda row: "_ttl" in row.definition)
-        engine.table_hooks.append(_on_table)
+        engine.add_table_hook(_on_table)
 
     @property
     def config(self) -> TTLConfig:
@@ -171,11 +175,19 @@ class TimeToLive:
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background sweeper for good (the engine calls it on close)."""
         self._stop.set()
         self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+    def close(self) -> None:
+        self.stop()
+
+    def wake(self) -> None:
+        """Run the next background sweep now rather than at the next tick."""
+        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -349,7 +361,7 @@ def update_time_to_live(ctx: Context) -> dict[str, Any]:
 
     ctx.storage.write(write)
     if enabled and isinstance(ttl, TimeToLive):
-        ttl._wake.set()  # build the index of the existing items soon, not a tick later
+        ttl.wake()  # build the index of the existing items soon, not a tick later
     return {"TimeToLiveSpecification": {"Enabled": enabled, "AttributeName": attribute}}
 
 
