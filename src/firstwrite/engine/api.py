@@ -60,7 +60,6 @@ class Engine:
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
-        operations.load_all()
         self.path = None if path is None else os.fspath(path)
         self.durability: Durability = durability
         self.clock = clock or Clock()

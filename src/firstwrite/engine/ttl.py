@@ -1,4 +1,4 @@
-"""Time to Live: UpdateTimeToLive / DescribeTimeToLive and the background sweeper.
+"""Time to Live: the expiry index and the background sweeper.
 
 As on DynamoDB, expiry is *not* a read-side filter: an item whose TTL attribute (a top-level
 Number of epoch seconds) is in the past stays an ordinary item, visible to reads, queries and
@@ -18,11 +18,12 @@ updates, until the sweeper deletes it. The sweeper:
 Time is the engine clock. ``TTLConfig.lag`` delays deletion past expiry (``0``: the next sweep;
 days: DynamoDB's documented worst case), so a test can stage the race between a late write and
 the TTL delete; ``engine.ttl.sweep_now()`` runs one complete sweep synchronously.
+
+UpdateTimeToLive and DescribeTimeToLive are ``operations/ttl.py``.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections.abc import Mapping
@@ -32,12 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import streams
 from .context import Context, Feature
-from .errors import validation
-from .operations import operation
-from .operations.tables import require_table
 from .schema import item_key, key_of
 from .storage import Reader, TableRow, Writer
-from .validation import TABLE_NAME, F, check
 from .values import Item
 
 if TYPE_CHECKING:
@@ -50,7 +47,6 @@ log = logging.getLogger(__name__)
 FIVE_YEARS_S = 5 * 365 * 24 * 3600.0
 # DynamoDB refuses a second UpdateTimeToLive within about an hour of the previous one.
 AWS_CHANGE_INTERVAL_S = 3600.0
-_CHANGED_TOO_OFTEN = "Time to live has been modified multiple times within a fixed interval"
 
 
 @dataclass(frozen=True)
@@ -298,83 +294,3 @@ def _backfill_chunk(w: Writer, table_id: int, attribute: str, size: int) -> bool
         return False
     w.ttl_backfill_set(table_id, attribute, (rows[-1][0], rows[-1][1]))
     return True
-
-
-# --- UpdateTimeToLive / DescribeTimeToLive -------------------------------------------------------
-
-_UPDATE = (
-    TABLE_NAME,
-    F(
-        "TimeToLiveSpecification",
-        kind="struct",
-        required=True,
-        members=(
-            F("Enabled", kind="bool", required=True),
-            F("AttributeName", required=True, min_len=1, max_len=255),
-        ),
-    ),
-)
-_DESCRIBE = (TABLE_NAME,)
-
-
-def _different(current: str) -> str:
-    return f"TimeToLive is active on a different AttributeName: current AttributeName is {current}"
-
-
-@operation("UpdateTimeToLive")
-def update_time_to_live(ctx: Context) -> dict[str, Any]:
-    params = ctx.params
-    check(params, _UPDATE)
-    name = params["TableName"]
-    spec = params["TimeToLiveSpecification"]
-    enabled = bool(spec["Enabled"])
-    attribute = spec["AttributeName"]
-    ttl = getattr(ctx.engine, "ttl", None)
-    interval = ttl.config.change_interval if isinstance(ttl, TimeToLive) else None
-
-    def write(w: Writer) -> None:
-        row = require_table(ctx, w, name, control_plane=True)
-        current = row.definition.get("_ttl")
-        # Every check before the first change (storage's rule for write functions).
-        if enabled and current is not None:
-            if current["AttributeName"] == attribute:
-                raise validation("TimeToLive is already enabled")
-            raise validation(_different(current["AttributeName"]))
-        if not enabled:
-            if current is None:
-                raise validation("TimeToLive is already disabled")
-            if current["AttributeName"] != attribute:
-                raise validation(_different(current["AttributeName"]))
-        now = ctx.now()
-        changed = row.definition.get("_ttl_changed")
-        if interval is not None and changed is not None and now - changed < interval:
-            raise validation(_CHANGED_TOO_OFTEN)
-        definition = copy.deepcopy(row.definition)
-        definition["_ttl_changed"] = now
-        w.ttl_drop_table(row.id)
-        if enabled:
-            definition["_ttl"] = {"AttributeName": attribute}
-            w.ttl_backfill_set(row.id, attribute, None)
-        else:
-            definition.pop("_ttl", None)
-        w.update_table(row, definition)
-
-    ctx.storage.write(write)
-    if enabled and isinstance(ttl, TimeToLive):
-        ttl.wake()  # build the index of the existing items soon, not a tick later
-    return {"TimeToLiveSpecification": {"Enabled": enabled, "AttributeName": attribute}}
-
-
-@operation("DescribeTimeToLive")
-def describe_time_to_live(ctx: Context) -> dict[str, Any]:
-    check(ctx.params, _DESCRIBE)
-    name = ctx.params["TableName"]
-
-    def read(r: Reader) -> dict[str, Any]:
-        row = require_table(ctx, r, name, control_plane=True)
-        current = row.definition.get("_ttl")
-        if current is None:
-            return {"TimeToLiveStatus": "DISABLED"}
-        return {"TimeToLiveStatus": "ENABLED", "AttributeName": current["AttributeName"]}
-
-    return {"TimeToLiveDescription": ctx.storage.read(read)}

@@ -25,7 +25,6 @@ from ..validation import (
     _check_members,
 )
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item
-from . import operation
 from ._common import compile_request, projected
 from .items import ITEM_TOO_LARGE
 from .tables import require_table
@@ -115,7 +114,6 @@ def _check_get_entry(table: str, entry: Any, errors: list[str]) -> None:
     _check_members(entry, _KEYS_AND_ATTRIBUTES, f"requestItems.{table}.member.", errors)
 
 
-@operation("BatchGetItem")
 def batch_get_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     errors = _check_request_items(params, _GET_TOP, _check_get_entry)
@@ -193,7 +191,6 @@ def _check_write_entry(table: str, entry: Any, errors: list[str]) -> None:
     _check(entry, _WRITE_REQUESTS, path, errors)
 
 
-@operation("BatchWriteItem")
 def batch_write_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     errors = _check_request_items(params, _WRITE_TOP, _check_write_entry)

@@ -29,7 +29,6 @@ from ..validation import (
     check,
 )
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
-from . import operation
 from ._common import compile_request, projected, return_values_put_delete
 from .tables import with_table
 
@@ -158,7 +157,6 @@ def _insert_if_absent(
 _VANISHED_RETRIES = 8
 
 
-@operation("PutItem")
 def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
@@ -236,7 +234,6 @@ def put_item(ctx: Context) -> dict[str, Any]:
     return response
 
 
-@operation("DeleteItem")
 def delete_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _DELETE)
@@ -267,7 +264,6 @@ def delete_item(ctx: Context) -> dict[str, Any]:
     return response
 
 
-@operation("UpdateItem")
 def update_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _UPDATE)
@@ -310,7 +306,6 @@ def update_item(ctx: Context) -> dict[str, Any]:
     return response
 
 
-@operation("GetItem")
 def get_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _GET)

@@ -28,7 +28,6 @@ from ..validation import (
     check,
 )
 from ..values import AttributeValue, Item, compare, describe, value_type
-from . import operation
 from ._common import compile_request, projected
 from .tables import require_table
 
@@ -274,7 +273,6 @@ def _filter_on_key(compiled: Compiled, schema: KeySchema) -> None:
 # --- Query -----------------------------------------------------------------------------------
 
 
-@operation("Query")
 def query(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _QUERY)
@@ -382,7 +380,6 @@ def _check_segments(params: Mapping[str, Any]) -> tuple[int, int] | None:
     return int(segment), int(total)
 
 
-@operation("Scan")
 def scan(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _SCAN)

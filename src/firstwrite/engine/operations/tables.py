@@ -16,7 +16,6 @@ from ..errors import (
 )
 from ..storage import Reader, StaleTable, TableRow, Writer
 from ..validation import TABLE_NAME, TABLE_NAME_PATTERN, F, check
-from . import operation
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -187,7 +186,6 @@ def _throughput(params: dict[str, Any], billing: str) -> dict[str, Any]:
     }
 
 
-@operation("CreateTable")
 def create_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
     check(params, _CREATE)
@@ -236,7 +234,6 @@ def create_table(ctx: Context) -> dict[str, Any]:
     return {"TableDescription": ctx.storage.write(write, savepoint=True)}
 
 
-@operation("DescribeTable")
 def describe_table(ctx: Context) -> dict[str, Any]:
     check(ctx.params, _NAME_ONLY)
     name = ctx.params["TableName"]
@@ -247,7 +244,6 @@ def describe_table(ctx: Context) -> dict[str, Any]:
     return ctx.storage.snapshot(read)
 
 
-@operation("ListTables")
 def list_tables(ctx: Context) -> dict[str, Any]:
     check(ctx.params, _LIST)
     start = ctx.params.get("ExclusiveStartTableName")
@@ -262,7 +258,6 @@ def list_tables(ctx: Context) -> dict[str, Any]:
     return out
 
 
-@operation("DeleteTable")
 def delete_table(ctx: Context) -> dict[str, Any]:
     check(ctx.params, _NAME_ONLY)
     name = ctx.params["TableName"]
@@ -283,7 +278,6 @@ def delete_table(ctx: Context) -> dict[str, Any]:
     return {"TableDescription": ctx.storage.write(write, savepoint=True)}
 
 
-@operation("UpdateTable")
 def update_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
     check(params, _UPDATE)

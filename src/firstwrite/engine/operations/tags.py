@@ -15,7 +15,6 @@ from ..errors import DynamoDBError, invalid_parameters, validation
 from ..storage import Reader, TableRow, Writer
 from ..tags import check_tags, merge_tags
 from ..validation import F, check
-from . import operation
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -60,7 +59,6 @@ def _require_table(ctx: Context, reader: Reader, arn: str) -> TableRow:
     return row
 
 
-@operation("TagResource")
 def tag_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _TAG_RESOURCE)
@@ -79,7 +77,6 @@ def tag_resource(ctx: Context) -> dict[str, Any]:
     return {}
 
 
-@operation("UntagResource")
 def untag_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _UNTAG_RESOURCE)
@@ -103,7 +100,6 @@ def untag_resource(ctx: Context) -> dict[str, Any]:
     return {}
 
 
-@operation("ListTagsOfResource")
 def list_tags_of_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _LIST)

@@ -41,7 +41,6 @@ from ..schema import item_key, key_of, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import RETURN_CONSUMED_CAPACITY, RETURN_ITEM_COLLECTION_METRICS, F, check
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item, parse_value, to_wire
-from . import operation
 from ._common import compile_request, projected
 from .items import ITEM_TOO_LARGE, check_condition, updated_item
 from .tables import require_table
@@ -356,12 +355,10 @@ def transact_write(ctx: Context, *, token_window: float = TOKEN_WINDOW_SECONDS) 
     return response
 
 
-@operation("TransactWriteItems")
 def transact_write_items(ctx: Context) -> dict[str, Any]:
     return transact_write(ctx)
 
 
-@operation("TransactGetItems")
 def transact_get_items(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _TRANSACT_GET)
