@@ -39,7 +39,7 @@ def test_a_table_recreated_elsewhere_with_another_schema_is_noticed(pair: Any) -
     a, b, engine_a = pair
     _table(a)
     a.put_item(TableName="tbl", Item={"pk": {"S": "old"}}, **ABSENT)  # a caches the catalog row
-    assert engine_a.storage._tables  # the fast path really is using the cache
+    assert engine_a.storage.catalog.current  # the fast path really is using the cache
     b.delete_table(TableName="tbl")
     _table(b, key="id", kind="N")
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 import os
 import random
 import sys
@@ -53,11 +54,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import storage as st
 from .context import Context, Feature
 from .errors import DynamoDBError
 from .schema import item_key
-from .storage import AsOfReader, Reader, TableRow, Writer
+from .storage import Reader, TableRow, Writer
 from .values import Item, item_size
 
 if TYPE_CHECKING:
@@ -384,7 +384,7 @@ class FaultInjector(Feature):
             self._faults = ()
             self._sync()
         if had_history:
-            self.engine.storage.write(st.clear_history)
+            self.engine.storage.write(Writer.clear_history)
 
     def active(self) -> list[Fault]:
         """The faults in force, in the order they were added."""
@@ -493,7 +493,7 @@ class FaultInjector(Feature):
                 ctx.on_finish(functools.partial(_crash_after, fault))
             exhausted = exhausted or fault.exhausted
         if as_of is not None:
-            ctx.reader_hook = functools.partial(AsOfReader, as_of=as_of)
+            ctx.reader_hook = operator.methodcaller("as_of", as_of)
         if exhausted:
             self._drop_exhausted()
         if self._enforcing and tables:
@@ -526,7 +526,7 @@ class FaultInjector(Feature):
             return
         pk, sk = item_key(row.key_schema, item)
         now = self.engine.clock.now()
-        st.record_history(w, row.id, pk, sk, now, old, item_size(old), now - max(lags))
+        w.record_history(row.id, pk, sk, now, old, item_size(old), now - max(lags))
 
     # provisioned throughput ------------------------------------------------------------------
 
