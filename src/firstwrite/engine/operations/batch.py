@@ -218,8 +218,8 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
         parsed.append((table, entries))
 
     def write(w: Writer) -> dict[str, float]:
-        # Validate the whole batch before the first change (see storage.py: a write function
-        # may raise only before it writes).
+        # Validate the whole batch before the first change (storage/database.py: a write
+        # function may raise only before it writes).
         planned: list[tuple[TableRow, Item | None, bytes, bytes, int]] = []
         seen: set[tuple[int, bytes, bytes]] = set()
         for table, entries in parsed:

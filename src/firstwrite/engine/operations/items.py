@@ -1,9 +1,9 @@
 """Single-item operations: PutItem, GetItem, UpdateItem, DeleteItem.
 
 Each write is one short transaction: read the current item, evaluate the condition, write.
-Under SQLite's write lock that sequence is linearizable (see storage.py). Two shortcuts, both
-linearizable too: a condition that already fails may be answered from one read, without the
-lock (conditional_write); and insert-if-absent on a table no hook watches is one statement.
+Under SQLite's write lock that sequence is linearizable (storage/database.py). Two shortcuts,
+both linearizable too: a condition that already fails may be answered from one read, without
+the lock (conditional_write); and insert-if-absent on a table no hook watches is one statement.
 """
 
 from __future__ import annotations

@@ -110,9 +110,10 @@ _STALE_RETRIES = 5
 
 
 def with_table(ctx: Context, name: str, attempt: Callable[[TableRow], T]) -> T:
-    """``attempt(row)`` with the table's cached catalog row (see storage.py), which ``attempt``
-    must only use through the ``*_checked`` statements; again with a fresh row when those find
-    it stale (another engine changed the table). ResourceNotFoundException if there is none."""
+    """``attempt(row)`` with the table's cached catalog row (see storage/core.py), which
+    ``attempt`` must only use through the ``*_checked`` statements; again with a fresh row when
+    those find it stale (another engine changed the table). ResourceNotFoundException if there
+    is none."""
     for _ in range(_STALE_RETRIES):
         row = ctx.storage.cached_table(ctx.region, name)
         if row is None:

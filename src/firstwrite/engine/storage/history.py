@@ -33,9 +33,11 @@ class HistoryWrites(Statements):
         old_size: int,
         keep_after: float,
     ) -> None:
-        """Remember ``old`` as the key's state until ``superseded_at``; forget what no read needs."""
+        """Remember ``old`` as the key's state until ``superseded_at``; forget what no read
+        needs."""
         self._conn.execute(
-            "DELETE FROM item_history WHERE table_id = ? AND pk = ? AND sk = ? AND superseded_at <= ?",
+            "DELETE FROM item_history "
+            "WHERE table_id = ? AND pk = ? AND sk = ? AND superseded_at <= ?",
             (table_id, pk, sk, keep_after),
         )
         self._conn.execute(

@@ -115,7 +115,7 @@ class ReplicationWrites(ReplicationReads):
         self._conn.executemany("DELETE FROM replication_queue WHERE seq = ?", [(s,) for s in seqs])
 
     def replication_fork(self, table_name: str, from_target: str, to_target: str) -> None:
-        """Copy the entries queued for one replica to a new one (writes not yet seen by its seed)."""
+        """Copy the entries queued for one replica to a new one (writes its seed has not seen)."""
         self._conn.execute(
             "INSERT INTO replication_queue "
             "(table_name, source_region, target_region, pk, sk, written_at, queued_at, body) "
@@ -141,7 +141,9 @@ class ReplicationWrites(ReplicationReads):
         )
 
     def copy_table_items(self, source_id: int, target_id: int) -> None:
-        """Seed a new replica: every item of ``source_id`` and its version, in one statement each."""
+        """Seed a new replica: every item of ``source_id`` and its version (one statement each).
+
+        The one statement here on the core ``items`` table: seeding is replication's own."""
         self._conn.execute(
             "INSERT OR REPLACE INTO items (table_id, pk, sk, size, body) "
             "SELECT ?, pk, sk, size, body FROM items WHERE table_id = ?",
