@@ -33,26 +33,24 @@ def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
 
 def item_key(schema: KeySchema, item: Item) -> tuple[bytes, bytes]:
     """Storage key of an item being written (PutItem): the key attributes must be present."""
-    hash_value = item.get(schema.hash_name)
-    if hash_value is None:
-        raise invalid_parameters(f"Missing the key {schema.hash_name} in the item")
-    if value_type(hash_value) != schema.hash_type:
-        raise invalid_parameters(
-            f"Type mismatch for key {schema.hash_name} expected: {schema.hash_type} "
-            f"actual: {value_type(hash_value)}"
-        )
+    hash_value = _key_part(item, schema.hash_name, schema.hash_type)
     sk = b""
     if schema.range_name is not None:
-        range_value = item.get(schema.range_name)
-        if range_value is None:
-            raise invalid_parameters(f"Missing the key {schema.range_name} in the item")
-        if value_type(range_value) != schema.range_type:
-            raise invalid_parameters(
-                f"Type mismatch for key {schema.range_name} expected: {schema.range_type} "
-                f"actual: {value_type(range_value)}"
-            )
+        range_value = _key_part(item, schema.range_name, schema.range_type)
         sk = _encoded(schema.range_name, range_value, is_hash=False)
     return _encoded(schema.hash_name, hash_value, is_hash=True), sk
+
+
+def _key_part(item: Item, name: str, kind: str | None) -> AttributeValue:
+    """The item's key attribute ``name``, which must be there with the schema's type."""
+    value = item.get(name)
+    if value is None:
+        raise invalid_parameters(f"Missing the key {name} in the item")
+    if value_type(value) != kind:
+        raise invalid_parameters(
+            f"Type mismatch for key {name} expected: {kind} actual: {value_type(value)}"
+        )
+    return value
 
 
 def parse_key(schema: KeySchema, key: Any, *, wire: bool) -> tuple[Item, bytes, bytes]:

@@ -225,13 +225,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
-    response: dict[str, Any] = {}
-    if return_values == "ALL_OLD" and old is not None:
-        response["Attributes"] = old
-    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
-        units = consumed.write_units(max(size, item_size(old)))
-        consumed.attach(response, params, params["TableName"], units)
-    return response
+    return _written(params, old if return_values == "ALL_OLD" else None, old, size)
 
 
 def delete_item(ctx: Context) -> dict[str, Any]:
@@ -255,13 +249,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
-    response: dict[str, Any] = {}
-    if return_values == "ALL_OLD" and old is not None:
-        response["Attributes"] = old
-    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
-        units = consumed.write_units(item_size(old))
-        consumed.attach(response, params, params["TableName"], units)
-    return response
+    return _written(params, old if return_values == "ALL_OLD" else None, old, 0)
 
 
 def update_item(ctx: Context) -> dict[str, Any]:
@@ -288,7 +276,6 @@ def update_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old, new, new_size = with_table(ctx, params["TableName"], attempt)
-    response: dict[str, Any] = {}
     attributes: Item | None = None
     if return_values == "ALL_OLD":
         attributes = old
@@ -298,6 +285,15 @@ def update_item(ctx: Context) -> dict[str, Any]:
         source = old if return_values == "UPDATED_OLD" else new
         if source is not None:
             attributes = project(source, compiled.update.paths)
+    return _written(params, attributes, old, new_size)
+
+
+def _written(
+    params: Any, attributes: Item | None, old: Item | None, new_size: int
+) -> dict[str, Any]:
+    """A single-item write's response: ``attributes`` as its Attributes (when there are any),
+    and the ConsumedCapacity of the larger of the old and the new item, when it was asked for."""
+    response: dict[str, Any] = {}
     if attributes:
         response["Attributes"] = attributes
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):  # sizes only when asked

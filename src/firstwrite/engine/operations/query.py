@@ -113,6 +113,15 @@ def _check_select(params: Mapping[str, Any], *, query: bool) -> str:
     return str(select or "ALL_ATTRIBUTES")
 
 
+def _source(ctx: Context, r: Reader, name: str, consistent: bool) -> tuple[Reader, TableRow]:
+    """What a Query or Scan reads: the reader (an eventually consistent read goes through the
+    call's reader hook: faults may serve it from the past) and the table."""
+    r = ctx.reader(r, consistent=consistent)
+    row = require_table(ctx, r, name)
+    _refuse_index(ctx.params)
+    return r, row
+
+
 def _refuse_index(params: Mapping[str, Any]) -> None:
     index = params.get("IndexName")
     if index is not None:
@@ -293,9 +302,7 @@ def query(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def read(r: Reader) -> dict[str, Any]:
-        r = ctx.reader(r, consistent=consistent)  # eventually consistent: maybe stale (faults)
-        row = require_table(ctx, r, name)
-        _refuse_index(params)
+        r, row = _source(ctx, r, name, consistent)
         schema = row.key_schema
         assert compiled.key_condition is not None  # KeyConditionExpression is required above
         hash_value, range_condition = key_condition_range(
@@ -393,9 +400,7 @@ def scan(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def read(r: Reader) -> dict[str, Any]:
-        r = ctx.reader(r, consistent=consistent)  # eventually consistent: maybe stale (faults)
-        row = require_table(ctx, r, name)
-        _refuse_index(params)
+        r, row = _source(ctx, r, name, consistent)
         schema = row.key_schema
         start = _start_key(schema, params, wire=ctx.wire, query=False)
         after = None if start is None else (start[1], start[2])

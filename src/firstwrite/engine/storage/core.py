@@ -8,8 +8,10 @@ single-item hot paths pay no catalog query, and no cache can outlive a change.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from ..values import Item
@@ -164,30 +166,13 @@ class CoreReads(Statements):
         for row_pk, row_sk, size, body in self._conn.execute(sql, args):
             yield row_pk, row_sk, size, unpack(body)
 
-    def scan_after(
-        self, table_id: int, after: tuple[bytes, bytes] | None, limit: int
-    ) -> list[tuple[bytes, bytes, int, Item]]:
-        """Up to ``limit`` items of a table in (pk, sk) order, strictly after ``after``."""
-        if after is None:
-            rows = self._conn.execute(
-                "SELECT pk, sk, size, body FROM items WHERE table_id = ? ORDER BY pk, sk LIMIT ?",
-                (table_id, limit),
-            ).fetchall()
-        else:
-            rows = self._conn.execute(
-                "SELECT pk, sk, size, body FROM items WHERE table_id = ? AND (pk, sk) > (?, ?) "
-                "ORDER BY pk, sk LIMIT ?",
-                (table_id, after[0], after[1], limit),
-            ).fetchall()
-        return [(p, s, z, unpack(b)) for p, s, z, b in rows]
-
     def scan_from(
         self,
         table_id: int,
         after: tuple[bytes, bytes] | None = None,
         *,
         keep: Callable[[bytes], bool] | None = None,
-    ) -> Iterator[tuple[bytes, bytes, int, Item]]:
+    ) -> Generator[tuple[bytes, bytes, int, Item], None, None]:
         """A table's items in (pk, sk) order, strictly after ``after``, read lazily.
 
         ``keep(pk)`` selects a parallel-scan segment: rows it rejects are skipped before their
@@ -210,6 +195,13 @@ class CoreReads(Statements):
                     yield row_pk, row_sk, size, unpack(body)
         finally:
             cursor.close()
+
+    def scan_after(
+        self, table_id: int, after: tuple[bytes, bytes] | None, limit: int
+    ) -> list[tuple[bytes, bytes, int, Item]]:
+        """Up to ``limit`` items of a table in (pk, sk) order, strictly after ``after``."""
+        with contextlib.closing(self.scan_from(table_id, after)) as rows:
+            return list(itertools.islice(rows, limit))
 
     # transaction tokens ----------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ current item when there is none.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from ..values import Item
@@ -117,16 +117,9 @@ class AsOfReads(CoreReads):
         after: tuple[bytes, bytes] | None = None,
         *,
         keep: Callable[[bytes], bool] | None = None,
-    ) -> Iterator[tuple[bytes, bytes, int, Item]]:
+    ) -> Generator[tuple[bytes, bytes, int, Item], None, None]:
         where = ["1"] if after is None else ["(pk, sk) > (?, ?)"]
         args: list[Any] = [] if after is None else [after[0], after[1]]
         for row in self._merged(table_id, where, args, "ASC", None):
             if keep is None or keep(row[0]):
                 yield row
-
-    def scan_after(
-        self, table_id: int, after: tuple[bytes, bytes] | None, limit: int
-    ) -> list[tuple[bytes, bytes, int, Item]]:
-        where = ["1"] if after is None else ["(pk, sk) > (?, ?)"]
-        args: list[Any] = [] if after is None else [after[0], after[1]]
-        return list(self._merged(table_id, where, args, "ASC", limit))
