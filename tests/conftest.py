@@ -222,7 +222,6 @@ def temp_operation() -> Iterator[Callable[..., None]]:
     """
     from firstwrite.engine import operations
 
-    operations.load_all()
     saved: list[tuple[dict[str, Any], str, Any]] = []
 
     def register(name: str, fn: Callable[..., Any], service: str = "dynamodb") -> None:
