@@ -12,9 +12,15 @@ from typing import Any
 import pytest
 
 from firstwrite.engine import Engine, local_client
+from firstwrite.engine.ttl import TTLConfig
 from firstwrite.idempotency import Claim, Idempotency, IdempotencyConfig, Replay
 
 DAY = 86400.0
+
+
+def quiet_engine(path: str | Path) -> Engine:
+    """The engine without its TTL sweeper, so the expired record stays until the test looks."""
+    return Engine(path, ttl_config=TTLConfig(sweep_interval=None))
 
 
 class Terminal(io.StringIO):
@@ -33,7 +39,7 @@ def db(tmp_path: Path) -> Iterator[str]:
     """A database with records in every state, written through the layer."""
     path = tmp_path / "records.db"
     now = time.time()
-    with Engine(path) as engine:
+    with quiet_engine(path) as engine:
         g = guard(engine)
         g.ensure_table()
         g.run("paid", lambda: {"charge": "ch_1", "amount": 1999}, payload={"n": 1})
@@ -153,7 +159,7 @@ def test_delete_then_the_request_runs_again(cli: Callable[..., Any], db: str) ->
     assert result.code == 0, result.err
     assert "FAILED (final)" in result.out and "deleted IDEMPOTENCY##declined" in result.out
     assert cli("keys", "get", "declined", "--db", db).code == 4
-    with Engine(db) as engine:
+    with quiet_engine(db) as engine:
         again = guard(engine).claim("declined")
         assert isinstance(again, Claim)  # not a replay of the final failure any more
     assert cli("keys", "delete", "declined-twice", "--db", db, "--yes").code == 4
@@ -189,12 +195,12 @@ def test_delete_refuses_a_record_that_changed_after_it_was_shown(
 ) -> None:
     """The operator is shown a PENDING record; while they read the prompt, its worker
     completes it. Deleting now would throw a finished result away: refused."""
-    with Engine(db) as engine:
+    with quiet_engine(db) as engine:
         claim = guard(engine).claim("in-flight")
     assert isinstance(claim, Claim)
 
     def the_worker_finishes_meanwhile(prompt: str) -> str:
-        with Engine(db) as engine:
+        with quiet_engine(db) as engine:
             guard(engine).complete(claim, {"done": True})
         return "y"
 
@@ -203,7 +209,7 @@ def test_delete_refuses_a_record_that_changed_after_it_was_shown(
     result = cli("keys", "delete", "in-flight", "--db", db)
     assert result.code == 1
     assert "changed since it was read" in result.err
-    with Engine(db) as engine:
+    with quiet_engine(db) as engine:
         replay = guard(engine).claim("in-flight")
     assert isinstance(replay, Replay) and replay.value() == {"done": True}
 

@@ -4,7 +4,13 @@ reference point; endpoints that break first-writer-wins are caught (exit status 
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -170,23 +176,30 @@ def test_an_endpoint_without_all_old_is_caught(
 def test_the_verdict_on_every_kind_of_answer() -> None:
     keys = [
         KeyResult(winners=[("a", None)], losers=["a", "a"], stored="a"),  # fine
-        KeyResult(winners=[("a", None)], losers=["b"], stored="a"),  # a loser saw another item
-        KeyResult(winners=[("a", None)], losers=["a"], stored="b"),  # overwritten afterwards
-        KeyResult(winners=[("a", "z")], losers=["a"], stored="a"),  # replaced an item
-        KeyResult(losers=["x", "x"]),  # nobody won
-        KeyResult(losers=["x"], errors=["ThrottlingException"]),  # unverifiable
+        KeyResult(winners=[("a", None)], losers=["b", "a"], stored="a"),  # a loser saw another
+        KeyResult(winners=[("a", None)], losers=["a", "a"], stored="b"),  # overwritten later
+        KeyResult(winners=[("a", "z")], losers=["a", "a"], stored="a"),  # replaced an item
+        KeyResult(losers=["x", "x", "x"]),  # nobody won
+        KeyResult(losers=["x", "x"], errors=["ThrottlingException"]),  # unverifiable
+        KeyResult(losers=["x", "x"]),  # a contender never answered: unverifiable
+        KeyResult(winners=[("a", None), ("b", "a")]),  # two winners, even with one missing
+        KeyResult(),  # never raced (the race was aborted before this key)
     ]
-    verdict = Verdict(keys, fatal=[]).judge()
+    verdict = Verdict(keys, 3, fatal=[]).judge()
     assert verdict.violation_counts() == {
         "loser saw another item": 1,
         "stored item is not the winner's": 1,
         "winner replaced an item": 1,
         "no winner": 1,
+        "multiple winners": 1,
     }
-    assert verdict.counts["unverified_keys"] == 1
+    assert verdict.counts["keys_raced"] == 8
+    assert verdict.counts["unverified_keys"] == 2
     assert verdict.errors == {"ThrottlingException": 1}
     assert verdict.violated
-    clean = Verdict([KeyResult(winners=[("a", None)], losers=["a"], stored="a")], []).judge()
+    examples = {v["kind"]: v["detail"] for v in verdict.violations}
+    assert examples["multiple winners"] == "2 claims succeeded, 1 replacing another's item"
+    clean = Verdict([KeyResult(winners=[("a", None)], losers=["a"], stored="a")], 2, []).judge()
     assert not clean.violated and clean.counts["keys_with_one_winner"] == 1
 
 
@@ -238,3 +251,63 @@ def test_against_motos_server(
     assert (result.code == 3) == bool(report["violations"])
     if not report["violations"]:
         _checks(report)
+
+
+def _claims_landed(db: str) -> int:
+    if not Path(db).exists():
+        return 0
+    with Engine(db) as engine:
+        client = local_client(engine)
+        tables = client.list_tables()["TableNames"]
+        if not tables:
+            return 0
+        return int(client.scan(TableName=tables[0], Select="COUNT", Limit=50)["Count"])
+
+
+def _contenders(pid: int) -> list[int]:
+    """The contending processes of race ``pid`` (not multiprocessing's resource tracker)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline:
+                found.append(int(child))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_killed_contender_process_ends_the_race_with_an_error(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A contending process killed mid-race: the others stop waiting for it, the race reports
+    it (exit status 1, not a violation), and the temporary table is still removed."""
+    db = str(tmp_path / "killed.db")
+    argv = ["race", "--db", db, "--processes", "2", "--threads", "2", "--keys", "1000000"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "firstwrite.cli", *argv, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **clean_env},
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        # Racing once both children exist and claims have landed in the temporary table.
+        children = _contenders(process.pid)
+        if len(children) >= 2 and _claims_landed(db) >= 20:
+            break
+        time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail("the race never started")
+    os.kill(children[0], signal.SIGKILL)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    report = json.loads(out)
+    assert any(f"process {children[0]} died" in message for message in report["fatal"])
+    assert report["violations"] == {}
+    assert 0 < report["keys_raced"] < 1000000
+    assert report["winners"] >= report["keys_raced"] - 1  # the key in flight may be unverified
+    assert _tables(db) == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import queue
 import secrets
 import threading
@@ -174,6 +175,7 @@ def _run_threads(
 
 def process_main(spec: Spec, contenders: list[str], barrier: Any, out: Any) -> None:
     """A spawned contending process: its own client, one thread per contender."""
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
     try:
         with connect(spec.target, pool=len(contenders), attempts=1) as client:
             for thread in _run_threads(spec, client, contenders, barrier, out):
@@ -183,6 +185,13 @@ def process_main(spec: Spec, contenders: list[str], barrier: Any, out: Any) -> N
         out.put((FATAL, f"{type(exc).__name__}: {exc}"))
         for name in contenders:
             out.put((DONE, name))
+
+
+def _exit_with(parent: int) -> None:
+    """Exit when the coordinating process is gone (killed: it cannot stop us itself)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 # -- the verdict ----------------------------------------------------------------------------------
@@ -211,10 +220,22 @@ class KeyResult:
     errors: list[str] = field(default_factory=list)
     stored: str | None = None
 
+    @property
+    def answers(self) -> int:
+        return len(self.winners) + len(self.losers) + len(self.errors)
+
+    @property
+    def raced(self) -> bool:
+        """Any answer came back (an aborted race leaves later keys untouched)."""
+        return bool(self.winners or self.losers or self.errors)
+
 
 @dataclass
 class Verdict:
+    """Judges the answers; ``contenders`` is how many answers a key gets in a complete race."""
+
     keys: list[KeyResult]
+    contenders: int
     fatal: list[str]
     violations: list[dict[str, Any]] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
@@ -222,6 +243,9 @@ class Verdict:
 
     def judge(self) -> Verdict:
         for index, key in enumerate(self.keys):
+            if not key.raced:
+                continue
+            self.counts["keys_raced"] += 1
             self.errors.update(key.errors)
             self.counts["losers"] += len(key.losers)
             self.counts["losers_with_item"] += sum(seen is not None for seen in key.losers)
@@ -231,6 +255,9 @@ class Verdict:
                 if replacing:
                     detail += f", {replacing} replacing another's item"
                 self._violate("multiple winners", index, detail)
+                continue
+            if key.answers < self.contenders:  # a contender died mid-claim: no verdict
+                self.counts["unverified_keys"] += 1
                 continue
             if not key.winners:
                 if key.errors:
@@ -295,13 +322,14 @@ def race_command(args: argparse.Namespace) -> int:
         spec = Spec(
             target, name, schema["HASH"], schema.get("RANGE"), f"race-{run}", args.keys, contenders
         )
+        results = [KeyResult() for _ in range(spec.keys)]
         try:
-            results, fatal, window = _race(spec, client, args.processes, args.threads)
+            fatal, window = _race(spec, client, args.processes, args.threads, results)
             _read_back(spec, client, results)
         finally:
             if not args.keep_table:
-                _clean_up(spec, client, temporary)
-    verdict = Verdict(results, fatal).judge()
+                _clean_up(spec, client, temporary, results)
+    verdict = Verdict(results, spec.contenders, fatal).judge()
     report = _report(spec, args, verdict, window.seconds, temporary)
     if args.json:
         print_json(report)
@@ -327,16 +355,18 @@ def _schema(client: Any, name: str, target: Target) -> dict[str, str]:
 
 
 def _race(
-    spec: Spec, client: Any, processes: int, threads: int
-) -> tuple[list[KeyResult], list[str], Window]:
-    results = [KeyResult() for _ in range(spec.keys)]
+    spec: Spec, client: Any, processes: int, threads: int, results: list[KeyResult]
+) -> tuple[list[str], Window]:
+    """Run the contenders, recording their answers into ``results`` as they come."""
     window = Window()
     fatal: list[str] = []
     names = [[f"p{p}t{t}" for t in range(threads)] for p in range(processes)]
+    barrier: Any
     workers: list[Any]
     if processes == 1:
         out: Any = queue.Queue()
-        workers = _run_threads(spec, client, names[0], threading.Barrier(threads), out)
+        barrier = threading.Barrier(threads)
+        workers = _run_threads(spec, client, names[0], barrier, out)
     else:
         context = multiprocessing.get_context("spawn")
         out = context.Queue()
@@ -347,18 +377,16 @@ def _race(
         ]
         for worker in workers:
             worker.start()
-    done = 0
+    finished: set[str] = set()
     with Progress("racing", spec.keys * spec.contenders) as bar:
-        while done < spec.contenders:
+        while len(finished) < spec.contenders:
             try:
                 message = out.get(timeout=0.5)
             except queue.Empty:
-                if not any(worker.is_alive() for worker in workers):
-                    fatal.append("contenders exited without reporting")
-                    break
+                _reap(workers, names, finished, fatal)
                 continue
             if message[0] == DONE:
-                done += 1
+                finished.add(message[1])
             elif message[0] == FATAL:
                 fatal.append(message[1])
             else:
@@ -366,7 +394,25 @@ def _race(
                 bar.advance()
     for worker in workers:
         worker.join(10)
-    return results, fatal, window
+    return fatal, window
+
+
+def _reap(workers: list[Any], names: list[list[str]], finished: set[str], fatal: list[str]) -> None:
+    """A contending process that died (killed, out of memory) reports nothing more, and may
+    have died holding the shared barrier's lock: stop the others and end the race."""
+    died = [w for w in workers if getattr(w, "exitcode", None) not in (None, 0)]
+    for worker in died:
+        fatal.append(f"contending process {worker.pid} died (exit code {worker.exitcode})")
+    if died:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+    everyone = {name for group in names for name in group}
+    if died or not any(worker.is_alive() for worker in workers):
+        missing = everyone - finished
+        if missing and not died:
+            fatal.append(f"{len(missing)} contenders exited without reporting")
+        finished.update(missing)
 
 
 def _record(results: list[KeyResult], window: Window, outcome: Outcome) -> None:
@@ -398,15 +444,20 @@ def _read_back(spec: Spec, client: Any, results: list[KeyResult]) -> None:
     from firstwrite.idempotency.record import A_OWNER
 
     for key, result in zip(_keys(spec, client), results, strict=True):
+        if not result.raced:
+            continue
         item = client.get_item(TableName=spec.table, Key=key, ConsistentRead=True).get("Item")
         result.stored = None if item is None else item.get(A_OWNER, {}).get("S")
 
 
-def _clean_up(spec: Spec, client: Any, temporary: bool) -> None:
+def _clean_up(spec: Spec, client: Any, temporary: bool, results: list[KeyResult]) -> None:
     if temporary:
         client.delete_table(TableName=spec.table)
         return
-    for key in _keys(spec, client):
+    # Contenders go through the keys in order: nothing was written past the key after the
+    # last one answered (a claim may be in flight, unanswered, when a race is aborted).
+    last = max((i for i, result in enumerate(results) if result.raced), default=-1)
+    for key in _keys(spec, client)[: last + 2]:
         client.delete_item(TableName=spec.table, Key=key)
 
 
@@ -421,6 +472,7 @@ def _report(
         "temporary_table": temporary,
         "kept": bool(args.keep_table),
         "keys": spec.keys,
+        "keys_raced": counts["keys_raced"],
         "processes": args.processes,
         "threads": args.threads,
         "contenders": spec.contenders,
@@ -443,11 +495,12 @@ def _report(
 
 
 def _render(report: dict[str, Any]) -> str:
-    keys, losers = report["keys"], report["losers"]
+    keys, losers = report["keys_raced"], report["losers"]
+    raced = f"{keys} keys" if keys == report["keys"] else f"{keys} of {report['keys']} keys"
     where = report["table"] + (" (temporary)" if report["temporary_table"] else "")
     lines = [
         f"race against {report['target']}, table {where}",
-        f"{keys} keys x {report['contenders']} contenders ({_count(report['processes'], 'process')}"
+        f"{raced} x {report['contenders']} contenders ({_count(report['processes'], 'process')}"
         f" x {_count(report['threads'], 'thread')}): {number(report['claims'])} claims in "
         f"{report['elapsed_s']:.2f} s ({number(report['claims_per_s'] or 0)} claims/s)",
         "",

@@ -132,9 +132,12 @@ def connect(
         return
     path = _local_path(target, create=create)
     from firstwrite.engine import Engine, local_client
+    from firstwrite.engine.ttl import TTLConfig
 
     try:
-        engine = Engine(path)
+        # No TTL sweeper: a command looks at (or races on) the data as it is; deleting
+        # expired items is the job of the process that serves it.
+        engine = Engine(path, ttl_config=TTLConfig(sweep_interval=None))
     except sqlite3.Error as exc:
         raise CLIError(f"cannot open the local engine database {path}: {exc}") from None
     try:
