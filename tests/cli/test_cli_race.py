@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from firstwrite.cli.race import KeyResult, Verdict
+from firstwrite.cli.race_verdict import KeyResult, Verdict
 from firstwrite.engine import Engine, local_client
 
 
