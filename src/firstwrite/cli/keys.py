@@ -31,7 +31,7 @@ from ._common import (
     table,
 )
 from .progress import Progress
-from .target import Target, add_target_args, connect, error_code, missing_table, target_of
+from .target import add_target_args, connect, describe_table, error_code, key_schema, target_of
 
 SUMMARY_CHARS = 60
 PAGE = 500
@@ -267,16 +267,6 @@ def render_record(view: dict[str, Any]) -> str:
 # -- commands ---------------------------------------------------------------------------------
 
 
-def _key_schema(client: Any, name: str, target: Target) -> dict[str, str]:
-    try:
-        described = client.describe_table(TableName=name)["Table"]
-    except ClientError as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            raise missing_table(name, target) from None
-        raise
-    return {k["KeyType"]: k["AttributeName"] for k in described["KeySchema"]}
-
-
 def _locate(args: argparse.Namespace, keys: dict[str, str]) -> dict[str, Any]:
     """The DynamoDB ``Key`` of the record the arguments name."""
     if (args.key is None) == (args.id is None):
@@ -328,7 +318,7 @@ def _absent(args: argparse.Namespace, key: dict[str, Any]) -> int:
 def get_command(args: argparse.Namespace) -> int:
     target = target_of(args)
     with connect(target) as client:
-        keys = _key_schema(client, args.table, target)
+        keys = key_schema(describe_table(client, args.table, target))
         key = _locate(args, keys)
         item = client.get_item(TableName=args.table, Key=key, ConsistentRead=True).get("Item")
     if item is None:
@@ -349,8 +339,9 @@ def list_command(args: argparse.Namespace) -> int:
     scanned = 0
     more = False
     with connect(target) as client:
-        keys = _key_schema(client, args.table, target)
-        estimate = client.describe_table(TableName=args.table)["Table"].get("ItemCount")
+        described = describe_table(client, args.table, target)
+        keys = key_schema(described)
+        estimate = described.get("ItemCount")
         request: dict[str, Any] = {"TableName": args.table, "Limit": PAGE}
         with Progress("scanning", estimate or None) as bar:
             while True:
@@ -417,7 +408,7 @@ def _matches(view: dict[str, Any], wanted: set[str]) -> bool:
 def delete_command(args: argparse.Namespace) -> int:
     target = target_of(args)
     with connect(target) as client:
-        keys = _key_schema(client, args.table, target)
+        keys = key_schema(describe_table(client, args.table, target))
         key = _locate(args, keys)
         item = client.get_item(TableName=args.table, Key=key, ConsistentRead=True).get("Item")
         if item is None:

@@ -36,8 +36,9 @@ from .target import (
     Target,
     add_target_args,
     connect,
+    describe_table,
     error_code,
-    missing_table,
+    key_schema,
     target_of,
 )
 
@@ -246,14 +247,9 @@ def race_command(args: argparse.Namespace) -> int:
 
 
 def _schema(client: Any, name: str, target: Target) -> dict[str, str]:
-    try:
-        described = client.describe_table(TableName=name)["Table"]
-    except ClientError as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            raise missing_table(name, target) from None
-        raise
+    described = describe_table(client, name, target)
     types = {a["AttributeName"]: a["AttributeType"] for a in described["AttributeDefinitions"]}
-    schema = {k["KeyType"]: k["AttributeName"] for k in described["KeySchema"]}
+    schema = key_schema(described)
     if any(types.get(attr) != "S" for attr in schema.values()):
         raise CLIError(f"table {name!r}: its key attributes must be strings (S)")
     return schema

@@ -13,7 +13,15 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ._common import CLIError, ExitCode, add_json_flag, fields, number, print_json, size
-from .target import Target, add_target_args, connect, error_code, missing_table, target_of
+from .target import (
+    Target,
+    add_target_args,
+    connect,
+    describe_table,
+    error_code,
+    key_schema,
+    target_of,
+)
 
 TTL_ATTRIBUTE = "expires_at"
 
@@ -70,7 +78,7 @@ def create_command(args: argparse.Namespace) -> int:
     target = target_of(args)
     with connect(target, create=True) as client:
         created = Idempotency(config, client=client).ensure_table()
-        info = describe_table(client, args.table, target)
+        info = table_info(client, args.table, target)
     if args.json:
         print_json({"created": created, **info})
     else:
@@ -83,7 +91,7 @@ def create_command(args: argparse.Namespace) -> int:
 def describe_command(args: argparse.Namespace) -> int:
     target = target_of(args)
     with connect(target) as client:
-        info = describe_table(client, args.table, target)
+        info = table_info(client, args.table, target)
     if args.json:
         print_json(info)
     else:
@@ -91,14 +99,9 @@ def describe_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_table(client: Any, name: str, target: Target) -> dict[str, Any]:
+def table_info(client: Any, name: str, target: Target) -> dict[str, Any]:
     """DescribeTable + DescribeTimeToLive, flattened, with ``problems`` the layer would hit."""
-    try:
-        table = client.describe_table(TableName=name)["Table"]
-    except ClientError as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            raise missing_table(name, target) from None
-        raise
+    table = describe_table(client, name, target)
     try:
         ttl = client.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
     except ClientError as exc:
@@ -106,7 +109,7 @@ def describe_table(client: Any, name: str, target: Target) -> dict[str, Any]:
             raise
         ttl = {"TimeToLiveStatus": "UNSUPPORTED"}
     types = {a["AttributeName"]: a["AttributeType"] for a in table.get("AttributeDefinitions", [])}
-    keys = {k["KeyType"]: k["AttributeName"] for k in table.get("KeySchema", [])}
+    keys = key_schema(table)
     billing = table.get("BillingModeSummary", {}).get("BillingMode")
     throughput = table.get("ProvisionedThroughput", {})
     if billing is None:  # DynamoDB omits the summary for tables created as PROVISIONED

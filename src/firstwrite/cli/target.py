@@ -201,6 +201,24 @@ def explain(exc: BaseException, target: Target | None) -> CLIError | None:
     return None
 
 
+def describe_table(client: Any, table: str, target: Target) -> dict[str, Any]:
+    """DescribeTable's ``Table``; a missing table is a one-line :class:`CLIError`."""
+    from botocore.exceptions import ClientError
+
+    try:
+        described: dict[str, Any] = client.describe_table(TableName=table)["Table"]
+    except ClientError as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            raise missing_table(table, target) from None
+        raise
+    return described
+
+
+def key_schema(described: dict[str, Any]) -> dict[str, str]:
+    """``{"HASH": name, "RANGE": name}`` from a DescribeTable ``Table``."""
+    return {k["KeyType"]: k["AttributeName"] for k in described["KeySchema"]}
+
+
 def missing_table(table: str, target: Target) -> CLIError:
     return CLIError(
         f"table {table!r} does not exist at {target.describe()} "
