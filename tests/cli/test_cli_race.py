@@ -185,7 +185,7 @@ def test_the_verdict_on_every_kind_of_answer() -> None:
         KeyResult(winners=[("a", None), ("b", "a")]),  # two winners, even with one missing
         KeyResult(),  # never raced (the race was aborted before this key)
     ]
-    verdict = Verdict(keys, 3, fatal=[]).judge()
+    verdict = Verdict(dict(enumerate(keys)), 3, fatal=[]).judge()
     assert verdict.violation_counts() == {
         "loser saw another item": 1,
         "stored item is not the winner's": 1,
@@ -199,7 +199,7 @@ def test_the_verdict_on_every_kind_of_answer() -> None:
     assert verdict.violated
     examples = {v["kind"]: v["detail"] for v in verdict.violations}
     assert examples["multiple winners"] == "2 claims succeeded, 1 replacing another's item"
-    clean = Verdict([KeyResult(winners=[("a", None)], losers=["a"], stored="a")], 2, []).judge()
+    clean = Verdict({0: KeyResult(winners=[("a", None)], losers=["a"], stored="a")}, 2, []).judge()
     assert not clean.violated and clean.counts["keys_with_one_winner"] == 1
 
 
@@ -311,3 +311,48 @@ def test_a_killed_contender_process_ends_the_race_with_an_error(
     assert 0 < report["keys_raced"] < 1000000
     assert report["winners"] >= report["keys_raced"] - 1  # the key in flight may be unverified
     assert _tables(db) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_race_cleans_up(
+    clean_env: dict[str, str], tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Ctrl-C (to the whole process group, as a terminal sends it) or SIGTERM: the contending
+    processes stop, the temporary table is deleted, one line says so, exit status 130."""
+    db = str(tmp_path / "interrupted.db")
+    argv = ["race", "--db", db, "--processes", "2", "--threads", "2", "--keys", "1000000"]
+    # As from a terminal: SIGINT handled (a background job may have inherited it ignored).
+    launcher = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'firstwrite.cli', *sys.argv[1:]])"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", launcher, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **clean_env},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while _claims_landed(db) < 20:
+        assert time.monotonic() < deadline, "the race never started"
+        time.sleep(0.2)
+    children = _contenders(process.pid)
+    assert len(children) == 2
+    if sig == signal.SIGINT:
+        os.killpg(process.pid, sig)
+    else:
+        process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err == "firstwrite: interrupted\n" and out == ""
+    assert _tables(db) == []
+    for child in children:
+        assert not Path(f"/proc/{child}").exists() or "Z" in _state(child)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

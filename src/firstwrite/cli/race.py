@@ -18,12 +18,15 @@ client (with ``--db``, its own engine on the same database file).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import queue
 import secrets
+import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,7 +177,9 @@ def _run_threads(
 
 
 def process_main(spec: Spec, contenders: list[str], barrier: Any, out: Any) -> None:
-    """A spawned contending process: its own client, one thread per contender."""
+    """A spawned contending process: its own client, one thread per contender. Ctrl-C is for
+    the coordinator, which stops the contending processes itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
     try:
         with connect(spec.target, pool=len(contenders), attempts=1) as client:
@@ -209,22 +214,26 @@ def race_command(args: argparse.Namespace) -> int:
     run = secrets.token_hex(4)
     temporary = args.table is None
     name = args.table or f"firstwrite-race-{run}"
-    with connect(target, create=True, pool=args.threads) as client:
-        if temporary:
-            Idempotency(IdempotencyConfig(table_name=name), client=client).ensure_table()
-            schema = {"HASH": "pk"}
-        else:
+    schema = {"HASH": "pk"}
+    results: dict[int, KeyResult] = {}  # by key index, as answers come
+    with connect(target, create=True, pool=args.threads) as client, _terminate_as_interrupt():
+        if not temporary:
             schema = _schema(client, name, target)
         spec = Spec(
             target, name, schema["HASH"], schema.get("RANGE"), f"race-{run}", args.keys, contenders
         )
-        results = [KeyResult() for _ in range(spec.keys)]
         try:
+            if temporary:
+                Idempotency(IdempotencyConfig(table_name=name), client=client).ensure_table()
             fatal, window = _race(spec, client, args.processes, args.threads, results)
             _read_back(spec, client, results)
-        finally:
+        except BaseException:
             if not args.keep_table:
-                _clean_up(spec, client, temporary, results)
+                with contextlib.suppress(Exception):  # the first error is the one to report
+                    _clean_up(spec, client, temporary, results)
+            raise
+        if not args.keep_table:
+            _clean_up(spec, client, temporary, results)
     verdict = Verdict(results, spec.contenders, fatal).judge()
     summary = report(
         verdict,
@@ -246,6 +255,23 @@ def race_command(args: argparse.Namespace) -> int:
     return ExitCode.ERROR if verdict.errors or fatal else ExitCode.OK
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout, `kill`) cleans up as Ctrl-C does: the temporary table goes."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _schema(client: Any, name: str, target: Target) -> dict[str, str]:
     described = describe_table(client, name, target)
     types = {a["AttributeName"]: a["AttributeType"] for a in described["AttributeDefinitions"]}
@@ -256,7 +282,7 @@ def _schema(client: Any, name: str, target: Target) -> dict[str, str]:
 
 
 def _race(
-    spec: Spec, client: Any, processes: int, threads: int, results: list[KeyResult]
+    spec: Spec, client: Any, processes: int, threads: int, results: dict[int, KeyResult]
 ) -> tuple[list[str], Window]:
     """Run the contenders, recording their answers into ``results`` as they come."""
     window = Window()
@@ -279,22 +305,30 @@ def _race(
         for worker in workers:
             worker.start()
     finished: set[str] = set()
-    with Progress("racing", spec.keys * spec.contenders) as bar:
-        while len(finished) < spec.contenders:
-            try:
-                message = out.get(timeout=0.5)
-            except queue.Empty:
-                _reap(workers, names, finished, fatal)
-                continue
-            if message[0] == DONE:
-                finished.add(message[1])
-            elif message[0] == FATAL:
-                fatal.append(message[1])
-            else:
-                _record(results, window, message)
-                bar.advance()
-    for worker in workers:
-        worker.join(10)
+    try:
+        with Progress("racing", spec.keys * spec.contenders) as bar:
+            while len(finished) < spec.contenders:
+                try:
+                    message = out.get(timeout=0.5)
+                except queue.Empty:
+                    _reap(workers, names, finished, fatal)
+                    continue
+                if message[0] == DONE:
+                    finished.add(message[1])
+                elif message[0] == FATAL:
+                    fatal.append(message[1])
+                else:
+                    _record(results, window, message)
+                    bar.advance()
+    except BaseException:  # Ctrl-C: stop the contenders before the table goes
+        barrier.abort()
+        for worker in workers:
+            if isinstance(worker, multiprocessing.process.BaseProcess) and worker.is_alive():
+                worker.terminate()
+        raise
+    finally:
+        for worker in workers:
+            worker.join(10)
     return fatal, window
 
 
@@ -316,10 +350,10 @@ def _reap(workers: list[Any], names: list[list[str]], finished: set[str], fatal:
         finished.update(missing)
 
 
-def _record(results: list[KeyResult], window: Window, outcome: Outcome) -> None:
+def _record(results: dict[int, KeyResult], window: Window, outcome: Outcome) -> None:
     index, _contender, owner, kind, detail, sent, answered = outcome
     window.add(sent, answered)
-    key = results[index]
+    key = results.setdefault(index, KeyResult())
     if kind == "won":
         key.winners.append((owner, detail))
     elif kind == "lost":
@@ -328,7 +362,8 @@ def _record(results: list[KeyResult], window: Window, outcome: Outcome) -> None:
         key.errors.append(detail or "error")
 
 
-def _keys(spec: Spec, client: Any) -> list[dict[str, Any]]:
+def _key_of(spec: Spec, client: Any) -> Callable[[int], dict[str, Any]]:
+    """The DynamoDB ``Key`` of key number ``i``, built as the contenders built it."""
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
     config = IdempotencyConfig(
@@ -337,26 +372,26 @@ def _keys(spec: Spec, client: Any) -> list[dict[str, Any]]:
         partition_key=spec.partition_key,
         sort_key=spec.sort_key,
     )
-    guard = Idempotency(config, client=client)
-    return [guard.keys.key(f"key-{index}")[0] for index in range(spec.keys)]
+    builder = Idempotency(config, client=client).keys
+    return lambda index: builder.key(f"key-{index}")[0]
 
 
-def _read_back(spec: Spec, client: Any, results: list[KeyResult]) -> None:
+def _read_back(spec: Spec, client: Any, results: dict[int, KeyResult]) -> None:
     from firstwrite.idempotency.record import A_OWNER
 
-    for key, result in zip(_keys(spec, client), results, strict=True):
-        if not result.raced:
-            continue
-        item = client.get_item(TableName=spec.table, Key=key, ConsistentRead=True).get("Item")
+    key_of = _key_of(spec, client)
+    for index, result in results.items():
+        request = {"TableName": spec.table, "Key": key_of(index), "ConsistentRead": True}
+        item = client.get_item(**request).get("Item")
         result.stored = None if item is None else item.get(A_OWNER, {}).get("S")
 
 
-def _clean_up(spec: Spec, client: Any, temporary: bool, results: list[KeyResult]) -> None:
+def _clean_up(spec: Spec, client: Any, temporary: bool, results: dict[int, KeyResult]) -> None:
     if temporary:
         client.delete_table(TableName=spec.table)
         return
     # Contenders go through the keys in order: nothing was written past the key after the
     # last one answered (a claim may be in flight, unanswered, when a race is aborted).
-    last = max((i for i, result in enumerate(results) if result.raced), default=-1)
-    for key in _keys(spec, client)[: last + 2]:
-        client.delete_item(TableName=spec.table, Key=key)
+    key_of = _key_of(spec, client)
+    for index in range(min(max(results, default=-1) + 2, spec.keys)):
+        client.delete_item(TableName=spec.table, Key=key_of(index))

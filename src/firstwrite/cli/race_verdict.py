@@ -52,7 +52,7 @@ class KeyResult:
 class Verdict:
     """Judges the answers; ``contenders`` is how many answers a key gets in a complete race."""
 
-    keys: list[KeyResult]
+    keys: dict[int, KeyResult]  # by key index; keys nobody answered for are absent
     contenders: int
     fatal: list[str]
     violations: list[dict[str, Any]] = field(default_factory=list)
@@ -60,7 +60,7 @@ class Verdict:
     errors: Counter[str] = field(default_factory=Counter)
 
     def judge(self) -> Verdict:
-        for index, key in enumerate(self.keys):
+        for index, key in sorted(self.keys.items()):
             if not key.raced:
                 continue
             self.counts["keys_raced"] += 1
@@ -129,7 +129,7 @@ def report(
     elapsed: float,
 ) -> dict[str, Any]:
     """The ``--json`` report of a judged race."""
-    claims = sum(len(k.winners) + len(k.losers) + len(k.errors) for k in verdict.keys)
+    claims = sum(len(k.winners) + len(k.losers) + len(k.errors) for k in verdict.keys.values())
     counts = verdict.counts
     return {
         "target": target,
@@ -144,7 +144,7 @@ def report(
         "claims": claims,
         "elapsed_s": round(elapsed, 3),
         "claims_per_s": round(claims / elapsed, 1) if elapsed > 0 else None,
-        "winners": sum(len(k.winners) for k in verdict.keys),
+        "winners": sum(len(k.winners) for k in verdict.keys.values()),
         "keys_with_one_winner": counts["keys_with_one_winner"],
         "losers": counts["losers"],
         "losers_with_item": counts["losers_with_item"],
