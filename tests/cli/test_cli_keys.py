@@ -53,9 +53,13 @@ def db(tmp_path: Path) -> Iterator[str]:
             g.fail(claim, ValueError(f"{key} card"), retryable=retryable)
         guard(engine, at=now - 3 * DAY).run("old", lambda: 1)  # expired, not yet swept
         guard(engine, scope="tenant#a").run("order#1%", lambda: "scoped")
-        local_client(engine).put_item(
-            TableName="firstwrite-idempotency", Item={"pk": {"S": "someone-else"}}
-        )
+        client = local_client(engine)
+        client.put_item(TableName="firstwrite-idempotency", Item={"pk": {"S": "someone-else"}})
+        corrupt = client.get_item(
+            TableName="firstwrite-idempotency", Key={"pk": {"S": "IDEMPOTENCY##paid"}}
+        )["Item"]
+        corrupt |= {"pk": {"S": "IDEMPOTENCY##corrupt"}, "result": {"B": b"\x09junk"}}
+        client.put_item(TableName="firstwrite-idempotency", Item=corrupt)
     yield str(path)
 
 
@@ -67,7 +71,7 @@ def test_list_decodes_every_state(cli: Callable[..., Any], db: str) -> None:
     result = cli("keys", "list", "--db", db, "--json")
     assert result.code == 0, result.err
     data = result.json()
-    assert data["scanned"] == 10 and data["more"] is False
+    assert data["scanned"] == 11 and data["more"] is False
     records = by_key(data["records"])
     assert set(records) == {
         "paid",
@@ -80,7 +84,10 @@ def test_list_decodes_every_state(cli: Callable[..., Any], db: str) -> None:
         "old",
         "order#1%",
         "someone-else",
+        "corrupt",
     }
+    assert records["corrupt"]["result"]["format"] == "unreadable"
+    assert "unknown stored result format 9" in records["corrupt"]["result"]["summary"]
     assert records["paid"]["state"] == "COMPLETED"
     assert records["paid"]["result"]["summary"] == '{"charge": "ch_1", "amount": 1999}'
     assert records["big"]["result"]["format"] == "JSON, zlib-compressed"
@@ -112,7 +119,7 @@ def test_list_as_text(cli: Callable[..., Any], db: str) -> None:
     assert "left" in lines["running"] and "over" in lines["stalled"]
     assert "not a firstwrite record" in lines["someone-else"]
     assert result.out.splitlines()[0].split()[:3] == ["KEY", "SCOPE", "STATE"]
-    assert result.out.rstrip().endswith("10 items scanned")
+    assert result.out.rstrip().endswith("11 items scanned")
 
 
 def test_list_filters_and_limits(cli: Callable[..., Any], db: str) -> None:
@@ -121,7 +128,8 @@ def test_list_filters_and_limits(cli: Callable[..., Any], db: str) -> None:
     )
     assert set(pending) == {"running", "stalled"}
     done = cli("keys", "list", "--db", db, "--state", "completed", "--state", "expired", "--json")
-    assert set(by_key(done.json()["records"])) == {"paid", "big", "raw", "old", "order#1%"}
+    completed = {"paid", "big", "raw", "old", "order#1%", "corrupt"}
+    assert set(by_key(done.json()["records"])) == completed
     limited = cli("keys", "list", "--db", db, "--limit", "2", "--json").json()
     assert len(limited["records"]) == 2 and limited["more"] is True
     assert "more not shown" in cli("keys", "list", "--db", db, "--limit", "2").out

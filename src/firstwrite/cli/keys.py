@@ -141,12 +141,13 @@ def split_record_id(pk: str, sk: str | None) -> tuple[str, str]:
 
 
 def _result_summary(raw: str | bytes) -> dict[str, Any]:
+    from firstwrite.idempotency import SerializationError
     from firstwrite.idempotency.serialization import decode
 
     stored = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
     try:
         value = decode(raw)
-    except Exception as exc:  # corrupt: say so, never crash the listing
+    except SerializationError as exc:  # corrupt: say so, never crash the listing
         return {"format": "unreadable", "stored_bytes": stored, "summary": str(exc)}
     if isinstance(value, bytes):
         text = f"{len(value)} bytes: {value[:16].hex()}" + ("…" if len(value) > 16 else "")
@@ -169,8 +170,8 @@ def _error_summary(text: str | None) -> dict[str, Any]:
 def decode(item: dict[str, Any], keys: dict[str, str], now: float) -> dict[str, Any]:
     """One stored item as a JSON-ready dict; ``state`` is ``None`` for a foreign item."""
     pk_name, sk_name = keys["HASH"], keys.get("RANGE")
-    pk = item.get(pk_name, {}).get("S", "")
-    sk = item.get(sk_name, {}).get("S") if sk_name else None
+    pk = str(next(iter(item.get(pk_name, {}).values()), ""))  # a foreign table's may be N or B
+    sk = str(next(iter(item.get(sk_name, {}).values()), "")) if sk_name else None
     scope, key = split_record_id(pk, sk)
     view: dict[str, Any] = {"record_id": pk, "sort_id": sk, "key": key, "scope": scope}
     try:
