@@ -144,3 +144,18 @@ def test_db_and_endpoint_are_exclusive(cli: Callable[..., Any]) -> None:
     result = cli("table", "describe", "--db", "x.db", "--endpoint-url", "http://127.0.0.1:1")
     assert result.code == 2
     assert "not allowed with argument" in result.err
+
+
+def test_the_default_database_is_the_layers(
+    cli: Callable[..., Any], clean_env: dict[str, str], one_line_error: Callable[..., str]
+) -> None:
+    """Without --db, commands use the database the layer's zero-config default writes."""
+    missing = cli("keys", "list")
+    assert missing.code == 1
+    assert "from $FIRSTWRITE_LOCAL_DB" in one_line_error(missing)
+    from firstwrite import Idempotency
+
+    Idempotency().run("made-by-the-app", lambda: "ok")
+    listed = cli("keys", "list", "--json")
+    assert listed.code == 0, listed.err
+    assert [r["key"] for r in listed.json()["records"]] == ["made-by-the-app"]

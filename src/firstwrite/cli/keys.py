@@ -105,7 +105,7 @@ def _address_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--id",
         metavar="RECORD_ID",
-        help="the stored partition key value instead of KEY (as `keys list` prints it)",
+        help="the stored partition key value instead of KEY (record_id in `keys list --json`)",
     )
     parser.add_argument(
         "--sort-id", metavar="VALUE", help="with --id on a table with a sort key: its value"

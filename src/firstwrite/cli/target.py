@@ -104,18 +104,25 @@ def _client_config(pool: int, attempts: int) -> Any:
 
 
 def _local_path(target: Target, *, create: bool) -> str:
+    from firstwrite.idempotency.local import ENV_VAR
+
     path = target.db_path
     parent = os.path.dirname(path)
+    if target.db is not None:
+        hint = ""
+    elif os.environ.get(ENV_VAR):
+        hint = f" (from ${ENV_VAR}; or pass --db PATH)"
+    else:
+        hint = " (the default; pass --db PATH)"
     if not os.path.isdir(parent):
         if target.db is not None:
             raise CLIError(f"--db {target.db}: directory {parent} does not exist")
         if not create:
-            raise CLIError(f"no local engine database at {path} (the default; pass --db PATH)")
+            raise CLIError(f"no local engine database at {path}{hint}")
         os.makedirs(parent, exist_ok=True)
     if os.path.isdir(path):
         raise CLIError(f"--db {target.db or path}: is a directory, not a database file")
     if not create and not os.path.exists(path):
-        hint = "" if target.db is not None else " (the default; pass --db PATH)"
         raise CLIError(f"no local engine database at {path}{hint}")
     return path
 
