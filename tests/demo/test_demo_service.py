@@ -55,9 +55,10 @@ class Demo:
 def start_demo(db: Path) -> Demo:
     process = subprocess.Popen(
         [
-            sys.executable,
+            sys.executable,  # `make run`'s command: `firstwrite demo ...`
             "-m",
-            "firstwrite.demo",
+            "firstwrite.cli",
+            "demo",
             "--port",
             "0",
             "--engine-port",
@@ -266,9 +267,10 @@ def test_a_busy_port_is_one_line_not_a_traceback(demo: Demo, tmp_path: Path) -> 
     port = demo.url.rsplit(":", 1)[1]
     result = subprocess.run(
         [
-            sys.executable,
+            sys.executable,  # `make run`'s command: `firstwrite demo ...`
             "-m",
-            "firstwrite.demo",
+            "firstwrite.cli",
+            "demo",
             "--port",
             port,
             "--db",
@@ -285,9 +287,10 @@ def test_a_busy_port_is_one_line_not_a_traceback(demo: Demo, tmp_path: Path) -> 
 def test_a_database_in_a_missing_directory_is_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
         [
-            sys.executable,
+            sys.executable,  # `make run`'s command: `firstwrite demo ...`
             "-m",
-            "firstwrite.demo",
+            "firstwrite.cli",
+            "demo",
             "--port",
             "0",
             "--db",
