@@ -281,7 +281,8 @@ def test_a_busy_port_is_one_line_not_a_traceback(demo: Demo, tmp_path: Path) -> 
         timeout=60,
     )
     assert result.returncode == 1
-    assert result.stderr.startswith("firstwrite demo:") and "Traceback" not in result.stderr
+    assert result.stderr.startswith("firstwrite:") and "Traceback" not in result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
 
 
 def test_a_database_in_a_missing_directory_is_one_line(tmp_path: Path) -> None:
@@ -302,6 +303,6 @@ def test_a_database_in_a_missing_directory_is_one_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert (
-        result.stderr.startswith("firstwrite demo: no directory")
+        result.stderr.startswith("firstwrite: --db ") and "does not exist" in result.stderr
         and "Traceback" not in result.stderr
     )
