@@ -303,6 +303,7 @@ def test_a_database_in_a_missing_directory_is_one_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert (
-        result.stderr.startswith("firstwrite: --db ") and "does not exist" in result.stderr
+        result.stderr.startswith("firstwrite: --db ")
+        and "does not exist" in result.stderr
         and "Traceback" not in result.stderr
     )
