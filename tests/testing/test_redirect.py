@@ -245,7 +245,7 @@ def test_the_environment_is_faked_inside_and_restored_after(
         )
         assert "AWS_SESSION_TOKEN" not in os.environ
         assert os.environ["AWS_DEFAULT_REGION"] == "ap-southeast-2"
-        assert boto3.DEFAULT_SESSION is None
+        assert boto3.DEFAULT_SESSION is not before
         assert boto3.client("dynamodb").meta.region_name == "ap-southeast-2"
     assert os.environ["AWS_ACCESS_KEY_ID"] == "AKIDREAL"
     assert os.environ["AWS_SESSION_TOKEN"] == "real-token"
@@ -269,6 +269,26 @@ def test_a_configured_region_and_credentials_false_are_respected(
         regional = engine.execute("ListTables", {}, region="eu-central-1")["TableNames"]
         assert regional == ["orders"]
         assert _engine_tables(engine) == []  # us-east-1
+
+
+def test_each_redirect_starts_a_new_default_session(clean_env: None) -> None:
+    sessions: list[Any] = []
+    hooks: list[list[str]] = []
+    for _ in range(2):
+        with mock_dynamodb():
+            sessions.append(boto3.DEFAULT_SESSION)
+            calls: list[str] = []
+            hooks.append(calls)
+            # A handler a test registers on the default session must not reach the next test.
+            boto3.DEFAULT_SESSION.events.register(
+                "before-call.dynamodb", lambda calls=calls, **_kw: calls.append("hook")
+            )
+            boto3.client("dynamodb").list_tables()
+            assert boto3.resource("dynamodb").Table("t").name == "t"  # boto3's own data loads
+    assert hooks == [["hook"], ["hook"]]
+    assert sessions[0] is not sessions[1]
+    loader = sessions[1]._session.get_component("data_loader")
+    assert len(loader.search_paths) == len(set(loader.search_paths))
 
 
 def test_as_a_decorator_each_call_gets_a_fresh_engine(clean_env: None) -> None:
