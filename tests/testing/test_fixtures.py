@@ -31,9 +31,10 @@ def _create(client: Any, name: str = "things", **extra: Any) -> None:
     )
 
 
-def test_the_engine_is_a_file_under_tmp_path_by_default(
+def test_this_projects_ini_chooses_a_file_under_tmp_path(
     firstwrite_engine: Engine, tmp_path: Path
 ) -> None:
+    # pyproject.toml: firstwrite_storage = "file" (the plugin's default is memory).
     assert firstwrite_engine.path == str(tmp_path / "firstwrite.db")
     _create(_direct(firstwrite_engine))
     # Another engine on the same file sees the table: it is on disk, not in this object.

@@ -39,17 +39,25 @@ def test_each_test_gets_an_engine_of_its_own(project: pytest.Pytester) -> None:
     project.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
 
 
-def test_the_ini_chooses_memory_storage(project: pytest.Pytester) -> None:
-    project.makeini(INI + "firstwrite_storage = memory\n")
+def test_memory_by_default_file_by_ini_or_marker(project: pytest.Pytester) -> None:
     project.makepyfile(
-        """
-        import pytest
-
+        test_default="""
         def test_memory(firstwrite_engine):
             assert firstwrite_engine.path is None
+        """,
+        test_file="""
+        import pytest
 
         @pytest.mark.firstwrite(storage="file")
-        def test_the_marker_wins(firstwrite_engine, tmp_path):
+        def test_the_marker(firstwrite_engine, tmp_path):
+            assert firstwrite_engine.path == str(tmp_path / "firstwrite.db")
+        """,
+    )
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+    project.makeini(INI + "firstwrite_storage = file\n")
+    project.makepyfile(
+        test_default="""
+        def test_file(firstwrite_engine, tmp_path):
             assert firstwrite_engine.path == str(tmp_path / "firstwrite.db")
         """
     )

@@ -3,8 +3,8 @@
 Fixtures (each test gets its own engine; see ``docs/testing.md``):
 
 ``firstwrite_engine``
-    An :class:`~firstwrite.engine.api.Engine`, on a SQLite file under ``tmp_path`` (or in
-    memory: ``@pytest.mark.firstwrite(storage="memory")`` or ini ``firstwrite_storage``),
+    An :class:`~firstwrite.engine.api.Engine` in memory (or on a SQLite file under
+    ``tmp_path``: ``@pytest.mark.firstwrite(storage="file")`` or ini ``firstwrite_storage``),
     closed after the test.
 ``firstwrite_clock``
     The engine's :class:`~firstwrite.engine.clock.Clock`, frozen at the test's start:
@@ -48,19 +48,21 @@ if TYPE_CHECKING:
     from firstwrite.engine.server import ServerThread
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
-STORAGES = ("file", "memory")
+STORAGES = ("memory", "file")
 
 
 @dataclass(frozen=True)
 class Settings:
     """One test's engine settings: its ``firstwrite`` marker over the ini options."""
 
-    storage: str = "file"
+    storage: str = "memory"
     region: str = "us-east-1"
 
     @classmethod
     def of(cls, request: pytest.FixtureRequest) -> Settings:
-        values: dict[str, Any] = {"storage": request.config.getini("firstwrite_storage") or "file"}
+        values: dict[str, Any] = {
+            "storage": request.config.getini("firstwrite_storage") or "memory"
+        }
         marker = request.node.get_closest_marker("firstwrite")
         if marker is not None:
             if marker.args:
@@ -104,15 +106,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini(
         "firstwrite_storage",
-        "where firstwrite_engine keeps its data: file (a SQLite file in tmp_path) or memory",
-        default="file",
+        "where firstwrite_engine keeps its data: memory (the default) or file (a SQLite file "
+        "in tmp_path, which other processes can open too)",
+        default="memory",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "firstwrite(storage='file'|'memory', region='us-east-1'): the engine of this test's "
+        "firstwrite(storage='memory'|'file', region='us-east-1'): the engine of this test's "
         "firstwrite fixtures",
     )
     # Watch DynamoDB clients of sessions created from now on, so that clients the code under
@@ -141,7 +144,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 @pytest.fixture
 def firstwrite_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
-    """A fresh engine for this test (file under ``tmp_path`` by default, or memory)."""
+    """A fresh engine for this test (in memory by default, or a file under ``tmp_path``)."""
     settings = Settings.of(request)
     api = _require("firstwrite.engine.api")
     path = None
