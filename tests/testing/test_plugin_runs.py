@@ -106,7 +106,7 @@ def test_without_the_engine_extra_the_plugin_loads_and_says_what_to_install(
     project.makepyfile(
         """
         import pytest
-        from firstwrite.testing import EngineMissingError, mock_dynamodb
+        from firstwrite.testing import MissingExtraError, mock_dynamodb
 
         def test_plain():
             assert 1 + 1 == 2
@@ -115,7 +115,7 @@ def test_without_the_engine_extra_the_plugin_loads_and_says_what_to_install(
             pass
 
         def test_mock():
-            with pytest.raises(EngineMissingError, match=r"firstwrite\\[engine\\]"):
+            with pytest.raises(MissingExtraError, match=r"firstwrite\\[engine\\]"):
                 with mock_dynamodb():
                     pass
         """
@@ -157,3 +157,47 @@ def test_the_plugin_waits_for_botocore_before_installing_its_hook() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_the_aio_client_without_aiobotocore_says_what_to_install(
+    project: pytest.Pytester,
+) -> None:
+    project.makeconftest('import sys\n\nsys.modules["aiobotocore"] = None\n')
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.asyncio
+        async def test_aio(firstwrite_aio_client):
+            pass
+        """
+    )
+    result = project.runpytest_subprocess("-p", "no:randomly", timeout=120)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*firstwrite.testing needs aiobotocore, which is an extra: "
+            "pip install 'firstwrite[[]async[]]' (missing module: aiobotocore)"
+        ]
+    )
+
+
+def test_the_aio_client_without_pytest_asyncio_says_so(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shadow = project.mkdir("no_pytest_asyncio")
+    (shadow / "pytest_asyncio.py").write_text("raise ImportError('not installed here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    project.makeini("[pytest]\n")
+    project.makepyfile(
+        """
+        def test_plain():
+            pass
+
+        def test_aio(firstwrite_aio_client):
+            pass
+        """
+    )
+    result = project.runpytest_subprocess("-p", "no:randomly", "-p", "no:asyncio", timeout=120)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*firstwrite_aio_client needs pytest-asyncio*"])

@@ -13,7 +13,7 @@ botocore.
 
 from __future__ import annotations
 
-from ._extra import EngineMissingError
+from ._extra import MissingExtraError
 from .redirect import Redirect, install, mock_dynamodb
 
-__all__ = ["EngineMissingError", "Redirect", "install", "mock_dynamodb"]
+__all__ = ["MissingExtraError", "Redirect", "install", "mock_dynamodb"]

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import redirect
-from ._extra import EngineMissingError, require
+from ._extra import MissingExtraError, require
 
 if TYPE_CHECKING:
     from firstwrite.engine.api import Engine
@@ -78,10 +78,10 @@ class Settings:
         return cls(**values)
 
 
-def _require(module: str, *, extra: str = "engine") -> Any:
+def _require(module: str) -> Any:
     try:
-        return require(module, extra=extra)
-    except EngineMissingError as exc:
+        return require(module)
+    except MissingExtraError as exc:
         message = str(exc)
     pytest.fail(message, pytrace=False)
 
@@ -202,8 +202,7 @@ def _async_fixture(func: Callable[..., Any]) -> Any:
 @_async_fixture
 async def firstwrite_aio_client(firstwrite_engine: Engine) -> AsyncIterator[Any]:
     """An aiobotocore ``dynamodb`` client answered in process by ``firstwrite_engine``."""
-    _require("aiobotocore", extra="async")
-    aio_binding = _require("firstwrite.engine.aio_binding", extra="async")
+    aio_binding = _require("firstwrite.engine.aio_binding")
     async with aio_binding.local_aio_client(
         firstwrite_engine, region=firstwrite_engine.default_region
     ) as client:
