@@ -55,7 +55,10 @@ FAKE_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "firstwrite-testing-secret",
 }
 
-_lock = threading.Lock()
+# Guards the state below. Re-entrant: entering a redirect may import botocore for the first
+# time, which runs install() (see _InstallAfterImport) on the same thread.
+_lock = threading.RLock()
+_count_lock = threading.Lock()
 _installed = False
 _stack: list[Redirect] = []  # active redirects, innermost last
 _active: Engine | None = None  # the innermost one's engine, read on every call without the lock
@@ -68,7 +71,7 @@ def current_engine() -> Engine | None:
     global _answered
     engine = _active
     if engine is not None:
-        with _lock:
+        with _count_lock:
             _answered += 1
     return engine
 
