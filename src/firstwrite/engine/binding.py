@@ -186,9 +186,8 @@ def quick_steps(
     if status != 200:
         code = parsed.get("Error", {}).get("Code")
         if status != 400 or code not in FINAL_ERRORS:
-            return Handover(
-                body, http
-            )  # botocore's full path, retry handler included, takes it from here
+            # botocore's full path, retry handler included, takes it from here
+            return Handover(body, http)
         shape = model.service_model.shape_for_error_code(code)
         if shape is not None:  # the error's modeled members (Item, CancellationReasons)
             parsed.update((yield Parse(response, shape)))
