@@ -174,8 +174,12 @@ def test_the_server_serves_the_engine_over_http(
 
 
 def test_the_mock_answers_the_library_with_the_tests_engine(
-    firstwrite_mock: Engine, firstwrite_engine: Engine, firstwrite_client: Any
+    firstwrite_mock: Engine,
+    firstwrite_engine: Engine,
+    firstwrite_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the library's, as firstwrite_client's
     assert firstwrite_mock is firstwrite_engine
     library.create_orders_table()  # the code under test's own client
     assert library.place_order("o-1", 7)
