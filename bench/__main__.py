@@ -25,6 +25,7 @@ from . import (
     install_size,
     middleware,
     overhead,
+    plugin,
     report,
 )
 from ._common import REPO, RESULTS, Section, Settings, dummy_aws_env, machine_info, package_version
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "idempotency": idempotency.run,
     "install_size": install_size.run,
     "middleware": middleware.run,
+    "plugin": plugin.run,
 }
 
 
