@@ -22,7 +22,8 @@ from botocore.exceptions import ClientError, NoCredentialsError
 
 from firstwrite.engine.aio_binding import local_aio_client
 from firstwrite.engine.api import Context, Engine
-from firstwrite.engine.binding import FINAL_ERRORS, bind, local_client
+from firstwrite.engine.binding import bind, local_client
+from firstwrite.engine.binding_steps import FINAL_ERRORS
 from firstwrite.engine.clock import Clock
 
 _spec = importlib.util.spec_from_file_location(

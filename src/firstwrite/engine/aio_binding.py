@@ -6,7 +6,7 @@
     async with local_aio_client(engine) as ddb:
         await ddb.put_item(TableName="orders", Item={"pk": {"S": "o-1"}})
 
-The decisions are :mod:`.binding`'s: the same :func:`~.binding.quick_steps` generator answers
+The decisions are :mod:`.binding`'s: the same :func:`~.binding_steps.quick_steps` generator answers
 at ``before-call``, and hands every answer botocore might retry to aiobotocore's full path,
 whose ``before-send`` gets the kept first answer and whose (async) retry handler decides. Only
 the driver differs: here the event emitter and the parser are awaited.
@@ -29,15 +29,16 @@ from aiobotocore.session import AioSession
 from botocore.awsrequest import AWSPreparedRequest
 from botocore.model import OperationModel
 
-from .binding import (
+from .binding_steps import (
     Answered,
     Call,
     Emit,
     Parse,
     ResponderBase,
-    bind,
     body_of,
     configure_dummy,
+    install,
+    parser_of,
     quick_steps,
     response_headers,
     target_of,
@@ -139,7 +140,8 @@ async def local_aio_client(
     try:
         session = dummy_aio_session(region)
         async with session.create_client(service_name, region_name=region, **client_kwargs) as c:
-            yield bind(c, engine)
+            region = c.meta.region_name or engine.default_region
+            yield install(c, AioResponder(engine, region, parser_of(c), c.meta.events.emit))
     finally:
         if owned:
             engine.close()

@@ -36,7 +36,7 @@ from ._extra import require
 
 if TYPE_CHECKING:
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding import ResponderBase
+    from firstwrite.engine.binding_steps import ResponderBase
 
 __all__ = [
     "Redirect",
@@ -95,17 +95,19 @@ class _Redirectable:
 
 def _follow(client: Any) -> None:
     try:
-        from firstwrite.engine import binding
+        from firstwrite.engine import binding, binding_steps
     except ImportError:  # no engine extra: there is nothing to redirect to
         return
     base: type[ResponderBase] = binding.Responder
-    if binding.is_async_client(client):
+    if binding_steps.is_async_client(client):
         from firstwrite.engine.aio_binding import AioResponder
 
         base = AioResponder
     region = client.meta.region_name or "us-east-1"
-    responder = _following(base)(None, region, binding.parser_of(client), client.meta.events.emit)
-    binding.install(client, responder)
+    responder = _following(base)(
+        None, region, binding_steps.parser_of(client), client.meta.events.emit
+    )
+    binding_steps.install(client, responder)
 
 
 def _redirected_engine(_self: object) -> Engine | None:
