@@ -24,7 +24,7 @@ def stream_record(event: str, item: dict[str, Any], at: float, ttl: bool = False
 
 
 def stored(guard: Idempotency, key: str) -> dict[str, Any]:
-    dkey, _ = guard.keys.key(key)
+    dkey = guard.dynamodb_key(key)
     return dict(guard.client.get_item(TableName=TABLE, Key=dkey, ConsistentRead=True)["Item"])
 
 

@@ -265,9 +265,9 @@ def test_throttling_retries_are_bounded(backend: Backend, table: str) -> None:
     assert len(sleeps) == 2
 
 
-def test_condition_failures_are_never_retried(guard: Idempotency) -> None:
+def test_condition_failures_are_never_retried(backend: Backend, table: str) -> None:
     sleeps: list[float] = []
-    guard.store.retrier.sleep = sleeps.append
+    guard = backend.guard(sleep=sleeps.append)
     guard.claim("order-18")
     with CallCounter(guard.client) as calls, pytest.raises(InProgressError):
         guard.claim("order-18")
@@ -399,7 +399,7 @@ def test_ensure_table_creates_on_demand_with_ttl(backend: Backend) -> None:
 
 
 def _stored(guard: Idempotency, key: str) -> dict[str, dict[str, object]]:
-    dkey, _ = guard.keys.key(key)
+    dkey, _ = (guard.dynamodb_key(key), None)
     item = guard.client.get_item(TableName=TABLE, Key=dkey, ConsistentRead=True)["Item"]
     return dict(item)
 

@@ -23,7 +23,7 @@ from .errors import (
     SerializationError,
     TransactionConflictError,
 )
-from .guard import UNSET, Claim, Idempotency, Replay
+from .guard import Idempotency
 from .keys import canonical_json, fingerprint
 from .metrics import (
     CallCounter,
@@ -35,6 +35,7 @@ from .metrics import (
     OpenTelemetryMetrics,
     PrometheusMetrics,
 )
+from .outcomes import UNSET, Claim, Replay
 from .record import Record, Status
 from .router import HomeRegionRouter, RoutedIdempotency
 

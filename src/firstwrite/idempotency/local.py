@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 from .config import IdempotencyConfig
+from .driving import drive
+from .effects import bind
+from .machine import StateMachine
 
 ENV_VAR = "FIRSTWRITE_LOCAL_DB"
 
@@ -44,8 +48,6 @@ def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
                 engine = _engines[path] = Engine(path)
             client = _clients[path, region] = local_client(engine, region=region)
         if (path, config.table_name) not in _tables:
-            from .store import RecordStore
-
-            RecordStore(client, config).ensure_table()
+            drive(StateMachine(config).ensure_table(), bind(client), time.sleep)
             _tables.add((path, config.table_name))
     return client

@@ -1,0 +1,415 @@
+"""The idempotency state machine: every decision, no I/O.
+
+Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
+``complete``, ``fail``, ``renew``, ``get``, ``ensure_table``; the transactional variant's are
+in :mod:`.transactional`). A transition yields the effects it needs (a
+:class:`~.effects.Call` built by :mod:`.requests`, or a :class:`~.effects.Sleep`), is sent
+their answers and receives the client's exceptions through ``throw()``, as h11's connection
+is fed events. Retries are effects too (:func:`.retry.perform`), and every log record and
+metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`.guard.Idempotency`
+and :class:`.aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
+asyncio client; so both make exactly the same calls, choices, logs and metrics.
+
+What a failed claim's stored record means is :func:`judge`, one ordered table of rules.
+
+Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 1 write (the
+stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
+write, plus one consistent read per poll only when ``in_progress_wait > 0``; with the local
+cache on, a duplicate of a finished request costs nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from . import requests as q
+from . import serialization
+from .cache import ReplayCache
+from .config import IdempotencyConfig
+from .effects import Call, Sleep, Steps
+from .errors import (
+    InProgressError,
+    LostClaimError,
+    PayloadMismatchError,
+    ResultTooLargeError,
+    SerializationError,
+)
+from .keys import KeyBuilder, fingerprint
+from .metrics import Metrics
+from .outcomes import UNSET, Attempt, Claim, Outcome, Replay
+from .record import Record, Status
+from .reporting import Reporter
+from .requests import NO_FINGERPRINT, Item, Key, millis
+from .retry import error_code, perform
+
+Clock = Callable[[], float]
+
+_MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
+
+
+class Verdict(enum.Enum):
+    OURS = "ours"  # our own earlier write whose response was lost
+    CLAIMABLE = "claimable"  # changed meanwhile: the claim condition would accept it now
+    MISMATCH = "mismatch"
+    REPLAY = "replay"
+    IN_PROGRESS = "in_progress"
+
+
+def judge(rec: Record, owner: str, fp: str, now: float) -> Verdict:
+    """What a failed claim's stored record means for a claim by ``owner`` with ``fp``.
+
+    The rules, first match wins:
+
+    ========================================== =============
+    stored record                              verdict
+    ========================================== =============
+    our own owner token                        OURS
+    claimable by the claim condition now       CLAIMABLE
+    a different fingerprint                    MISMATCH
+    finished (COMPLETED, or FAILED for good)   REPLAY
+    PENDING with a live lease                  IN_PROGRESS
+    ========================================== =============
+    """
+    if rec.owner == owner:
+        return Verdict.OURS
+    if q.claim_allows(rec, fp, now):
+        return Verdict.CLAIMABLE
+    if not q.same_request(rec.fingerprint, fp):
+        return Verdict.MISMATCH
+    if rec.finished:
+        return Verdict.REPLAY
+    return Verdict.IN_PROGRESS
+
+
+def fenced_outcome(rec: Record | None, claim: Claim, target: Status) -> bool:
+    """After a fenced update's condition failed: was it our own earlier write (lost response,
+    retried)? Anything else is a lost claim. Completion keeps the version (it is terminal);
+    renew and fail bump it."""
+    version = claim.version if target is Status.COMPLETED else claim.version + 1
+    return (
+        rec is not None
+        and rec.owner == claim.owner
+        and rec.status is target
+        and rec.version == version
+    )
+
+
+def new_token(now: float) -> str:
+    """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
+    Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
+    return f"{millis(now):0{q.TOKEN_TIME_DIGITS}x}{os.urandom(10).hex()}"
+
+
+def _retryable_by_default(exc: BaseException) -> bool:
+    flag = getattr(exc, "idempotency_retryable", None)
+    return True if flag is None else bool(flag)
+
+
+class StateMachine:
+    """Configuration, keys, fingerprints, the cache, the reporter, and every transition as a
+    generator of effects. Performs no I/O."""
+
+    def __init__(
+        self,
+        config: IdempotencyConfig | None = None,
+        *,
+        clock: Clock = time.time,
+        metrics: Metrics | None = None,
+        non_retryable: Sequence[type[BaseException]] = (),
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.config = config = config or IdempotencyConfig()
+        self.clock = clock
+        self.report = Reporter(metrics)
+        self.metrics = self.report.metrics
+        self.requests = q.Requests(config)
+        self.keys = KeyBuilder(
+            prefix=config.key_prefix,
+            scope=config.scope,
+            partition_key=config.partition_key,
+            sort_key=config.sort_key,
+            max_key_length=config.max_key_length,
+            hash_function=config.hash_function,
+        )
+        self.cache = ReplayCache(config.local_cache_size) if config.local_cache_size else None
+        self.non_retryable = tuple(non_retryable)
+        self.rng = rng
+
+    # -- pure helpers ----------------------------------------------------------------------------
+
+    def fingerprint_of(self, payload: Any) -> str:
+        if payload is UNSET or not self.config.payload_validation:
+            return NO_FINGERPRINT
+        return fingerprint(payload, self.config.hash_function)
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        if isinstance(exc, self.non_retryable):
+            return False
+        return _retryable_by_default(exc)
+
+    def new_claim(
+        self, record_id: str, dkey: Key, fp: str, lease: float | None
+    ) -> tuple[Attempt, Item, float]:
+        now = self.clock()
+        owner = new_token(now)
+        length = self.config.lease if lease is None else lease
+        item = self.requests.claim_item(dkey, owner, fp, now, length)
+        attempt = Attempt(
+            record_id,
+            dkey,
+            owner,
+            fp,
+            now,
+            millis(now + length),
+            self.config.region,
+            int(now + self.config.retention),  # as in the claim item
+        )
+        return attempt, item, now
+
+    def claimed(self, attempt: Attempt, old: Item | None) -> Claim:
+        if not old:
+            self.report.claim("claimed")
+            return attempt.claim()
+        previous = Record.from_item(old)
+        if previous.expired(attempt.claimed_at):
+            outcome = "reclaimed_expired"
+        elif previous.status is Status.PENDING:
+            outcome = "takeover"
+            self.report.takeover(attempt.record_id, previous.owner)
+        elif previous.status is Status.FAILED:
+            outcome = "reclaimed_failed"
+        else:
+            outcome = "claimed"
+        self.report.claim(outcome)
+        return attempt.claim(previous.status)
+
+    def on_conflict(self, attempt: Attempt | Claim, rec: Record, now: float) -> Verdict:
+        verdict = judge(rec, attempt.owner, attempt.fingerprint, now)
+        region = self.config.region
+        if rec.region is not None and region is not None and rec.region != region:
+            self.report.cross_region(rec.region)
+        if verdict is Verdict.MISMATCH:
+            self.report.claim("mismatch")
+            raise PayloadMismatchError(attempt.record_id, rec.fingerprint, attempt.fingerprint)
+        return verdict
+
+    def replay_of(self, attempt: Attempt, rec: Record) -> Replay:
+        replay = Replay(
+            attempt.record_id,
+            rec.status,
+            rec.result,
+            rec.error,
+            rec.expires_at,
+        )
+        self.report.claim(
+            "replayed_completed" if rec.status is Status.COMPLETED else "replayed_failed"
+        )
+        if self.cache is not None:
+            self.cache.put(rec.fingerprint, replay)
+        return replay
+
+    def in_progress(self, attempt: Attempt, rec: Record, now: float) -> InProgressError:
+        self.report.claim("in_progress")
+        retry_after = max(0.0, ((rec.lease_expires_at or 0) - now * 1000) / 1000)
+        return InProgressError(attempt.record_id, retry_after)
+
+    def cached(self, record_id: str, fp: str) -> Replay | None:
+        if self.cache is None:
+            return None
+        hit = self.cache.get(record_id, fp, self.clock())
+        if hit is not None:
+            self.report.cache_hit()
+        return hit
+
+    def encode_result(self, claim: Claim, result: Any) -> dict[str, Any]:
+        cfg = self.config
+        value = serialization.encode(
+            result, threshold=cfg.compress_threshold, level=cfg.compression_level
+        )
+        size = serialization.value_size(value)
+        if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
+            item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
+            total = size + len(q.A_RESULT) + serialization.item_size(item) + 24  # digits grow
+            if total > cfg.max_item_size:
+                raise ResultTooLargeError(claim.record_id, total, cfg.max_item_size)
+        return value
+
+    def lost(self, claim: Claim, rec: Record | None, operation: str) -> LostClaimError:
+        self.report.lost(claim.record_id, operation, rec.owner if rec else None)
+        return LostClaimError(
+            claim.record_id,
+            claim.owner,
+            rec.owner if rec else None,
+            rec.status.value if rec else None,
+        )
+
+    def completed(self, claim: Claim, value: dict[str, Any]) -> Replay:
+        """The replay of a completion just stored (remembered when the local cache is on)."""
+        raw = value.get("S", value.get("B"))
+        replay = Replay(claim.record_id, Status.COMPLETED, raw, None, claim.expires_at)
+        if self.cache is not None:
+            fp = None if claim.fingerprint == NO_FINGERPRINT else claim.fingerprint
+            self.cache.put(fp, replay)
+        return replay
+
+    # -- the two ways a request is performed -----------------------------------------------------
+
+    def call(self, call: Call, key: str) -> Steps[dict[str, Any]]:
+        """``call`` under the retry policy (:func:`.retry.perform`)."""
+        return perform(call, self.config.retry, self.rng, self.report, key)
+
+    def conditional(self, call: Call, key: str) -> Steps[tuple[bool, Item | None]]:
+        """A conditional write: ``(True, returned attributes)`` or ``(False, ALL_OLD item or
+        None)``; a failed condition is an answer, never an error."""
+        try:
+            response = yield from self.call(call, key)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False, exc.response.get("Item")
+        return True, response.get("Attributes")
+
+    # -- the transitions -------------------------------------------------------------------------
+
+    def claim(
+        self, key: str, payload: Any, scope: str | None, lease: float | None, wait: float | None
+    ) -> Steps[Outcome]:
+        dkey, record_id = self.keys.key(key, scope)
+        fp = self.fingerprint_of(payload)
+        hit = self.cached(record_id, fp)
+        if hit is not None:
+            return hit
+        budget = self.config.in_progress_wait if wait is None else wait
+        deadline: float | None = None  # the budget is for waiting: it starts at "in progress"
+        interval = self.config.poll_interval
+        requests = self.requests
+        for _ in range(_MAX_ROUNDS):
+            trying, item, now = self.new_claim(record_id, dkey, fp, lease)
+            ok, old = yield from self.conditional(requests.put_claim(item, fp, now), record_id)
+            if ok:
+                return self.claimed(trying, old)
+            if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
+                old = (yield from self.call(requests.get(dkey), record_id)).get("Item")
+                if old is None:
+                    continue
+            rec = Record.from_item(old)
+            while True:
+                now = self.clock()
+                verdict = self.on_conflict(trying, rec, now)
+                if verdict is Verdict.OURS:
+                    return self.claimed(trying, None)
+                if verdict is Verdict.REPLAY:
+                    return self.replay_of(trying, rec)
+                if verdict is Verdict.CLAIMABLE:
+                    break  # changed (or expired) meanwhile: trying again
+                if budget <= 0:  # the default: answer "in progress" at once
+                    raise self.in_progress(trying, rec, now)
+                if deadline is None:
+                    deadline = time.monotonic() + budget
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self.in_progress(trying, rec, now)
+                yield Sleep(min(interval, remaining))
+                interval = min(interval * 2, 0.5)
+                self.report.poll()
+                current = (yield from self.call(requests.get(dkey), record_id)).get("Item")
+                if current is None:
+                    break
+                rec = Record.from_item(current)
+        raise InProgressError(record_id, self.config.poll_interval)  # pathological churn
+
+    def complete(self, claim: Claim, result: Any) -> Steps[Replay]:
+        try:
+            value = self.encode_result(claim, result)
+        except SerializationError as exc:
+            yield from self.fail(claim, exc, retryable=False, data=None)
+            raise
+        request = self.requests.complete(claim.key, claim.owner, claim.version, value)
+        ok, old = yield from self.conditional(request, claim.record_id)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if not fenced_outcome(rec, claim, Status.COMPLETED):
+                raise self.lost(claim, rec, "complete")
+        return self.completed(claim, value)
+
+    def fail(
+        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any
+    ) -> Steps[None]:
+        info = serialization.error_info(error, data)
+        request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
+        ok, old = yield from self.conditional(request, claim.record_id)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if not fenced_outcome(rec, claim, Status.FAILED):
+                raise self.lost(claim, rec, "fail")
+
+    def fail_quietly(self, claim: Claim, exc: BaseException) -> Steps[None]:
+        """``fail`` after the caller's function raised: the caller's exception matters more, so
+        a failure to record it is logged, and the claim's lease will end on its own."""
+        try:
+            yield from self.fail(claim, exc, retryable=self.is_retryable(exc), data=None)
+        except Exception:
+            self.report.fail_not_recorded(claim.record_id)
+
+    def renew(self, claim: Claim, lease: float | None) -> Steps[Claim]:
+        now = self.clock()
+        lease_ms = millis(now + (self.config.lease if lease is None else lease))
+        expires = int(now + self.config.retention)  # as in the renew request
+        request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
+        ok, old = yield from self.conditional(request, claim.record_id)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if rec is None or not fenced_outcome(rec, claim, Status.PENDING):
+                raise self.lost(claim, rec, "renew")
+            lease_ms = rec.lease_expires_at or lease_ms
+            expires = rec.expires_at
+        return replace(
+            claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
+        )
+
+    def get(self, key: str, scope: str | None) -> Steps[Record | None]:
+        dkey, record_id = self.keys.key(key, scope)
+        item = (yield from self.call(self.requests.get(dkey), record_id)).get("Item")
+        return None if item is None else Record.from_item(item)
+
+    def ensure_table(self, wait: float = 60.0) -> Steps[bool]:
+        """Create the table (on-demand, TTL on ``expires_at``) unless it exists; ``True`` when
+        this call created it. Safe to run from many processes at once."""
+        table = self.config.table_name
+        created = yield from self._tolerant(self.requests.create_table(), "ResourceInUseException")
+        deadline = time.monotonic() + wait
+        while True:
+            desc = yield from self.call(self.requests.describe_table(), table)
+            if desc["Table"].get("TableStatus", "ACTIVE") == "ACTIVE":
+                break
+            if time.monotonic() > deadline:
+                break
+            yield Sleep(0.5)
+        ttl = yield from self._tolerant(self.requests.describe_ttl(), "UnknownOperationException")
+        if ttl is None:
+            # An emulator without TTL: expiry is still enforced in code, only deletion is lost.
+            self.report.no_ttl()
+            return created is not None
+        status = ttl.get("TimeToLiveDescription", {}).get("TimeToLiveStatus")
+        if status not in ("ENABLED", "ENABLING"):
+            # ValidationException: a concurrent ensure_table enabled it first.
+            yield from self._tolerant(self.requests.enable_ttl(), "ValidationException")
+        return created is not None
+
+    def _tolerant(self, call: Call, expected: str) -> Steps[dict[str, Any] | None]:
+        """``call`` once, with ``expected`` (an error code) answered as ``None``."""
+        try:
+            response: dict[str, Any] = yield call  # set-up: no retry policy, a quiet answer
+        except ClientError as exc:
+            if error_code(exc) != expected:
+                raise
+            return None
+        return response

@@ -1,0 +1,161 @@
+"""Every log record and metric the layer emits, written once.
+
+The state machine and the retry loop call a :class:`Reporter`; the drivers never log or count,
+so the synchronous and asynchronous guards emit exactly the same records and samples. Log
+records go to the ``firstwrite.idempotency`` logger with structured ``extra`` fields:
+``idempotency_key`` (the record's id), ``operation`` and ``dynamo_error_code`` where a DynamoDB
+error is involved. Metric names are in :mod:`.metrics`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from .effects import Call
+from .metrics import NULL, Metrics
+
+log = logging.getLogger("firstwrite.idempotency")
+
+
+class Reporter:
+    """Logs and metrics of one guard."""
+
+    __slots__ = ("enabled", "metrics")
+
+    def __init__(self, metrics: Metrics | None) -> None:
+        self.metrics = metrics or NULL
+        self.enabled = self.metrics.enabled
+
+    # -- DynamoDB calls (the retry loop) ---------------------------------------------------------
+
+    def start(self) -> float:
+        return time.perf_counter() if self.enabled else 0.0
+
+    def _elapsed(self, call: Call, start: float) -> None:
+        self.metrics.observe(
+            "firstwrite_operation_seconds", time.perf_counter() - start, operation=call.operation
+        )
+
+    def answered(self, call: Call, response: dict[str, Any], start: float) -> None:
+        if not self.enabled:
+            return
+        self._elapsed(call, start)
+        consumed = response.get("ConsumedCapacity") if isinstance(response, dict) else None
+        if consumed:
+            units = sum(
+                float(entry.get("CapacityUnits", 0.0))
+                for entry in (consumed if isinstance(consumed, list) else [consumed])
+            )
+            self.metrics.count(
+                "firstwrite_consumed_capacity_total", units, operation=call.operation
+            )
+
+    def refused(self, call: Call, exc: Any, start: float) -> None:
+        """A failed condition or a cancelled transaction (an answer, not an error)."""
+        if self.enabled:
+            self._elapsed(call, start)
+
+    def gave_up(self, call: Call, code: str, retryable: bool, key: str, start: float) -> None:
+        log.error(
+            "%s failed: %s",
+            call.operation,
+            code,
+            extra={
+                "dynamo_error_code": code,
+                "operation": call.operation,
+                "retryable": retryable,
+                "idempotency_key": key,
+            },
+        )
+        if self.enabled:
+            self._elapsed(call, start)
+
+    def retrying(
+        self, operation: str, kind: str, code: str, attempt: int, delay: float, key: str
+    ) -> None:
+        log.warning(
+            "retrying %s after %s (attempt %d, sleeping %.3fs)",
+            operation,
+            code,
+            attempt,
+            delay,
+            extra={"dynamo_error_code": code, "operation": operation, "idempotency_key": key},
+        )
+        if self.enabled:
+            self.metrics.count(
+                "firstwrite_dynamodb_retries_total",
+                operation=operation,
+                kind=kind,
+                dynamo_error_code=code,
+            )
+            if kind == "throttle":
+                self.metrics.count(
+                    "firstwrite_dynamodb_throttles_total",
+                    operation=operation,
+                    dynamo_error_code=code,
+                )
+
+    # -- the record's life -----------------------------------------------------------------------
+
+    def no_ttl(self) -> None:
+        log.warning("TTL is not supported by this endpoint; expired records stay stored")
+
+    def claim(self, outcome: str) -> None:
+        if self.enabled:
+            self.metrics.count("firstwrite_claims_total", outcome=outcome)
+
+    def cache_hit(self) -> None:
+        if self.enabled:
+            self.metrics.count("firstwrite_cache_hits_total")
+
+    def poll(self) -> None:
+        if self.enabled:
+            self.metrics.count("firstwrite_in_progress_polls_total")
+
+    def cross_region(self, region: str) -> None:
+        if self.enabled:
+            self.metrics.count("dynamo_cross_region_duplicate_detected_total", region=region)
+
+    def takeover(self, record_id: str, previous_owner: str) -> None:
+        log.warning(
+            "took over abandoned claim %s (previous owner %s)",
+            record_id,
+            previous_owner,
+            extra={"idempotency_key": record_id},
+        )
+
+    def lost(self, record_id: str, operation: str, current_owner: str | None) -> None:
+        if self.enabled:
+            self.metrics.count("firstwrite_lost_claims_total", operation=operation)
+        log.error(
+            "lost claim on %s at %s: now owned by %s",
+            record_id,
+            operation,
+            current_owner,
+            extra={
+                "idempotency_key": record_id,
+                "dynamo_error_code": "ConditionalCheckFailedException",
+                "operation": operation,
+            },
+        )
+
+    def fail_not_recorded(self, record_id: str) -> None:
+        log.exception("could not record the failure of %s", record_id)
+
+    def cancellation(self, reasons: list[dict[str, Any]]) -> None:
+        """One cancelled TransactWriteItems of variant 3: the layer's item first."""
+        if not self.enabled:
+            return
+        first = reasons[0] if reasons else {}
+        if first.get("Code") == "ConditionalCheckFailed":
+            self.metrics.count("transact_write_cancellation_reason", reason="duplicate")
+        for reason in reasons[1:]:
+            code = reason.get("Code")
+            if code in (None, "None"):
+                continue
+            label = "business_condition_failed" if code == "ConditionalCheckFailed" else code
+            self.metrics.count("transact_write_cancellation_reason", reason=str(label))
+        if first.get("Code") not in (None, "None", "ConditionalCheckFailed"):
+            self.metrics.count("transact_write_cancellation_reason", reason=str(first["Code"]))
