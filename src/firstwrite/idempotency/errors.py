@@ -107,12 +107,57 @@ class BusinessConditionFailedError(IdempotencyError):
         self.reasons = reasons
 
 
-class TransactionConflictError(IdempotencyError):
-    """Variant 3: the transaction was cancelled for a reason that is neither a duplicate nor a
-    business condition (a conflicting transaction, throttling, validation). Safe to retry:
-    nothing was written."""
+class TransactionCancelledError(IdempotencyError):
+    """Variant 3: the transaction was cancelled for a reason other than a duplicate or a
+    business condition. Nothing was written. ``reasons`` is DynamoDB's ``CancellationReasons``
+    (one per item, the layer's own item first); ``items`` maps your item indexes (0-based) to
+    the reasons that name them."""
+
+    retryable = False
 
     def __init__(self, key: str, reasons: list[dict[str, Any]]) -> None:
-        super().__init__(f"transaction for {key!r} cancelled: {[r.get('Code') for r in reasons]}")
         self.key = key
         self.reasons = reasons
+        self.items = {
+            i - 1: r for i, r in enumerate(reasons) if i > 0 and r.get("Code") not in (None, "None")
+        }
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        return f"transaction for {self.key!r} cancelled: {[r.get('Code') for r in self.reasons]}"
+
+
+class TransactionConflictError(TransactionCancelledError):
+    """The transaction kept conflicting with other transactions, or kept being throttled
+    (``TransactionConflict``, ``ThrottlingError`` or ``ProvisionedThroughputExceeded`` on any
+    item, or a ``TransactionConflictException``), through the retry policy's attempts. Safe to
+    retry later: nothing was written."""
+
+    retryable = True
+
+    def _message(self) -> str:
+        codes = [r.get("Code") for r in self.reasons] or ["TransactionConflictException"]
+        return f"transaction for {self.key!r} still conflicting after retries: {codes}; retry later"
+
+
+class TransactionValidationError(TransactionCancelledError):
+    """DynamoDB refused one of the items (``ValidationError``: a key of the wrong type, an
+    update of a missing path, an item over 400 KB...). Retrying the same items cannot succeed."""
+
+    def _message(self) -> str:
+        found = next((r for r in self.reasons if r.get("Code") == "ValidationError"), {})
+        return (
+            f"transaction for {self.key!r} refused: {found.get('Message', 'ValidationError')} "
+            f"(reasons {[r.get('Code') for r in self.reasons]})"
+        )
+
+
+class ItemCollectionSizeLimitError(TransactionCancelledError):
+    """An item collection (items sharing a partition key in a table with a local secondary
+    index) would exceed 10 GB. Retrying the same items cannot succeed."""
+
+    def _message(self) -> str:
+        return (
+            f"transaction for {self.key!r} cancelled: an item collection would exceed its 10 GB "
+            f"limit (reasons {[r.get('Code') for r in self.reasons]})"
+        )

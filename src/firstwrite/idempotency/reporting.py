@@ -144,18 +144,8 @@ class Reporter:
     def fail_not_recorded(self, record_id: str) -> None:
         log.exception("could not record the failure of %s", record_id)
 
-    def cancellation(self, reasons: list[dict[str, Any]]) -> None:
-        """One cancelled TransactWriteItems of variant 3: the layer's item first."""
-        if not self.enabled:
-            return
-        first = reasons[0] if reasons else {}
-        if first.get("Code") == "ConditionalCheckFailed":
-            self.metrics.count("transact_write_cancellation_reason", reason="duplicate")
-        for reason in reasons[1:]:
-            code = reason.get("Code")
-            if code in (None, "None"):
-                continue
-            label = "business_condition_failed" if code == "ConditionalCheckFailed" else code
-            self.metrics.count("transact_write_cancellation_reason", reason=str(label))
-        if first.get("Code") not in (None, "None", "ConditionalCheckFailed"):
-            self.metrics.count("transact_write_cancellation_reason", reason=str(first["Code"]))
+    def cancellation(self, labels: list[str]) -> None:
+        """One cancelled TransactWriteItems of variant 3: one count per failing item."""
+        if self.enabled:
+            for label in labels:
+                self.metrics.count("transact_write_cancellation_reason", reason=label)

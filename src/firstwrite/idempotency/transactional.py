@@ -1,6 +1,6 @@
 """Variant 3's transitions: the claim, or the completion, in one ``TransactWriteItems`` with the
 caller's business writes. Generators of effects over a :class:`~.machine.StateMachine`, like its
-own transitions.
+own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`.
 """
 
 from __future__ import annotations
@@ -11,39 +11,23 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .cancellation import Cancellation, Kind, read
 from .effects import Call, Sleep, Steps
-from .errors import BusinessConditionFailedError, TransactionConflictError
+from .errors import (
+    BusinessConditionFailedError,
+    ItemCollectionSizeLimitError,
+    TransactionCancelledError,
+    TransactionConflictError,
+    TransactionValidationError,
+)
 from .machine import StateMachine, Verdict, fenced_outcome
-from .outcomes import Attempt, Claim, Outcome, Replay
+from .outcomes import Claim, Outcome, Replay
 from .record import Record, Status
-from .requests import Item
 from .retry import backoff, error_code
 
-_RETRY_CODES = frozenset(
-    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
-)
-
-
-def transient_cancellation(reasons: list[dict[str, Any]]) -> bool:
-    """Cancelled only by conflicts or throttling: nothing was written, retrying is safe."""
-    codes = {r.get("Code") for r in reasons} - {None, "None"}
-    return bool(codes) and codes <= _RETRY_CODES
-
-
-def split_reasons(
-    m: StateMachine, reasons: list[dict[str, Any]]
-) -> tuple[Item | None, bool, dict[int, dict[str, Any]]]:
-    """``(stored record if the layer's item failed, its condition failed?, business failures
-    by caller index)``; counts ``transact_write_cancellation_reason``."""
-    first = reasons[0] if reasons else {}
-    own_failed = first.get("Code") == "ConditionalCheckFailed"
-    business = {
-        i - 1: reason
-        for i, reason in enumerate(reasons)
-        if i > 0 and reason.get("Code") not in (None, "None")
-    }
-    m.report.cancellation(reasons)
-    return first.get("Item"), own_failed, business
+# Top-level errors that say "another transaction holds an item": retried by the retry policy,
+# then the documented TransactionConflictError.
+_CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionInProgressException"})
 
 
 def transact(m: StateMachine, call: Call, key: str) -> Steps[list[dict[str, Any]] | None]:
@@ -51,11 +35,33 @@ def transact(m: StateMachine, call: Call, key: str) -> Steps[list[dict[str, Any]
     try:
         yield from m.call(call, key)
     except ClientError as exc:
-        if error_code(exc) != "TransactionCanceledException":
-            raise
-        reasons = exc.response.get("CancellationReasons")
-        return list(reasons) if isinstance(reasons, list) else []
+        code = error_code(exc)
+        if code == "TransactionCanceledException":
+            reasons = exc.response.get("CancellationReasons")
+            return list(reasons) if isinstance(reasons, list) else []
+        if code in _CONFLICT_CODES:
+            raise TransactionConflictError(key, []) from exc
+        raise
     return None
+
+
+def _settle(m: StateMachine, cancelled: Cancellation, key: str, attempt: int) -> Steps[int]:
+    """Everything but the layer's own failed condition: raise the error it means, or (for
+    conflicts and throttling) sleep before the next attempt, whose number is returned."""
+    reasons = cancelled.reasons
+    if cancelled.kind is Kind.VALIDATION:
+        raise TransactionValidationError(key, reasons)
+    if cancelled.kind is Kind.BUSINESS:
+        raise BusinessConditionFailedError(key, cancelled.business)
+    if cancelled.kind is Kind.SIZE:
+        raise ItemCollectionSizeLimitError(key, reasons)
+    if cancelled.kind is not Kind.TRANSIENT:
+        raise TransactionCancelledError(key, reasons)
+    attempt += 1
+    if attempt >= m.config.retry.max_attempts:
+        raise TransactionConflictError(key, reasons)
+    yield Sleep(backoff(m.config.retry, attempt, m.rng))
+    return attempt
 
 
 def claim_with(
@@ -77,35 +83,25 @@ def claim_with(
         reasons = yield from transact(m, call, record_id)
         if reasons is None:
             return m.claimed(trying, None)
-        old, claim_failed, business = split_reasons(m, reasons)
-        if claim_failed:
+        cancelled = read(reasons, "duplicate")
+        m.report.cancellation(cancelled.labels)
+        if cancelled.kind is not Kind.OWN_CONDITION:
+            attempt = yield from _settle(m, cancelled, record_id, attempt)
+            continue
+        old = cancelled.own_item
+        if old is None:
+            old = (yield from m.call(requests.get(dkey), record_id)).get("Item")
             if old is None:
-                old = (yield from m.call(requests.get(dkey), record_id)).get("Item")
-                if old is None:
-                    continue
-            outcome = _duplicate(m, trying, Record.from_item(old))
-            if outcome is None:
                 continue
-            return outcome
-        if business:
-            raise BusinessConditionFailedError(record_id, business)
-        attempt += 1
-        if not transient_cancellation(reasons) or attempt >= m.config.retry.max_attempts:
-            raise TransactionConflictError(record_id, reasons)
-        yield Sleep(backoff(m.config.retry, attempt, m.rng))
-
-
-def _duplicate(m: StateMachine, trying: Attempt, rec: Record) -> Outcome | None:
-    """What the claim's failed condition means; ``None``: try again."""
-    now = m.clock()
-    verdict = m.on_conflict(trying, rec, now)
-    if verdict is Verdict.OURS:
-        return m.claimed(trying, None)
-    if verdict is Verdict.REPLAY:
-        return m.replay_of(trying, rec)
-    if verdict is Verdict.IN_PROGRESS:
-        raise m.in_progress(trying, rec, now)
-    return None
+        rec = Record.from_item(old)
+        now = m.clock()
+        verdict = m.on_conflict(trying, rec, now)
+        if verdict is Verdict.OURS:
+            return m.claimed(trying, None)
+        if verdict is Verdict.REPLAY:
+            return m.replay_of(trying, rec)
+        if verdict is Verdict.IN_PROGRESS:
+            raise m.in_progress(trying, rec, now)
 
 
 def complete_with(
@@ -119,16 +115,14 @@ def complete_with(
         reasons = yield from transact(m, call, claim.record_id)
         if reasons is None:
             break
-        old, fence_failed, business = split_reasons(m, reasons)
-        if fence_failed:
-            rec = None if old is None else Record.from_item(old)
-            if fenced_outcome(rec, claim, Status.COMPLETED):
-                break
-            raise m.lost(claim, rec, "complete")
-        if business:
-            raise BusinessConditionFailedError(claim.record_id, business)
-        attempt += 1
-        if not transient_cancellation(reasons) or attempt >= m.config.retry.max_attempts:
-            raise TransactionConflictError(claim.record_id, reasons)
-        yield Sleep(backoff(m.config.retry, attempt, m.rng))
+        cancelled = read(reasons, "duplicate")
+        m.report.cancellation(cancelled.labels)
+        if cancelled.kind is not Kind.OWN_CONDITION:
+            attempt = yield from _settle(m, cancelled, claim.record_id, attempt)
+            continue
+        item = cancelled.own_item
+        rec = None if item is None else Record.from_item(item)
+        if fenced_outcome(rec, claim, Status.COMPLETED):
+            break
+        raise m.lost(claim, rec, "complete")
     return m.completed(claim, value)
