@@ -3,6 +3,7 @@ caller's business writes."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -262,3 +263,67 @@ def test_transactional_completion_retries_conflicts_on_business_items(
     assert isinstance(other, Claim)
     with pytest.raises(ItemCollectionSizeLimitError):
         guard.complete_with(other, [set_state("r9", "paid", "x")], "x")
+
+
+# -- the cancellation is logged, every reason, with the key (issue 14, defect 2) ----------------
+
+
+def _cancellation_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if hasattr(r, "cancellation_reasons")]
+
+
+def test_a_cancellation_is_logged_with_every_reason_and_the_key(
+    backend: Backend, table: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard, _ = quiet_guard(backend)
+    guard.client.put_item(TableName=TABLE, Item={"pk": {"S": "ORDER#l1b"}, "state": {"S": "x"}})
+    caplog.set_level(logging.INFO, logger="firstwrite.idempotency")
+    with pytest.raises(BusinessConditionFailedError):
+        guard.claim_with("order-l1", [put_order("l1a"), put_order("l1b")], scope="tenant-a")
+    (record,) = _cancellation_logs(caplog)
+    assert record.name == "firstwrite.idempotency" and record.levelno == logging.INFO
+    assert record.idempotency_key == "order-l1"  # type: ignore[attr-defined]
+    assert record.record_id == guard.record_id("order-l1", scope="tenant-a")  # type: ignore[attr-defined]
+    assert record.dynamo_error_code == "TransactionCanceledException"  # type: ignore[attr-defined]
+    assert record.operation == "claim"  # type: ignore[attr-defined]
+    assert record.cancellation_reasons == [  # type: ignore[attr-defined]
+        {"Code": "None"},
+        {"Code": "None"},
+        {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"},
+    ]
+    assert "order-l1" in record.getMessage() and "ConditionalCheckFailed" in record.getMessage()
+
+
+def test_each_retried_cancellation_is_logged_as_a_warning(
+    backend: Backend, table: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard, _ = quiet_guard(backend)
+    cancel_transaction(guard.client, [NONE, THROTTLED], times=2)
+    caplog.set_level(logging.INFO, logger="firstwrite.idempotency")
+    guard.claim_with("order-l2", [put_order("l2")])
+    logged = _cancellation_logs(caplog)
+    assert [r.levelno for r in logged] == [logging.WARNING, logging.WARNING]
+    assert all(
+        r.cancellation_reasons == [NONE, THROTTLED]  # type: ignore[attr-defined]
+        for r in logged
+    )
+
+
+def test_a_returned_item_is_noted_not_logged(
+    backend: Backend, table: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stored record returned with a duplicate's reason may hold a result: the log says
+    it came back, and leaves it out."""
+    guard, _ = quiet_guard(backend)
+    first = guard.claim_with("order-l3", [put_order("l3")])
+    assert isinstance(first, Claim)
+    guard.complete(first, {"card": "4242 4242 4242 4242"})
+    caplog.set_level(logging.INFO, logger="firstwrite.idempotency")
+    guard.claim_with("order-l3", [put_order("l3")])
+    (record,) = _cancellation_logs(caplog)
+    assert record.cancellation_reasons[0] == {  # type: ignore[attr-defined]
+        "Code": "ConditionalCheckFailed",
+        "Message": "The conditional request failed",
+        "ItemReturned": True,
+    }
+    assert "4242" not in repr(record.__dict__)

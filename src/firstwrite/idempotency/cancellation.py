@@ -25,6 +25,7 @@ when nothing else failed, conflicts and throttling.
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,11 @@ class Cancellation:
         """The layer's item as stored (``ALL_OLD``), when its condition failed."""
         item = self.reasons[0].get("Item") if self.reasons else None
         return item if isinstance(item, dict) else None
+
+    @property
+    def level(self) -> int:
+        """How loudly to log it: a duplicate or a business refusal is an everyday answer."""
+        return logging.INFO if self.kind in (Kind.OWN_CONDITION, Kind.BUSINESS) else logging.WARNING
 
 
 def read(reasons: list[dict[str, Any]], own_label: str) -> Cancellation:

@@ -19,6 +19,17 @@ from .metrics import NULL, Metrics
 log = logging.getLogger("firstwrite.idempotency")
 
 
+def _public(reason: dict[str, Any]) -> dict[str, Any]:
+    """A cancellation reason for a log: its code and message, and whether DynamoDB returned the
+    stored item (the item itself stays out of logs: it may hold results and business data)."""
+    out = {"Code": reason.get("Code")}
+    if "Message" in reason:
+        out["Message"] = reason["Message"]
+    if "Item" in reason:
+        out["ItemReturned"] = True
+    return out
+
+
 class Reporter:
     """Logs and metrics of one guard."""
 
@@ -144,8 +155,31 @@ class Reporter:
     def fail_not_recorded(self, record_id: str) -> None:
         log.exception("could not record the failure of %s", record_id)
 
-    def cancellation(self, labels: list[str]) -> None:
-        """One cancelled TransactWriteItems of variant 3: one count per failing item."""
+    def cancellation(
+        self,
+        key: str,
+        record_id: str,
+        operation: str,
+        reasons: list[dict[str, Any]],
+        labels: list[str],
+        level: int,
+    ) -> None:
+        """One cancelled TransactWriteItems of variant 3: every reason, with the caller's key
+        (``operation``: ``claim`` or ``complete``)."""
         if self.enabled:
             for label in labels:
                 self.metrics.count("transact_write_cancellation_reason", reason=label)
+        log.log(
+            level,
+            "transaction %s for %r cancelled: %s",
+            operation,
+            key,
+            [r.get("Code") for r in reasons],
+            extra={
+                "idempotency_key": key,
+                "record_id": record_id,
+                "operation": operation,
+                "dynamo_error_code": "TransactionCanceledException",
+                "cancellation_reasons": [_public(r) for r in reasons],
+            },
+        )

@@ -84,7 +84,7 @@ def claim_with(
         if reasons is None:
             return m.claimed(trying, None)
         cancelled = read(reasons, "duplicate")
-        m.report.cancellation(cancelled.labels)
+        m.report.cancellation(key, record_id, "claim", reasons, cancelled.labels, cancelled.level)
         if cancelled.kind is not Kind.OWN_CONDITION:
             attempt = yield from _settle(m, cancelled, record_id, attempt)
             continue
@@ -116,7 +116,9 @@ def complete_with(
         if reasons is None:
             break
         cancelled = read(reasons, "duplicate")
-        m.report.cancellation(cancelled.labels)
+        m.report.cancellation(
+            claim.record_id, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
+        )
         if cancelled.kind is not Kind.OWN_CONDITION:
             attempt = yield from _settle(m, cancelled, claim.record_id, attempt)
             continue
