@@ -47,6 +47,11 @@ class IdempotencyConfig:
     answers duplicates; it must cover ``client_retry_ceiling``, the longest time after a first
     attempt that any client may still retry, or a retry could arrive after TTL removed the
     record and run the side effect again.
+
+    With ``refuse_late_retries``, a request whose key's finished record is past retention (still
+    stored, or removed by TTL and remembered by the TTL audit's tombstone) and that carries the
+    same fingerprint is refused with :class:`~.errors.LateRetryError` instead of running again;
+    by default such a late retry runs, and is counted and logged (see ``docs/guarantees.md``).
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -69,6 +74,7 @@ class IdempotencyConfig:
     region: str | None = None
     return_consumed_capacity: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    refuse_late_retries: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):

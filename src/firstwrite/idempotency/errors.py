@@ -59,6 +59,36 @@ class LostClaimError(IdempotencyError):
         self.status = status
 
 
+class LateRetryError(IdempotencyError):
+    """A retry of a finished request arrived after its record's retention, and
+    ``IdempotencyConfig(refuse_late_retries=True)`` asks for it to be refused rather than run
+    again. Its record is past retention (still stored), or TTL removed it and the TTL audit's
+    tombstone remembers it (``removed``). ``age`` is the time since the original request was
+    claimed (seconds; ``None`` when unknown)."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        age: float | None,
+        status: str,
+        removed: bool,
+        record_id: str | None = None,
+    ) -> None:
+        how = "removed by TTL" if removed else "past retention"
+        aged = "an unknown time" if age is None else f"{age:.0f}s"
+        super().__init__(
+            f"request {key!r} was first made {aged} ago and its record ({status}) is {how}: "
+            "refusing to run it again; raise retention (and client_retry_ceiling) if clients "
+            "retry this late"
+        )
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.age = age
+        self.status = status
+        self.removed = removed
+
+
 class ReplayedFailureError(IdempotencyError):
     """A duplicate of a request that failed for good: the stored failure, replayed."""
 

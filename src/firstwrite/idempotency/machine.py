@@ -37,6 +37,7 @@ from .config import IdempotencyConfig
 from .effects import Call, Sleep, Steps
 from .errors import (
     InProgressError,
+    LateRetryError,
     LostClaimError,
     PayloadMismatchError,
     ResultTooLargeError,
@@ -58,29 +59,43 @@ _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is 
 class Verdict(enum.Enum):
     OURS = "ours"  # our own earlier write whose response was lost
     CLAIMABLE = "claimable"  # changed meanwhile: the claim condition would accept it now
+    LATE = "late"  # a finished request's record past retention (or a tombstone), same request
+    REPLACE = "replace"  # past retention (or a tombstone), another request: take the key
     MISMATCH = "mismatch"
     REPLAY = "replay"
     IN_PROGRESS = "in_progress"
 
 
-def judge(rec: Record, owner: str, fp: str, now: float) -> Verdict:
+def judge(
+    rec: Record, owner: str, fp: str, now: float, *, retention_branch: bool = True
+) -> Verdict:
     """What a failed claim's stored record means for a claim by ``owner`` with ``fp``.
 
-    The rules, first match wins:
+    The rules, first match wins (``retention_branch``: whether the claim condition accepts a
+    record past retention itself, i.e. ``refuse_late_retries`` is off):
 
-    ========================================== =============
-    stored record                              verdict
-    ========================================== =============
-    our own owner token                        OURS
-    claimable by the claim condition now       CLAIMABLE
-    a different fingerprint                    MISMATCH
-    finished (COMPLETED, or FAILED for good)   REPLAY
-    PENDING with a live lease                  IN_PROGRESS
-    ========================================== =============
+    ====================================================== ======================
+    stored record                                          verdict
+    ====================================================== ======================
+    our own owner token                                    OURS
+    a tombstone still remembered, or a record past         LATE (a finished record,
+    retention that the claim condition left to us          same request), else REPLACE
+    claimable by the claim condition now                   CLAIMABLE
+    a different fingerprint                                MISMATCH
+    finished (COMPLETED, or FAILED for good)               REPLAY
+    PENDING with a live lease                              IN_PROGRESS
+    ====================================================== ======================
     """
     if rec.owner == owner:
         return Verdict.OURS
-    if q.claim_allows(rec, fp, now):
+    expired = q.past_retention(rec.expires_at, now)
+    if rec.removed and expired:  # a tombstone past its window: the key is forgotten
+        return Verdict.CLAIMABLE if retention_branch else Verdict.REPLACE
+    if rec.removed or (expired and not retention_branch):
+        if rec.finished and q.same_request(rec.fingerprint, fp):
+            return Verdict.LATE
+        return Verdict.REPLACE
+    if q.claim_allows(rec, fp, now, retention_branch=retention_branch):
         return Verdict.CLAIMABLE
     if not q.same_request(rec.fingerprint, fp):
         return Verdict.MISMATCH
@@ -142,6 +157,7 @@ class StateMachine:
         self.cache = ReplayCache(config.local_cache_size) if config.local_cache_size else None
         self.non_retryable = tuple(non_retryable)
         self.rng = rng
+        self.retention_branch = not config.refuse_late_retries
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -156,7 +172,7 @@ class StateMachine:
         return _retryable_by_default(exc)
 
     def new_claim(
-        self, record_id: str, dkey: Key, fp: str, lease: float | None
+        self, key: str, record_id: str, dkey: Key, fp: str, lease: float | None
     ) -> tuple[Attempt, Item, float]:
         now = self.clock()
         owner = new_token(now)
@@ -171,16 +187,25 @@ class StateMachine:
             millis(now + length),
             self.config.region,
             int(now + self.config.retention),  # as in the claim item
+            key,
         )
         return attempt, item, now
 
-    def claimed(self, attempt: Attempt, old: Item | None) -> Claim:
+    def claimed(self, attempt: Attempt, old: Item | None, *, late_reported: bool = False) -> Claim:
         if not old:
             self.report.claim("claimed")
             return attempt.claim()
         previous = Record.from_item(old)
-        if previous.expired(attempt.claimed_at):
+        if previous.removed:
+            outcome = "reclaimed_removed"
+        elif previous.expired(attempt.claimed_at):
             outcome = "reclaimed_expired"
+            if (
+                not late_reported
+                and previous.finished
+                and q.same_request(previous.fingerprint, attempt.fingerprint)
+            ):
+                self.late(attempt, previous, attempt.claimed_at, refuse=False)
         elif previous.status is Status.PENDING:
             outcome = "takeover"
             self.report.takeover(attempt.record_id, previous.owner)
@@ -192,7 +217,9 @@ class StateMachine:
         return attempt.claim(previous.status)
 
     def on_conflict(self, attempt: Attempt | Claim, rec: Record, now: float) -> Verdict:
-        verdict = judge(rec, attempt.owner, attempt.fingerprint, now)
+        verdict = judge(
+            rec, attempt.owner, attempt.fingerprint, now, retention_branch=self.retention_branch
+        )
         region = self.config.region
         if rec.region is not None and region is not None and rec.region != region:
             self.report.cross_region(rec.region)
@@ -200,6 +227,28 @@ class StateMachine:
             self.report.claim("mismatch")
             raise PayloadMismatchError(attempt.record_id, rec.fingerprint, attempt.fingerprint)
         return verdict
+
+    def late(self, attempt: Attempt, rec: Record, now: float, *, refuse: bool) -> None:
+        """A retry of a finished request past its retention: counted, logged, maybe refused."""
+        claimed_at = rec.claimed_at
+        age = None if claimed_at is None else max(0.0, now - claimed_at)
+        self.report.late_retry(
+            attempt.idempotency_key,
+            attempt.record_id,
+            age=age,
+            status=rec.status.value,
+            removed=rec.removed,
+            refused=refuse,
+        )
+        if refuse:
+            self.report.claim("late_retry_refused")
+            raise LateRetryError(
+                attempt.idempotency_key,
+                age=age,
+                status=rec.status.value,
+                removed=rec.removed,
+                record_id=attempt.record_id,
+            )
 
     def replay_of(self, attempt: Attempt, rec: Record) -> Replay:
         replay = Replay(
@@ -292,7 +341,7 @@ class StateMachine:
         interval = self.config.poll_interval
         requests = self.requests
         for _ in range(_MAX_ROUNDS):
-            trying, item, now = self.new_claim(record_id, dkey, fp, lease)
+            trying, item, now = self.new_claim(key, record_id, dkey, fp, lease)
             ok, old = yield from self.conditional(requests.put_claim(item, fp, now), record_id)
             if ok:
                 return self.claimed(trying, old)
@@ -308,6 +357,15 @@ class StateMachine:
                     return self.claimed(trying, None)
                 if verdict is Verdict.REPLAY:
                     return self.replay_of(trying, rec)
+                if verdict is Verdict.LATE:
+                    self.late(trying, rec, now, refuse=self.config.refuse_late_retries)
+                if verdict is Verdict.LATE or verdict is Verdict.REPLACE:
+                    seen = q.fence(rec.owner, rec.version)
+                    call = requests.replace_claim(item, seen)
+                    ok, old = yield from self.conditional(call, record_id)
+                    if ok:
+                        return self.claimed(trying, old, late_reported=True)
+                    break  # it changed meanwhile: start again
                 if verdict is Verdict.CLAIMABLE:
                     break  # changed (or expired) meanwhile: trying again
                 if budget <= 0:  # the default: answer "in progress" at once

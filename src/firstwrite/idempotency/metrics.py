@@ -18,6 +18,7 @@ firstwrite_consumed_capacity_total         counter   operation
 firstwrite_operation_seconds               histogram operation
 firstwrite_in_progress_polls_total         counter   (none)
 firstwrite_cache_hits_total                counter   (none)
+firstwrite_late_retries_total              counter   record (expired|removed)
 transact_write_cancellation_reason         counter   reason
 dynamo_ttl_delete_before_retry_total       counter   (none)
 dynamo_cross_region_duplicate_detected_total counter region
@@ -45,9 +46,13 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "firstwrite_consumed_capacity_total": ("Capacity units consumed", ("operation",)),
     "firstwrite_in_progress_polls_total": ("Reads while waiting on an in-progress key", ()),
     "firstwrite_cache_hits_total": ("Duplicates answered from the local cache", ()),
+    "firstwrite_late_retries_total": (
+        "Requests whose finished record was past retention (expired) or removed by TTL",
+        ("record",),
+    ),
     "transact_write_cancellation_reason": ("Transaction cancellation reasons", ("reason",)),
     "dynamo_ttl_delete_before_retry_total": (
-        "Keys claimed again within their retry window after TTL removed them",
+        "Requests for a key after TTL removed its finished record",
         (),
     ),
     "dynamo_cross_region_duplicate_detected_total": (

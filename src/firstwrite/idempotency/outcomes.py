@@ -60,6 +60,7 @@ class Attempt(NamedTuple):
     lease_expires_at: int
     region: str | None
     expires_at: int
+    idempotency_key: str  # the caller's key, as given to claim()
 
     def claim(self, previous: Status | None = None) -> Claim:
         return Claim(

@@ -14,6 +14,8 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
 * The status is which outcome attribute is present: ``result`` (COMPLETED), ``error``
   (FAILED), neither (PENDING).
 * ``fingerprint`` is absent when payload validation was off for the claim.
+* A tombstone (written by the TTL audit after TTL removed a finished record) carries the removed
+  record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
 Attribute names are fixed (except the key attributes) so every expression string is a module
 constant, built once.
@@ -36,6 +38,8 @@ from .requests import (
     A_LEASE,
     A_OWNER,
     A_REGION,
+    A_REMOVED_AT,
+    A_REMOVED_STATUS,
     A_RESULT,
     NO_FINGERPRINT,
     TOKEN_TIME_DIGITS,
@@ -55,6 +59,8 @@ __all__ = [
     "A_LEASE",
     "A_OWNER",
     "A_REGION",
+    "A_REMOVED_AT",
+    "A_REMOVED_STATUS",
     "A_RESULT",
     "NO_FINGERPRINT",
     "TOKEN_TIME_DIGITS",
@@ -96,6 +102,10 @@ class Record(NamedTuple):
     ``bytes``); :mod:`.serialization` turns it back into the caller's type. Times:
     ``expires_at`` epoch seconds, ``lease_expires_at`` epoch milliseconds.
 
+    A *tombstone* (``removed_at`` set) stands for a record the TTL service removed: its status,
+    owner and fingerprint are the removed record's, and nothing else is kept (see
+    :mod:`.audit`).
+
     An immutable named tuple rather than a frozen dataclass: one is decoded per duplicate
     request, and building a frozen dataclass costs three times as much (1.4 us, measured)."""
 
@@ -108,6 +118,7 @@ class Record(NamedTuple):
     result: str | bytes | None = None
     error: str | None = None
     region: str | None = None
+    removed_at: int | None = None
 
     @property
     def retryable(self) -> bool:
@@ -120,6 +131,11 @@ class Record(NamedTuple):
         return self.status is Status.COMPLETED or (
             self.status is Status.FAILED and self.lease_expires_at is None
         )
+
+    @property
+    def removed(self) -> bool:
+        """A tombstone of a record TTL removed."""
+        return self.removed_at is not None
 
     @property
     def claimed_at(self) -> float | None:
@@ -147,8 +163,11 @@ class Record(NamedTuple):
         result = item.get(A_RESULT)
         error = item.get(A_ERROR)
         region = item.get(A_REGION)
+        removed = item.get(A_REMOVED_AT)
         token, version = split_fence(item[A_OWNER]["S"])
-        if result is not None:
+        if removed is not None:
+            status = Status(item[A_REMOVED_STATUS]["S"])
+        elif result is not None:
             status = Status.COMPLETED
         elif error is not None:
             status = Status.FAILED
@@ -164,6 +183,7 @@ class Record(NamedTuple):
             result=None if result is None else _raw(result),
             error=None if error is None else error["S"],
             region=None if region is None else region["S"],
+            removed_at=None if removed is None else _integer(removed["N"]),
         )
 
 

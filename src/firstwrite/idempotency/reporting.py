@@ -155,6 +155,41 @@ class Reporter:
     def fail_not_recorded(self, record_id: str) -> None:
         log.exception("could not record the failure of %s", record_id)
 
+    def late_retry(
+        self,
+        key: str,
+        record_id: str,
+        *,
+        age: float | None,
+        status: str,
+        removed: bool,
+        refused: bool,
+    ) -> None:
+        """A request for a key whose finished record is past retention (still stored, or
+        removed by TTL and remembered by a tombstone): an error when it runs again (a duplicate
+        side effect), a warning when it is refused."""
+        if self.enabled:
+            self.metrics.count(
+                "firstwrite_late_retries_total", record="removed" if removed else "expired"
+            )
+            if removed:
+                self.metrics.count("dynamo_ttl_delete_before_retry_total")
+        log.log(
+            logging.WARNING if refused else logging.ERROR,
+            "late retry of %r: first made %s ago, its %s record is %s; %s",
+            key,
+            "?" if age is None else f"{age:.0f}s",
+            status,
+            "removed by TTL" if removed else "past retention",
+            "refused" if refused else "running it again (refuse_late_retries is off)",
+            extra={
+                "idempotency_key": key,
+                "record_id": record_id,
+                "record_age": age,
+                "dynamo_error_code": "TTLDeleteBeforeRetry" if removed else "RetentionExpired",
+            },
+        )
+
     def cancellation(
         self,
         key: str,

@@ -2,7 +2,7 @@
 
 This module is the record's wire shape: the attribute names, the owner-token format, each
 condition expression written once *beside the Python predicate that mirrors it*, and the
-builders of every request (claim, complete, fail, renew, get, transact, and the table
+builders of every request (claim, replace, complete, fail, renew, get, transact, and the table
 set-up). A request is a :class:`Call`: the operation name and its parameters, exactly as the
 boto3 low-level method takes them. The state machine (:mod:`.machine`) yields Calls; the drivers
 (:mod:`.guard`, :mod:`.aio`) perform them and nothing else.
@@ -34,6 +34,9 @@ A_RESULT = "result"
 A_ERROR = "error"
 A_REGION = "region"
 A_CLAIMED_AT = "claimed_at"  # not written any more; read from records of older versions
+# Tombstones (written by the TTL audit, see :mod:`.audit`): the record TTL removed, remembered.
+A_REMOVED_AT = "removed_at"
+A_REMOVED_STATUS = "removed_status"
 
 TTL_ATTRIBUTE = A_EXPIRES
 NO_FINGERPRINT = "-"  # a request without payload validation: matches any stored record
@@ -112,15 +115,36 @@ CLAIM_CONDITION = (
     "(#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
 )
 CLAIM_CONDITION_ANY = "attribute_not_exists(#pk) OR #exp < :now OR #lease < :now_ms"
+# With ``refuse_late_retries``: a record past retention is not claimable by the condition, so the
+# machine sees it (``ALL_OLD``) before anything is written, and refuses a late retry of the same
+# request or replaces the record for a new one (REPLACE_CONDITION).
+CLAIM_CONDITION_LIVE = (
+    "attribute_not_exists(#pk) OR (#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
+)
+CLAIM_CONDITION_LIVE_ANY = "attribute_not_exists(#pk) OR #lease < :now_ms"
 
 
-def claim_allows(stored: Stored | None, fingerprint: str, now: float) -> bool:
-    """Mirror of CLAIM_CONDITION (and of CLAIM_CONDITION_ANY: ``fingerprint`` is ``"-"``)."""
-    if stored is None or past_retention(stored.expires_at, now):
+def claim_allows(
+    stored: Stored | None, fingerprint: str, now: float, *, retention_branch: bool = True
+) -> bool:
+    """Mirror of the claim condition (``retention_branch=False``: the ``_LIVE`` variants)."""
+    if stored is None:
+        return True
+    if retention_branch and past_retention(stored.expires_at, now):
         return True
     return lease_passed(stored.lease_expires_at, now) and same_request(
         stored.fingerprint, fingerprint
     )
+
+
+# Replace a record exactly as it was seen (a tombstone, or a record past retention when the
+# retention branch is off): its owner value is unique to it.
+REPLACE_CONDITION = "#own = :seen"
+
+
+def replace_allows(stored: Stored | None, seen: str) -> bool:
+    """Mirror of REPLACE_CONDITION; ``seen`` is the owner value (``fence(token, version)``)."""
+    return stored is not None and fence(stored.owner, stored.version) == seen
 
 
 # The fence: requiring the lease makes COMPLETED and final FAILED records immune to any later
@@ -137,6 +161,15 @@ def fence_allows(stored: Stored | None, owner: str, version: int) -> bool:
         and stored.version == version
         and stored.lease_expires_at is not None
     )
+
+
+# A tombstone is written only where nothing is stored: a claim made after the TTL delete wins.
+ABSENT = "attribute_not_exists(#pk)"
+
+
+def absent(stored: Stored | None) -> bool:
+    """Mirror of ABSENT."""
+    return stored is None
 
 
 # Retention runs from the claim (or the last renewal): client retries are bounded by the time
@@ -158,8 +191,11 @@ class Requests:
         "_claim_names_any",
         "_complete_names",
         "_fail_names",
+        "_pk_names",
         "_renew_names",
+        "_replace_names",
         "capacity",
+        "claim_conditions",
         "config",
         "region",
         "retention",
@@ -174,12 +210,21 @@ class Requests:
         self.capacity = (
             {"ReturnConsumedCapacity": "TOTAL"} if config.return_consumed_capacity else {}
         )
+        # (with a fingerprint, without one)
+        self.claim_conditions = (
+            (CLAIM_CONDITION_LIVE, CLAIM_CONDITION_LIVE_ANY)
+            if config.refuse_late_retries
+            else (CLAIM_CONDITION, CLAIM_CONDITION_ANY)
+        )
+        self._pk_names = {"#pk": config.partition_key}
         self._claim_names_any = {
             "#pk": config.partition_key,
-            "#exp": A_EXPIRES,
             "#lease": A_LEASE,
         }
+        if not config.refuse_late_retries:
+            self._claim_names_any["#exp"] = A_EXPIRES
         self._claim_names = self._claim_names_any | {"#fp": A_FINGERPRINT}
+        self._replace_names = {"#own": A_OWNER}
         fenced = {"#own": A_OWNER, "#lease": A_LEASE}
         self._complete_names = fenced | {"#res": A_RESULT}
         self._fail_names = fenced | {"#err": A_ERROR}
@@ -201,16 +246,19 @@ class Requests:
         return item
 
     def _claim_condition(self, fingerprint: str, now: float) -> dict[str, Any]:
-        values = {":now": {"N": str(int(now))}, ":now_ms": {"N": str(millis(now))}}
+        values = {":now_ms": {"N": str(millis(now))}}
+        if not self.config.refuse_late_retries:
+            values[":now"] = {"N": str(int(now))}
+        with_fp, without_fp = self.claim_conditions
         if fingerprint == NO_FINGERPRINT:
             return {
-                "ConditionExpression": CLAIM_CONDITION_ANY,
+                "ConditionExpression": without_fp,
                 "ExpressionAttributeNames": self._claim_names_any,
                 "ExpressionAttributeValues": values,
             }
         values[":fp"] = {"S": fingerprint}
         return {
-            "ConditionExpression": CLAIM_CONDITION,
+            "ConditionExpression": with_fp,
             "ExpressionAttributeNames": self._claim_names,
             "ExpressionAttributeValues": values,
         }
@@ -232,6 +280,27 @@ class Requests:
                 **self.capacity,
             },
         )
+
+    def _replace(self, item: Item, seen: str) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": REPLACE_CONDITION,
+            "ExpressionAttributeNames": self._replace_names,
+            "ExpressionAttributeValues": {":seen": {"S": seen}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def replace_claim(self, item: Item, seen: str) -> Call:
+        """A claim over a record exactly as seen (owner value ``seen``): a tombstone or a record
+        past retention that the claim condition leaves to the machine."""
+        return Call(
+            "PutItem", {**self._replace(item, seen), "ReturnValues": "ALL_OLD", **self.capacity}
+        )
+
+    def transact_replace_claim(self, item: Item, seen: str) -> dict[str, Any]:
+        """:meth:`replace_claim` as a TransactWriteItems action."""
+        return {"Put": self._replace(item, seen)}
 
     def transact_claim(self, item: Item, fingerprint: str, now: float) -> dict[str, Any]:
         """The claim as a TransactWriteItems action."""
@@ -318,6 +387,36 @@ class Requests:
         return Call(
             "TransactWriteItems",
             {"TransactItems": list(items), "ClientRequestToken": token, **self.capacity},
+        )
+
+    def tombstone(
+        self,
+        key: Key,
+        owner: str,
+        fingerprint: str | None,
+        status: str,
+        removed_at: float,
+        remember: float,
+    ) -> Call:
+        """Remember a record TTL removed (its owner value, fingerprint and status) for
+        ``remember`` seconds, unless a new claim has been made meanwhile."""
+        item: Item = {
+            **key,
+            A_OWNER: {"S": owner},
+            A_EXPIRES: {"N": str(int(removed_at + remember))},
+            A_REMOVED_AT: {"N": str(int(removed_at))},
+            A_REMOVED_STATUS: {"S": status},
+        }
+        if fingerprint is not None:
+            item[A_FINGERPRINT] = {"S": fingerprint}
+        return Call(
+            "PutItem",
+            {
+                "TableName": self.table,
+                "Item": item,
+                "ConditionExpression": ABSENT,
+                "ExpressionAttributeNames": self._pk_names,
+            },
         )
 
     # -- the table -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from . import requests as q
 from .cancellation import Cancellation, Kind, read
 from .effects import Call, Sleep, Steps
 from .errors import (
@@ -76,9 +77,14 @@ def claim_with(
     fp = m.fingerprint_of(payload)
     requests = m.requests
     attempt = 0
+    seen: str | None = None  # replacing a record past retention (or a tombstone) as seen
     while True:
-        trying, item, now = m.new_claim(record_id, dkey, fp, lease)
-        own = requests.transact_claim(item, fp, now)
+        trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
+        own = (
+            requests.transact_claim(item, fp, now)
+            if seen is None
+            else requests.transact_replace_claim(item, seen)
+        )
         call = requests.transact([own, *transact_items], trying.owner)
         reasons = yield from transact(m, call, record_id)
         if reasons is None:
@@ -92,6 +98,7 @@ def claim_with(
         if old is None:
             old = (yield from m.call(requests.get(dkey), record_id)).get("Item")
             if old is None:
+                seen = None
                 continue
         rec = Record.from_item(old)
         now = m.clock()
@@ -102,6 +109,9 @@ def claim_with(
             return m.replay_of(trying, rec)
         if verdict is Verdict.IN_PROGRESS:
             raise m.in_progress(trying, rec, now)
+        if verdict is Verdict.LATE:
+            m.late(trying, rec, now, refuse=m.config.refuse_late_retries)
+        seen = q.fence(rec.owner, rec.version) if verdict is not Verdict.CLAIMABLE else None
 
 
 def complete_with(
