@@ -47,7 +47,9 @@ def stored(draw: Any) -> dict[str, Any] | None:
     """A stored record in any state the layer writes (or nothing)."""
     if draw(st.booleans()) and draw(st.booleans()):
         return None
-    state = draw(st.sampled_from(["pending", "completed", "failed-retryable", "failed-final"]))
+    state = draw(
+        st.sampled_from(["pending", "completed", "failed-retryable", "failed-final", "tombstone"])
+    )
     item: dict[str, Any] = {
         q.A_OWNER: {
             "S": q.fence(draw(st.sampled_from(["t" * 32, "u" * 32])), draw(st.integers(1, 3)))
@@ -64,8 +66,11 @@ def stored(draw: Any) -> dict[str, Any] | None:
     elif state == "failed-retryable":
         item[q.A_ERROR] = {"S": "{}"}
         item[q.A_LEASE] = {"N": "0"}
-    else:
+    elif state == "failed-final":
         item[q.A_ERROR] = {"S": "{}"}
+    else:
+        item[q.A_REMOVED_AT] = {"N": str(int(NOW) - 10)}
+        item[q.A_REMOVED_STATUS] = {"S": "COMPLETED"}
     return item
 
 
@@ -92,15 +97,47 @@ COMMON = settings(
 
 
 @COMMON
-@given(item=stored(), fp=st.sampled_from(["fp-a", "fp-b", q.NO_FINGERPRINT]))
+@given(
+    item=stored(),
+    fp=st.sampled_from(["fp-a", "fp-b", q.NO_FINGERPRINT]),
+    refuse=st.booleans(),
+)
 def test_claim_condition_and_its_mirror_agree(
-    client: Any, item: dict[str, Any] | None, fp: str
+    client: Any, item: dict[str, Any] | None, fp: str, refuse: bool
 ) -> None:
-    requests = q.Requests(IdempotencyConfig(table_name=TABLE))
+    """Both claim conditions: with the retention branch, and without it
+    (``refuse_late_retries``)."""
+    requests = q.Requests(IdempotencyConfig(table_name=TABLE, refuse_late_retries=refuse))
     key = {"pk": {"S": f"claim-{next(_keys)}"}}
     rec = _put(client, key, item)
     claim = requests.claim_item(key, "c" * 32, fp, NOW, 60)
-    assert _accepted(client, requests.put_claim(claim, fp, NOW)) is q.claim_allows(rec, fp, NOW)
+    expected = q.claim_allows(rec, fp, NOW, retention_branch=not refuse)
+    assert _accepted(client, requests.put_claim(claim, fp, NOW)) is expected
+
+
+@COMMON
+@given(item=stored(), seen_owner=st.sampled_from(["t" * 32, "u" * 32]), version=st.integers(1, 3))
+def test_replace_condition_and_its_mirror_agree(
+    client: Any, item: dict[str, Any] | None, seen_owner: str, version: int
+) -> None:
+    requests = q.Requests(IdempotencyConfig(table_name=TABLE))
+    key = {"pk": {"S": f"replace-{next(_keys)}"}}
+    rec = _put(client, key, item)
+    seen = q.fence(seen_owner, version)
+    claim = requests.claim_item(key, "c" * 32, "fp-a", NOW, 60)
+    assert _accepted(client, requests.replace_claim(claim, seen)) is q.replace_allows(rec, seen)
+
+
+@COMMON
+@given(item=stored())
+def test_the_tombstone_condition_and_its_mirror_agree(
+    client: Any, item: dict[str, Any] | None
+) -> None:
+    requests = q.Requests(IdempotencyConfig(table_name=TABLE))
+    key = {"pk": {"S": f"tomb-{next(_keys)}"}}
+    rec = _put(client, key, item)
+    call = requests.tombstone(key, "t" * 32 + ":1", "fp-a", "COMPLETED", NOW, 3600)
+    assert _accepted(client, call) is q.absent(rec)
 
 
 @COMMON
