@@ -14,7 +14,7 @@ firstwrite_claims_total                    counter   outcome
 firstwrite_lost_claims_total               counter   operation
 firstwrite_dynamodb_retries_total          counter   operation, kind, dynamo_error_code
 firstwrite_dynamodb_throttles_total        counter   operation, dynamo_error_code
-firstwrite_consumed_capacity_total         counter   operation
+firstwrite_consumed_capacity_total         counter   operation, source (reported|estimated)
 firstwrite_operation_seconds               histogram operation
 firstwrite_in_progress_polls_total         counter   (none)
 firstwrite_cache_hits_total                counter   (none)
@@ -43,7 +43,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "DynamoDB throttling errors",
         ("operation", "dynamo_error_code"),
     ),
-    "firstwrite_consumed_capacity_total": ("Capacity units consumed", ("operation",)),
+    "firstwrite_consumed_capacity_total": (
+        "Capacity units consumed: reported by DynamoDB, or estimated for failed conditional writes",
+        ("operation", "source"),
+    ),
     "firstwrite_in_progress_polls_total": ("Reads while waiting on an in-progress key", ()),
     "firstwrite_cache_hits_total": ("Duplicates answered from the local cache", ()),
     "firstwrite_late_retries_total": (

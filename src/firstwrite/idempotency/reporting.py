@@ -10,13 +10,25 @@ error is involved. Metric names are in :mod:`.metrics`.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
 from .effects import Call
 from .metrics import NULL, Metrics
+from .serialization import item_size
 
 log = logging.getLogger("firstwrite.idempotency")
+
+
+def estimated_write_units(call: Call, stored: dict[str, Any] | None) -> float:
+    """What DynamoDB charges for a write whose condition failed: write units for the larger of
+    the item it tried to write and the item stored (1 KB each, at least 1), as for the same
+    write had it succeeded. An *estimate*: the error carries no ``ConsumedCapacity``, and an
+    UpdateItem's would-be item is not known here (the stored item's size stands in for it)."""
+    tried = item_size(call.params["Item"]) if "Item" in call.params else 0
+    held = item_size(stored) if stored else 0
+    return float(max(1, math.ceil(max(tried, held) / 1024)))
 
 
 def _public(reason: dict[str, Any]) -> dict[str, Any]:
@@ -60,13 +72,29 @@ class Reporter:
                 for entry in (consumed if isinstance(consumed, list) else [consumed])
             )
             self.metrics.count(
-                "firstwrite_consumed_capacity_total", units, operation=call.operation
+                "firstwrite_consumed_capacity_total",
+                units,
+                operation=call.operation,
+                source="reported",
             )
 
     def refused(self, call: Call, exc: Any, start: float) -> None:
-        """A failed condition or a cancelled transaction (an answer, not an error)."""
-        if self.enabled:
-            self._elapsed(call, start)
+        """A failed condition or a cancelled transaction (an answer, not an error). DynamoDB
+        charges a failed conditional write but reports nothing: it is estimated. What a
+        cancelled transaction is charged is not documented: nothing is counted for it."""
+        if not self.enabled:
+            return
+        self._elapsed(call, start)
+        if call.operation != "TransactWriteItems" and call.params.get("ReturnConsumedCapacity") in (
+            "TOTAL",
+            "INDEXES",
+        ):
+            self.metrics.count(
+                "firstwrite_consumed_capacity_total",
+                estimated_write_units(call, exc.response.get("Item")),
+                operation=call.operation,
+                source="estimated",
+            )
 
     def gave_up(self, call: Call, code: str, retryable: bool, key: str, start: float) -> None:
         log.error(
