@@ -28,7 +28,7 @@ from firstwrite.idempotency.metrics import MemoryMetrics
 from .conftest import TABLE, Backend
 from .faults import cancel_transaction
 
-CANCELLATIONS = "transact_write_cancellation_reason"
+CANCELLATIONS = "transact_write_cancellation_reason_total"
 
 
 def put_order(order: str, state: str = "new") -> dict[str, Any]:
@@ -97,7 +97,8 @@ def test_duplicate_reported_as_duplicate_not_business_failure(backend: Backend, 
 
 
 def test_transactional_completion_is_fenced(backend: Backend, table: str) -> None:
-    guard = backend.guard()
+    metrics = MemoryMetrics()
+    guard = backend.guard(metrics=metrics)
     guard.client.put_item(TableName=TABLE, Item={"pk": {"S": "ORDER#4"}, "state": {"S": "new"}})
     stale = guard.claim("t4", lease=5)
     assert isinstance(stale, Claim)
@@ -107,6 +108,8 @@ def test_transactional_completion_is_fenced(backend: Backend, table: str) -> Non
     with pytest.raises(LostClaimError):
         guard.complete_with(stale, [set_state("4", "new", "paid-by-stale")], "stale")
     assert order_state(guard.client, "4") == "new"  # the business write was not applied either
+    assert metrics.total(CANCELLATIONS, reason="fence") == 1
+    assert metrics.total(CANCELLATIONS, reason="duplicate") == 0
     guard.complete_with(fresh, [set_state("4", "new", "paid")], "fresh")
     assert order_state(guard.client, "4") == "paid"
     assert guard.run("t4", lambda: "again") == "fresh"

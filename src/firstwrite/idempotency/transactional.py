@@ -125,7 +125,7 @@ def complete_with(
         reasons = yield from transact(m, call, claim.record_id)
         if reasons is None:
             break
-        cancelled = read(reasons, "duplicate")
+        cancelled = read(reasons, "fence")
         m.report.cancellation(
             claim.record_id, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
         )
