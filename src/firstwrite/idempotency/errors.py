@@ -1,13 +1,18 @@
 """The idempotency layer's errors: one small, flat hierarchy under :class:`IdempotencyError`.
 
-Callers catch the class they can act on. DynamoDB errors that are not answers (validation,
-access, exhausted retries) are not wrapped: they surface as ``botocore`` ``ClientError`` so the
-caller sees exactly what DynamoDB said.
+Callers catch the class they can act on. Every error names the caller's own idempotency key
+(``.key``, as passed to ``claim``/``run``), never the internal partition key; the record's id
+(``IDEMPOTENCY#<scope>#<key>``) is on ``.record_id`` for logs and support. DynamoDB errors that
+are not answers (validation, access, exhausted retries) are not wrapped, except where the layer
+can say something more useful: a missing table (:class:`TableNotFoundError`, still a
+``ClientError``).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 
 class IdempotencyError(Exception):
@@ -25,10 +30,11 @@ class MissingKeyError(IdempotencyError, ValueError):
 class InProgressError(IdempotencyError):
     """Another live claim holds the key (HTTP 409). ``retry_after`` is in seconds."""
 
-    def __init__(self, key: str, retry_after: float) -> None:
+    def __init__(self, key: str, retry_after: float, *, record_id: str | None = None) -> None:
         super().__init__(key, retry_after)  # the message is made only if asked for (hot path)
         self.key = key
         self.retry_after = retry_after
+        self.record_id = record_id if record_id is not None else key
 
     def __str__(self) -> str:
         return f"request {self.key!r} is already in progress; retry after {self.retry_after:.3f}s"
@@ -37,9 +43,12 @@ class InProgressError(IdempotencyError):
 class PayloadMismatchError(IdempotencyError):
     """The key was used before with a different request fingerprint (HTTP 422)."""
 
-    def __init__(self, key: str, stored: str | None, given: str) -> None:
+    def __init__(
+        self, key: str, stored: str | None, given: str, *, record_id: str | None = None
+    ) -> None:
         super().__init__(f"idempotency key {key!r} was already used with a different request")
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.stored_fingerprint = stored
         self.fingerprint = given
 
@@ -48,23 +57,32 @@ class LostClaimError(IdempotencyError):
     """Our claim's fencing condition failed: the lease ran out and another worker took over
     (or the record is gone). Nothing was written; the new owner's record is untouched."""
 
-    def __init__(self, key: str, owner: str, current_owner: str | None, status: str | None) -> None:
+    def __init__(
+        self,
+        key: str,
+        owner: str,
+        current_owner: str | None,
+        status: str | None,
+        *,
+        record_id: str | None = None,
+    ) -> None:
         super().__init__(
             f"lost the claim on {key!r}: now owned by {current_owner!r} (status {status!r}); "
             "the outcome was not recorded"
         )
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.owner = owner
         self.current_owner = current_owner
         self.status = status
 
 
 class LateRetryError(IdempotencyError):
-    """A retry of a finished request arrived after its record's retention, and
-    ``IdempotencyConfig(refuse_late_retries=True)`` asks for it to be refused rather than run
-    again. Its record is past retention (still stored), or TTL removed it and the TTL audit's
-    tombstone remembers it (``removed``). ``age`` is the time since the original request was
-    claimed (seconds; ``None`` when unknown)."""
+    """A retry of a finished request arrived after its record's retention
+    (``IdempotencyConfig(refuse_late_retries=True)``). Its record is past retention (or was
+    removed by TTL and is remembered by the TTL audit), so running it would repeat the side
+    effect; it is refused instead (HTTP 409 or 422, as your API prefers). ``age`` is the time
+    since the original request was claimed."""
 
     def __init__(
         self,
@@ -92,9 +110,18 @@ class LateRetryError(IdempotencyError):
 class ReplayedFailureError(IdempotencyError):
     """A duplicate of a request that failed for good: the stored failure, replayed."""
 
-    def __init__(self, key: str, error_type: str, message: str, data: Any = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        error_type: str,
+        message: str,
+        data: Any = None,
+        *,
+        record_id: str | None = None,
+    ) -> None:
         super().__init__(f"{error_type}: {message}")
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.error_type = error_type
         self.message = message
         self.data = data
@@ -122,6 +149,26 @@ class ResultTooLargeError(SerializationError):
         self.limit = limit
 
 
+class TableNotFoundError(IdempotencyError, ClientError):  # type: ignore[misc]  # botocore: untyped
+    """The idempotency table (or a table your transaction items name) does not exist.
+
+    Still a ``botocore`` ``ClientError`` with code ``ResourceNotFoundException``, so existing
+    handlers keep working; the message says what to do."""
+
+    def __init__(self, tables: list[str], error_response: Any, operation_name: str) -> None:
+        ClientError.__init__(self, error_response, operation_name)
+        self.tables = tables
+        names = " or ".join(repr(t) for t in tables) or "the table"
+        self.hint = (
+            f"DynamoDB table {names} does not exist (in this account and region): create it "
+            "with guard.ensure_table() (on-demand, TTL on expires_at; safe to call at every "
+            "start), or with your infrastructure code (docs/operating-on-aws.md#the-table)"
+        )
+
+    def __str__(self) -> str:
+        return self.hint
+
+
 class BusinessConditionFailedError(IdempotencyError):
     """Variant 3: one of the caller's own transaction items failed its condition.
 
@@ -130,10 +177,13 @@ class BusinessConditionFailedError(IdempotencyError):
     order given) to its DynamoDB cancellation reason dict.
     """
 
-    def __init__(self, key: str, reasons: dict[int, dict[str, Any]]) -> None:
+    def __init__(
+        self, key: str, reasons: dict[int, dict[str, Any]], *, record_id: str | None = None
+    ) -> None:
         codes = ", ".join(f"#{i}: {r.get('Code')}" for i, r in sorted(reasons.items()))
         super().__init__(f"business condition failed for {key!r} ({codes}); no claim was left")
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.reasons = reasons
 
 
@@ -145,8 +195,11 @@ class TransactionCancelledError(IdempotencyError):
 
     retryable = False
 
-    def __init__(self, key: str, reasons: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, key: str, reasons: list[dict[str, Any]], *, record_id: str | None = None
+    ) -> None:
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.reasons = reasons
         self.items = {
             i - 1: r for i, r in enumerate(reasons) if i > 0 and r.get("Code") not in (None, "None")
@@ -154,12 +207,13 @@ class TransactionCancelledError(IdempotencyError):
         super().__init__(self._message())
 
     def _message(self) -> str:
-        return f"transaction for {self.key!r} cancelled: {[r.get('Code') for r in self.reasons]}"
+        codes = [r.get("Code") for r in self.reasons]
+        return f"transaction for {self.key!r} cancelled: {codes}"
 
 
 class TransactionConflictError(TransactionCancelledError):
     """The transaction kept conflicting with other transactions, or kept being throttled
-    (``TransactionConflict``, ``ThrottlingError`` or ``ProvisionedThroughputExceeded`` on any
+    (``TransactionConflict``, ``ThrottlingError``, ``ProvisionedThroughputExceeded`` on any
     item, or a ``TransactionConflictException``), through the retry policy's attempts. Safe to
     retry later: nothing was written."""
 
@@ -171,8 +225,8 @@ class TransactionConflictError(TransactionCancelledError):
 
 
 class TransactionValidationError(TransactionCancelledError):
-    """DynamoDB refused one of the items (``ValidationError``: a key of the wrong type, an
-    update of a missing path, an item over 400 KB...). Retrying the same items cannot succeed."""
+    """DynamoDB refused one of the items (``ValidationError``: a wrong key type, an update of a
+    missing path, an item over 400 KB...). Retrying the same items cannot succeed."""
 
     def _message(self) -> str:
         found = next((r for r in self.reasons if r.get("Code") == "ValidationError"), {})

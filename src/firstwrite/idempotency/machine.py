@@ -45,7 +45,7 @@ from .errors import (
 )
 from .keys import KeyBuilder, fingerprint
 from .metrics import Metrics
-from .outcomes import UNSET, Attempt, Claim, Outcome, Replay
+from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from .record import Record, Status
 from .reporting import Reporter
 from .requests import NO_FINGERPRINT, Item, Key, millis
@@ -208,7 +208,7 @@ class StateMachine:
                 self.late(attempt, previous, attempt.claimed_at, refuse=False)
         elif previous.status is Status.PENDING:
             outcome = "takeover"
-            self.report.takeover(attempt.record_id, previous.owner)
+            self.report.takeover(attempt.idempotency_key, attempt.record_id, previous.owner)
         elif previous.status is Status.FAILED:
             outcome = "reclaimed_failed"
         else:
@@ -225,7 +225,9 @@ class StateMachine:
             self.report.cross_region(rec.region)
         if verdict is Verdict.MISMATCH:
             self.report.claim("mismatch")
-            raise PayloadMismatchError(attempt.record_id, rec.fingerprint, attempt.fingerprint)
+            raise PayloadMismatchError(
+                key_of(attempt), rec.fingerprint, attempt.fingerprint, record_id=attempt.record_id
+            )
         return verdict
 
     def late(self, attempt: Attempt, rec: Record, now: float, *, refuse: bool) -> None:
@@ -257,6 +259,7 @@ class StateMachine:
             rec.result,
             rec.error,
             rec.expires_at,
+            attempt.idempotency_key,
         )
         self.report.claim(
             "replayed_completed" if rec.status is Status.COMPLETED else "replayed_failed"
@@ -268,7 +271,7 @@ class StateMachine:
     def in_progress(self, attempt: Attempt, rec: Record, now: float) -> InProgressError:
         self.report.claim("in_progress")
         retry_after = max(0.0, ((rec.lease_expires_at or 0) - now * 1000) / 1000)
-        return InProgressError(attempt.record_id, retry_after)
+        return InProgressError(attempt.idempotency_key, retry_after, record_id=attempt.record_id)
 
     def cached(self, record_id: str, fp: str) -> Replay | None:
         if self.cache is None:
@@ -288,22 +291,25 @@ class StateMachine:
             item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
             total = size + len(q.A_RESULT) + serialization.item_size(item) + 24  # digits grow
             if total > cfg.max_item_size:
-                raise ResultTooLargeError(claim.record_id, total, cfg.max_item_size)
+                raise ResultTooLargeError(key_of(claim), total, cfg.max_item_size)
         return value
 
     def lost(self, claim: Claim, rec: Record | None, operation: str) -> LostClaimError:
-        self.report.lost(claim.record_id, operation, rec.owner if rec else None)
+        self.report.lost(key_of(claim), claim.record_id, operation, rec.owner if rec else None)
         return LostClaimError(
-            claim.record_id,
+            key_of(claim),
             claim.owner,
             rec.owner if rec else None,
             rec.status.value if rec else None,
+            record_id=claim.record_id,
         )
 
     def completed(self, claim: Claim, value: dict[str, Any]) -> Replay:
         """The replay of a completion just stored (remembered when the local cache is on)."""
         raw = value.get("S", value.get("B"))
-        replay = Replay(claim.record_id, Status.COMPLETED, raw, None, claim.expires_at)
+        replay = Replay(
+            claim.record_id, Status.COMPLETED, raw, None, claim.expires_at, claim.idempotency_key
+        )
         if self.cache is not None:
             fp = None if claim.fingerprint == NO_FINGERPRINT else claim.fingerprint
             self.cache.put(fp, replay)
@@ -311,15 +317,16 @@ class StateMachine:
 
     # -- the two ways a request is performed -----------------------------------------------------
 
-    def call(self, call: Call, key: str) -> Steps[dict[str, Any]]:
-        """``call`` under the retry policy (:func:`.retry.perform`)."""
-        return perform(call, self.config.retry, self.rng, self.report, key)
+    def call(self, call: Call, key: str, record_id: str) -> Steps[dict[str, Any]]:
+        """``call`` under the retry policy (:func:`.retry.perform`); ``key`` and ``record_id``
+        name the record in logs."""
+        return perform(call, self.config.retry, self.rng, self.report, key, record_id)
 
-    def conditional(self, call: Call, key: str) -> Steps[tuple[bool, Item | None]]:
+    def conditional(self, call: Call, key: str, record_id: str) -> Steps[tuple[bool, Item | None]]:
         """A conditional write: ``(True, returned attributes)`` or ``(False, ALL_OLD item or
         None)``; a failed condition is an answer, never an error."""
         try:
-            response = yield from self.call(call, key)
+            response = yield from self.call(call, key, record_id)
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
@@ -342,11 +349,11 @@ class StateMachine:
         requests = self.requests
         for _ in range(_MAX_ROUNDS):
             trying, item, now = self.new_claim(key, record_id, dkey, fp, lease)
-            ok, old = yield from self.conditional(requests.put_claim(item, fp, now), record_id)
+            ok, old = yield from self.conditional(requests.put_claim(item, fp, now), key, record_id)
             if ok:
                 return self.claimed(trying, old)
             if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
-                old = (yield from self.call(requests.get(dkey), record_id)).get("Item")
+                old = (yield from self.call(requests.get(dkey), key, record_id)).get("Item")
                 if old is None:
                     continue
             rec = Record.from_item(old)
@@ -362,7 +369,7 @@ class StateMachine:
                 if verdict is Verdict.LATE or verdict is Verdict.REPLACE:
                     seen = q.fence(rec.owner, rec.version)
                     call = requests.replace_claim(item, seen)
-                    ok, old = yield from self.conditional(call, record_id)
+                    ok, old = yield from self.conditional(call, key, record_id)
                     if ok:
                         return self.claimed(trying, old, late_reported=True)
                     break  # it changed meanwhile: start again
@@ -378,11 +385,11 @@ class StateMachine:
                 yield Sleep(min(interval, remaining))
                 interval = min(interval * 2, 0.5)
                 self.report.poll()
-                current = (yield from self.call(requests.get(dkey), record_id)).get("Item")
+                current = (yield from self.call(requests.get(dkey), key, record_id)).get("Item")
                 if current is None:
                     break
                 rec = Record.from_item(current)
-        raise InProgressError(record_id, self.config.poll_interval)  # pathological churn
+        raise InProgressError(key, self.config.poll_interval, record_id=record_id)  # churn
 
     def complete(self, claim: Claim, result: Any) -> Steps[Replay]:
         try:
@@ -391,7 +398,7 @@ class StateMachine:
             yield from self.fail(claim, exc, retryable=False, data=None)
             raise
         request = self.requests.complete(claim.key, claim.owner, claim.version, value)
-        ok, old = yield from self.conditional(request, claim.record_id)
+        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
         if not ok:
             rec = None if old is None else Record.from_item(old)
             if not fenced_outcome(rec, claim, Status.COMPLETED):
@@ -403,7 +410,7 @@ class StateMachine:
     ) -> Steps[None]:
         info = serialization.error_info(error, data)
         request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
-        ok, old = yield from self.conditional(request, claim.record_id)
+        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
         if not ok:
             rec = None if old is None else Record.from_item(old)
             if not fenced_outcome(rec, claim, Status.FAILED):
@@ -415,14 +422,14 @@ class StateMachine:
         try:
             yield from self.fail(claim, exc, retryable=self.is_retryable(exc), data=None)
         except Exception:
-            self.report.fail_not_recorded(claim.record_id)
+            self.report.fail_not_recorded(key_of(claim), claim.record_id)
 
     def renew(self, claim: Claim, lease: float | None) -> Steps[Claim]:
         now = self.clock()
         lease_ms = millis(now + (self.config.lease if lease is None else lease))
         expires = int(now + self.config.retention)  # as in the renew request
         request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
-        ok, old = yield from self.conditional(request, claim.record_id)
+        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
         if not ok:
             rec = None if old is None else Record.from_item(old)
             if rec is None or not fenced_outcome(rec, claim, Status.PENDING):
@@ -435,7 +442,7 @@ class StateMachine:
 
     def get(self, key: str, scope: str | None) -> Steps[Record | None]:
         dkey, record_id = self.keys.key(key, scope)
-        item = (yield from self.call(self.requests.get(dkey), record_id)).get("Item")
+        item = (yield from self.call(self.requests.get(dkey), key, record_id)).get("Item")
         return None if item is None else Record.from_item(item)
 
     def ensure_table(self, wait: float = 60.0) -> Steps[bool]:
@@ -445,7 +452,7 @@ class StateMachine:
         created = yield from self._tolerant(self.requests.create_table(), "ResourceInUseException")
         deadline = time.monotonic() + wait
         while True:
-            desc = yield from self.call(self.requests.describe_table(), table)
+            desc = yield from self.call(self.requests.describe_table(), table, table)
             if desc["Table"].get("TableStatus", "ACTIVE") == "ACTIVE":
                 break
             if time.monotonic() > deadline:

@@ -35,6 +35,7 @@ class Claim:
     previous: Status | None = None  # what the claim replaced (None: a first claim)
     region: str | None = None
     expires_at: int = 0  # epoch s: the record's retention end (set by claim and renew)
+    idempotency_key: str | None = None  # the caller's key, as given to claim()
 
     @property
     def taken_over(self) -> bool:
@@ -60,7 +61,7 @@ class Attempt(NamedTuple):
     lease_expires_at: int
     region: str | None
     expires_at: int
-    idempotency_key: str  # the caller's key, as given to claim()
+    idempotency_key: str
 
     def claim(self, previous: Status | None = None) -> Claim:
         return Claim(
@@ -74,6 +75,7 @@ class Attempt(NamedTuple):
             previous=previous,
             region=self.region,
             expires_at=self.expires_at,
+            idempotency_key=self.idempotency_key,
         )
 
 
@@ -86,6 +88,7 @@ class Replay:
     raw_result: str | bytes | None
     error: str | None
     expires_at: int
+    idempotency_key: str | None = None  # the caller's key, as given to claim()
 
     @property
     def completed(self) -> bool:
@@ -96,7 +99,18 @@ class Replay:
         if self.status is Status.COMPLETED:
             return serialization.decode(self.raw_result, result_type)
         error_type, message, data = serialization.read_error(self.error)
-        raise ReplayedFailureError(self.record_id, error_type, message, data)
+        raise ReplayedFailureError(
+            self.idempotency_key or self.record_id,
+            error_type,
+            message,
+            data,
+            record_id=self.record_id,
+        )
 
 
 Outcome = Claim | Replay
+
+
+def key_of(holder: Claim | Attempt | Replay) -> str:
+    """The caller's key for messages and logs (a hand-built claim may only have its id)."""
+    return holder.idempotency_key or holder.record_id

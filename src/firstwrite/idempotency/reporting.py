@@ -3,8 +3,9 @@
 The state machine and the retry loop call a :class:`Reporter`; the drivers never log or count,
 so the synchronous and asynchronous guards emit exactly the same records and samples. Log
 records go to the ``firstwrite.idempotency`` logger with structured ``extra`` fields:
-``idempotency_key`` (the record's id), ``operation`` and ``dynamo_error_code`` where a DynamoDB
-error is involved. Metric names are in :mod:`.metrics`.
+``idempotency_key`` (the caller's key), ``record_id`` (the item's partition key),
+``operation`` and ``dynamo_error_code`` where a DynamoDB error is involved. Metric names are in
+:mod:`.metrics`.
 """
 
 from __future__ import annotations
@@ -96,31 +97,48 @@ class Reporter:
                 source="estimated",
             )
 
-    def gave_up(self, call: Call, code: str, retryable: bool, key: str, start: float) -> None:
+    def gave_up(
+        self, call: Call, code: str, retryable: bool, key: str, record_id: str, start: float
+    ) -> None:
         log.error(
-            "%s failed: %s",
+            "%s failed for %r: %s",
             call.operation,
+            key,
             code,
             extra={
                 "dynamo_error_code": code,
                 "operation": call.operation,
                 "retryable": retryable,
                 "idempotency_key": key,
+                "record_id": record_id,
             },
         )
         if self.enabled:
             self._elapsed(call, start)
 
     def retrying(
-        self, operation: str, kind: str, code: str, attempt: int, delay: float, key: str
+        self,
+        operation: str,
+        kind: str,
+        code: str,
+        attempt: int,
+        delay: float,
+        key: str,
+        record_id: str,
     ) -> None:
         log.warning(
-            "retrying %s after %s (attempt %d, sleeping %.3fs)",
+            "retrying %s for %r after %s (attempt %d, sleeping %.3fs)",
             operation,
+            key,
             code,
             attempt,
             delay,
-            extra={"dynamo_error_code": code, "operation": operation, "idempotency_key": key},
+            extra={
+                "dynamo_error_code": code,
+                "operation": operation,
+                "idempotency_key": key,
+                "record_id": record_id,
+            },
         )
         if self.enabled:
             self.metrics.count(
@@ -157,31 +175,36 @@ class Reporter:
         if self.enabled:
             self.metrics.count("dynamo_cross_region_duplicate_detected_total", region=region)
 
-    def takeover(self, record_id: str, previous_owner: str) -> None:
+    def takeover(self, key: str, record_id: str, previous_owner: str) -> None:
         log.warning(
-            "took over abandoned claim %s (previous owner %s)",
-            record_id,
+            "took over the abandoned claim on %r (previous owner %s)",
+            key,
             previous_owner,
-            extra={"idempotency_key": record_id},
+            extra={"idempotency_key": key, "record_id": record_id},
         )
 
-    def lost(self, record_id: str, operation: str, current_owner: str | None) -> None:
+    def lost(self, key: str, record_id: str, operation: str, current_owner: str | None) -> None:
         if self.enabled:
             self.metrics.count("firstwrite_lost_claims_total", operation=operation)
         log.error(
-            "lost claim on %s at %s: now owned by %s",
-            record_id,
+            "lost the claim on %r at %s: now owned by %s",
+            key,
             operation,
             current_owner,
             extra={
-                "idempotency_key": record_id,
+                "idempotency_key": key,
+                "record_id": record_id,
                 "dynamo_error_code": "ConditionalCheckFailedException",
                 "operation": operation,
             },
         )
 
-    def fail_not_recorded(self, record_id: str) -> None:
-        log.exception("could not record the failure of %s", record_id)
+    def fail_not_recorded(self, key: str, record_id: str) -> None:
+        log.exception(
+            "could not record the failure of %r; its claim stays until the lease ends",
+            key,
+            extra={"idempotency_key": key, "record_id": record_id},
+        )
 
     def late_retry(
         self,

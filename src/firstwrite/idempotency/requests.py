@@ -452,3 +452,17 @@ class Requests:
                 "TimeToLiveSpecification": {"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
             },
         )
+
+
+def tables_of(call: Call) -> list[str]:
+    """The table names a request touches (for messages about a missing table)."""
+    name = call.params.get("TableName")
+    if isinstance(name, str):
+        return [name]
+    names: list[str] = []
+    for action in call.params.get("TransactItems", ()):
+        for body in action.values():
+            table = body.get("TableName") if isinstance(body, dict) else None
+            if isinstance(table, str) and table not in names:
+                names.append(table)
+    return names

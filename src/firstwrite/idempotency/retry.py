@@ -25,7 +25,9 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from .config import RetryPolicy
 from .effects import Call, Sleep, Steps
+from .errors import TableNotFoundError
 from .reporting import Reporter
+from .requests import tables_of
 
 Kind = Literal["throttle", "transient"]
 
@@ -88,12 +90,13 @@ def perform(
     rng: Callable[[], float],
     report: Reporter,
     key: str,
+    record_id: str,
 ) -> Steps[dict[str, Any]]:
     """Perform ``call`` under ``policy``: yield it, and again after a backoff for each
     retryable error, until it answers (the response is returned), fails with an answer (a
     failed condition or a cancelled transaction: re-raised at once), or the attempts run out
-    (re-raised, logged with its ``dynamo_error_code``). ``key`` (the record's id) goes into the
-    logs."""
+    (re-raised, logged with its ``dynamo_error_code``). ``key`` (the caller's idempotency key)
+    and ``record_id`` go into the logs. A missing table becomes :class:`TableNotFoundError`."""
     start = report.start()
     attempt = 0
     while True:
@@ -107,10 +110,12 @@ def perform(
             attempt += 1
             kind = classify(exc)
             if kind is None or attempt >= policy.max_attempts:
-                report.gave_up(call, code, kind is not None, key, start)
+                report.gave_up(call, code, kind is not None, key, record_id, start)
+                if code == "ResourceNotFoundException" and isinstance(exc, ClientError):
+                    raise TableNotFoundError(tables_of(call), exc.response, call.operation) from exc
                 raise
             delay = backoff(policy, attempt, rng)
-            report.retrying(call.operation, kind, code, attempt, delay, key)
+            report.retrying(call.operation, kind, code, attempt, delay, key, record_id)
             yield Sleep(delay)
         else:
             report.answered(call, response, start)

@@ -22,7 +22,7 @@ from .errors import (
     TransactionValidationError,
 )
 from .machine import StateMachine, Verdict, fenced_outcome
-from .outcomes import Claim, Outcome, Replay
+from .outcomes import Claim, Outcome, Replay, key_of
 from .record import Record, Status
 from .retry import backoff, error_code
 
@@ -31,36 +31,40 @@ from .retry import backoff, error_code
 _CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionInProgressException"})
 
 
-def transact(m: StateMachine, call: Call, key: str) -> Steps[list[dict[str, Any]] | None]:
+def transact(
+    m: StateMachine, call: Call, key: str, record_id: str
+) -> Steps[list[dict[str, Any]] | None]:
     """Run one TransactWriteItems: ``None`` when applied, else its cancellation reasons."""
     try:
-        yield from m.call(call, key)
+        yield from m.call(call, key, record_id)
     except ClientError as exc:
         code = error_code(exc)
         if code == "TransactionCanceledException":
             reasons = exc.response.get("CancellationReasons")
             return list(reasons) if isinstance(reasons, list) else []
         if code in _CONFLICT_CODES:
-            raise TransactionConflictError(key, []) from exc
+            raise TransactionConflictError(key, [], record_id=record_id) from exc
         raise
     return None
 
 
-def _settle(m: StateMachine, cancelled: Cancellation, key: str, attempt: int) -> Steps[int]:
+def _settle(
+    m: StateMachine, cancelled: Cancellation, key: str, record_id: str, attempt: int
+) -> Steps[int]:
     """Everything but the layer's own failed condition: raise the error it means, or (for
     conflicts and throttling) sleep before the next attempt, whose number is returned."""
     reasons = cancelled.reasons
     if cancelled.kind is Kind.VALIDATION:
-        raise TransactionValidationError(key, reasons)
+        raise TransactionValidationError(key, reasons, record_id=record_id)
     if cancelled.kind is Kind.BUSINESS:
-        raise BusinessConditionFailedError(key, cancelled.business)
+        raise BusinessConditionFailedError(key, cancelled.business, record_id=record_id)
     if cancelled.kind is Kind.SIZE:
-        raise ItemCollectionSizeLimitError(key, reasons)
+        raise ItemCollectionSizeLimitError(key, reasons, record_id=record_id)
     if cancelled.kind is not Kind.TRANSIENT:
-        raise TransactionCancelledError(key, reasons)
+        raise TransactionCancelledError(key, reasons, record_id=record_id)
     attempt += 1
     if attempt >= m.config.retry.max_attempts:
-        raise TransactionConflictError(key, reasons)
+        raise TransactionConflictError(key, reasons, record_id=record_id)
     yield Sleep(backoff(m.config.retry, attempt, m.rng))
     return attempt
 
@@ -86,17 +90,17 @@ def claim_with(
             else requests.transact_replace_claim(item, seen)
         )
         call = requests.transact([own, *transact_items], trying.owner)
-        reasons = yield from transact(m, call, record_id)
+        reasons = yield from transact(m, call, key, record_id)
         if reasons is None:
             return m.claimed(trying, None)
         cancelled = read(reasons, "duplicate")
         m.report.cancellation(key, record_id, "claim", reasons, cancelled.labels, cancelled.level)
         if cancelled.kind is not Kind.OWN_CONDITION:
-            attempt = yield from _settle(m, cancelled, record_id, attempt)
+            attempt = yield from _settle(m, cancelled, key, record_id, attempt)
             continue
         old = cancelled.own_item
         if old is None:
-            old = (yield from m.call(requests.get(dkey), record_id)).get("Item")
+            old = (yield from m.call(requests.get(dkey), key, record_id)).get("Item")
             if old is None:
                 seen = None
                 continue
@@ -117,20 +121,21 @@ def claim_with(
 def complete_with(
     m: StateMachine, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any
 ) -> Steps[Replay]:
+    key = key_of(claim)
     value = m.encode_result(claim, result)
     attempt = 0
     while True:
         own = m.requests.transact_complete(claim.key, claim.owner, claim.version, value)
         call = m.requests.transact([own, *transact_items], uuid.uuid4().hex)
-        reasons = yield from transact(m, call, claim.record_id)
+        reasons = yield from transact(m, call, key, claim.record_id)
         if reasons is None:
             break
         cancelled = read(reasons, "fence")
         m.report.cancellation(
-            claim.record_id, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
+            key, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
         )
         if cancelled.kind is not Kind.OWN_CONDITION:
-            attempt = yield from _settle(m, cancelled, claim.record_id, attempt)
+            attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt)
             continue
         item = cancelled.own_item
         rec = None if item is None else Record.from_item(item)
