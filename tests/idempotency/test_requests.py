@@ -28,10 +28,13 @@ _keys = itertools.count()
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from firstwrite.engine.api import Engine
     from firstwrite.engine.binding import local_client
+    from firstwrite.engine.ttl import TTLConfig
     from firstwrite.idempotency import Idempotency
 
     path: Path = tmp_path_factory.mktemp("mirrors") / "engine.db"
-    with Engine(path) as engine:
+    # No background sweeper: records past expires_at must stay, as they do on DynamoDB until
+    # TTL gets to them, for the conditions to see them.
+    with Engine(path, ttl_config=TTLConfig(sweep_interval=None)) as engine:
         engine.clock.freeze(NOW)
         c = local_client(engine, region="us-east-1")
         Idempotency(IdempotencyConfig(table_name=TABLE), client=c).ensure_table()

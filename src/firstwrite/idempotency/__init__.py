@@ -12,6 +12,7 @@ from .config import IdempotencyConfig, RetryPolicy
 from .decorators import idempotent, idempotent_handler
 from .errors import (
     BusinessConditionFailedError,
+    CompletionNotRecordedError,
     ConfigurationError,
     IdempotencyError,
     InProgressError,
@@ -50,6 +51,7 @@ __all__ = [
     "BusinessConditionFailedError",
     "CallCounter",
     "Claim",
+    "CompletionNotRecordedError",
     "ConfigurationError",
     "DynamoAuditStore",
     "HomeRegionRouter",

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from . import transactional
+from . import table_setup, transactional
 from .config import IdempotencyConfig
 from .driving import Driver, adrive
 from .effects import Steps, bind
@@ -85,7 +85,7 @@ class AsyncIdempotency(Driver):
 
     async def ensure_table(self) -> bool:
         """See :meth:`Idempotency.ensure_table`."""
-        return await self._drive(self._machine.ensure_table())
+        return await self._drive(table_setup.ensure_table(self._machine))
 
     async def claim(
         self,

@@ -5,7 +5,8 @@ Callers catch the class they can act on. Every error names the caller's own idem
 (``IDEMPOTENCY#<scope>#<key>``) is on ``.record_id`` for logs and support. DynamoDB errors that
 are not answers (validation, access, exhausted retries) are not wrapped, except where the layer
 can say something more useful: a missing table (:class:`TableNotFoundError`, still a
-``ClientError``).
+``ClientError``) and a completion that could not be written after the side effect ran
+(:class:`CompletionNotRecordedError`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,41 @@ class LostClaimError(IdempotencyError):
         self.owner = owner
         self.current_owner = current_owner
         self.status = status
+
+
+class CompletionNotRecordedError(IdempotencyError):
+    """The side effect ran, but its result could not be recorded.
+
+    The layer kept trying (renewing the claim's lease so no other worker could take the key
+    over) for as long as the lease allowed, then gave up. ``result`` is what your function
+    returned; ``claim`` is the claim as last renewed (pass it to ``complete`` to try again);
+    ``__cause__`` is the last DynamoDB error. The key stays PENDING until the claim's lease
+    ends (``lease_expires_at``, epoch seconds); a retry after that runs the side effect again
+    (see ``docs/guarantees.md``)."""
+
+    def __init__(
+        self,
+        key: str,
+        result: Any,
+        claim: Any,
+        *,
+        tried_for: float,
+        lease_expires_at: float,
+        reason: str,
+        record_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            f"the side effect for {key!r} ran, but its result could not be recorded after "
+            f"{tried_for:.1f}s of trying ({reason}); the key stays PENDING until its lease ends "
+            f"in {lease_expires_at:.0f} (epoch s), and a retry after that runs the side effect "
+            "again. The result is on this error's .result"
+        )
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.result = result
+        self.claim = claim
+        self.tried_for = tried_for
+        self.lease_expires_at = lease_expires_at
 
 
 class LateRetryError(IdempotencyError):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from . import transactional
+from . import table_setup, transactional
 from .config import IdempotencyConfig
 from .driving import Driver, drive
 from .effects import Steps, bind
@@ -72,7 +72,7 @@ class Idempotency(Driver):
     def ensure_table(self) -> bool:
         """Create the table (on-demand, TTL enabled on ``expires_at``) if it does not exist;
         ``True`` when this call created it. Safe to call at every start, from many processes."""
-        return self._drive(self._machine.ensure_table())
+        return self._drive(table_setup.ensure_table(self._machine))
 
     # -- claim and its transitions ---------------------------------------------------------------
 
@@ -97,7 +97,9 @@ class Idempotency(Driver):
         Raises :class:`LostClaimError` if another worker took the key over; nothing is written.
         A result that cannot be stored (:class:`SerializationError`, including
         :class:`ResultTooLargeError`) marks the key FAILED for good, because the side effect
-        has happened and must not run again, and is then raised."""
+        has happened and must not run again, and is then raised. A write that keeps failing
+        (throttling, 5xx, no connection) is retried, with the lease renewed, for up to one
+        lease; then :class:`CompletionNotRecordedError` carries ``result``."""
         return self._drive(self._machine.complete(claim, result))
 
     def fail(

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from . import table_setup
 from .config import IdempotencyConfig
 from .driving import drive
 from .effects import bind
@@ -61,6 +62,6 @@ def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
                 )
             client = _clients[path, region] = local_client(engine, region=region)
         if (path, config.table_name) not in _tables:
-            drive(StateMachine(config).ensure_table(), bind(client), time.sleep)
+            drive(table_setup.ensure_table(StateMachine(config)), bind(client), time.sleep)
             _tables.add((path, config.table_name))
     return client

@@ -1,8 +1,8 @@
 """The idempotency state machine: every decision, no I/O.
 
 Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
-``complete``, ``fail``, ``renew``, ``get``, ``ensure_table``; the transactional variant's are
-in :mod:`.transactional`). A transition yields the effects it needs (a
+``complete``, ``fail``, ``renew``, ``get``; the transactional variant's are in
+:mod:`.transactional`, the table set-up in :mod:`.table_setup`). A transition yields the effects it needs (a
 :class:`~.effects.Call` built by :mod:`.requests`, or a :class:`~.effects.Sleep`), is sent
 their answers and receives the client's exceptions through ``throw()``, as h11's connection
 is fed events. Retries are effects too (:func:`.retry.perform`), and every log record and
@@ -10,7 +10,8 @@ metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`.gua
 and :class:`.aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
 asyncio client; so both make exactly the same calls, choices, logs and metrics.
 
-What a failed claim's stored record means is :func:`judge`, one ordered table of rules.
+What a failed claim's stored record means is :func:`.verdicts.judge`, one ordered table of
+rules; creating the table is :mod:`.table_setup`.
 
 Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 1 write (the
 stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
@@ -20,7 +21,6 @@ cache on, a duplicate of a finished request costs nothing.
 
 from __future__ import annotations
 
-import enum
 import os
 import random
 import time
@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from . import requests as q
 from . import serialization
@@ -36,6 +36,7 @@ from .cache import ReplayCache
 from .config import IdempotencyConfig
 from .effects import Call, Sleep, Steps
 from .errors import (
+    CompletionNotRecordedError,
     InProgressError,
     LateRetryError,
     LostClaimError,
@@ -49,72 +50,12 @@ from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from .record import Record, Status
 from .reporting import Reporter
 from .requests import NO_FINGERPRINT, Item, Key, millis
-from .retry import error_code, perform
+from .retry import backoff, classify, error_code, perform
+from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
 
 _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
-
-
-class Verdict(enum.Enum):
-    OURS = "ours"  # our own earlier write whose response was lost
-    CLAIMABLE = "claimable"  # changed meanwhile: the claim condition would accept it now
-    LATE = "late"  # a finished request's record past retention (or a tombstone), same request
-    REPLACE = "replace"  # past retention (or a tombstone), another request: take the key
-    MISMATCH = "mismatch"
-    REPLAY = "replay"
-    IN_PROGRESS = "in_progress"
-
-
-def judge(
-    rec: Record, owner: str, fp: str, now: float, *, retention_branch: bool = True
-) -> Verdict:
-    """What a failed claim's stored record means for a claim by ``owner`` with ``fp``.
-
-    The rules, first match wins (``retention_branch``: whether the claim condition accepts a
-    record past retention itself, i.e. ``refuse_late_retries`` is off):
-
-    ====================================================== ======================
-    stored record                                          verdict
-    ====================================================== ======================
-    our own owner token                                    OURS
-    a tombstone still remembered, or a record past         LATE (a finished record,
-    retention that the claim condition left to us          same request), else REPLACE
-    claimable by the claim condition now                   CLAIMABLE
-    a different fingerprint                                MISMATCH
-    finished (COMPLETED, or FAILED for good)               REPLAY
-    PENDING with a live lease                              IN_PROGRESS
-    ====================================================== ======================
-    """
-    if rec.owner == owner:
-        return Verdict.OURS
-    expired = q.past_retention(rec.expires_at, now)
-    if rec.removed and expired:  # a tombstone past its window: the key is forgotten
-        return Verdict.CLAIMABLE if retention_branch else Verdict.REPLACE
-    if rec.removed or (expired and not retention_branch):
-        if rec.finished and q.same_request(rec.fingerprint, fp):
-            return Verdict.LATE
-        return Verdict.REPLACE
-    if q.claim_allows(rec, fp, now, retention_branch=retention_branch):
-        return Verdict.CLAIMABLE
-    if not q.same_request(rec.fingerprint, fp):
-        return Verdict.MISMATCH
-    if rec.finished:
-        return Verdict.REPLAY
-    return Verdict.IN_PROGRESS
-
-
-def fenced_outcome(rec: Record | None, claim: Claim, target: Status) -> bool:
-    """After a fenced update's condition failed: was it our own earlier write (lost response,
-    retried)? Anything else is a lost claim. Completion keeps the version (it is terminal);
-    renew and fail bump it."""
-    version = claim.version if target is Status.COMPLETED else claim.version + 1
-    return (
-        rec is not None
-        and rec.owner == claim.owner
-        and rec.status is target
-        and rec.version == version
-    )
 
 
 def new_token(now: float) -> str:
@@ -392,18 +333,78 @@ class StateMachine:
         raise InProgressError(key, self.config.poll_interval, record_id=record_id)  # churn
 
     def complete(self, claim: Claim, result: Any) -> Steps[Replay]:
+        """Record ``result``. The side effect has run, so a write that fails for a reason that
+        may pass (throttling, 5xx, a lost connection) is tried again, with the lease renewed
+        while it is tried, for one lease length; then :class:`CompletionNotRecordedError`."""
+        key = key_of(claim)
         try:
             value = self.encode_result(claim, result)
         except SerializationError as exc:
             yield from self.fail(claim, exc, retryable=False, data=None)
             raise
-        request = self.requests.complete(claim.key, claim.owner, claim.version, value)
-        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
-        if not ok:
+        lease = self.config.lease
+        started = time.monotonic()
+        attempt = 0
+        unanswered: int | None = None  # the version a renewal of ours left unanswered
+        while True:
+            call = self.requests.complete(claim.key, claim.owner, claim.version, value)
+            try:
+                ok, old = yield from self.conditional(call, key, claim.record_id)
+            except (ClientError, BotoCoreError) as exc:
+                spent = time.monotonic() - started
+                if classify(exc) is None or spent >= lease:
+                    self.report.completion_not_recorded(
+                        key, claim.record_id, error_code(exc), spent
+                    )
+                    raise CompletionNotRecordedError(
+                        key,
+                        result,
+                        claim,
+                        tried_for=spent,
+                        lease_expires_at=claim.lease_expires_at / 1000,
+                        reason=error_code(exc),
+                        record_id=claim.record_id,
+                    ) from exc
+                attempt += 1
+                self.report.completion_retry(key, claim.record_id, error_code(exc), attempt)
+                renewed = yield from self._keep_lease(claim, lease)
+                if renewed is None:
+                    unanswered = claim.version
+                else:
+                    claim = renewed
+                yield Sleep(min(backoff(self.config.retry, attempt, self.rng), lease - spent))
+                continue
+            if ok:
+                break
             rec = None if old is None else Record.from_item(old)
-            if not fenced_outcome(rec, claim, Status.COMPLETED):
-                raise self.lost(claim, rec, "complete")
+            if fenced_outcome(rec, claim, Status.COMPLETED):
+                break  # our own completion, whose answer was lost
+            if (
+                unanswered is not None
+                and rec is not None
+                and rec.owner == claim.owner
+                and rec.status is Status.PENDING
+                and rec.version == unanswered + 1
+            ):
+                # The renewal made above applied though its answer was lost: go on from it.
+                claim = replace(
+                    claim, version=rec.version, lease_expires_at=rec.lease_expires_at or 0
+                )
+                unanswered = None
+                continue
+            raise self.lost(claim, rec, "complete")
         return self.completed(claim, value)
+
+    def _keep_lease(self, claim: Claim, lease: float) -> Steps[Claim | None]:
+        """Renew ``claim`` when less than half a lease is left, so that nobody takes the key
+        over while its completion is retried. ``None``: the renewal failed (logged by the retry
+        loop; it may have been applied all the same)."""
+        if claim.lease_expires_at - millis(self.clock()) >= lease * 500:
+            return claim
+        try:
+            return (yield from self.renew(claim, lease))
+        except (ClientError, BotoCoreError):
+            return None
 
     def fail(
         self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any
@@ -444,37 +445,3 @@ class StateMachine:
         dkey, record_id = self.keys.key(key, scope)
         item = (yield from self.call(self.requests.get(dkey), key, record_id)).get("Item")
         return None if item is None else Record.from_item(item)
-
-    def ensure_table(self, wait: float = 60.0) -> Steps[bool]:
-        """Create the table (on-demand, TTL on ``expires_at``) unless it exists; ``True`` when
-        this call created it. Safe to run from many processes at once."""
-        table = self.config.table_name
-        created = yield from self._tolerant(self.requests.create_table(), "ResourceInUseException")
-        deadline = time.monotonic() + wait
-        while True:
-            desc = yield from self.call(self.requests.describe_table(), table, table)
-            if desc["Table"].get("TableStatus", "ACTIVE") == "ACTIVE":
-                break
-            if time.monotonic() > deadline:
-                break
-            yield Sleep(0.5)
-        ttl = yield from self._tolerant(self.requests.describe_ttl(), "UnknownOperationException")
-        if ttl is None:
-            # An emulator without TTL: expiry is still enforced in code, only deletion is lost.
-            self.report.no_ttl()
-            return created is not None
-        status = ttl.get("TimeToLiveDescription", {}).get("TimeToLiveStatus")
-        if status not in ("ENABLED", "ENABLING"):
-            # ValidationException: a concurrent ensure_table enabled it first.
-            yield from self._tolerant(self.requests.enable_ttl(), "ValidationException")
-        return created is not None
-
-    def _tolerant(self, call: Call, expected: str) -> Steps[dict[str, Any] | None]:
-        """``call`` once, with ``expected`` (an error code) answered as ``None``."""
-        try:
-            response: dict[str, Any] = yield call  # set-up: no retry policy, a quiet answer
-        except ClientError as exc:
-            if error_code(exc) != expected:
-                raise
-            return None
-        return response

@@ -22,6 +22,7 @@ firstwrite_operation_seconds                 histogram operation
 firstwrite_in_progress_polls_total           counter   (none)
 firstwrite_cache_hits_total                  counter   (none)
 firstwrite_late_retries_total                counter   record (expired|removed)
+firstwrite_completions_not_recorded_total    counter   (none)
 transact_write_cancellation_reason_total     counter   reason
 dynamo_ttl_delete_before_retry_total         counter   (none)
 dynamo_cross_region_duplicate_detected_total counter   region
@@ -56,6 +57,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "firstwrite_late_retries_total": (
         "Requests whose finished record was past retention (expired) or removed by TTL",
         ("record",),
+    ),
+    "firstwrite_completions_not_recorded_total": (
+        "Side effects that ran but whose result could not be recorded",
+        (),
     ),
     "transact_write_cancellation_reason_total": (
         "Transaction cancellation reasons, one per failing item",

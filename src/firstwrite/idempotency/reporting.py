@@ -206,6 +206,40 @@ class Reporter:
             extra={"idempotency_key": key, "record_id": record_id},
         )
 
+    def completion_retry(self, key: str, record_id: str, code: str, attempt: int) -> None:
+        log.warning(
+            "the side effect for %r ran; recording its result failed (%s), trying again "
+            "(attempt %d)",
+            key,
+            code,
+            attempt,
+            extra={
+                "idempotency_key": key,
+                "record_id": record_id,
+                "dynamo_error_code": code,
+                "operation": "UpdateItem",
+            },
+        )
+
+    def completion_not_recorded(
+        self, key: str, record_id: str, code: str, tried_for: float
+    ) -> None:
+        if self.enabled:
+            self.metrics.count("firstwrite_completions_not_recorded_total")
+        log.error(
+            "the side effect for %r ran but its result could not be recorded after %.1fs (%s): "
+            "a retry after the lease runs it again",
+            key,
+            tried_for,
+            code,
+            extra={
+                "idempotency_key": key,
+                "record_id": record_id,
+                "dynamo_error_code": code,
+                "operation": "UpdateItem",
+            },
+        )
+
     def late_retry(
         self,
         key: str,

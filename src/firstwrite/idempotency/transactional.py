@@ -21,10 +21,11 @@ from .errors import (
     TransactionConflictError,
     TransactionValidationError,
 )
-from .machine import StateMachine, Verdict, fenced_outcome
+from .machine import StateMachine
 from .outcomes import Claim, Outcome, Replay, key_of
 from .record import Record, Status
 from .retry import backoff, error_code
+from .verdicts import Verdict, fenced_outcome
 
 # Top-level errors that say "another transaction holds an item": retried by the retry policy,
 # then the documented TransactionConflictError.
