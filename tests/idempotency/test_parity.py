@@ -164,7 +164,8 @@ async def in_progress(h: Harness) -> None:
     assert isinstance(claim, Claim)
     with pytest.raises(InProgressError) as info:
         await h.claim("busy", {"a": 1})
-    assert info.value.retry_after == 30.0  # the clock is frozen
+    assert info.value.retry_after == 1.0  # the clock is frozen: the default policy's second
+    assert info.value.lease_remaining == 30.0
     await h.complete(claim, "done")
     assert await h.run("busy", lambda: "again", {"a": 1}) == "done"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .aio import AsyncIdempotency
 from .audit import DynamoAuditStore, MemoryAuditStore, TtlAudit
-from .config import IdempotencyConfig, RetryPolicy
+from .config import IdempotencyConfig, InFlight, RetryAfter, RetryPolicy
 from .decorators import idempotent, idempotent_handler
 from .errors import (
     BusinessConditionFailedError,
@@ -59,6 +59,7 @@ __all__ = [
     "Idempotency",
     "IdempotencyConfig",
     "IdempotencyError",
+    "InFlight",
     "InProgressError",
     "ItemCollectionSizeLimitError",
     "LateRetryError",
@@ -76,6 +77,7 @@ __all__ = [
     "Replay",
     "ReplayedFailureError",
     "ResultTooLargeError",
+    "RetryAfter",
     "RetryPolicy",
     "RoutedIdempotency",
     "SerializationError",

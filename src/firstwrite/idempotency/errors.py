@@ -11,6 +11,7 @@ can say something more useful: a missing table (:class:`TableNotFoundError`, sti
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -29,13 +30,31 @@ class MissingKeyError(IdempotencyError, ValueError):
 
 
 class InProgressError(IdempotencyError):
-    """Another live claim holds the key (HTTP 409). ``retry_after`` is in seconds."""
+    """Another live claim holds the key (HTTP 409).
 
-    def __init__(self, key: str, retry_after: float, *, record_id: str | None = None) -> None:
+    ``retry_after`` (seconds) is what the configuration's :class:`~.config.RetryAfter` policy
+    answers; ``retry_after_header`` is the same rounded up to whole seconds, the form of an HTTP
+    ``Retry-After`` header; ``lease_remaining`` is how long until the live claim could be taken
+    over."""
+
+    def __init__(
+        self,
+        key: str,
+        retry_after: float,
+        *,
+        record_id: str | None = None,
+        lease_remaining: float | None = None,
+    ) -> None:
         super().__init__(key, retry_after)  # the message is made only if asked for (hot path)
         self.key = key
         self.retry_after = retry_after
         self.record_id = record_id if record_id is not None else key
+        self.lease_remaining = retry_after if lease_remaining is None else lease_remaining
+
+    @property
+    def retry_after_header(self) -> str:
+        """``Retry-After`` in whole seconds (rounded up, so a client never comes back early)."""
+        return str(max(0, math.ceil(self.retry_after)))
 
     def __str__(self) -> str:
         return f"request {self.key!r} is already in progress; retry after {self.retry_after:.3f}s"

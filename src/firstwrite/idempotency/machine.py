@@ -33,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import requests as q
 from . import serialization
 from .cache import ReplayCache
-from .config import IdempotencyConfig
+from .config import IdempotencyConfig, InFlight
 from .effects import Call, Sleep, Steps
 from .errors import (
     CompletionNotRecordedError,
@@ -211,8 +211,15 @@ class StateMachine:
 
     def in_progress(self, attempt: Attempt, rec: Record, now: float) -> InProgressError:
         self.report.claim("in_progress")
-        retry_after = max(0.0, ((rec.lease_expires_at or 0) - now * 1000) / 1000)
-        return InProgressError(attempt.idempotency_key, retry_after, record_id=attempt.record_id)
+        live = InFlight(
+            attempt.idempotency_key, rec.claimed_at, (rec.lease_expires_at or 0) / 1000, now
+        )
+        return InProgressError(
+            attempt.idempotency_key,
+            self.config.retry_after(live),
+            record_id=attempt.record_id,
+            lease_remaining=live.lease_remaining,
+        )
 
     def cached(self, record_id: str, fp: str) -> Replay | None:
         if self.cache is None:
