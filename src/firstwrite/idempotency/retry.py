@@ -97,7 +97,8 @@ def perform(
     failed condition or a cancelled transaction: re-raised at once), or the attempts run out
     (re-raised, logged with its ``dynamo_error_code``). ``key`` (the caller's idempotency key)
     and ``record_id`` go into the logs. A missing table becomes :class:`TableNotFoundError`."""
-    start = report.start()
+    reporting = report.enabled  # the default sink is off: no timing, no calls to report
+    start = report.start() if reporting else 0.0
     attempt = 0
     while True:
         try:
@@ -105,7 +106,8 @@ def perform(
         except (ClientError, BotoCoreError) as exc:
             code = error_code(exc)
             if code in ANSWERS:
-                report.refused(call, exc, start)
+                if reporting:
+                    report.refused(call, exc, start)
                 raise
             attempt += 1
             kind = classify(exc)
@@ -118,5 +120,6 @@ def perform(
             report.retrying(call.operation, kind, code, attempt, delay, key, record_id)
             yield Sleep(delay)
         else:
-            report.answered(call, response, start)
+            if reporting:
+                report.answered(call, response, start)
             return response

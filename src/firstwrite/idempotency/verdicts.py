@@ -43,9 +43,10 @@ def judge(
     if rec.owner == owner:
         return Verdict.OURS
     expired = q.past_retention(rec.expires_at, now)
-    if rec.removed and expired:  # a tombstone past its window: the key is forgotten
+    removed = rec.removed_at is not None
+    if removed and expired:  # a tombstone past its window: the key is forgotten
         return Verdict.CLAIMABLE if retention_branch else Verdict.REPLACE
-    if rec.removed or (expired and not retention_branch):
+    if removed or (expired and not retention_branch):
         if rec.finished and q.same_request(rec.fingerprint, fp):
             return Verdict.LATE
         return Verdict.REPLACE
