@@ -241,6 +241,15 @@ async def throttling(h: Harness) -> None:
         await h.run("unrecorded", _raise(TimeoutError("upstream")))
 
 
+async def completion_retried(h: Harness) -> None:
+    """The completion outlasts the retry policy's four attempts: retried again, not lost."""
+    h.engine.faults.error("InternalServerError", operation="UpdateItem", table=TABLE, count=6)
+    assert await h.run("persisted", lambda: {"n": 1}) == {"n": 1}
+    h.engine.clock.advance(61)
+    assert await h.run("persisted", lambda: {"n": 2}) == {"n": 1}
+    assert h.effects == ["persisted"]
+
+
 SCENARIOS: dict[str, Callable[[Harness], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -253,6 +262,7 @@ SCENARIOS: dict[str, Callable[[Harness], Awaitable[None]]] = {
         failed_final,
         transactional,
         throttling,
+        completion_retried,
     )
 }
 
