@@ -57,7 +57,6 @@ PENDING_CYCLES = {
 }
 PENDING_LONG_MODULES = {
     "engine/server.py",  # enghttp: wire protocol, SigV4 and the ASGI app become three modules
-    "idempotency/guard.py",  # layer: outcome types, cache, machine and driver become four
 }
 MAX_LINES = 500
 _SIZE_REASON = re.compile(r"^Size: \S", re.MULTILINE)
