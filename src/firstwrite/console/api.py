@@ -19,6 +19,7 @@ from starlette.templating import Jinja2Templates
 from . import race as race_module
 from . import scenarios, tables, wire
 from .pages import base_of
+from .security import too_large
 from .state import Console
 
 _TITLES = {
@@ -54,7 +55,14 @@ class BadRequest(Exception):
 
 
 async def _object(request: Request, allowed: set[str]) -> dict[str, Any]:
-    body = await request.body()
+    limit = int(request.scope.get("firstwrite.console.max_body", 1024 * 1024))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BadRequest(too_large(limit)[2], 413)
+        chunks.append(chunk)
+    body = b"".join(chunks)
     if not body.strip():
         return {}
     try:

@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from firstwrite.engine import Engine
+from firstwrite.engine import DynamoDBError, Engine
 from firstwrite.idempotency import MemoryMetrics
 
 from . import records
@@ -76,11 +76,18 @@ def create_console(
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         detail = str(exc.detail)
-        if exc.status_code == 413:
-            detail = f"the request is larger than the console accepts ({MAX_BODY_BYTES} bytes)"
         if request.url.path.startswith(base_of(request) + "/api/") or request.method != "GET":
             return problem(exc.status_code, detail, headers=exc.headers)
         return await pages.error(request, exc.status_code, detail)
+
+    async def engine_error(request: Request, exc: Exception) -> Response:
+        # An answer the pages did not expect (e.g. an injected fault): say what it was.
+        assert isinstance(exc, DynamoDBError)
+        status = 400 if exc.status < 500 else 502
+        detail = f"The engine answered {exc.code}: {exc.message or '(no message)'}"
+        if request.url.path.startswith(base_of(request) + "/api/") or request.method != "GET":
+            return problem(status, detail)
+        return await pages.error(request, status, detail)
 
     routes = [
         Route("/", pages.overview, name="overview"),
@@ -101,9 +108,8 @@ def create_console(
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(SameOriginJSON)],
-        exception_handlers={HTTPException: http_error},
-        max_body_size=MAX_BODY_BYTES,
+        middleware=[Middleware(SameOriginJSON, max_body_bytes=MAX_BODY_BYTES)],
+        exception_handlers={HTTPException: http_error, DynamoDBError: engine_error},
     )
     app.state.console = console
     return app

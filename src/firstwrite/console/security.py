@@ -86,17 +86,27 @@ def refusal(scope: Scope) -> tuple[int, str, str] | None:
     return None
 
 
-class SameOriginJSON:
-    """Pure ASGI middleware: refuse cross-site or non-JSON state changes; add the headers."""
+def too_large(limit: int) -> tuple[int, str, str]:
+    return (
+        413,
+        "Content Too Large",
+        f"the request is larger than the console accepts ({limit} bytes)",
+    )
 
-    def __init__(self, app: ASGIApp) -> None:
+
+class SameOriginJSON:
+    """Pure ASGI middleware: refuse cross-site or non-JSON state changes and bodies over the
+    limit; add the headers."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refused = refusal(scope)
+        refused = refusal(scope) or self._too_large(scope)
         if refused is not None:
             status, title, detail = refused
             body = json.dumps(
@@ -116,6 +126,8 @@ class SameOriginJSON:
             await send({"type": "http.response.body", "body": body})
             return
 
+        scope["firstwrite.console.max_body"] = self.max_body_bytes
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {bytes(k).lower() for k, _ in message.get("headers", ())}
@@ -126,3 +138,11 @@ class SameOriginJSON:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    def _too_large(self, scope: Scope) -> tuple[int, str, str] | None:
+        """Refused at once when the declared length is over the limit (a chunked body is
+        counted as it is read: see :func:`read_limited`)."""
+        length = _header(scope, b"content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
+            return too_large(self.max_body_bytes)
+        return None

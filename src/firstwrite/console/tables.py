@@ -168,7 +168,7 @@ def items(
     try:
         page = engine.execute("Scan", request, region=detail.region, wire=True)
     except DynamoDBError as error:
-        if error.code == "ValidationException" and token:
+        if token and error.code in ("ValidationException", "SerializationException"):
             raise BadInput(f"the page token does not fit this table: {error.message}") from None
         if error.code == "ResourceNotFoundException":
             raise NoSuchTable(detail.name, detail.region) from None

@@ -1,0 +1,120 @@
+"""Fixtures for the console tests: a real engine on a file, the console mounted at ``/console``
+in front of the engine's own HTTP app, served by uvicorn on loopback.
+
+``served(engine, console=None, wrap=None)`` starts one such server and returns its base URL;
+``console_server`` is one on a fresh database for the module's tests. ``http`` is an httpx
+client of it. When the engine's server gains its ``mounts=`` argument the fixture mounts the
+console that way; until then it composes the two apps with a Starlette ``Mount``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from firstwrite.console import create_console
+from firstwrite.engine import Engine, create_app
+
+ASGIApp = Any
+
+
+@dataclass
+class Server:
+    url: str
+    engine: Engine
+    console: Any
+
+    @property
+    def console_url(self) -> str:
+        return self.url + "/console"
+
+
+def compose(engine: Engine, console: ASGIApp) -> tuple[ASGIApp, Callable[[], None]]:
+    """The engine's HTTP app with the console mounted at /console, and how to close it."""
+    if "mounts" in inspect.signature(create_app).parameters:  # the engine server's own way
+        app = create_app(engine, mounts={"/console": console})  # type: ignore[call-arg]
+        return app, app.close
+    engine_app = create_app(engine)
+    outer = Starlette(routes=[Mount("/console", app=console), Mount("", app=engine_app)])
+    return outer, engine_app.close
+
+
+@pytest.fixture
+def served() -> Iterator[Callable[..., Server]]:
+    stops: list[Callable[[], None]] = []
+
+    def start(
+        engine: Engine,
+        console: ASGIApp | None = None,
+        wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+    ) -> Server:
+        console = console if console is not None else create_console(engine)
+        app, close = compose(engine, console)
+        if wrap is not None:
+            app = wrap(app)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(256)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="console-server", daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the console server did not start")
+            time.sleep(0.01)
+
+        def stop() -> None:
+            server.should_exit = True
+            thread.join(30)
+            sock.close()
+            close()
+
+        stops.append(stop)
+        return Server(f"http://127.0.0.1:{sock.getsockname()[1]}", engine, console)
+
+    yield start
+    for stop in reversed(stops):
+        stop()
+
+
+@pytest.fixture
+def console_engine(tmp_path: Path) -> Iterator[Engine]:
+    with Engine(tmp_path / "console.db") as engine:
+        yield engine
+
+
+@pytest.fixture
+def console_server(served: Callable[..., Server], console_engine: Engine) -> Server:
+    return served(console_engine)
+
+
+@pytest.fixture
+def http(console_server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=console_server.console_url, timeout=60) as client:
+        yield client
+
+
+def post_json(client: httpx.Client, path: str, payload: Any, **headers: str) -> httpx.Response:
+    """A same-origin JSON POST, as the console's own pages send it."""
+    origin = str(client.base_url.copy_with(path="/")).rstrip("/")
+    return client.post(
+        path,
+        json=payload,
+        headers={"Origin": origin, "Sec-Fetch-Site": "same-origin", **headers},
+    )
