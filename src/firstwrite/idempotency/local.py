@@ -27,6 +27,22 @@ def default_path() -> str:
     )
 
 
+def _engine() -> tuple[Any, Any]:
+    """The engine's ``Engine`` and ``local_client``; the layer alone (``pip install
+    firstwrite``) needs only boto3, so without the ``engine`` extra say how to get it."""
+    try:
+        from firstwrite.engine import Engine
+        from firstwrite.engine.binding import local_client
+    except ImportError as exc:
+        raise ImportError(
+            "Idempotency() without a client keeps its records in the local engine, which is not "
+            f"installed ({exc.name or exc} is missing): pip install 'firstwrite[engine]', or pass "
+            "a DynamoDB client: Idempotency(config, client=boto3.client('dynamodb'))",
+            name=exc.name,
+        ) from exc
+    return Engine, local_client
+
+
 def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
     """A boto3 DynamoDB client bound in-process to the local engine file, with the table
     ``config.table_name`` created (on-demand, TTL on)."""
@@ -35,9 +51,7 @@ def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
     with _lock:
         client = _clients.get((path, region))
         if client is None:
-            from firstwrite.engine import Engine
-            from firstwrite.engine.binding import local_client
-
+            Engine, local_client = _engine()
             engine = _engines.get(path)
             if engine is None:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
