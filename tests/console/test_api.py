@@ -277,3 +277,58 @@ def test_clock(http: httpx.Client, console_server: Server) -> None:
         "frozen": True,
         "offset": 0.0,
     }
+
+
+def test_every_example_runs_on_a_fresh_database(http: httpx.Client, console_server: Server) -> None:
+    from firstwrite.console.examples import examples
+
+    bodies = examples(console_server.engine, "us-east-1")
+    order = [
+        "PutItem",
+        "GetItem",
+        "UpdateItem",
+        "Query",
+        "Scan",
+        "BatchWriteItem",
+        "BatchGetItem",
+        "TransactWriteItems",
+        "TransactGetItems",
+        "DeleteItem",
+        "ListTables",
+        "DescribeTable",
+        "CreateTable",
+        "UpdateTable",
+        "UpdateTimeToLive",
+        "DeleteTable",
+        "DescribeTimeToLive",
+        "TagResource",
+        "ListTagsOfResource",
+        "UntagResource",
+        "ListStreams",
+        "DescribeStream",
+        "GetShardIterator",
+    ]
+    assert set(order) | {"GetRecords"} == set(bodies)
+    for operation in order:
+        answer = post_json(
+            http, "/api/run", {"operation": operation, "request": bodies[operation]}
+        ).json()
+        assert answer["status"] == 200, (operation, answer["body"])
+    # Run again, the conditional ones answer with their failed condition, as the text says
+    # (DeleteItem removed my-item, so PutItem's second run is the one that fails).
+    post_json(http, "/api/run", {"operation": "PutItem", "request": bodies["PutItem"]})
+    again = post_json(
+        http, "/api/run", {"operation": "PutItem", "request": bodies["PutItem"]}
+    ).json()
+    assert again["code"] == "ConditionalCheckFailedException"
+    again = post_json(
+        http,
+        "/api/run",
+        {"operation": "TransactWriteItems", "request": bodies["TransactWriteItems"]},
+    ).json()
+    assert again["code"] == "TransactionCanceledException"
+    # GetRecords needs the iterator GetShardIterator returned: its placeholder is DynamoDB's 400.
+    placeholder = post_json(
+        http, "/api/run", {"operation": "GetRecords", "request": bodies["GetRecords"]}
+    ).json()
+    assert placeholder["status"] == 400

@@ -208,3 +208,15 @@ def test_metrics_page_uses_the_layers_names(
         # The console's own guards count into the metrics it was given.
         post_json(http, "/api/scenarios/replay", {})
     assert metrics.total("firstwrite_claims_total", outcome="replayed_completed") == 1
+
+
+def test_an_example_for_every_operation_the_engine_serves(console_engine: Engine) -> None:
+    import json
+
+    from firstwrite.console.examples import examples
+    from firstwrite.engine import operations
+
+    operations.load_all()
+    bodies = examples(console_engine, "us-east-1")
+    assert set(bodies) == set(operations.DYNAMODB) | set(operations.STREAMS)
+    assert all(isinstance(json.loads(body), dict) for body in bodies.values())

@@ -70,7 +70,7 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
                 {
                     "Put": {
                         "TableName": EXAMPLES_TABLE,
-                        "Item": {**_key("transfer-1"), "amount": {"N": "10"}},
+                        "Item": {**_key("transfer-1"), "amount": {"N": "1"}},
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
@@ -80,7 +80,7 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
                         "Key": _key("batch-1"),
                         "UpdateExpression": "SET n = n - :amt",
                         "ConditionExpression": "n >= :amt",
-                        "ExpressionAttributeValues": {":amt": {"N": "10"}},
+                        "ExpressionAttributeValues": {":amt": {"N": "1"}},
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
