@@ -1,7 +1,8 @@
 """Fixtures for the console tests: a real engine on a file, the console mounted at ``/console``
 in front of the engine's own HTTP app, served by uvicorn on loopback.
 
-``served(engine, console=None, wrap=None)`` starts one such server and returns its base URL;
+``served(engine, console=None, wrap=None, alone=False)`` starts one such server (``alone``:
+the console by itself, at the root) and returns it;
 ``console_server`` is one on a fresh database for the module's tests. ``http`` is an httpx
 client of it. When the engine's server gains its ``mounts=`` argument the fixture mounts the
 console that way; until then it composes the two apps with a Starlette ``Mount``.
@@ -59,9 +60,10 @@ def served() -> Iterator[Callable[..., Server]]:
         engine: Engine,
         console: ASGIApp | None = None,
         wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+        alone: bool = False,
     ) -> Server:
         console = console if console is not None else create_console(engine)
-        app, close = compose(engine, console)
+        app, close = (console, lambda: None) if alone else compose(engine, console)
         if wrap is not None:
             app = wrap(app)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -220,3 +220,12 @@ def test_an_example_for_every_operation_the_engine_serves(console_engine: Engine
     bodies = examples(console_engine, "us-east-1")
     assert set(bodies) == set(operations.DYNAMODB) | set(operations.STREAMS)
     assert all(isinstance(json.loads(body), dict) for body in bodies.values())
+
+
+def test_served_alone_at_the_root(served: Callable[..., Server], console_engine: Engine) -> None:
+    server = served(console_engine, alone=True)
+    with httpx.Client(base_url=server.url) as http:
+        page = http.get("/race").text
+        assert 'href="/static/console.css"' in page and 'href="/tables"' in page
+        assert http.get("/static/console.js").status_code == 200
+        assert post_json(http, "/api/race", {"n": 3}).json()["won"] == 1

@@ -3,6 +3,7 @@ did not hold when the layer is broken. None of them touches the served engine.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -169,3 +170,17 @@ def test_scenarios_run_on_scratch_engines(http: httpx.Client, console_server: Se
     assert engine.faults.describe()["faults"] == []
     assert engine.replication.backlog() == []
     assert engine.execute("ListTables", {}, region="eu-west-1")["TableNames"] == []
+
+
+def test_the_layers_log_lines_go_to_the_page(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="firstwrite.idempotency")
+    outcome = run("lease-takeover")
+    logged = [
+        e.text for s in outcome.steps for e in s.events if isinstance(e, Note) and e.kind == "log"
+    ]
+    assert any("WARNING: took over abandoned claim" in t for t in logged)
+    assert any("ERROR: lost claim" in t for t in logged)
+    assert [r for r in caplog.records if r.name.startswith("firstwrite.idempotency")] == []
+    # Outside a scenario the layer logs as it always does.
+    logging.getLogger("firstwrite.idempotency").warning("outside")
+    assert [r.getMessage() for r in caplog.records] == ["outside"]

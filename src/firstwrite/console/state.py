@@ -39,6 +39,10 @@ class Console:
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._results_lock = threading.Lock()
+        # One race at a time (up to 128 threads each) and two scenarios at a time: a console
+        # left open by several people must not multiply the server's threads.
+        self._racing = threading.Lock()
+        self._staging = threading.BoundedSemaphore(2)
         self.last_race: race_module.RaceResult | None = None
         self.outcomes: dict[str, Outcome] = {}
 
@@ -58,13 +62,15 @@ class Console:
         return seed.seed(self.client, self.engine.clock.now, self.metrics, fresh_only=fresh_only)
 
     def race(self, n: int, key: str) -> race_module.RaceResult:
-        result = race_module.race(self.client, n, key)
+        with self._racing:
+            result = race_module.race(self.client, n, key)
         with self._results_lock:
             self.last_race = result
         return result
 
     def run_scenario(self, scenario: scenarios.Scenario) -> Outcome:
-        outcome = scenarios.run(scenario, self.metrics)
+        with self._staging:
+            outcome = scenarios.run(scenario, self.metrics)
         with self._results_lock:
             self.outcomes[scenario.slug] = outcome
         return outcome

@@ -60,7 +60,8 @@ def run(scenario: Scenario, shared: Metrics | None = None) -> Outcome:
     started = time.perf_counter()
     stage = scenario.make_stage(scenario.slug, shared)
     try:
-        verdict = scenario.runner(stage)
+        with stage.working():
+            verdict = scenario.runner(stage)
         error = None
     except Exception as exc:  # shown on the page as "could not run", never a 500
         log.exception("scenario %s failed", scenario.slug)

@@ -16,6 +16,7 @@ call of its own on the page.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -40,6 +41,27 @@ from ..records import RecordView, decode, key_text, pretty, relative, view, wire
 
 ONE_ATTEMPT = Config(retries={"total_max_attempts": 1})
 _CONTEXT_KEY = "firstwrite.console.call"
+# The layer's loggers. What they log while a scenario runs belongs on its page, not in the
+# server's log: a throttling scenario alone logs a hundred warnings on purpose.
+LAYER_LOGGERS = ("firstwrite.idempotency", "firstwrite.idempotency.audit")
+_running = threading.local()  # .stage: the stage this thread is working for
+
+
+class _ToTheStage(logging.Filter):
+    """Sends a record logged by a thread working for a stage to that stage instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        stage: Stage | None = getattr(_running, "stage", None)
+        if stage is None:
+            return True
+        stage.logged(record)
+        return False
+
+
+_FILTER = _ToTheStage()
+for _name in LAYER_LOGGERS:
+    if _FILTER not in logging.getLogger(_name).filters:
+        logging.getLogger(_name).addFilter(_FILTER)
 
 
 @dataclass(slots=True)
@@ -94,9 +116,10 @@ class Exchange:
 
 @dataclass(slots=True)
 class Note:
-    """Something that is not a DynamoDB call: setting the stage, an outcome, a backoff sleep."""
+    """Something that is not a DynamoDB call: setting the stage, an outcome, a backoff sleep,
+    a line the layer logged."""
 
-    kind: Literal["stage", "outcome", "sleep"]
+    kind: Literal["stage", "outcome", "sleep", "log"]
     text: str
     actor: str = ""
     code: str = ""  # the engine API call (and its admin API twin) that set the stage
@@ -258,13 +281,29 @@ class Stage:
 
     @contextmanager
     def actor(self, name: str) -> Iterator[None]:
-        """Label the calls this thread makes inside the block (``worker A``, ``eu-west-1``)."""
+        """Label the calls this thread makes inside the block (``worker A``, ``eu-west-1``);
+        what the layer logs meanwhile goes to this stage."""
         previous = getattr(self._local, "actor", "")
         self._local.actor = name
         try:
-            yield
+            with self.working():
+                yield
         finally:
             self._local.actor = previous
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """This thread works for the stage: the layer's log records go to its page."""
+        previous = getattr(_running, "stage", None)
+        _running.stage = self
+        try:
+            yield
+        finally:
+            _running.stage = previous
+
+    def logged(self, record: logging.LogRecord) -> None:
+        text = f"the layer logged {record.levelname}: {record.getMessage()}"
+        self._add(Note("log", text, self._actor(), record.name, self.now()))
 
     def _actor(self) -> str:
         return str(getattr(self._local, "actor", ""))

@@ -116,8 +116,9 @@ def run(stage: Stage) -> str:
             thread.join()
 
     by_actor: dict[str, list[Exchange | Note]] = collections.defaultdict(list)
-    for event in step.events:
-        by_actor[event.actor].append(event)
+    for event in step.events:  # the calls and the sleeps between them (not the log lines)
+        if isinstance(event, Exchange) or event.kind == "sleep":
+            by_actor[event.actor].append(event)
     throttled = retried = within = given_up = resent_failed = 0
     first_delays: list[float] = []
     with stage.step(
