@@ -8,12 +8,14 @@ nothing is lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from firstwrite.console.race import MAX_N, RACE_TABLE
+from firstwrite.engine import Engine
 
 from .conftest import Server, post_json
 
@@ -332,3 +334,37 @@ def test_every_example_runs_on_a_fresh_database(http: httpx.Client, console_serv
         http, "/api/run", {"operation": "GetRecords", "request": bodies["GetRecords"]}
     ).json()
     assert placeholder["status"] == 400
+
+
+def test_the_console_refuses_on_its_own(
+    served: Callable[..., Server], console_engine: Engine
+) -> None:
+    """Served alone (no engine server in front), the console's own checks still hold."""
+    server = served(console_engine, alone=True)
+    with httpx.Client(base_url=server.url) as http:
+        response = http.post(
+            "/api/race", content=b'{"n": 4}', headers={"Content-Type": "text/plain"}
+        )
+        assert "JSON" in problem(response, 415)["detail"]
+        response = http.post("/api/race", json={"n": 4}, headers={"Origin": "http://evil.example"})
+        assert "evil.example" in problem(response, 403)["detail"]
+        response = http.post("/api/race", json={"n": 4}, headers={"Sec-Fetch-Site": "cross-site"})
+        assert "cross-site" in problem(response, 403)["detail"]
+        response = http.post(
+            "/api/race",
+            content=b'{"key": "' + b"k" * (2 * 1024 * 1024) + b'"}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert "larger than" in problem(response, 413)["detail"]
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it is read
+            yield b'{"key": "'
+            for _ in range(40):
+                yield b"k" * 65536
+            yield b'"}'
+
+        response = http.post(
+            "/api/race", content=chunks(), headers={"Content-Type": "application/json"}
+        )
+        assert "larger than" in problem(response, 413)["detail"]
+    assert RACE_TABLE not in console_engine.execute("ListTables", {})["TableNames"]

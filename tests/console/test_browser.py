@@ -17,6 +17,7 @@ import json
 import os
 import re
 import secrets
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -392,6 +393,16 @@ class SessionAuth:
             return
         path, method = scope["path"], scope["method"]
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        cookies = dict(
+            part.strip().split("=", 1)
+            for part in headers.get("cookie", "").split(";")
+            if "=" in part
+        )
+        token = cookies.get("fw-session")
+        if path == "/_firstwrite/session" and method == "DELETE":
+            self.sessions.discard(token or "")
+            await _respond(send, 204, b"", [])
+            return
         if path == "/_firstwrite/session" and method == "POST":
             body = b""
             while True:
@@ -411,12 +422,7 @@ class SessionAuth:
             else:
                 await _problem(send, 401, "unknown access key or wrong secret")
             return
-        cookies = dict(
-            part.strip().split("=", 1)
-            for part in headers.get("cookie", "").split(";")
-            if "=" in part
-        )
-        signed_in = cookies.get("fw-session") in self.sessions
+        signed_in = token in self.sessions
         inner = path[len("/console") :]
         public = any(inner.startswith(p) for p in PUBLIC_PATHS)
         if path.startswith("/console") and not signed_in and not public:
@@ -426,6 +432,8 @@ class SessionAuth:
             else:
                 await _problem(send, 401, "sign in first")
             return
+        if signed_in:
+            scope["firstwrite.principal"] = types.SimpleNamespace(access_key_id=self.key)
         await self.app(scope, receive, send)
 
 
@@ -453,6 +461,7 @@ def test_sign_in_on_401(
     page.page.get_by_role("button", name="Sign in").click()
     page.page.wait_for_url(server.console_url + "/race")
     assert page.page.evaluate("document.cookie") == ""  # HttpOnly: not readable by scripts
+    assert "Signed in as AKIDCONSOLE" in page.page.inner_text("header")
     # The session ends; the next state change gets 401 and opens the sign-in dialog.
     context.clear_cookies()
     page.page.get_by_role("button", name="Race").click()
@@ -467,4 +476,7 @@ def test_sign_in_on_401(
     # Signed in again, the race that asked runs without being asked twice.
     page.page.wait_for_selector("#race-result .verdict")
     assert page.page.locator(".verdict").get_attribute("data-held") == "true"
+    # Signing out ends the session: the page reloads into the login page.
+    page.page.get_by_role("button", name="Sign out").click()
+    page.page.wait_for_url(re.compile(r".*/console/login\?next=/console/race$"))
     page.expect_clean(allowed="status of 401")

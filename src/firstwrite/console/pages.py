@@ -17,6 +17,15 @@ from . import race as race_module
 from . import scenarios, seed, tables, wire
 from .state import Console
 
+PRINCIPAL_SCOPE_KEY = "firstwrite.principal"
+"""Where the engine's server puts the signed-in caller (an object with ``access_key_id``)."""
+
+
+def signed_in_as(request: Request) -> str | None:
+    principal = request.scope.get(PRINCIPAL_SCOPE_KEY)
+    name = getattr(principal, "access_key_id", None)
+    return name if isinstance(name, str) else None
+
 
 def base_of(request: Request) -> str:
     """Where the console is mounted (``/console``), for links; ``""`` at the root."""
@@ -40,6 +49,7 @@ class Pages:
                 "section": section,
                 "clock": clock,
                 "now": clock.now,
+                "signed_in_as": signed_in_as(request),
                 **context,
             },
             status_code=status,

@@ -133,6 +133,14 @@
     });
   }
 
+  const signOut = document.getElementById("sign-out");
+  if (signOut) {
+    signOut.addEventListener("click", async () => {
+      await fetch(signOut.dataset.session, { method: "DELETE", credentials: "same-origin" });
+      window.location.reload();
+    });
+  }
+
   const loginPage = document.querySelector(".login-page");
   if (loginPage) {
     const form = loginPage.querySelector("form");
