@@ -69,6 +69,13 @@ PAGES = {
 SCREENSHOTS = {"lease-takeover", "transaction-cancelled"}
 
 
+def expect(locator: Any) -> Any:
+    """Playwright's retrying assertions (imported late: the module loads without it)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
 @pytest.fixture(scope="module")
 def playwright() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
@@ -243,7 +250,7 @@ def test_the_keyboard_reaches_and_runs_the_race(
     page.wait_for_selector("#race-result .verdict")
     # Focus moves to the result, so a screen reader reads it next.
     assert page.evaluate("document.activeElement.closest('#race-result') !== null")
-    assert page.locator(".race-form .form-status").inner_text() == "Done: held."
+    expect(page.locator(".race-form .form-status")).to_have_text("Done: held.")
 
 
 # -- scenarios -------------------------------------------------------------------------------
@@ -470,7 +477,7 @@ def test_sign_in_on_401(
     dialog.locator("#access_key_id").fill("AKIDCONSOLE")
     dialog.locator("#secret_access_key").fill("wrong")
     dialog.get_by_role("button", name="Sign in").click()
-    assert "wrong secret" in dialog.locator(".form-error").inner_text()
+    expect(dialog.locator(".form-error")).to_contain_text("wrong secret")
     dialog.locator("#secret_access_key").fill("s3cret")
     dialog.get_by_role("button", name="Sign in").click()
     # Signed in again, the race that asked runs without being asked twice.
