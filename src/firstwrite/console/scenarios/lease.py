@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from firstwrite.idempotency import Claim, IdempotencyConfig, InProgressError, LostClaimError
+from firstwrite.idempotency import (
+    Claim,
+    IdempotencyConfig,
+    InProgressError,
+    LostClaimError,
+    Status,
+)
 
 from .stage import Stage
 
@@ -88,15 +94,16 @@ def run(stage: Stage) -> str:
             refused = exc
             stage.note(f"LostClaimError: {exc}")
 
-    final = stage.read(TABLE, claim_a.key)
+    final = stage.record(config, KEY)
     stage.check("the duplicate during A's lease was answered 'in progress'", early == "in progress")
     stage.check("B's claim after the lease is a takeover", claim_b.taken_over)
     stage.check("A's stale completion was refused with LostClaimError", refused is not None)
     stage.check(
         "the record holds B's completion, untouched by A",
         final is not None
-        and final.get("owner", {}).get("S", "").startswith(claim_b.owner)
-        and "ch_B" in str(final.get("result", {}).get("S", "")),
+        and final.status is Status.COMPLETED
+        and final.owner == claim_b.owner
+        and "ch_B" in str(final.result),
     )
     stage.check(
         "firstwrite_lost_claims_total{operation=complete} counted it",

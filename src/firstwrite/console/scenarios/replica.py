@@ -35,10 +35,8 @@ def run(stage: Stage) -> str:
         return side_effect
 
     configs = {r: IdempotencyConfig(table_name=TABLE, region=r) for r in REGIONS}
-    guards = {}
-    for region in REGIONS:
-        with stage.actor(region):
-            guards[region] = stage.guard(configs[region], region=region)
+    clients = {r: stage.client(r) for r in REGIONS}
+    guards = {r: stage.guard(configs[r], client=clients[r]) for r in REGIONS}
 
     with stage.step(
         "Setting the stage",
@@ -47,7 +45,7 @@ def run(stage: Stage) -> str:
     ):
         with stage.actor(HOME):
             guards[HOME].ensure_table()
-            guards[HOME].client.update_table(
+            clients[HOME].update_table(
                 TableName=TABLE, ReplicaUpdates=[{"Create": {"RegionName": OTHER}}]
             )
         stage.engine.replication.lag(LAG)

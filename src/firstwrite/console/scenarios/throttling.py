@@ -39,8 +39,8 @@ def bound(attempt: int) -> float:
 
 def run(stage: Stage) -> str:
     config = IdempotencyConfig(table_name=TABLE, retry=POLICY)
-    guard = stage.guard(config)
-    client = guard.client
+    client = stage.client()
+    guard = stage.guard(config, client=client)
     with stage.step(
         "Setting the stage",
         f"A PROVISIONED table with {WCU} write units. Throughput enforcement is switched on "

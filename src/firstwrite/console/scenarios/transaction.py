@@ -69,8 +69,8 @@ def explain(step: Step, stage: Stage) -> list[str]:
 
 def run(stage: Stage) -> str:
     config = IdempotencyConfig(table_name=TABLE)
-    guard = stage.guard(config)
-    client = guard.client
+    client = stage.client()
+    guard = stage.guard(config, client=client)
     with stage.step(
         "Setting the stage",
         f"The idempotency table, and an accounts table holding acct-1 with a balance of {BALANCE}.",

@@ -56,8 +56,8 @@ def run(stage: Stage) -> str:
     config = IdempotencyConfig(
         table_name=TABLE, retention=RETENTION, client_retry_ceiling=CEILING, lease=30
     )
-    guard = stage.guard(config)
-    client = guard.client
+    client = stage.client()
+    guard = stage.guard(config, client=client)
     with stage.step(
         "Two requests complete",
         f"Orders A and B are shipped at t0. Each record expires at t0 + {RETENTION:g} s "
