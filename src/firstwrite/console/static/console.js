@@ -97,6 +97,7 @@
       }
       throw new Error(detail);
     }
+    await response.text(); // read to the end: navigating away must not abort it
   }
 
   function signIn() {
@@ -136,7 +137,11 @@
   const signOut = document.getElementById("sign-out");
   if (signOut) {
     signOut.addEventListener("click", async () => {
-      await fetch(signOut.dataset.session, { method: "DELETE", credentials: "same-origin" });
+      const response = await fetch(signOut.dataset.session, {
+        method: "DELETE",
+        credentials: "same-origin",
+      });
+      await response.text();
       window.location.reload();
     });
   }
