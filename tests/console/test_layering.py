@@ -3,9 +3,25 @@ the engine only through the modules any client of the engine uses."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
-from tests.test_architecture import SRC, _imports
+
+def _architecture() -> ModuleType:
+    """tests/test_architecture.py, whose import checker these tests reuse (loaded by path:
+    ``tests`` is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "test_architecture.py"
+    spec = importlib.util.spec_from_file_location("firstwrite_test_architecture", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ARCHITECTURE = _architecture()
+SRC: Path = _ARCHITECTURE.SRC
+_imports = _ARCHITECTURE._imports
 
 # What the console may import from the engine: the public names, the wire protocol function
 # (the raw request runner answers exactly as the server does) and the TTL sweeper's settings
