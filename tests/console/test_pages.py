@@ -199,7 +199,7 @@ def test_metrics_page_uses_the_layers_names(
             "firstwrite_claims_total",
             "firstwrite_dynamodb_retries_total",
             "firstwrite_dynamodb_throttles_total",
-            "transact_write_cancellation_reason",
+            "transact_write_cancellation_reason_total",
             "dynamo_ttl_delete_before_retry_total",
         ):
             assert f'data-metric="{name}"' in page
@@ -216,7 +216,7 @@ def test_an_example_for_every_operation_the_engine_serves(console_engine: Engine
     from firstwrite.console.examples import examples
     from firstwrite.engine import operations
 
-    operations.load_all()
+    getattr(operations, "load_all", lambda: None)()  # gone once the table is static
     bodies = examples(console_engine, "us-east-1")
     assert set(bodies) == set(operations.DYNAMODB) | set(operations.STREAMS)
     assert all(isinstance(json.loads(body), dict) for body in bodies.values())

@@ -32,7 +32,7 @@ def stored(guard: Idempotency, claim: Claim) -> dict[str, object]:
 
 
 def test_every_state_decodes(guard: Idempotency) -> None:
-    now = guard.clock()
+    now = 1_800_000_000
     pending = guard.claim("a", {"x": 1})
     done = guard.claim("b")
     failed = guard.claim("c")
@@ -57,7 +57,7 @@ def test_every_state_decodes(guard: Idempotency) -> None:
     assert c.result == "ValueError: try again" and c.version == 2
     assert d is not None and d.state == "FAILED (final)" and d.result.startswith("KeyError")
     assert d.condition(now) == "a duplicate gets the stored failure"
-    assert b.condition(b.expires_at + 1).startswith("expired")
+    assert b.condition(b.expires_at + 1).startswith("past retention")
     assert a.owner_short == "…" + a.owner[-8:]
     assert a.key == pending.key["pk"]["S"]
 
@@ -148,3 +148,21 @@ def test_the_race_verdict_fails_on_two_winners() -> None:
     checks = dict(race._checks(result))
     assert checks["exactly one winner (1)"] is True
     assert checks["every loser got the winner's item (ALL_OLD)"] is False
+
+
+def test_a_tombstone_is_shown_as_one() -> None:
+    from firstwrite.idempotency import record as r
+
+    item = {
+        "pk": {"S": "IDEMPOTENCY##gone"},
+        r.A_OWNER: {"S": "0190aaaaaaaa0123456789abcdef0123:1"},
+        r.A_EXPIRES: {"N": "1900000000"},
+        r.A_FINGERPRINT: {"S": "abc"},
+        r.A_REMOVED_STATUS: {"S": "COMPLETED"},
+        r.A_REMOVED_AT: {"N": "1800000000"},
+    }
+    view = decode(item, ["pk"])
+    assert view is not None and view.state == "COMPLETED (tombstone)"
+    assert view.state_class == "tombstone" and view.removed_at == 1_800_000_000
+    assert view.result.startswith("(removed by TTL")
+    assert view.condition(1_800_000_001).startswith("TTL removed this record")

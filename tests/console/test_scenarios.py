@@ -61,20 +61,25 @@ def test_lease_takeover_shows_the_fence_refusing_the_stale_worker() -> None:
     assert last is not None and last.state == "COMPLETED" and "ch_B" in last.result
 
 
-def test_ttl_race_shows_the_record_present_after_expiry_then_swept() -> None:
+def test_ttl_race_shows_expired_records_then_tombstones() -> None:
     outcome = run("ttl-race")
     by_title = {s.title: s for s in outcome.steps}
-    lagging = by_title["Retention ends, the sweeper lags"].snapshots
-    assert all(
-        s.record is not None and s.record.expired(by_title["Retention ends, the sweeper lags"].at)
-        for s in lagging
-    )
+    lagging = by_title["Retention ends, the sweeper lags"]
+    assert all(s.record is not None and s.record.expired(lagging.at) for s in lagging.snapshots)
     swept = by_title["The sweeper catches up"].snapshots
-    assert [s.record is None for s in swept] == [False, True]  # B's record is gone
-    audit = [
-        e for e in events(outcome, "The TTL audit reads the stream") if isinstance(e, Exchange)
+    assert [s.record for s in swept] == [None, None]
+    audited = by_title["The TTL audit reads the stream"]
+    states = [s.record.state if s.record else None for s in audited.snapshots]
+    assert states == ["COMPLETED (tombstone)", "COMPLETED (tombstone)"]
+    calls = [(e.operation, e.code) for e in audited.events if isinstance(e, Exchange)]
+    assert ("GetRecords", None) in calls
+    assert calls.count(("PutItem", None)) == 2  # the tombstones
+    refused = [
+        e.text
+        for e in by_title["A late duplicate after the sweep"].events
+        if isinstance(e, Note) and e.text.startswith("LateRetryError")
     ]
-    assert {e.operation for e in audit} >= {"DescribeStream", "GetShardIterator", "GetRecords"}
+    assert refused and "removed by TTL" in refused[0]
 
 
 def test_throttling_retries_throttles_with_jitter_and_never_a_failed_condition() -> None:
@@ -178,8 +183,8 @@ def test_the_layers_log_lines_go_to_the_page(caplog: pytest.LogCaptureFixture) -
     logged = [
         e.text for s in outcome.steps for e in s.events if isinstance(e, Note) and e.kind == "log"
     ]
-    assert any("WARNING: took over abandoned claim" in t for t in logged)
-    assert any("ERROR: lost claim" in t for t in logged)
+    assert any("WARNING: took over the abandoned claim" in t for t in logged)
+    assert any("ERROR: lost the claim" in t for t in logged)
     assert [r for r in caplog.records if r.name.startswith("firstwrite.idempotency")] == []
     # Outside a scenario the layer logs as it always does.
     logging.getLogger("firstwrite.idempotency").warning("outside")

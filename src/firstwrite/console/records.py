@@ -84,16 +84,21 @@ class RecordView:
     fingerprint: str | None
     region: str | None
     result: str
+    removed_at: float | None = None  # a tombstone: TTL removed the record, the audit kept this
 
     @property
     def state(self) -> str:
         """PENDING, COMPLETED, or FAILED with whether the same request may claim it again."""
+        if self.removed_at is not None:
+            return f"{self.status.value} (tombstone)"
         if self.status is Status.FAILED:
             return "FAILED (retryable)" if self.retryable else "FAILED (final)"
         return str(self.status.value)
 
     @property
     def state_class(self) -> str:
+        if self.removed_at is not None:
+            return "tombstone"
         if self.status is Status.FAILED:
             return "failed-retryable" if self.retryable else "failed-final"
         return str(self.status.value).lower()
@@ -117,8 +122,10 @@ class RecordView:
 
     def condition(self, now: float) -> str:
         """What a duplicate of the same request would get now, in words."""
+        if self.removed_at is not None and not self.expired(now):
+            return "TTL removed this record; the audit's tombstone marks a retry of it as late"
         if self.expired(now):
-            return "expired: counts as absent (a new claim wins), whether or not TTL deleted it"
+            return "past retention: a retry of it is late, whether or not TTL deleted it"
         if self.status is Status.COMPLETED:
             return "a duplicate gets the stored result"
         if self.status is Status.FAILED and not self.retryable:
@@ -153,6 +160,7 @@ def view(record: Record, key: str) -> RecordView:
         fingerprint=record.fingerprint,
         region=record.region,
         result=result_summary(record),
+        removed_at=None if record.removed_at is None else float(record.removed_at),
     )
 
 
@@ -161,6 +169,8 @@ def result_summary(record: Record) -> str:
     failure's type and message."""
     if record.status is Status.PENDING:
         return ""
+    if record.removed_at is not None:
+        return "(removed by TTL; a tombstone keeps only owner, fingerprint and status)"
     replay = Replay("", record.status, record.result, record.error, record.expires_at)
     try:
         value = replay.value()

@@ -19,6 +19,7 @@ TABLE = "payments-idempotency"
 ACCOUNTS = "accounts"
 ACCOUNT = {"pk": {"S": "acct-1"}}
 BALANCE = 100
+REASONS_METRIC = "transact_write_cancellation_reason_total"
 
 
 def debit(amount: int) -> dict[str, Any]:
@@ -145,12 +146,9 @@ def run(stage: Stage) -> str:
     )
     stage.check("the account was debited exactly once", balance(final) == BALANCE - 30)
     stage.check(
-        "transact_write_cancellation_reason counted business_condition_failed and duplicate",
-        stage.metrics.total(
-            "transact_write_cancellation_reason", reason="business_condition_failed"
-        )
-        == 1
-        and stage.metrics.total("transact_write_cancellation_reason", reason="duplicate") == 1,
+        f"{REASONS_METRIC} counted business_condition_failed and duplicate",
+        stage.metrics.total(REASONS_METRIC, reason="business_condition_failed") == 1
+        and stage.metrics.total(REASONS_METRIC, reason="duplicate") == 1,
     )
     return (
         "The transaction held: a failed business condition cancelled the claim with it (nothing "
