@@ -61,8 +61,8 @@ def test_clock_errors(admin: httpx.Client) -> None:
     problem(admin.post("/clock", content=b"{not json"), 400)
     problem(admin.post("/clock", json=[1, 2]), 400)
     not_allowed = admin.delete("/clock")
-    problem(not_allowed, 405)
-    assert not_allowed.headers["allow"] == "GET, POST"
+    assert "DELETE /_firstwrite/clock is not supported" in problem(not_allowed, 405)["detail"]
+    assert not_allowed.headers["allow"] == "GET, HEAD, POST"
 
 
 # --- faults ----------------------------------------------------------------------------------

@@ -23,13 +23,8 @@ from botocore.exceptions import ClientError
 from firstwrite.engine.api import Context, Engine
 from firstwrite.engine.binding import dummy_session
 from firstwrite.engine.errors import DynamoDBError
-from firstwrite.engine.server import (
-    ADMIN_PREFIX,
-    ServerThread,
-    SigV4Verifier,
-    register_admin_route,
-    unregister_admin_route,
-)
+from firstwrite.engine.server import ADMIN_PREFIX, ServerThread
+from firstwrite.engine.sigv4 import SigV4Verifier
 
 TARGET = "DynamoDB_20120810."
 JSON_10 = "application/x-amz-json-1.0"
@@ -354,30 +349,54 @@ def test_admin_routes_hook(engine: Engine) -> None:
     with ServerThread(engine, routes=routes) as url, httpx.Client(base_url=url) as http:
         response = http.post("/_firstwrite/echo/x?y=1")
         assert response.json() == {"path": "/_firstwrite/echo/x", "method": "POST"}
-        assert http.get("/_firstwrite/echo").json()["path"] == "/_firstwrite/echo"
+        assert http.get("/_firstwrite/echo/").json()["path"] == "/_firstwrite/echo/"
+        # Starlette's Mount: the bare prefix redirects to the prefix with a slash.
+        bare = http.get("/_firstwrite/echo")
+        assert bare.status_code == 307 and bare.headers["location"].endswith("/_firstwrite/echo/")
         assert http.get("/_firstwrite/echoes").status_code == 404  # whole segments only
         missing = http.get("/_firstwrite/nothing")
         assert missing.status_code == 404
         assert missing.headers["content-type"] == "application/problem+json"
+        assert missing.json()["detail"] == "No route for GET /_firstwrite/nothing"
+        assert http.get("/_firstwrite/clock").json()["frozen"] is False  # the admin API stays
 
 
-def test_registered_admin_routes_are_built_per_engine(engine: Engine) -> None:
-    built: list[Engine] = []
-
-    def factory(eng: Engine) -> Any:
-        built.append(eng)
-        return _echo_admin
-
-    register_admin_route(ADMIN_PREFIX + "registered", factory)
-    try:
-        with ServerThread(engine) as url:
-            response = httpx.get(url + "/_firstwrite/registered")
-        assert response.json()["path"] == "/_firstwrite/registered"
-        assert built == [engine]
-    finally:
-        unregister_admin_route(ADMIN_PREFIX + "registered")
+def test_admin_routes_must_live_under_the_admin_prefix(engine: Engine) -> None:
     with pytest.raises(ValueError, match="under /_firstwrite/"):
-        register_admin_route("/admin", factory)
+        ServerThread(engine, routes={"/admin": _echo_admin})
+
+
+async def _root_path_echo(scope: Any, receive: Any, send: Any) -> None:
+    body = json.dumps({"path": scope["path"], "root_path": scope["root_path"]}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_mounted_apps_are_served_under_their_prefix(engine: Engine) -> None:
+    mounts = {"/console": _root_path_echo, "/tools/x": _echo_admin}
+    with ServerThread(engine, mounts=mounts) as url, httpx.Client(base_url=url) as http:
+        page = http.get("/console/tables/a?b=1")
+        assert page.json() == {"path": "/console/tables/a", "root_path": "/console"}
+        assert http.get("/console/").json() == {"path": "/console/", "root_path": "/console"}
+        assert http.get("/console").status_code == 307
+        assert http.post("/tools/x/y").json() == {"path": "/tools/x/y", "method": "POST"}
+        assert http.get("/consoles").status_code == 404  # whole segments only
+        # The data plane and the admin API are untouched by mounts.
+        assert http.get("/").json()["status"] == "ok"
+        assert http.get("/_firstwrite/clock").status_code == 200
+        assert post(http, TARGET + "NoSuchOperation", b"{}").status_code == 400
+
+
+@pytest.mark.parametrize("prefix", ["console", "/console/", "/", "/_firstwrite", "/_firstwrite/x"])
+def test_mount_prefixes_are_checked(engine: Engine, prefix: str) -> None:
+    with pytest.raises(ValueError, match="mount prefix"):
+        ServerThread(engine, mounts={prefix: _echo_admin})
 
 
 # --- authentication -----------------------------------------------------------------------------

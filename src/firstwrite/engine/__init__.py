@@ -20,14 +20,8 @@ if TYPE_CHECKING:
     from .binding import bind, local_client, local_resource, unbind
     from .client import DirectClient, client_error
     from .errors import DynamoDBError
-    from .server import (
-        EngineApp,
-        ServerThread,
-        SigV4Verifier,
-        create_app,
-        register_admin_route,
-        serve,
-    )
+    from .server import EngineApp, ServerThread, create_app, serve
+    from .sigv4 import SigV4Verifier
 
 __all__ = [
     "DirectClient",
@@ -41,7 +35,6 @@ __all__ = [
     "create_app",
     "local_client",
     "local_resource",
-    "register_admin_route",
     "serve",
     "unbind",
 ]
@@ -57,9 +50,8 @@ _WHERE = {
     "local_resource": "binding",
     "EngineApp": "server",
     "ServerThread": "server",
-    "SigV4Verifier": "server",
+    "SigV4Verifier": "sigv4",
     "create_app": "server",
-    "register_admin_route": "server",
     "serve": "server",
 }
 

@@ -39,8 +39,8 @@ from botocore.configprovider import (
 from botocore.model import OperationModel
 from botocore.parsers import create_parser
 
-from .client import CONTENT_TYPE, exceptions_factory, new_request_id
-from .server import wire_call
+from .client import exceptions_factory
+from .wire import CONTENT_TYPE, new_request_id, wire_call
 
 if TYPE_CHECKING:
     from .api import Engine

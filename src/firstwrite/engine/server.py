@@ -1,48 +1,47 @@
-"""DynamoDB's JSON 1.0 protocol over HTTP: a pure ASGI app, run by uvicorn.
+"""The HTTP server: DynamoDB's JSON 1.0 protocol over HTTP, a pure ASGI app run by uvicorn.
 
 ``POST /`` with ``X-Amz-Target: DynamoDB_20120810.<Op>`` (or ``DynamoDBStreams_20120810.<Op>``)
-and a JSON body, answered as DynamoDB answers: ``application/x-amz-json-1.0``, an
-``x-amzn-RequestId`` and the body's ``x-amz-crc32``, errors with their HTTP status and
-DynamoDB's ``__type`` body. ``GET /`` is a health check. Paths under ``/_firstwrite/`` are
-reserved for admin apps (see :func:`register_admin_route`); anything else is a 4xx with an
+and a JSON body is answered as DynamoDB answers (:mod:`.wire`); ``GET /`` is a health check.
+Paths under ``/_firstwrite/`` are the admin API (:mod:`.admin`), and other ASGI apps can be
+mounted under a path prefix (``mounts={"/console": app}``); the server composes them all
+explicitly, with Starlette's routing. Anything else is a 4xx with an
 ``application/problem+json`` body.
 
-The hot path avoids frameworks: headers are picked out of the raw ASGI scope, and the blocking
-part (JSON decode, signature check, :meth:`Engine.execute`, JSON encode, CRC32) runs as one job
-on a thread pool, so the event loop only moves bytes and concurrent writers reach the storage
-layer together, where they share a commit.
+The data plane's hot path avoids frameworks: headers are picked out of the raw ASGI scope, and
+the blocking part (JSON decode, signature check, :meth:`Engine.execute`, JSON encode, CRC32)
+runs as one job, so the event loop only moves bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import calendar
 import contextlib
-import functools
-import hashlib
-import hmac
 import json
 import logging
-import re
 import signal
 import socket
 import threading
-import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from .client import CONTENT_TYPE, new_request_id
-from .errors import DynamoDBError
-from .values import to_wire
+from . import connection
+from .asgi import ASGIApp, Message, Problem, Receive, Scope, Send, header, problem, respond
+from .sigv4 import SigV4Verifier, region_from_authorization
+from .wire import (
+    JSON_CONTENT_TYPES,
+    MAX_BODY_BYTES,
+    new_request_id,
+    response_headers,
+    wire_call,
+)
 
 if TYPE_CHECKING:
     import uvicorn
+    from starlette.applications import Starlette
 
-    from .api import Engine, Service
+    from .api import Engine
 
 __all__ = [
     "ADMIN_PREFIX",
@@ -51,326 +50,14 @@ __all__ = [
     "ServerThread",
     "SigV4Verifier",
     "create_app",
-    "register_admin_route",
     "serve",
-    "unregister_admin_route",
     "wire_call",
 ]
 
 log = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 ADMIN_PREFIX = "/_firstwrite/"
-MAX_BODY_BYTES = 16 * 1024 * 1024  # DynamoDB's own request limit
 DEFAULT_THREADS = 32
-DEFAULT_REGION = "us-east-1"
-
-_TARGETS: dict[str, Service] = {
-    "DynamoDB_20120810": "dynamodb",
-    "DynamoDBStreams_20120810": "streams",
-}
-_JSON_TYPES = frozenset({b"application/x-amz-json-1.0", b"application/json"})
-
-
-# --- the protocol core, shared with the boto3 binding ------------------------------------------
-
-
-def _loads(body: bytes | str) -> Any:
-    if type(body) is bytes and body[:1] == b"{" and body[1:2] != b"\x00":
-        # What json.loads does with such bytes (its encoding sniffing says UTF-8), minus the
-        # sniffing.
-        return json.loads(body.decode("utf-8", "surrogatepass"))
-    return json.loads(body)
-
-
-# One encoder for every response: json.dumps with options builds a new one per call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=to_wire)
-
-
-def _dumps(value: Any) -> bytes:
-    if type(value) is dict and not value:
-        return b"{}"  # the commonest response (PutItem, DeleteItem, UpdateItem without returns)
-    return _ENCODER.encode(value).encode()
-
-
-# DynamoDB answers unparseable JSON with a bare __type (no message member).
-_SERIALIZATION_BODY = b'{"__type":"com.amazon.coral.service#SerializationException"}'
-_UNKNOWN_OPERATION_BODY = b'{"__type":"com.amazon.coral.service#UnknownOperationException"}'
-_INTERNAL_BODY = _dumps(DynamoDBError("InternalServerError", "Internal server error").wire_body())
-
-
-def wire_call(
-    engine: Engine,
-    target: str | None,
-    body: bytes | str | None,
-    region: str | None = None,
-    authorize: Callable[[], str] | None = None,
-) -> tuple[int, bytes]:
-    """Answer one DynamoDB JSON 1.0 request: ``(HTTP status, response body)``.
-
-    Checks run in DynamoDB's order: the JSON body, then the target, then ``authorize`` (which
-    returns the region of a verified signature or raises), then the engine. Anything the
-    engine did not anticipate becomes DynamoDB's 500 ``InternalServerError``.
-    """
-    try:
-        try:
-            request = _loads(body) if body else {}
-        except ValueError:
-            return 400, _SERIALIZATION_BODY
-        prefix, _, operation = (target or "").partition(".")
-        service = _TARGETS.get(prefix)
-        if service is None or not operation:
-            return 400, _UNKNOWN_OPERATION_BODY
-        if authorize is not None:
-            region = authorize()
-        result = engine.execute(operation, request, region=region, wire=True, service=service)
-        return 200, _dumps(result)
-    except DynamoDBError as error:
-        return error.status, _dumps(error.wire_body())
-    except Exception:
-        log.exception("engine failed on %s", target)
-        return 500, _INTERNAL_BODY
-
-
-# --- SigV4 -----------------------------------------------------------------------------------
-
-_MISSING_TOKEN = "Request is missing Authentication Token"
-_BAD_TOKEN = "The security token included in the request is invalid."
-_SIGNATURE_MISMATCH = (
-    "The request signature we calculated does not match the signature you provided. "
-    "Check your AWS Secret Access Key and signing method. "
-    "Consult the service documentation for details."
-)
-_BASIC_DATE = re.compile(r"\d{8}T\d{6}Z\Z")
-_SKEW_SECONDS = 15 * 60
-
-
-def region_from_authorization(header: bytes | str | None) -> str:
-    """The region of a SigV4 ``Authorization`` header's credential scope, unverified."""
-    if header is None:
-        return DEFAULT_REGION
-    text = header.decode("latin-1") if isinstance(header, bytes) else header
-    start = text.find("Credential=")
-    if start < 0:
-        return DEFAULT_REGION
-    end = text.find(",", start)
-    parts = text[start + 11 : end if end >= 0 else None].strip().split("/")
-    return parts[2] if len(parts) >= 3 and parts[2] else DEFAULT_REGION
-
-
-def _basic(ts: float) -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(ts))
-
-
-@functools.lru_cache(maxsize=256)
-def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    key = hmac.digest(("AWS4" + secret).encode(), date.encode(), "sha256")
-    for part in (region, service, "aws4_request"):
-        key = hmac.digest(key, part.encode(), "sha256")
-    return key
-
-
-class SigV4Verifier:
-    """Verifies AWS Signature Version 4 against configured access key/secret pairs.
-
-    The checks and their wording follow DynamoDB's (as recorded by dynalite): missing
-    header -> ``MissingAuthenticationTokenException``; malformed -> ``IncompleteSignatureException``;
-    bad scope, stale date or wrong signature -> ``InvalidSignatureException``; unknown key ->
-    ``UnrecognizedClientException``.
-    """
-
-    def __init__(self, credentials: Mapping[str, str], *, clock: Callable[[], float] = time.time):
-        if not credentials:
-            raise ValueError("SigV4Verifier needs at least one access key/secret pair")
-        self.credentials = dict(credentials)
-        self.clock = clock
-
-    def verify(
-        self,
-        method: str,
-        raw_path: bytes,
-        query_string: bytes,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-    ) -> str:
-        """Return the signed region, or raise the :class:`DynamoDBError` DynamoDB would."""
-        values: dict[str, list[str]] = {}
-        for name, value in headers:
-            values.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
-        auth = ",".join(values.get("authorization", []))
-        if not auth.strip().startswith("AWS4-"):
-            raise DynamoDBError("MissingAuthenticationTokenException", _MISSING_TOKEN)
-        algorithm, _, rest = auth.strip().partition(" ")
-        params: dict[str, str] = {}
-        for piece in rest.split(","):
-            key, _, val = piece.strip().partition("=")
-            params[key] = val
-        date = (values.get("x-amz-date") or values.get("date") or [""])[0]
-        missing = "".join(
-            f"Authorization header requires '{name}' parameter. "
-            for name in ("Credential", "Signature", "SignedHeaders")
-            if not params.get(name)
-        )
-        if not date:
-            missing += "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header. "
-        if missing:
-            raise DynamoDBError("IncompleteSignatureException", missing + "Authorization=" + auth)
-        signed_at = self._parse_date(date)
-        amz_date = _basic(signed_at)
-        now = self.clock()
-        if signed_at < now - _SKEW_SECONDS:
-            raise DynamoDBError(
-                "InvalidSignatureException",
-                f"Signature expired: {amz_date} is now earlier than "
-                f"{_basic(now - _SKEW_SECONDS)} ({_basic(now)} - 15 min.)",
-            )
-        if signed_at > now + _SKEW_SECONDS:
-            raise DynamoDBError(
-                "InvalidSignatureException",
-                f"Signature not yet current: {amz_date} is still later than "
-                f"{_basic(now + _SKEW_SECONDS)} ({_basic(now)} + 15 min.)",
-            )
-        signed_headers = params["SignedHeaders"]
-        names = [n.strip().lower() for n in signed_headers.split(";")]
-        if "host" not in names:
-            raise DynamoDBError(
-                "InvalidSignatureException",
-                "'Host' must be a 'SignedHeader' in the AWS Authorization.",
-            )
-        if algorithm != "AWS4-HMAC-SHA256":
-            raise DynamoDBError(
-                "IncompleteSignatureException",
-                f"Unsupported AWS 'algorithm': '{algorithm}' (only AWS4-HMAC-SHA256 for now). ",
-            )
-        credential = params["Credential"]
-        scope = credential.rstrip("/").split("/")
-        if len(scope) != 5:
-            raise DynamoDBError(
-                "IncompleteSignatureException",
-                "Credential must have exactly 5 slash-delimited elements, "
-                f"e.g. keyid/date/region/service/term, got '{credential}'",
-            )
-        key_id, scope_date, region, service, terminator = scope
-        problems = ""
-        if not region:
-            problems += f"Credential should be scoped to a valid region, not '{region}'. "
-        if service != "dynamodb":
-            problems += "Credential should be scoped to correct service: 'dynamodb'. "
-        if terminator != "aws4_request":
-            problems += f"Credential should be scoped with a valid terminator: 'aws4_request', not '{terminator}'. "
-        if scope_date != amz_date[:8]:
-            problems += (
-                "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
-                f"from HTTP: '{scope_date}' != '{amz_date[:8]}', from '{date}'."
-            )
-        if problems:
-            raise DynamoDBError("InvalidSignatureException", problems.rstrip())
-        secret = self.credentials.get(key_id)
-        if secret is None:
-            raise DynamoDBError("UnrecognizedClientException", _BAD_TOKEN)
-
-        payload_hash = (values.get("x-amz-content-sha256") or [""])[0] or hashlib.sha256(
-            body
-        ).hexdigest()
-        canonical = "\n".join(
-            (
-                method.upper(),
-                _canonical_path(raw_path),
-                _canonical_query(query_string),
-                "".join(
-                    f"{n}:{','.join(' '.join(v.split()) for v in values.get(n, []))}\n"
-                    for n in names
-                ),
-                signed_headers,
-                payload_hash,
-            )
-        )
-        string_to_sign = "\n".join(
-            (
-                "AWS4-HMAC-SHA256",
-                amz_date,
-                "/".join(scope[1:]),
-                hashlib.sha256(canonical.encode()).hexdigest(),
-            )
-        )
-        signing_key = _signing_key(secret, scope_date, region, service)
-        expected = hmac.new(signing_key, string_to_sign.encode(), "sha256").hexdigest()
-        if not hmac.compare_digest(expected, params["Signature"]):
-            raise DynamoDBError(
-                "InvalidSignatureException",
-                f"{_SIGNATURE_MISMATCH}\n\nThe Canonical String for this request should have been\n"
-                f"'{canonical}'\n\nThe String-to-Sign should have been\n'{string_to_sign}'\n",
-            )
-        return region
-
-    @staticmethod
-    def _parse_date(date: str) -> float:
-        if _BASIC_DATE.match(date):
-            return float(calendar.timegm(time.strptime(date, "%Y%m%dT%H%M%SZ")))
-        with contextlib.suppress(TypeError, ValueError):
-            return parsedate_to_datetime(date).timestamp()
-        raise DynamoDBError(
-            "IncompleteSignatureException",
-            f"Date must be in ISO-8601 'basic format'. Got '{date}'. "
-            "See http://en.wikipedia.org/wiki/ISO_8601",
-        )
-
-
-def _canonical_path(raw_path: bytes) -> str:
-    if raw_path == b"/" or not raw_path:
-        return "/"
-    from botocore.utils import normalize_url_path
-
-    # As botocore signs it for non-S3 services: normalised, then percent-encoded again.
-    return quote(normalize_url_path(raw_path.decode("latin-1")), safe="/~")
-
-
-def _canonical_query(query_string: bytes) -> str:
-    if not query_string:
-        return ""
-    pairs = sorted(p.partition("=")[::2] for p in query_string.decode("latin-1").split("&"))
-    return "&".join(f"{k}={v}" for k, v in pairs)
-
-
-# --- the ASGI app ----------------------------------------------------------------------------
-
-AdminFactory = Callable[["Engine"], ASGIApp]
-_ADMIN_FACTORIES: dict[str, AdminFactory] = {}
-
-
-def register_admin_route(prefix: str, factory: AdminFactory) -> None:
-    """Serve ``prefix`` (under ``/_firstwrite/``) with ``factory(engine)`` in every app.
-
-    The factory's ASGI app receives the full, unchanged scope for any path starting with
-    ``prefix``. Apps built with an explicit ``routes=`` mapping get those routes instead.
-    """
-    if not prefix.startswith(ADMIN_PREFIX):
-        raise ValueError(f"admin routes live under {ADMIN_PREFIX}, not {prefix!r}")
-    _ADMIN_FACTORIES[prefix] = factory
-
-
-def unregister_admin_route(prefix: str) -> None:
-    """Forget a :func:`register_admin_route` registration (apps already built keep it)."""
-    _ADMIN_FACTORIES.pop(prefix, None)
-
-
-def _problem(status: int, title: str, detail: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    body = json.dumps(
-        {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    ).encode()
-    return (
-        status,
-        [
-            (b"content-type", b"application/problem+json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        body,
-    )
 
 
 class _TooLarge(Exception):
@@ -382,8 +69,10 @@ class EngineApp:
 
     ``credentials`` (access key -> secret) turns on real SigV4 verification; without it any
     signature (or none) is accepted and the region is read from the credential scope.
-    ``routes`` maps path prefixes under ``/_firstwrite/`` to ASGI apps (default: every
-    :func:`register_admin_route` registration, built for this engine).
+    ``routes`` maps extra path prefixes under ``/_firstwrite/`` to ASGI apps, served beside the
+    admin API. ``mounts`` maps path prefixes (``"/console"``) to ASGI apps served under them,
+    Starlette's ``Mount`` way: the app sees the full ``path`` and ``root_path`` set to the
+    prefix.
     """
 
     def __init__(
@@ -392,23 +81,30 @@ class EngineApp:
         *,
         credentials: Mapping[str, str] | None = None,
         routes: Mapping[str, ASGIApp] | None = None,
+        mounts: Mapping[str, ASGIApp] | None = None,
         threads: int = DEFAULT_THREADS,
         max_body_bytes: int = MAX_BODY_BYTES,
         inline: bool | None = None,
     ) -> None:
         self.engine = engine
         self.verifier = SigV4Verifier(credentials) if credentials else None
-        if routes is None:
-            from . import admin  # noqa: F401  (registers the clock/faults/replication routes)
-
-            routes = {prefix: factory(engine) for prefix, factory in _ADMIN_FACTORIES.items()}
+        routes = dict(routes or {})
+        mounts = dict(mounts or {})
         for prefix in routes:
             if not prefix.startswith(ADMIN_PREFIX):
                 raise ValueError(f"admin routes live under {ADMIN_PREFIX}, not {prefix!r}")
-        # Longest prefix first, so /_firstwrite/faults/x beats /_firstwrite/.
-        self.routes: list[tuple[str, ASGIApp]] = sorted(
-            routes.items(), key=lambda kv: len(kv[0]), reverse=True
-        )
+        for prefix in mounts:
+            if (
+                not prefix.startswith("/")
+                or prefix.endswith("/")
+                or (prefix + "/").startswith(ADMIN_PREFIX)
+            ):
+                raise ValueError(
+                    f"a mount prefix looks like '/console': it starts with '/', does not end "
+                    f"with one and is not under {ADMIN_PREFIX}; got {prefix!r}"
+                )
+        self.mounts = tuple(mounts)
+        self.control = _control_app(engine, routes, mounts)
         self.max_body_bytes = max_body_bytes
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
         # Where engine calls run. With durability "full" every commit waits for an fsync, so they
@@ -428,30 +124,41 @@ class EngineApp:
             method = scope["method"]
             if method == "POST" and path == "/":
                 await self._dynamodb(scope, receive, send)
-            elif path.startswith(ADMIN_PREFIX):
-                await self._admin(scope, receive, send)
+            elif path.startswith(ADMIN_PREFIX) or self._mounted(path):
+                await self.control(scope, receive, send)
             elif path == "/" and method in ("GET", "HEAD"):
-                await _respond(
+                await respond(
                     send,
                     200,
                     [
                         (b"content-type", b"application/json"),
-                        (b"content-length", str(len(self._health)).encode()),
+                        (b"content-length", b"%d" % len(self._health)),
                     ],
                     b"" if method == "HEAD" else self._health,
                 )
             elif path == "/":
-                status, headers, body = _problem(
-                    405, "Method Not Allowed", f"{method} / is not supported; use POST"
+                await respond(
+                    send,
+                    *problem(
+                        405,
+                        "Method Not Allowed",
+                        f"{method} / is not supported; use POST",
+                        allow="GET, HEAD, POST",
+                    ),
                 )
-                await _respond(send, status, [*headers, (b"allow", b"GET, HEAD, POST")], body)
-            elif method == "POST" and _header(scope, b"x-amz-target") is not None:
+            elif method == "POST" and header(scope, b"x-amz-target") is not None:
                 # SDKs pointed at an endpoint_url with a path POST there: DynamoDB ignores it.
                 await self._dynamodb(scope, receive, send)
             else:
-                await _respond(send, *_problem(404, "Not Found", f"No route for {method} {path}"))
+                await respond(send, *problem(404, "Not Found", f"No route for {method} {path}"))
         elif kind == "lifespan":
             await self._lifespan(receive, send)
+
+    def _mounted(self, path: str) -> bool:
+        for prefix in self.mounts:
+            if path.startswith(prefix) and (len(path) == len(prefix) or path[len(prefix)] == "/"):
+                return True
+        return False
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -461,17 +168,6 @@ class EngineApp:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
-    async def _admin(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path: str = scope["path"]
-        for prefix, app in self.routes:
-            # Whole path segments only: /_firstwrite/faults must not serve /_firstwrite/faultsx.
-            if path.startswith(prefix) and (
-                len(path) == len(prefix) or prefix.endswith("/") or path[len(prefix)] == "/"
-            ):
-                await app(scope, receive, send)
-                return
-        await _respond(send, *_problem(404, "Not Found", f"No admin route for {path}"))
 
     async def _dynamodb(self, scope: Scope, receive: Receive, send: Send) -> None:
         target = authorization = content_type = None
@@ -485,9 +181,9 @@ class EngineApp:
         try:
             body = await self._read_body(receive)
         except _TooLarge:
-            await _respond(
+            await respond(
                 send,
-                *_problem(
+                *problem(
                     413,
                     "Payload Too Large",
                     f"Request bodies are limited to {self.max_body_bytes} bytes",
@@ -496,9 +192,9 @@ class EngineApp:
             return
         if body and content_type is not None:
             bare = content_type.partition(b";")[0].strip().lower()
-            if bare not in _JSON_TYPES:
+            if bare not in JSON_CONTENT_TYPES:
                 # What DynamoDB sends for a body that is not JSON-typed.
-                await _respond(
+                await respond(
                     send,
                     404,
                     [(b"x-amzn-requestid", new_request_id().encode()), *_XML_HEADERS],
@@ -542,12 +238,7 @@ class EngineApp:
         start = {
             "type": "http.response.start",
             "status": status,
-            "headers": [
-                _CONTENT_TYPE_HEADER,
-                (b"content-length", b"%d" % len(payload)),
-                (b"x-amzn-requestid", new_request_id().encode()),
-                (b"x-amz-crc32", b"%d" % zlib.crc32(payload)),
-            ],
+            "headers": response_headers(payload),
         }
         return start, payload
 
@@ -570,7 +261,6 @@ class EngineApp:
         return b"".join(chunks)
 
 
-_CONTENT_TYPE_HEADER = (b"content-type", CONTENT_TYPE.encode())
 _XML_UNKNOWN = b"<UnknownOperationException/>\n"
 _XML_HEADERS = [
     (b"x-amz-crc32", b"%d" % zlib.crc32(_XML_UNKNOWN)),
@@ -578,18 +268,68 @@ _XML_HEADERS = [
 ]
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value  # type: ignore[no-any-return]
-    return None
+def _control_app(
+    engine: Engine, routes: Mapping[str, ASGIApp], mounts: Mapping[str, ASGIApp]
+) -> Starlette:
+    """Everything but the data plane, composed: the admin API, extra admin routes, mounts."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.routing import BaseRoute, Mount
+
+    from . import admin
+
+    composed: list[BaseRoute] = admin.routes(engine)
+    # Longest prefix first, so /_firstwrite/faults/x beats /_firstwrite/faults.
+    for prefix in sorted(routes, key=len, reverse=True):
+        composed.append(Mount(prefix, routes[prefix]))
+    for prefix, app in mounts.items():
+        composed.append(Mount(prefix, app))
+    return Starlette(
+        routes=composed,
+        exception_handlers={
+            Problem: _problem_response,
+            HTTPException: _http_problem,
+            Exception: _internal_problem,
+        },
+    )
 
 
-async def _respond(
-    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _problem_response(request: Any, exc: Exception) -> Any:
+    from starlette.responses import Response
+
+    assert isinstance(exc, Problem)
+    status, headers, body = exc.encode()
+    response = Response(body, status)
+    response.raw_headers = headers
+    return response
+
+
+def _http_problem(request: Any, exc: Exception) -> Any:
+    import http
+
+    from starlette.exceptions import HTTPException
+
+    assert isinstance(exc, HTTPException)
+    method, path = request.method, request.scope["path"]
+    headers = dict(exc.headers or {})
+    if "Allow" in headers:  # Starlette lists a route's methods in set order
+        headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
+    if exc.status_code == 404:
+        detail = f"No route for {method} {path}"
+    elif exc.status_code == 405:
+        detail = f"{method} {path} is not supported; use {headers.get('Allow', '')}"
+    else:
+        detail = exc.detail
+    title = http.HTTPStatus(exc.status_code).phrase
+    return _problem_response(
+        request, Problem(exc.status_code, title, detail, headers=headers.items())
+    )
+
+
+def _internal_problem(request: Any, exc: Exception) -> Any:
+    log.error("admin request %s %s failed", request.method, request.scope["path"], exc_info=exc)
+    problem = Problem(500, "Internal Server Error", "the server failed on this request")
+    return _problem_response(request, problem)
 
 
 def create_app(
@@ -597,79 +337,28 @@ def create_app(
     *,
     credentials: Mapping[str, str] | None = None,
     routes: Mapping[str, ASGIApp] | None = None,
+    mounts: Mapping[str, ASGIApp] | None = None,
     threads: int = DEFAULT_THREADS,
     inline: bool | None = None,
 ) -> EngineApp:
-    """The ASGI app for ``engine`` (mount it in any ASGI server)."""
-    return EngineApp(engine, credentials=credentials, routes=routes, threads=threads, inline=inline)
+    """The ASGI app for ``engine`` (mount it in any ASGI server); see :class:`EngineApp`."""
+    return EngineApp(
+        engine,
+        credentials=credentials,
+        routes=routes,
+        mounts=mounts,
+        threads=threads,
+        inline=inline,
+    )
 
 
 # --- running it ------------------------------------------------------------------------------
 
 
-class _CoalescingTransport:
-    """A transport that sends all the writes of one event-loop turn as one.
-
-    uvicorn writes a response's head and its body separately, and uvloop sends each write at
-    once: two send(2) calls and two TCP segments per DynamoDB answer, which measured as half
-    the server's time under load. Buffering until the end of the turn keeps the order and
-    halves that; nothing waits longer than the current turn.
-    """
-
-    __slots__ = ("_loop", "_pending", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._pending: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        if not self._pending:
-            self._loop.call_soon(self._flush)
-        self._pending.append(bytes(data))
-
-    def writelines(self, chunks: Iterator[bytes]) -> None:
-        for chunk in chunks:
-            self.write(chunk)
-
-    def _flush(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending = []
-            if not self._transport.is_closing():
-                self._transport.write(data)
-
-    def close(self) -> None:
-        self._flush()  # what was written before close() still goes out, as with a transport
-        self._transport.close()
-
-    def abort(self) -> None:
-        self._pending = []
-        self._transport.abort()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-def _coalescing_protocol() -> type[asyncio.Protocol] | None:
-    """uvicorn's httptools protocol on a :class:`_CoalescingTransport` (None without httptools)."""
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:  # pragma: no cover - httptools is a dependency
-        return None
-
-    class CoalescingHttpToolsProtocol(HttpToolsProtocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            coalescing = _CoalescingTransport(transport, self.loop)
-            super().connection_made(coalescing)  # type: ignore[arg-type]
-
-    return CoalescingHttpToolsProtocol
-
-
 def _uvicorn_config(app: EngineApp, host: str, port: int) -> uvicorn.Config:
     import uvicorn
 
-    http: Any = _coalescing_protocol() or "auto"
+    http: Any = connection.protocol_class() or "auto"
     try:
         import uvloop  # noqa: F401
 
@@ -750,6 +439,7 @@ def serve(
     *,
     credentials: Mapping[str, str] | None = None,
     routes: Mapping[str, ASGIApp] | None = None,
+    mounts: Mapping[str, ASGIApp] | None = None,
     threads: int = DEFAULT_THREADS,
     inline: bool | None = None,
     ready: Callable[[str], None] | None = None,
@@ -759,7 +449,14 @@ def serve(
     ``port=0`` picks a free port; ``ready(url)`` is called once the socket accepts requests.
     Shutdown is graceful: in-flight requests finish, the engine is left open for the caller.
     """
-    app = create_app(engine, credentials=credentials, routes=routes, threads=threads, inline=inline)
+    app = create_app(
+        engine,
+        credentials=credentials,
+        routes=routes,
+        mounts=mounts,
+        threads=threads,
+        inline=inline,
+    )
     config = _uvicorn_config(app, host, port)
     sock = _bind(host, port)
     url = _url(sock)
@@ -803,12 +500,18 @@ class ServerThread:
         *,
         credentials: Mapping[str, str] | None = None,
         routes: Mapping[str, ASGIApp] | None = None,
+        mounts: Mapping[str, ASGIApp] | None = None,
         threads: int = DEFAULT_THREADS,
         inline: bool | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
         self.app = create_app(
-            engine, credentials=credentials, routes=routes, threads=threads, inline=inline
+            engine,
+            credentials=credentials,
+            routes=routes,
+            mounts=mounts,
+            threads=threads,
+            inline=inline,
         )
         self._config = _uvicorn_config(self.app, host, port)
         self._server = _server_class()(self._config)
