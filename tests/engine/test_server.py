@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
@@ -60,13 +61,14 @@ def signed(
     secret: str,
     region: str = "us-east-1",
     prefix: str = TARGET,
+    **extra: str,
 ) -> tuple[str, dict[str, str], bytes]:
-    """Sign a request exactly as botocore signs DynamoDB requests."""
+    """Sign a request exactly as botocore signs DynamoDB requests (``extra`` headers signed)."""
     request = AWSRequest(
         "POST",
         url + "/",
         data=body,
-        headers={"Content-Type": JSON_10, "X-Amz-Target": prefix + operation},
+        headers={"Content-Type": JSON_10, "X-Amz-Target": prefix + operation, **extra},
     )
     SigV4Auth(Credentials(key, secret), "dynamodb", region).add_auth(request)
     return url + "/", dict(request.headers.items()), body
@@ -454,6 +456,69 @@ def test_auth_rejects_tampered_body(auth_server: str) -> None:
     response = httpx.post(url, headers=headers, content=b'{"Limit": 1}')
     assert response.status_code == 400
     assert response.json()["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+
+
+def _orders(engine: Engine) -> None:
+    engine.execute(
+        "CreateTable",
+        {
+            "TableName": "orders",
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
+        },
+    )
+
+
+def _put(amount: int) -> bytes:
+    item = {"pk": {"S": "order-1"}, "amount": {"N": str(amount)}}
+    return json.dumps({"TableName": "orders", "Item": item}).encode()
+
+
+def test_auth_ignores_an_unsigned_payload_hash_header(engine: Engine, auth_server: str) -> None:
+    # A captured signed PutItem replayed with another body and the original body's hash in an
+    # unsigned X-Amz-Content-SHA256 header: the signature covers the body's own hash.
+    _orders(engine)
+    original = _put(1)
+    url, headers, _ = signed(auth_server, "PutItem", original, KEY, SECRET)
+    assert "x-amz-content-sha256" not in {k.lower() for k in headers}
+    headers["X-Amz-Content-SHA256"] = hashlib.sha256(original).hexdigest()
+    response = httpx.post(url, headers=headers, content=_put(999999))
+    assert response.status_code == 400, response.text
+    assert response.json()["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+    assert "Item" not in engine.execute(
+        "GetItem", {"TableName": "orders", "Key": {"pk": {"S": "order-1"}}}
+    )
+    # The untampered request, header and all, is accepted.
+    assert httpx.post(url, headers=headers, content=original).status_code == 200
+
+
+def test_auth_checks_a_signed_payload_hash_against_the_body(
+    engine: Engine, auth_server: str
+) -> None:
+    # DynamoDB hashes the body itself: a signed header that names another hash (or
+    # UNSIGNED-PAYLOAD, which S3 accepts) does not stand in for the body.
+    _orders(engine)
+    for claimed in ("UNSIGNED-PAYLOAD", hashlib.sha256(_put(1)).hexdigest()):
+        url, headers, _ = signed(
+            auth_server, "PutItem", _put(999999), KEY, SECRET, **{"X-Amz-Content-SHA256": claimed}
+        )
+        assert "x-amz-content-sha256" in headers["Authorization"]
+        response = httpx.post(url, headers=headers, content=_put(999999))
+        assert response.status_code == 400, response.text
+        assert response.json()["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+    body = _put(7)
+    url, headers, _ = signed(
+        auth_server,
+        "PutItem",
+        body,
+        KEY,
+        SECRET,
+        **{"X-Amz-Content-SHA256": hashlib.sha256(body).hexdigest()},
+    )
+    assert httpx.post(url, headers=headers, content=body).status_code == 200
+    item = engine.execute("GetItem", {"TableName": "orders", "Key": {"pk": {"S": "order-1"}}})
+    assert item["Item"]["amount"] == {"N": "7"}
 
 
 def test_auth_accepts_raw_signed_request(auth_server: str) -> None:

@@ -4,7 +4,8 @@ The checks of the ``Authorization`` header (its parameters, the date, the creden
 access key) and their wording follow DynamoDB's, as recorded by dynalite. The signature itself
 is recomputed by botocore's own signer (:class:`botocore.auth.SigV4Auth`), over exactly the
 headers the client says it signed, so the server and the SDKs share one implementation of the
-canonical request.
+canonical request. The payload line of that canonical request is always the SHA-256 of the body
+received, as DynamoDB computes it.
 """
 
 from __future__ import annotations
@@ -194,10 +195,10 @@ class SigV4Verifier:
         request = AWSRequest(
             method, "http://host" + path + ("?" + query if query else ""), data=body
         )
+        # DynamoDB hashes the body itself: an X-Amz-Content-SHA256 header (an S3 convention) is
+        # never taken for the body's hash. Signed, it is one more canonical header; unsigned,
+        # it is ignored. Left out of ``request.headers``, botocore hashes the body.
         request.context["timestamp"] = amz_date
-        payload_hash = (values.get("x-amz-content-sha256") or [""])[0]
-        if payload_hash:
-            request.headers["X-Amz-Content-SHA256"] = payload_hash
         signer = _signer_class()(Credentials(key_id, secret), service, region, signed)
         canonical = signer.canonical_request(request)
         string_to_sign = signer.string_to_sign(request, canonical)
