@@ -41,6 +41,7 @@ from starlette.routing import BaseRoute, Route
 from .asgi import Problem
 from .errors import DynamoDBError
 from .values import to_wire
+from .wire import loads
 
 if TYPE_CHECKING:
     from .api import Engine
@@ -78,7 +79,7 @@ def _object(body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
-        value = json.loads(body)
+        value = loads(body)
     except ValueError as exc:
         raise _bad(f"the body is not JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import secrets
 import zlib
 from collections.abc import Callable
@@ -77,24 +78,100 @@ def new_request_id() -> str:
 # --- bodies ----------------------------------------------------------------------------------
 
 
+# Bodies from this size on are decoded with hooks that return to the interpreter at every
+# object and number, so the thread decoding them lets the event loop run: the C decoder holds
+# the GIL throughout (a 16 MiB body of tiny values: a quarter of a second or more).
+YIELDING_DECODE_BYTES = 256 * 1024
+
+# A \uD800-\uDFFF escape not preceded by an escaped backslash: half of a surrogate pair (or a
+# lone half). Group 1 is set when a low half follows a high one.
+_SURROGATE_ESCAPE = re.compile(
+    r"(?<!\\)(?:\\\\)*\\u[dD]([89abAB][0-9a-fA-F]{2}(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+    r"|[c-fC-F][0-9a-fA-F]{2})"
+)
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return dict(pairs)
+
+
+def _int(text: str) -> int:
+    return int(text)
+
+
+def _float(text: str) -> float:
+    return float(text)
+
+
+# Python hooks: the decoder returns to the interpreter at every object and number, where a
+# thread waiting for the GIL gets it.
+_YIELDING = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_int, parse_float=_float)
+
+
 def loads(body: bytes | str) -> Any:
-    """The request body's JSON value (``ValueError`` if it is not JSON)."""
-    if type(body) is bytes and body[:1] == b"{" and body[1:2] != b"\x00":
-        # What json.loads does with such bytes (its encoding sniffing says UTF-8), minus the
-        # sniffing.
-        return json.loads(body.decode("utf-8", "surrogatepass"))
-    return json.loads(body)
+    """The request body's JSON value, or ``ValueError`` for a body DynamoDB cannot read.
+
+    Refused: invalid JSON, text that is not UTF-8/16/32 (a lone surrogate, encoded or as a
+    ``\\uD800`` escape, included: no Unicode encoding can carry one), and JSON nested deeper than
+    the decoder's recursion allows (about a thousand levels; DynamoDB's items nest 32 at most).
+    """
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    try:
+        # Strict decoding: no encoded surrogates, no invalid bytes. A body starting with "{" is
+        # UTF-8 (what json.detect_encoding would say, without its cost).
+        utf8 = raw[:1] == b"{" and raw[1:2] != b"\x00"
+        text = raw.decode("utf-8" if utf8 else json.detect_encoding(raw))
+        if ("\\ud" in text or "\\uD" in text) and _lone_surrogate_escape(text):
+            raise ValueError("a lone surrogate escape")
+        if len(raw) < YIELDING_DECODE_BYTES:
+            return json.loads(text)
+        return _YIELDING.decode(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _lone_surrogate_escape(text: str) -> bool:
+    for match in _SURROGATE_ESCAPE.finditer(text):
+        if match.group(1)[:1] in "cdefCDEF" or match.group(2) is None:
+            return True
+    return False
 
 
 # One encoder for every response: json.dumps with options builds a new one per call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=to_wire)
 
 
+# Members that can carry many items (Query, Scan, BatchGetItem, TransactGetItems, GetRecords):
+# encoded an element at a time, as the C encoder holds the GIL for the whole value it is given
+# (a 16 MB BatchGetItem answer: a tenth of a second or more, with every other thread waiting).
+_COLLECTIONS = frozenset({"Items", "Responses", "Records", "UnprocessedKeys", "UnprocessedItems"})
+
+
 def dumps(value: Any) -> bytes:
     """A response dict as DynamoDB's compact JSON (``B`` values as base64)."""
-    if type(value) is dict and not value:
-        return b"{}"  # the commonest response (PutItem, DeleteItem, UpdateItem without returns)
+    if type(value) is dict:
+        if not value:
+            return b"{}"  # the commonest response (PutItem, DeleteItem, UpdateItem, no returns)
+        if not _COLLECTIONS.isdisjoint(value):
+            encode = _ENCODER.encode
+            members = [
+                encode(k) + ":" + (_encode_collection(v) if k in _COLLECTIONS else encode(v))
+                for k, v in value.items()
+            ]
+            return ("{" + ",".join(members) + "}").encode()
     return _ENCODER.encode(value).encode()
+
+
+def _encode_collection(value: Any) -> str:
+    """``_ENCODER.encode(value)``, one C call per item of its lists (per table, per item)."""
+    if type(value) is list:
+        return "[" + ",".join(map(_ENCODER.encode, value)) + "]"
+    if type(value) is dict:
+        encode = _ENCODER.encode
+        return (
+            "{" + ",".join(encode(k) + ":" + _encode_collection(v) for k, v in value.items()) + "}"
+        )
+    return _ENCODER.encode(value)
 
 
 # DynamoDB answers unparseable JSON with a bare __type (no message member).
