@@ -184,7 +184,7 @@ def _nested_map(levels: int) -> str:
 
 @pytest.mark.parametrize("levels", [40, 300, 480])
 def test_deeply_nested_items_are_a_validation_error(http: httpx.Client, levels: int) -> None:
-    body = '{"TableName":"strings","Item":{"pk":{"S":"a"},"x":%s}}' % _nested_map(levels)
+    body = f'{{"TableName":"strings","Item":{{"pk":{{"S":"a"}},"x":{_nested_map(levels)}}}}}'
     assert error(call(http, "PutItem", body)) == (
         VALIDATION,
         "One or more parameter values were invalid: Nesting Levels have exceeded supported limits",
@@ -195,8 +195,11 @@ def test_deeply_nested_items_are_a_validation_error(http: httpx.Client, levels: 
     ("operation", "body"),
     [
         ("PutItem", '{"TableName":"strings","Item":' + "[" * 5000 + "]" * 5000 + "}"),
-        ("PutItem", '{"TableName":"strings","Item":{"pk":{"S":"a"},"x":%s}}' % _nested_map(3000)),
-        ("GetItem", '{"TableName":"strings","Key":{"pk":%s}}' % _nested_map(2000)),
+        (
+            "PutItem",
+            '{"TableName":"strings","Item":{"pk":{"S":"a"},"x":' + _nested_map(3000) + "}}",
+        ),
+        ("GetItem", '{"TableName":"strings","Key":{"pk":' + _nested_map(2000) + "}}"),
         ("ListTables", '{"Unknown":' + '{"a":' * 4000 + "1" + "}" * 4000 + "}"),
     ],
 )
@@ -212,7 +215,7 @@ def test_deep_values_in_constraint_messages(http: httpx.Client) -> None:
     # AWS quotes the offending value in the message; a value nested 450 deep must not break
     # the quoting (it recursed).
     keys = "[" * 450 + "]" * 450
-    body = '{"RequestItems":{"t":{"Keys":[%s]}}}' % keys
+    body = '{"RequestItems":{"t":{"Keys":[' + keys + "]}}}"
     kind, message = error(call(http, "BatchGetItem", body))
     assert kind == VALIDATION
     assert message is not None and message.startswith("1 validation error detected: Value '{t={")
@@ -257,7 +260,8 @@ def test_deep_but_valid_expressions_still_work(http: httpx.Client, engine: Engin
     assert call(http, "PutItem", body).status_code == 200  # odd NOT count: "does not exist"
 
 
-@pytest.mark.parametrize("digits", ["١٢٣", "１２３", "۱۲", "1٢3", "१"])
+# Arabic-Indic, full-width (U+FF11..), Persian, mixed, Devanagari.
+@pytest.mark.parametrize("digits", ["١٢٣", "\uff11\uff12\uff13", "۱۲", "1٢3", "१"])
 @pytest.mark.parametrize("where", ["key", "attribute", "set", "expression value"])
 def test_non_ascii_digits_are_not_numbers(http: httpx.Client, digits: str, where: str) -> None:
     requests: dict[str, tuple[str, dict[str, object]]] = {
