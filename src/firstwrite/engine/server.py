@@ -22,12 +22,14 @@ import signal
 import socket
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import connection
 from .asgi import ASGIApp, Message, Problem, Receive, Scope, Send, header, problem, respond
+from .auth import Guard, HostCheck, Sessions
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
     JSON_CONTENT_TYPES,
@@ -47,6 +49,7 @@ __all__ = [
     "ADMIN_PREFIX",
     "ASGIApp",
     "EngineApp",
+    "Mounted",
     "ServerThread",
     "SigV4Verifier",
     "create_app",
@@ -64,15 +67,31 @@ class _TooLarge(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class Mounted:
+    """An app to mount, with the paths under its prefix that need no credentials.
+
+    ``public`` paths are relative to the mount point: ``"/login"`` is that path exactly,
+    ``"/static/"`` everything under it. They still get the same-origin and JSON-only checks.
+    """
+
+    app: ASGIApp
+    public: tuple[str, ...] = ()
+
+
 class EngineApp:
     """The ASGI application serving one :class:`Engine`.
 
     ``credentials`` (access key -> secret) turns on real SigV4 verification; without it any
     signature (or none) is accepted and the region is read from the credential scope.
     ``routes`` maps extra path prefixes under ``/_firstwrite/`` to ASGI apps, served beside the
-    admin API. ``mounts`` maps path prefixes (``"/console"``) to ASGI apps served under them,
-    Starlette's ``Mount`` way: the app sees the full ``path`` and ``root_path`` set to the
-    prefix.
+    admin API. ``mounts`` maps path prefixes (``"/console"``) to ASGI apps (or :class:`Mounted`
+    ones, which name their public paths) served under them, Starlette's ``Mount`` way: the app
+    sees the full ``path`` and ``root_path`` set to the prefix, and the caller in
+    ``scope["firstwrite.principal"]``. The admin API and mounted apps sit behind :class:`~firstwrite.engine.auth.Guard`
+    (same origin, JSON only, and the credentials when there are any). ``hosts`` limits the
+    ``Host`` headers answered on every route (DNS rebinding); :func:`serve` and
+    :class:`ServerThread` set it from the address they bind.
     """
 
     def __init__(
@@ -81,13 +100,16 @@ class EngineApp:
         *,
         credentials: Mapping[str, str] | None = None,
         routes: Mapping[str, ASGIApp] | None = None,
-        mounts: Mapping[str, ASGIApp] | None = None,
+        mounts: Mapping[str, ASGIApp | Mounted] | None = None,
         threads: int = DEFAULT_THREADS,
         max_body_bytes: int = MAX_BODY_BYTES,
         inline: bool | None = None,
+        hosts: HostCheck | None = None,
     ) -> None:
         self.engine = engine
         self.verifier = SigV4Verifier(credentials) if credentials else None
+        self.hosts = hosts
+        self.sessions = Sessions()
         routes = dict(routes or {})
         mounts = dict(mounts or {})
         for prefix in routes:
@@ -104,7 +126,20 @@ class EngineApp:
                     f"with one and is not under {ADMIN_PREFIX}; got {prefix!r}"
                 )
         self.mounts = tuple(mounts)
-        self.control = _control_app(engine, routes, mounts)
+        apps = {p: m.app if isinstance(m, Mounted) else m for p, m in mounts.items()}
+        public = [
+            prefix + path
+            for prefix, mounted in mounts.items()
+            if isinstance(mounted, Mounted)
+            for path in mounted.public
+        ]
+        self.control = Guard(
+            _control_app(engine, credentials, self.sessions, routes, apps),
+            verifier=self.verifier,
+            sessions=self.sessions,
+            hosts=hosts,
+            public=public,
+        )
         self.max_body_bytes = max_body_bytes
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
         # Where engine calls run. With durability "full" every commit waits for an fsync, so they
@@ -170,7 +205,7 @@ class EngineApp:
                 return
 
     async def _dynamodb(self, scope: Scope, receive: Receive, send: Send) -> None:
-        target = authorization = content_type = None
+        target = authorization = content_type = host = None
         for name, value in scope["headers"]:
             if name == b"x-amz-target":
                 target = value
@@ -178,6 +213,11 @@ class EngineApp:
                 authorization = value
             elif name == b"content-type":
                 content_type = value
+            elif name == b"host":
+                host = value
+        if self.hosts is not None and not self.hosts.allows(host):
+            await respond(send, *self.hosts.refusal(host).encode())
+            return
         try:
             body = await self._read_body(receive)
         except _TooLarge:
@@ -269,16 +309,21 @@ _XML_HEADERS = [
 
 
 def _control_app(
-    engine: Engine, routes: Mapping[str, ASGIApp], mounts: Mapping[str, ASGIApp]
+    engine: Engine,
+    credentials: Mapping[str, str] | None,
+    sessions: Sessions,
+    routes: Mapping[str, ASGIApp],
+    mounts: Mapping[str, ASGIApp],
 ) -> Starlette:
-    """Everything but the data plane, composed: the admin API, extra admin routes, mounts."""
+    """Everything but the data plane, composed: the admin API and session, extra admin routes,
+    mounted apps."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.routing import BaseRoute, Mount
 
-    from . import admin
+    from . import admin, auth
 
-    composed: list[BaseRoute] = admin.routes(engine)
+    composed: list[BaseRoute] = [*admin.routes(engine), *auth.session_routes(credentials, sessions)]
     # Longest prefix first, so /_firstwrite/faults/x beats /_firstwrite/faults.
     for prefix in sorted(routes, key=len, reverse=True):
         composed.append(Mount(prefix, routes[prefix]))
@@ -337,9 +382,10 @@ def create_app(
     *,
     credentials: Mapping[str, str] | None = None,
     routes: Mapping[str, ASGIApp] | None = None,
-    mounts: Mapping[str, ASGIApp] | None = None,
+    mounts: Mapping[str, ASGIApp | Mounted] | None = None,
     threads: int = DEFAULT_THREADS,
     inline: bool | None = None,
+    hosts: HostCheck | None = None,
 ) -> EngineApp:
     """The ASGI app for ``engine`` (mount it in any ASGI server); see :class:`EngineApp`."""
     return EngineApp(
@@ -349,6 +395,7 @@ def create_app(
         mounts=mounts,
         threads=threads,
         inline=inline,
+        hosts=hosts,
     )
 
 
@@ -439,15 +486,19 @@ def serve(
     *,
     credentials: Mapping[str, str] | None = None,
     routes: Mapping[str, ASGIApp] | None = None,
-    mounts: Mapping[str, ASGIApp] | None = None,
+    mounts: Mapping[str, ASGIApp | Mounted] | None = None,
     threads: int = DEFAULT_THREADS,
     inline: bool | None = None,
     ready: Callable[[str], None] | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Serve ``engine`` until SIGINT/SIGTERM (when run on the main thread), then return.
 
     ``port=0`` picks a free port; ``ready(url)`` is called once the socket accepts requests.
     Shutdown is graceful: in-flight requests finish, the engine is left open for the caller.
+    Bound to a loopback address, the server answers loopback host names only, plus
+    ``allowed_hosts`` (``["*"]``: any); see :class:`~firstwrite.engine.auth.HostCheck`.
+    Other arguments: :class:`EngineApp`.
     """
     app = create_app(
         engine,
@@ -456,6 +507,7 @@ def serve(
         mounts=mounts,
         threads=threads,
         inline=inline,
+        hosts=HostCheck(host, allowed_hosts),
     )
     config = _uvicorn_config(app, host, port)
     sock = _bind(host, port)
@@ -489,7 +541,8 @@ class ServerThread:
     """Serve an engine on a background thread: ``with ServerThread(engine) as url: ...``.
 
     Binds (by default) a free loopback port before starting, so the URL is known and the
-    server is accepting connections by the time ``__enter__`` returns.
+    server is accepting connections by the time ``__enter__`` returns. Arguments as
+    :func:`serve`.
     """
 
     def __init__(
@@ -500,10 +553,11 @@ class ServerThread:
         *,
         credentials: Mapping[str, str] | None = None,
         routes: Mapping[str, ASGIApp] | None = None,
-        mounts: Mapping[str, ASGIApp] | None = None,
+        mounts: Mapping[str, ASGIApp | Mounted] | None = None,
         threads: int = DEFAULT_THREADS,
         inline: bool | None = None,
         startup_timeout: float = 30.0,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         self.app = create_app(
             engine,
@@ -512,6 +566,7 @@ class ServerThread:
             mounts=mounts,
             threads=threads,
             inline=inline,
+            hosts=HostCheck(host, allowed_hosts),
         )
         self._config = _uvicorn_config(self.app, host, port)
         self._server = _server_class()(self._config)
