@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from . import connection
 from .asgi import ASGIApp, Message, Problem, Receive, Scope, Send, header, problem, respond
 from .auth import Guard, HostCheck, Sessions
+from .lanes import ByteBudget, Lane
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
     JSON_CONTENT_TYPES,
@@ -61,6 +62,11 @@ log = logging.getLogger(__name__)
 
 ADMIN_PREFIX = "/_firstwrite/"
 DEFAULT_THREADS = 32
+# Bodies over this size are big: read only when they fit in the budget, answered on the pool.
+BIG_BODY_BYTES = 256 * 1024
+# At most this many bytes of big bodies in the server at once (16 MiB: one of DynamoDB's
+# biggest requests, which takes up to about 25 times its size in memory while it runs).
+BIG_BODY_BUDGET = 16 * 1024 * 1024
 
 
 class _TooLarge(Exception):
@@ -142,14 +148,21 @@ class EngineApp:
         )
         self.max_body_bytes = max_body_bytes
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
-        # Where engine calls run. With durability "full" every commit waits for an fsync, so they
-        # go to the thread pool, where concurrent writers share commits (group commit). With
-        # "normal" a call is tens of microseconds of CPU and runs inline on the event loop —
-        # unless faults are switched on: injected latency must delay one request, not the loop.
-        self._inline = inline if inline is not None else engine.durability == "normal"
+        # Where engine calls run (see lanes.py). With durability "normal" a call is tens of
+        # microseconds of CPU: small requests go to the lane, a batch per loop turn. With "full"
+        # every commit waits for an fsync, so they go to the thread pool, where concurrent writers
+        # share commits (group commit); so do big bodies, and every call while faults are on
+        # (injected latency delays its own request only). inline=True runs small requests on the
+        # event loop itself (the fastest, but a call waiting on SQLite's lock then stalls it).
+        self._lane = Lane() if inline is not True and engine.durability == "normal" else None
+        self._inline = inline is True
+        self._pooled = inline is False
+        self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
         self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
 
     def close(self) -> None:
+        if self._lane is not None:
+            self._lane.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -205,7 +218,7 @@ class EngineApp:
                 return
 
     async def _dynamodb(self, scope: Scope, receive: Receive, send: Send) -> None:
-        target = authorization = content_type = host = None
+        target = authorization = content_type = host = length = None
         for name, value in scope["headers"]:
             if name == b"x-amz-target":
                 target = value
@@ -215,43 +228,69 @@ class EngineApp:
                 content_type = value
             elif name == b"host":
                 host = value
+            elif name == b"content-length":
+                length = value
         if self.hosts is not None and not self.hosts.allows(host):
             await respond(send, *self.hosts.refusal(host).encode())
             return
-        try:
-            body = await self._read_body(receive)
-        except _TooLarge:
-            await respond(
-                send,
-                *problem(
-                    413,
-                    "Payload Too Large",
-                    f"Request bodies are limited to {self.max_body_bytes} bytes",
-                ),
-            )
-            return
-        if body and content_type is not None:
-            bare = content_type.partition(b";")[0].strip().lower()
-            if bare not in JSON_CONTENT_TYPES:
-                # What DynamoDB sends for a body that is not JSON-typed.
-                await respond(
-                    send,
-                    404,
-                    [(b"x-amzn-requestid", new_request_id().encode()), *_XML_HEADERS],
-                    _XML_UNKNOWN,
-                )
-                return
-        if self._inline and not self.engine.interceptors:
-            # Short and never waiting on another thread of ours: answering on the event loop is
-            # 2x faster than a thread-pool round trip (see BENCHMARKS.md).
-            start, payload = self._answer(scope, target, authorization, body)
+        # A big body (or a chunked one, of unknown size) waits for room in the budget before it
+        # is read, and is answered on the thread pool.
+        if length is None:
+            big = header(scope, b"transfer-encoding") is not None
         else:
-            loop = asyncio.get_running_loop()
-            start, payload = await loop.run_in_executor(
-                self._pool, self._answer, scope, target, authorization, body
-            )
-        await send(start)
-        await send({"type": "http.response.body", "body": payload})
+            big = len(length) > 6 or int(length) > BIG_BODY_BYTES
+        granted = 0
+        try:
+            if big:
+                size = int(length) if length is not None else self.max_body_bytes
+                if size > self.max_body_bytes:
+                    await self._too_large(send)
+                    return
+                granted = await self._budget.acquire(size)
+            try:
+                body = await self._read_body(receive)
+            except _TooLarge:
+                await self._too_large(send)
+                return
+            if body and content_type is not None:
+                bare = content_type.partition(b";")[0].strip().lower()
+                if bare not in JSON_CONTENT_TYPES:
+                    # What DynamoDB sends for a body that is not JSON-typed.
+                    await respond(
+                        send,
+                        404,
+                        [(b"x-amzn-requestid", new_request_id().encode()), *_XML_HEADERS],
+                        _XML_UNKNOWN,
+                    )
+                    return
+            lane = self._lane
+            if big or self._pooled or self.engine.interceptors:
+                start, payload = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self._answer, scope, target, authorization, body
+                )
+            elif self._inline:
+                start, payload = self._answer(scope, target, authorization, body)
+            elif lane is not None and not lane.stuck():
+                start, payload = await lane.submit(self._answer, scope, target, authorization, body)
+            else:
+                start, payload = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self._answer, scope, target, authorization, body
+                )
+            await send(start)
+            await send({"type": "http.response.body", "body": payload})
+        finally:
+            if granted:
+                self._budget.release(granted)
+
+    async def _too_large(self, send: Send) -> None:
+        await respond(
+            send,
+            *problem(
+                413,
+                "Payload Too Large",
+                f"Request bodies are limited to {self.max_body_bytes} bytes",
+            ),
+        )
 
     def _answer(
         self, scope: Scope, target: bytes | None, authorization: bytes | None, body: bytes
