@@ -15,21 +15,31 @@ runs as one job, so the event loop only moves bytes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
 import socket
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from . import connection
-from .asgi import ASGIApp, Message, Problem, Receive, Scope, Send, header, problem, respond
+from . import connection, runner
+from .asgi import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    header,
+    problem,
+    problem_handlers,
+    respond,
+)
 from .auth import Guard, HostCheck, Sessions
+from .connection import Limits
 from .lanes import ByteBudget, Lane
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
@@ -41,7 +51,6 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    import uvicorn
     from starlette.applications import Starlette
 
     from .api import Engine
@@ -50,6 +59,7 @@ __all__ = [
     "ADMIN_PREFIX",
     "ASGIApp",
     "EngineApp",
+    "Limits",
     "Mounted",
     "ServerThread",
     "SigV4Verifier",
@@ -62,6 +72,7 @@ log = logging.getLogger(__name__)
 
 ADMIN_PREFIX = "/_firstwrite/"
 DEFAULT_THREADS = 32
+DEFAULT_LIMITS = Limits()
 # Bodies over this size are big: read only when they fit in the budget, answered on the pool.
 BIG_BODY_BYTES = 256 * 1024
 # At most this many bytes of big bodies in the server at once (16 MiB: one of DynamoDB's
@@ -147,6 +158,7 @@ class EngineApp:
             public=public,
         )
         self.max_body_bytes = max_body_bytes
+        self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
         # Where engine calls run (see lanes.py). With durability "normal" a call is tens of
         # microseconds of CPU: small requests go to the lane, a batch per loop turn. With "full"
@@ -357,7 +369,6 @@ def _control_app(
     """Everything but the data plane, composed: the admin API and session, extra admin routes,
     mounted apps."""
     from starlette.applications import Starlette
-    from starlette.exceptions import HTTPException
     from starlette.routing import BaseRoute, Mount
 
     from . import admin, auth
@@ -370,50 +381,8 @@ def _control_app(
         composed.append(Mount(prefix, app))
     return Starlette(
         routes=composed,
-        exception_handlers={
-            Problem: _problem_response,
-            HTTPException: _http_problem,
-            Exception: _internal_problem,
-        },
+        exception_handlers=problem_handlers(),
     )
-
-
-def _problem_response(request: Any, exc: Exception) -> Any:
-    from starlette.responses import Response
-
-    assert isinstance(exc, Problem)
-    status, headers, body = exc.encode()
-    response = Response(body, status)
-    response.raw_headers = headers
-    return response
-
-
-def _http_problem(request: Any, exc: Exception) -> Any:
-    import http
-
-    from starlette.exceptions import HTTPException
-
-    assert isinstance(exc, HTTPException)
-    method, path = request.method, request.scope["path"]
-    headers = dict(exc.headers or {})
-    if "Allow" in headers:  # Starlette lists a route's methods in set order
-        headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
-    if exc.status_code == 404:
-        detail = f"No route for {method} {path}"
-    elif exc.status_code == 405:
-        detail = f"{method} {path} is not supported; use {headers.get('Allow', '')}"
-    else:
-        detail = exc.detail
-    title = http.HTTPStatus(exc.status_code).phrase
-    return _problem_response(
-        request, Problem(exc.status_code, title, detail, headers=headers.items())
-    )
-
-
-def _internal_problem(request: Any, exc: Exception) -> Any:
-    log.error("admin request %s %s failed", request.method, request.scope["path"], exc_info=exc)
-    problem = Problem(500, "Internal Server Error", "the server failed on this request")
-    return _problem_response(request, problem)
 
 
 def create_app(
@@ -441,83 +410,6 @@ def create_app(
 # --- running it ------------------------------------------------------------------------------
 
 
-def _uvicorn_config(app: EngineApp, host: str, port: int) -> uvicorn.Config:
-    import uvicorn
-
-    http: Any = connection.protocol_class() or "auto"
-    try:
-        import uvloop  # noqa: F401
-
-        loop = "uvloop"
-    except ImportError:  # pragma: no cover - no uvloop on Windows
-        loop = "asyncio"
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        loop=loop,
-        http=http,
-        lifespan="off",
-        access_log=False,
-        log_config=None,  # never reconfigure the host program's logging
-        log_level="warning",
-        server_header=False,
-        date_header=True,
-        backlog=2048,
-        timeout_keep_alive=75,
-        timeout_graceful_shutdown=10,
-    )
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    # Bound here rather than by uvicorn, whose bind_socket() calls sys.exit() on failure.
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except BaseException:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
-def _url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
-def _server_class() -> Any:
-    import uvicorn
-
-    class _Server(uvicorn.Server):
-        """uvicorn's server, minus its signal handling (its owner decides) plus a ready hook."""
-
-        ready_callback: Callable[[], None] | None = None
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started and self.ready_callback is not None:
-                self.ready_callback()
-
-    return _Server
-
-
 def serve(
     engine: Engine,
     host: str = "127.0.0.1",
@@ -530,6 +422,7 @@ def serve(
     inline: bool | None = None,
     ready: Callable[[str], None] | None = None,
     allowed_hosts: Iterable[str] = (),
+    limits: Limits = DEFAULT_LIMITS,
 ) -> None:
     """Serve ``engine`` until SIGINT/SIGTERM (when run on the main thread), then return.
 
@@ -537,8 +430,11 @@ def serve(
     Shutdown is graceful: in-flight requests finish, the engine is left open for the caller.
     Bound to a loopback address, the server answers loopback host names only, plus
     ``allowed_hosts`` (``["*"]``: any); see :class:`~firstwrite.engine.auth.HostCheck`.
-    Other arguments: :class:`EngineApp`.
+    ``limits``: read timeouts and the connection limit (:class:`~.connection.Limits`; the
+    default limit is what the file descriptor limit, raised to its hard maximum, leaves after
+    the engine's own). Other arguments: :class:`EngineApp`.
     """
+    connection.raise_file_limit()
     app = create_app(
         engine,
         credentials=credentials,
@@ -548,10 +444,10 @@ def serve(
         inline=inline,
         hosts=HostCheck(host, allowed_hosts),
     )
-    config = _uvicorn_config(app, host, port)
-    sock = _bind(host, port)
-    url = _url(sock)
-    server = _server_class()(config)
+    config = runner.uvicorn_config(app, host, port, limits)
+    sock = runner.bind(host, port)
+    url = runner.url_of(sock)
+    server = runner.server_class()(config)
     if ready is not None:
         server.ready_callback = lambda: ready(url)
 
@@ -559,21 +455,15 @@ def serve(
         if threading.current_thread() is threading.main_thread():
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, _request_exit, server)
+                loop.add_signal_handler(sig, runner.request_exit, server)
         await server.serve(sockets=[sock])
 
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
-            runner.run(main())
+        with asyncio.Runner(loop_factory=runner.new_loop) as loop_runner:
+            loop_runner.run(main())
     finally:
         sock.close()
         app.close()
-
-
-def _request_exit(server: uvicorn.Server) -> None:
-    if server.should_exit:
-        server.force_exit = True  # a second signal: stop waiting for in-flight requests
-    server.should_exit = True
 
 
 class ServerThread:
@@ -597,6 +487,7 @@ class ServerThread:
         inline: bool | None = None,
         startup_timeout: float = 30.0,
         allowed_hosts: Iterable[str] = (),
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.app = create_app(
             engine,
@@ -607,8 +498,8 @@ class ServerThread:
             inline=inline,
             hosts=HostCheck(host, allowed_hosts),
         )
-        self._config = _uvicorn_config(self.app, host, port)
-        self._server = _server_class()(self._config)
+        self._config = runner.uvicorn_config(self.app, host, port, limits)
+        self._server = runner.server_class()(self._config)
         self._ready = threading.Event()
         self._server.ready_callback = self._ready.set
         self._thread: threading.Thread | None = None
@@ -620,16 +511,16 @@ class ServerThread:
     def _run(self) -> None:
         assert self._sock is not None
         try:
-            with asyncio.Runner(loop_factory=_new_loop) as runner:
-                runner.run(self._server.serve(sockets=[self._sock]))
+            with asyncio.Runner(loop_factory=runner.new_loop) as loop_runner:
+                loop_runner.run(self._server.serve(sockets=[self._sock]))
         except BaseException as exc:  # reported to the starting thread
             self._error = exc
         finally:
             self._ready.set()
 
     def start(self) -> str:
-        self._sock = _bind(self._config.host, self._config.port)
-        self.url = _url(self._sock)
+        self._sock = runner.bind(self._config.host, self._config.port)
+        self.url = runner.url_of(self._sock)
         self._thread = threading.Thread(target=self._run, name="firstwrite-server", daemon=True)
         self._thread.start()
         if not self._ready.wait(self._startup_timeout) or self._error is not None:
