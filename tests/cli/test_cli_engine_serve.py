@@ -115,3 +115,37 @@ def test_console_script_is_installed() -> None:
     )
     assert result.returncode == 0
     assert "--require-auth" in result.stdout
+
+
+def test_db_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "engine.db"
+    result = subprocess.run(
+        [sys.executable, "-m", "firstwrite.cli", "engine", "serve", "--db", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"firstwrite: --db {missing}: directory {missing.parent} does not exist"
+    ]
+
+
+def test_server_construction_is_one_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Everything `engine serve` passes to the server goes through run_server (where the
+    console mounts its routes): its arguments come from the command line."""
+
+    seen: dict[str, Any] = {}
+
+    def fake_serve(engine: Any, host: str, port: int, **kwargs: Any) -> None:
+        seen.update(host=host, port=port, **kwargs)
+        kwargs["ready"]("http://127.0.0.1:1234")
+
+    monkeypatch.setattr("firstwrite.engine.server.serve", fake_serve)
+    assert main(["engine", "serve", "--port", "0", "--threads", "3"]) == 0
+    assert (seen["host"], seen["port"], seen["threads"], seen["routes"]) == (
+        "127.0.0.1",
+        0,
+        3,
+        None,
+    )
