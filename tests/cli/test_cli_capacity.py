@@ -144,15 +144,17 @@ def test_default_record_size_is_the_layers_claim(tmp_path: Path) -> None:
     """The planner's default record is what the layer writes for a UUID key, measured."""
     from firstwrite.engine import Engine, local_client
     from firstwrite.idempotency import Idempotency
-    from firstwrite.idempotency.guard import new_token
     from firstwrite.idempotency.keys import fingerprint
+    from firstwrite.idempotency.machine import new_token
+    from firstwrite.idempotency.requests import Requests
     from firstwrite.idempotency.serialization import item_size
 
     with Engine(tmp_path / "size.db") as engine:
         guard = Idempotency(client=local_client(engine))
-        key, _ = guard.keys.key("6f1c9f4e-8a0b-4c8e-9d4a-2b7c1e5f3a90")
+        key = guard.dynamodb_key("6f1c9f4e-8a0b-4c8e-9d4a-2b7c1e5f3a90")
         now = time.time()
-        item = guard.requests.claim_item(key, new_token(now), fingerprint({"a": 1}), now, 60)
+        requests = Requests(guard.config)
+        item = requests.claim_item(key, new_token(now), fingerprint({"a": 1}), now, 60)
     assert item_size(item) == model.DEFAULT_RECORD_BYTES
 
 

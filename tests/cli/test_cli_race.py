@@ -126,7 +126,6 @@ def broken_put(temp_operation: Callable[..., None]) -> Iterator[Callable[[str], 
     or never return the item on a failed condition ("no-item")."""
     from firstwrite.engine import operations
 
-    operations.load_all()
     original = operations.DYNAMODB["PutItem"]
 
     def install(kind: str) -> None:

@@ -118,8 +118,9 @@ def add_commands(commands: Any) -> None:
 
 def _contend(spec: Spec, client: Any, contender: str, barrier: Any, out: Any) -> None:
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
-    from firstwrite.idempotency.guard import new_token
-    from firstwrite.idempotency.record import A_OWNER, fence
+    from firstwrite.idempotency.machine import new_token
+    from firstwrite.idempotency.record import A_OWNER
+    from firstwrite.idempotency.requests import Requests, fence
 
     config = IdempotencyConfig(
         table_name=spec.table,
@@ -128,14 +129,15 @@ def _contend(spec: Spec, client: Any, contender: str, barrier: Any, out: Any) ->
         sort_key=spec.sort_key,
     )
     guard = Idempotency(config, client=client)
+    requests = Requests(config)  # the layer's own claim request, as a first call sends it
     try:
         for index in range(spec.keys):
-            key, _ = guard.keys.key(f"key-{index}")
+            key = guard.dynamodb_key(f"key-{index}")
             now = time.time()
             token = new_token(now)
             owner = fence(token, 1)
-            item = guard.requests.claim_item(key, token, FINGERPRINT, now, LEASE)
-            request = guard.requests.put_claim(item, FINGERPRINT, now)
+            item = requests.claim_item(key, token, FINGERPRINT, now, LEASE)
+            request = requests.put_claim(item, FINGERPRINT, now).params
             try:
                 barrier.wait(BARRIER_TIMEOUT)
             except threading.BrokenBarrierError:
@@ -372,8 +374,8 @@ def _key_of(spec: Spec, client: Any) -> Callable[[int], dict[str, Any]]:
         partition_key=spec.partition_key,
         sort_key=spec.sort_key,
     )
-    builder = Idempotency(config, client=client).keys
-    return lambda index: builder.key(f"key-{index}")[0]
+    guard = Idempotency(config, client=client)
+    return lambda index: guard.dynamodb_key(f"key-{index}")
 
 
 def _read_back(spec: Spec, client: Any, results: dict[int, KeyResult]) -> None:

@@ -26,6 +26,7 @@ from firstwrite.idempotency import (
     Replay,
     ReplayedFailureError,
     SerializationError,
+    TableNotFoundError,
 )
 
 from .config import HttpConfig, RetryAfterContext
@@ -191,7 +192,9 @@ class Core:
                 f"this {self.config.header} was used for a different request (method, path, "
                 "query or body differ); use a new key for a new request",
             )
-        if isinstance(error, IdempotencyError):
+        # A missing table is the store being unavailable to this request (503, nothing run);
+        # its message (which table, how to create it) goes to the log below.
+        if isinstance(error, IdempotencyError) and not isinstance(error, TableNotFoundError):
             return None
         log.error("idempotency store unavailable for %s", plan.request, exc_info=error)
         return render(
