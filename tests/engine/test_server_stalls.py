@@ -174,7 +174,7 @@ def test_a_hostile_body_does_not_delay_other_clients(cli_server: Callable[..., A
     )
     print(report)
     assert loud_p90 < max(50 * quiet_typical, 0.25), report
-    assert max(loud) < 2.0, report
+    assert max(loud) < 3.0, report  # before: up to 16 s
     # Memory: the server process peaked well under what four such requests at once took before.
     status = Path(f"/proc/{server.process.pid}/status").read_text()
     peak_kib = int(
