@@ -43,7 +43,7 @@ from .binding_steps import (
     response_headers,
     target_of,
 )
-from .server import wire_call
+from .wire import wire_call
 
 if TYPE_CHECKING:
     from .api import Engine

@@ -27,7 +27,8 @@ from botocore.configprovider import (
 from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
-from .client import CONTENT_TYPE, exceptions_factory, new_request_id
+from .client import exceptions_factory
+from .wire import CONTENT_TYPE, new_request_id
 
 if TYPE_CHECKING:
     from .api import Engine
