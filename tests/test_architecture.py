@@ -41,6 +41,7 @@ ABOVE_THE_ENGINE = (
 # The engine's features: core operations reach them only through hooks on the context.
 FEATURES = (
     "firstwrite.engine.faults",
+    "firstwrite.engine.indexes",
     "firstwrite.engine.throughput",
     "firstwrite.engine.regions",
     "firstwrite.engine.streams",

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
+from ..errors import DynamoDBError
 from ..values import Item
 from .base import StaleTable, Statements, TableRow, pack, unpack
 
@@ -216,6 +217,23 @@ class CoreReads(Statements):
 class CoreWrites(CoreReads):
     """The catalog, items and transaction tokens, written (inside a write transaction, or as
     one autocommit statement: see ``database.py``)."""
+
+    @contextlib.contextmanager
+    def guarded(self, needed: bool = True) -> Iterator[None]:
+        """Undo what the block wrote if it raises a DynamoDBError (a change hook refusing a
+        write it has seen): a savepoint inside the caller's write transaction. ``needed=False``
+        costs nothing (most writes check everything before they write)."""
+        if not needed:
+            yield
+            return
+        self._conn.execute("SAVEPOINT guarded")
+        try:
+            yield
+        except DynamoDBError:
+            self._conn.execute("ROLLBACK TO guarded")
+            self._conn.execute("RELEASE guarded")
+            raise
+        self._conn.execute("RELEASE guarded")
 
     def put(self, table_id: int, pk: bytes, sk: bytes, size: int, item: Item) -> None:
         self._conn.execute(
