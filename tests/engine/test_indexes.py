@@ -701,7 +701,7 @@ def test_page_size_limit_applies_to_index_entries(ddb: Any, table_name: str) -> 
     pages = []
     start = None
     while True:
-        kw = {"ExclusiveStartKey": start} if start else {}
+        kw: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
         page = query(ddb, table_name, "by-g", "g = :g", {":g": {"S": "G"}}, **kw)
         pages.append(page["Count"])
         start = page.get("LastEvaluatedKey")
