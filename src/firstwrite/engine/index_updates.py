@@ -205,10 +205,11 @@ def gsi_updates(
                 "supported by the firstwrite local engine yet"
             )
         deleting = {a["IndexName"] for kind, a in online if kind == "Delete"}
+        # Another index being built or dropped; the one a Delete names answers for itself.
         busy = [
             i
             for i in row.indexes
-            if i.status == "DELETING" or (i.status == "CREATING" and i.name not in deleting)
+            if i.status in ("CREATING", "DELETING") and i.name not in deleting
         ]
         if len(online) > 1 or busy:
             raise DynamoDBError("LimitExceededException", _ONE_ONLINE)  # DDB-TABLE-159
