@@ -83,9 +83,17 @@ def updated_item(
     key: Item,
     old: Item | None,
     indexes: tuple[IndexSchema, ...] = (),
-) -> tuple[Item, int]:
+) -> tuple[Item, int] | None:
     """The item an UpdateExpression makes of ``old`` (or of the bare key), and its size;
-    refused if the table's ``indexes`` could not hold it."""
+    refused if the table's ``indexes`` could not hold it.
+
+    ``None`` when there is no item and the update only removes or deletes attributes: as on
+    DynamoDB, that creates nothing (an update with no action at all still creates the item).
+    """
+    if old is None and compiled.update is not None:
+        plan = compiled.update.plan
+        if not plan.sets and not plan.adds:
+            return None
     base = old if old is not None else dict(key)
     new = (
         apply_update(compiled.update, base, key_names=schema.names)
@@ -272,16 +280,19 @@ def update_item(ctx: Context) -> dict[str, Any]:
         params, wire=ctx.wire, kinds=("UpdateExpression", "ConditionExpression")
     )
 
-    def attempt(row: TableRow) -> tuple[Item | None, Item, int]:
+    def attempt(row: TableRow) -> tuple[Item | None, Item | None, int]:
         schema = row.key_schema
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
 
         refusing = _refusing(ctx, row)
 
-        def write(w: Writer) -> tuple[Item | None, Item, int]:
+        def write(w: Writer) -> tuple[Item | None, Item | None, int]:
             old = w.get_checked(row, pk, sk)
             check_condition(compiled, params, old)
-            new, size = updated_item(compiled, schema, key, old, row.indexes)
+            updated = updated_item(compiled, schema, key, old, row.indexes)
+            if updated is None:
+                return None, None, 0  # nothing to remove from: nothing is created
+            new, size = updated
             with w.guarded(refusing):
                 w.put(row.id, pk, sk, size, new)
                 if ctx.engine.change_hooks:

@@ -369,9 +369,11 @@ def _apply(
             w.put(row.id, action.pk, action.sk, size, new)
         elif action.kind == "Update":
             written = news[index]
-            assert written is not None
-            new, size = written
-            w.put(row.id, action.pk, action.sk, size, new)
+            if written is None:  # removals from an absent item create nothing
+                new, size = None, 0
+            else:
+                new, size = written
+                w.put(row.id, action.pk, action.sk, size, new)
         elif action.kind == "Delete":
             new, size = None, 0
             if old is not None:
