@@ -105,11 +105,24 @@ class IndexReads(Statements):
 
         ``low``/``high`` bound the index sort key as ``(bytes, inclusive)``; ``after`` is an
         ExclusiveStartKey's (isk, pk, sk): only entries strictly after it in reading order.
+        The same statement shape, and the same single generator, as ``CoreReads.range``.
         """
-        for _ipk, _isk, pk, sk, size, item in self._partition(
-            index.id, ipk, low, high, forward, limit, after
-        ):
-            yield pk, sk, size, item
+        where, args = _bounds(low, high)
+        where[:0] = ["index_id = ?", "ipk = ?"]
+        args[:0] = [index.id, ipk]
+        if after is not None:
+            where.append(f"(isk, pk, sk) {'>' if forward else '<'} (?, ?, ?)")
+            args.extend(after)
+        order = "ASC" if forward else "DESC"
+        sql = (
+            f"SELECT pk, sk, size, body FROM index_items WHERE {' AND '.join(where)} "
+            f"ORDER BY isk {order}, pk {order}, sk {order}"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        for pk, sk, size, body in self._conn.execute(sql, args):
+            yield pk, sk, size, unpack(body)
 
     def _entries(
         self, index_id: int, after: tuple[bytes, bytes, bytes, bytes] | None
