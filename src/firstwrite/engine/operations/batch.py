@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import consumed
 from ..errors import constraint, constraint_errors, serialization, validation
-from ..schema import check_index_keys, item_key, parse_key
+from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     RETURN_CONSUMED_CAPACITY,
@@ -24,7 +24,7 @@ from ..validation import (
     _check,
     _check_members,
 )
-from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item
+from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
 from ._common import compile_request, projected
 from .items import ITEM_TOO_LARGE
 from .tables import require_table
@@ -233,7 +233,9 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
                     "exactly one of the supported datatypes"
                 )
             if put is not None:
-                entries.append((parse_item(put["Item"], wire=ctx.wire), None))
+                item, size = parse_item_sized(put["Item"], wire=ctx.wire)
+                check_attribute_names(item, size)
+                entries.append((item, None))
             elif delete is not None:
                 entries.append((None, delete["Key"]))
         parsed.append((table, entries))

@@ -16,7 +16,7 @@ from ..errors import DynamoDBError, conditional_check_failed, internal_error, va
 from ..expressions import Compiled, apply_update, evaluate, project
 from ..expressions.compiled import absent_attribute
 from ..keys import IndexSchema, KeySchema
-from ..schema import check_index_keys, item_key, parse_key
+from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     CONSISTENT_READ,
@@ -103,6 +103,7 @@ def updated_item(
     size = item_size(new)
     if size > MAX_ITEM_SIZE:
         raise validation(UPDATE_TOO_LARGE)
+    check_attribute_names(new, size)
     if indexes:
         check_index_keys(indexes, new, update=True)
     return new, size
@@ -177,6 +178,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
     check(params, _PUT)
     return_values = return_values_put_delete(params)
     item, size = parse_item_sized(params["Item"], wire=ctx.wire)
+    check_attribute_names(item, size)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     condition = compiled.condition
     absent = absent_attribute(condition)

@@ -37,7 +37,7 @@ from .. import consumed
 from ..errors import DynamoDBError, resource_not_found, validation
 from ..expressions import Compiled
 from ..keys import KeySchema
-from ..schema import check_index_keys, item_key, key_of, parse_key
+from ..schema import check_attribute_names, check_index_keys, item_key, key_of, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import RETURN_CONSUMED_CAPACITY, RETURN_ITEM_COLLECTION_METRICS, F, check
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item, parse_value, to_wire
@@ -168,6 +168,7 @@ def _parse_action(ctx: Context, kind: str, params: Mapping[str, Any]) -> tuple[_
     if kind == "Put":
         action.item = parse_item(params["Item"], wire=ctx.wire)
         action.size = item_size(action.item)
+        check_attribute_names(action.item, action.size)
         payload = action.size
     else:
         key = params["Key"]
@@ -399,7 +400,7 @@ def transact_get_items(ctx: Context) -> dict[str, Any]:
     actions = _parse_actions(ctx, params["TransactItems"], ("Get",))
 
     def read(r: Reader) -> list[Item | None]:
-        _cancel_if_invalid(_resolve(ctx, r, actions, distinct=False))
+        _cancel_if_invalid(_resolve(ctx, r, actions))
         return [r.get(a.row.id, a.pk, a.sk) if a.row is not None else None for a in actions]
 
     # One snapshot: every Get sees the same committed state, never half of a transaction.
