@@ -1043,3 +1043,32 @@ def test_item_collection_metrics_and_limit(tmp_path: Any) -> None:
         # Other collections and shrinking writes are not affected.
         client.put_item(TableName="lsi-orders", Item=item("o3", 1, rank=1))
         client.put_item(TableName="lsi-orders", Item=item("o1", 2, rank=2))
+
+
+def test_a_version_1_database_is_upgraded_in_place(tmp_path: Any) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with Engine(path) as engine:
+        DirectClient(engine).create_table(
+            TableName="old",
+            AttributeDefinitions=DEFINITIONS[:1],
+            KeySchema=KEY[:1],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    with sqlite3.connect(path) as conn:  # as an engine before secondary indexes left it
+        conn.execute("DROP TABLE index_items")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with Engine(path) as engine:
+        client = DirectClient(engine)
+        assert client.describe_table(TableName="old")["Table"]["TableStatus"] == "ACTIVE"
+        create(client, "indexed")
+        client.put_item(TableName="indexed", Item=item("a", 1, tenant="t", ts=1))
+        assert _tenant(client, "indexed", "t") == [("a", 1)]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            "2",
+        )
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(RuntimeError, match="database schema version 3 is not 2"):
+        Engine(path)
