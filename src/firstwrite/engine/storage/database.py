@@ -35,7 +35,7 @@ from ..errors import DynamoDBError, internal_error
 from ..values import Item
 from .access import Reader, Writer
 from .base import Catalog, TableRow
-from .schema import SCHEMA, SCHEMA_VERSION
+from .schema import SCHEMA, SCHEMA_UPGRADES, SCHEMA_VERSION
 
 __all__ = ["Storage"]
 
@@ -119,6 +119,10 @@ class Storage:
             if row is None:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                )
+            elif row[0] in SCHEMA_UPGRADES:
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
                 )
             elif row[0] != SCHEMA_VERSION:
                 raise RuntimeError(
