@@ -1,0 +1,341 @@
+"""Random concurrent histories against a DynamoDB: the clients of the linearizability proof.
+
+A client issues random calls on a few hot keys (conditional Put/Update/Delete, consistent Get,
+TransactWriteItems and TransactGetItems over two keys of a group, and idempotency claims through
+``firstwrite.idempotency``) and records each one as a :class:`lincheck.Op` with its invocation and
+completion times on ``time.monotonic_ns()``, which every process on the machine shares. Clients
+run as threads of this process or of worker processes (spawned, so they share nothing but the
+target); :func:`run_process` is the worker's entry point and returns its ops pickled.
+
+A target is where the calls go: ``{"url": ...}`` over HTTP (a served engine, moto's server) or
+``{"db": ...}`` for an engine opened in process on a database file (each process its own).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from lincheck import (
+    ALWAYS,
+    UNKNOWN,
+    Action,
+    Call,
+    Check,
+    Claim,
+    Complete,
+    Cond,
+    Delete,
+    Get,
+    Item,
+    Op,
+    Put,
+    TxGet,
+    TxWrite,
+    Update,
+)
+
+REGION = "us-east-1"
+CLIENT_CONFIG = Config(
+    retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=30, max_pool_connections=4
+)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What every client of one run does: the same tables and keys, its own random seed."""
+
+    target: Mapping[str, Any]
+    table: str
+    idem_table: str
+    groups: int = 4  # independent groups of hot keys
+    keys_per_group: int = 3
+    idem_keys_per_group: int = 4
+    ops_per_client: int = 100
+    seed: int = 0
+    start_ns: int = 0  # clients wait for this instant, so processes start together
+    deadline_ns: int = 0  # and stop at this one whatever their count
+    ccf_item: bool = True  # the target returns the item on a failed condition (ALL_OLD)
+    transactions: float = 0.25  # the share of register calls that are transactions
+
+
+def make_client(target: Mapping[str, Any]) -> Any:
+    from firstwrite.engine.binding import dummy_session
+
+    session = boto3.session.Session(botocore_session=dummy_session(REGION))
+    if "url" in target:
+        return session.client(
+            "dynamodb", region_name=REGION, endpoint_url=target["url"], config=CLIENT_CONFIG
+        )
+    from firstwrite.engine.api import Engine
+    from firstwrite.engine.binding import bind
+
+    engine = _engines.get(target["db"])
+    if engine is None:
+        engine = _engines[target["db"]] = Engine(target["db"])
+    return bind(session.client("dynamodb", region_name=REGION, config=CLIENT_CONFIG), engine)
+
+
+_engines: dict[str, Any] = {}  # one Engine per database file per process
+
+
+def create_tables(client: Any, spec: Spec) -> None:
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig
+
+    client.create_table(
+        TableName=spec.table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    Idempotency(IdempotencyConfig(table_name=spec.idem_table), client=client).ensure_table()
+
+
+# --- calls as DynamoDB requests ------------------------------------------------------------
+
+
+def _pk(key: str) -> dict[str, Any]:
+    return {"pk": {"S": key}}
+
+
+def _item(attributes: Mapping[str, Any] | None) -> Item:
+    if not attributes:
+        return None
+    return (int(attributes["ver"]["N"]), attributes["val"]["S"])
+
+
+def _condition(cond: Cond) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ConditionExpression for ``cond`` and the values it needs."""
+    if cond.kind == "always":
+        return {}, {}
+    if cond.kind == "absent":
+        return {"ConditionExpression": "attribute_not_exists(pk)"}, {}
+    if cond.kind == "exists":
+        return {"ConditionExpression": "attribute_exists(pk)"}, {}
+    return {"ConditionExpression": "ver = :expected"}, {":expected": {"N": str(cond.ver)}}
+
+
+def _request(table: str, action: Action) -> tuple[str, dict[str, Any]]:
+    """The transaction entry (and single-call request) for ``action``."""
+    condition, values = _condition(action.cond)
+    request: dict[str, Any] = {"TableName": table, **condition}
+    if isinstance(action, Put):
+        kind = "Put"
+        request["Item"] = {
+            **_pk(action.key),
+            "ver": {"N": str(action.ver)},
+            "val": {"S": action.val},
+        }
+    elif isinstance(action, Update):
+        kind = "Update"
+        request["Key"] = _pk(action.key)
+        request["UpdateExpression"] = "SET val = :val ADD ver :one"
+        values.update({":val": {"S": action.val}, ":one": {"N": "1"}})
+    else:
+        kind = "Delete" if isinstance(action, Delete) else "ConditionCheck"
+        request["Key"] = _pk(action.key)
+    if values:
+        request["ExpressionAttributeValues"] = values
+    return kind, request
+
+
+def execute(client: Any, spec: Spec, call: Call) -> tuple[Any, ...]:
+    """Send ``call``; its outcome as the model states outcomes. Raises on anything else."""
+    if isinstance(call, Get):
+        response = client.get_item(TableName=spec.table, Key=_pk(call.key), ConsistentRead=True)
+        return ("item", _item(response.get("Item")))
+    if isinstance(call, (Put, Update, Delete)):
+        kind, request = _request(spec.table, call)
+        returns = "ALL_NEW" if kind == "Update" else "ALL_OLD"
+        method = {"Put": client.put_item, "Update": client.update_item}.get(
+            kind, client.delete_item
+        )
+        try:
+            response = method(
+                **request, ReturnValues=returns, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            current = _item(exc.response.get("Item")) if spec.ccf_item else UNKNOWN
+            return ("failed", current)
+        return ("ok", _item(response.get("Attributes")))
+    if isinstance(call, TxWrite):
+        items = [dict([_request(spec.table, a)]) for a in call.actions]
+        try:
+            client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons")
+            if reasons is None:
+                return ("cancelled", UNKNOWN)
+            return ("cancelled", tuple(r.get("Code", "None") for r in reasons))
+        return ("ok",)
+    if isinstance(call, TxGet):
+        gets = [{"Get": {"TableName": spec.table, "Key": _pk(k)}} for k in call.keys]
+        response = client.transact_get_items(TransactItems=gets)
+        return ("items", tuple(_item(r.get("Item")) for r in response["Responses"]))
+    raise TypeError(f"not a single DynamoDB call: {call!r}")
+
+
+# --- one client ------------------------------------------------------------------------------
+
+
+class Client:
+    """One client: random calls, each recorded with its times (``ops``)."""
+
+    def __init__(self, name: str, spec: Spec, client: Any) -> None:
+        from firstwrite.idempotency import Idempotency, IdempotencyConfig, RetryPolicy
+
+        self.name = name
+        self.spec = spec
+        self.client = client
+        self.rng = random.Random(f"{spec.seed}/{name}")
+        self.known: dict[str, int | None] = {}  # last version this client saw, per key
+        self.ops: list[Op] = []
+        self.errors: list[str] = []
+        config = IdempotencyConfig(table_name=spec.idem_table, retry=RetryPolicy(max_attempts=1))
+        self.guard = Idempotency(config, client=client)
+        self.counter = 0
+
+    def run(self) -> None:
+        spec = self.spec
+        delay = (spec.start_ns - time.monotonic_ns()) / 1e9
+        if delay > 0:
+            time.sleep(delay)
+        for _ in range(spec.ops_per_client):
+            if spec.deadline_ns and time.monotonic_ns() > spec.deadline_ns:
+                break
+            group = self.rng.randrange(spec.groups)
+            if self.rng.random() < 0.12:
+                self._claim(f"idem-{group}-{self.rng.randrange(spec.idem_keys_per_group)}")
+            else:
+                self._record(self._random_call(group))
+
+    def _value(self) -> str:
+        self.counter += 1
+        return f"{self.name}.{self.counter}"
+
+    def _cond(self, key: str) -> Cond:
+        roll = self.rng.random()
+        if roll < 0.45 and key in self.known:
+            seen = self.known[key]
+            return Cond("absent") if seen is None else Cond("ver", seen)
+        if roll < 0.6:
+            return Cond("absent")
+        if roll < 0.7:
+            return Cond("exists")
+        if roll < 0.8:
+            return Cond("ver", self.rng.randint(1, 4))
+        return ALWAYS
+
+    def _action(self, key: str, *, check: bool) -> Action:
+        roll = self.rng.random()
+        if check and roll < 0.15:
+            cond = self._cond(key)  # a ConditionCheck needs a condition
+            return Check(key, Cond("exists") if cond is ALWAYS else cond)
+        if roll < 0.45:
+            seen = self.known.get(key)
+            return Put(key, (seen or 0) + 1, self._value(), self._cond(key))
+        if roll < 0.85:
+            return Update(key, self._value(), self._cond(key))
+        return Delete(key, self._cond(key))
+
+    def _random_call(self, group: int) -> Call:
+        keys = [f"g{group}-k{j}" for j in range(self.spec.keys_per_group)]
+        share = self.spec.transactions
+        if self.rng.random() >= share:
+            if self.rng.random() < 1 / 3:
+                return Get(self.rng.choice(keys))
+            return self._action(self.rng.choice(keys), check=False)
+        pair = self.rng.sample(keys, 2)
+        if self.rng.random() < 0.6:
+            actions = tuple(self._action(k, check=True) for k in pair)
+            if all(isinstance(a, Check) for a in actions):
+                actions = (actions[0], Update(pair[1], self._value()))
+            return TxWrite(actions)
+        return TxGet(tuple(pair))
+
+    def _record(self, call: Call) -> tuple[Any, ...] | None:
+        invoked = time.monotonic_ns()
+        try:
+            outcome = execute(self.client, self.spec, call)
+        except Exception as exc:  # no answer (or not one the model knows): may have happened
+            self.errors.append(f"{call}: {exc!r}")
+            self.ops.append(Op(self.name, call, None, invoked, None))
+            return None
+        self.ops.append(Op(self.name, call, outcome, invoked, time.monotonic_ns()))
+        self._learn(call, outcome)
+        return outcome
+
+    def _learn(self, call: Call, outcome: tuple[Any, ...]) -> None:
+        if isinstance(call, Get) or (
+            isinstance(call, (Put, Update, Delete)) and outcome[0] == "failed"
+        ):
+            if outcome[1] is not UNKNOWN:
+                self.known[call.key] = None if outcome[1] is None else outcome[1][0]
+        elif isinstance(call, Update):
+            self.known[call.key] = outcome[1][0]
+        elif isinstance(call, Put):
+            self.known[call.key] = call.ver
+        elif isinstance(call, Delete):
+            self.known[call.key] = None
+        elif isinstance(call, TxGet):
+            for key, item in zip(call.keys, outcome[1], strict=True):
+                self.known[key] = None if item is None else item[0]
+
+    def _claim(self, key: str) -> None:
+        from firstwrite.idempotency import InProgressError, LostClaimError, Replay
+
+        claim = Claim(key, self.name)
+        invoked = time.monotonic_ns()
+        try:
+            got = self.guard.claim(key)
+        except InProgressError:
+            outcome: tuple[Any, ...] = ("in_progress",)
+        except Exception as exc:
+            self.errors.append(f"{claim}: {exc!r}")
+            self.ops.append(Op(self.name, claim, None, invoked, None))
+            return
+        else:
+            outcome = ("replay", got.value()) if isinstance(got, Replay) else ("claimed",)
+        self.ops.append(Op(self.name, claim, outcome, invoked, time.monotonic_ns()))
+        if outcome != ("claimed",):
+            return
+        time.sleep(self.rng.random() * 0.005)  # the side effect: duplicates meet it in progress
+        result = self._value()
+        complete = Complete(key, self.name, result)
+        invoked = time.monotonic_ns()
+        try:
+            self.guard.complete(got, result)
+        except LostClaimError:
+            self.ops.append(Op(self.name, complete, ("lost",), invoked, time.monotonic_ns()))
+        except Exception as exc:
+            self.errors.append(f"{complete}: {exc!r}")
+            self.ops.append(Op(self.name, complete, None, invoked, None))
+        else:
+            self.ops.append(Op(self.name, complete, ("ok",), invoked, time.monotonic_ns()))
+
+
+def run_threads(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
+    """Run one client per name on threads of this process; their ops and errors."""
+    clients = [Client(name, spec, make_client(spec.target)) for name in names]
+    threads = [threading.Thread(target=c.run, name=c.name) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [op for c in clients for op in c.ops], [e for c in clients for e in c.errors]
+
+
+def run_process(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
+    """A worker process's entry point (spawned): :func:`run_threads`, results pickled back."""
+    return run_threads(spec, names)
