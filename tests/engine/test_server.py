@@ -276,23 +276,82 @@ def _thread_running(server: str, temp_operation: Callable[..., None]) -> str:
     return seen[0]
 
 
-def test_normal_durability_answers_on_the_event_loop(
+def test_normal_durability_answers_on_the_lane(
     server: str, temp_operation: Callable[..., None]
 ) -> None:
-    # Tens of microseconds of CPU: a thread-pool round trip would cost more than the call.
-    assert not _thread_running(server, temp_operation).startswith("firstwrite-engine")
+    # Tens of microseconds of CPU: handed to the lane thread a batch per loop turn, never run
+    # on the event loop (where a call waiting on SQLite's lock would stall every client).
+    assert _thread_running(server, temp_operation) == "firstwrite-lane"
+
+
+def test_inline_answers_on_the_event_loop(
+    engine: Engine, temp_operation: Callable[..., None]
+) -> None:
+    with ServerThread(engine, inline=True) as url:
+        assert _thread_running(url, temp_operation) == "firstwrite-server"
 
 
 def test_faults_move_calls_to_the_thread_pool(
     engine: Engine, server: str, temp_operation: Callable[..., None]
 ) -> None:
-    # Injected latency must delay its own request, not every request on the event loop.
+    # Injected latency must delay its own request, not every request on the lane.
     engine.faults.latency(0.0, operation="PutItem")
     try:
         assert _thread_running(server, temp_operation).startswith("firstwrite-engine")
     finally:
         engine.faults.clear()
-    assert not _thread_running(server, temp_operation).startswith("firstwrite-engine")
+    assert _thread_running(server, temp_operation) == "firstwrite-lane"
+
+
+def test_big_bodies_are_answered_on_the_thread_pool(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    seen: list[str] = []
+
+    def where(ctx: Context) -> dict[str, Any]:
+        seen.append(threading.current_thread().name)
+        return {"Endpoints": []}
+
+    temp_operation("DescribeEndpoints", where)
+    big = json.dumps({"Padding": "x" * (300 * 1024)})
+    with httpx.Client(base_url=server, timeout=30) as http:
+        assert post(http, TARGET + "DescribeEndpoints", big).status_code == 200
+        assert post(http, TARGET + "DescribeEndpoints", "{}").status_code == 200
+    assert seen[0].startswith("firstwrite-engine") and seen[1] == "firstwrite-lane"
+
+
+def test_a_stuck_lane_hands_new_calls_to_the_pool(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    release = threading.Event()
+    seen: list[str] = []
+
+    def slow(ctx: Context) -> dict[str, Any]:
+        seen.append(threading.current_thread().name)
+        if ctx.params.get("Wait"):
+            release.wait(30)
+        return {"Endpoints": []}
+
+    temp_operation("DescribeEndpoints", slow)
+    statuses: list[int] = []
+
+    def waiting_call() -> None:
+        with httpx.Client(base_url=server, timeout=60) as http:
+            statuses.append(post(http, TARGET + "DescribeEndpoints", '{"Wait": true}').status_code)
+
+    waiter = threading.Thread(target=waiting_call)
+    waiter.start()
+    try:
+        while not seen:
+            time.sleep(0.01)
+        time.sleep(0.1)  # longer than lanes.STUCK_SECONDS
+        with httpx.Client(base_url=server, timeout=10) as http:
+            assert post(http, TARGET + "DescribeEndpoints", "{}").status_code == 200
+    finally:
+        release.set()
+        waiter.join()
+    assert statuses == [200]
+    assert seen[0] == "firstwrite-lane" and seen[1].startswith("firstwrite-engine")
 
 
 def test_full_durability_uses_the_thread_pool_for_group_commit(

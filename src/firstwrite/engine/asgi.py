@@ -8,6 +8,7 @@ unknown path, a refused connection) is an RFC 9457 problem: ``{"type", "title", 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "header",
     "problem",
     "problem_bytes",
+    "problem_handlers",
     "respond",
 ]
 
@@ -32,6 +34,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
+
+log = logging.getLogger("firstwrite.engine.server")
 
 PROBLEM_TYPE = b"application/problem+json"
 
@@ -92,3 +96,51 @@ def header(scope: Scope, name: bytes) -> bytes | None:
 async def respond(send: Send, status: int, headers: Headers, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+# --- Starlette's errors as problems (for the apps the server composes with Starlette) ---------
+
+
+def problem_handlers() -> dict[Any, Callable[..., Any]]:
+    """Starlette ``exception_handlers`` answering every error as a problem."""
+    from starlette.exceptions import HTTPException
+
+    return {Problem: _problem_response, HTTPException: _http_problem, Exception: _internal_problem}
+
+
+def _problem_response(request: Any, exc: Exception) -> Any:
+    from starlette.responses import Response
+
+    assert isinstance(exc, Problem)
+    status, headers, body = exc.encode()
+    response = Response(body, status)
+    response.raw_headers = headers
+    return response
+
+
+def _http_problem(request: Any, exc: Exception) -> Any:
+    import http
+
+    from starlette.exceptions import HTTPException
+
+    assert isinstance(exc, HTTPException)
+    method, path = request.method, request.scope["path"]
+    headers = dict(exc.headers or {})
+    if "Allow" in headers:  # Starlette lists a route's methods in set order
+        headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
+    if exc.status_code == 404:
+        detail = f"No route for {method} {path}"
+    elif exc.status_code == 405:
+        detail = f"{method} {path} is not supported; use {headers.get('Allow', '')}"
+    else:
+        detail = exc.detail
+    title = http.HTTPStatus(exc.status_code).phrase
+    return _problem_response(
+        request, Problem(exc.status_code, title, detail, headers=headers.items())
+    )
+
+
+def _internal_problem(request: Any, exc: Exception) -> Any:
+    log.error("admin request %s %s failed", request.method, request.scope["path"], exc_info=exc)
+    problem = Problem(500, "Internal Server Error", "the server failed on this request")
+    return _problem_response(request, problem)

@@ -15,19 +15,32 @@ runs as one job, so the event loop only moves bytes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
 import socket
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from . import connection
-from .asgi import ASGIApp, Message, Problem, Receive, Scope, Send, header, problem, respond
+from . import connection, runner
+from .asgi import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    header,
+    problem,
+    problem_handlers,
+    respond,
+)
+from .auth import Guard, HostCheck, Sessions
+from .connection import Limits
+from .lanes import ByteBudget, Lane
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
     JSON_CONTENT_TYPES,
@@ -38,7 +51,6 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    import uvicorn
     from starlette.applications import Starlette
 
     from .api import Engine
@@ -47,6 +59,8 @@ __all__ = [
     "ADMIN_PREFIX",
     "ASGIApp",
     "EngineApp",
+    "Limits",
+    "Mounted",
     "ServerThread",
     "SigV4Verifier",
     "create_app",
@@ -58,10 +72,28 @@ log = logging.getLogger(__name__)
 
 ADMIN_PREFIX = "/_firstwrite/"
 DEFAULT_THREADS = 32
+DEFAULT_LIMITS = Limits()
+# Bodies over this size are big: read only when they fit in the budget, answered on the pool.
+BIG_BODY_BYTES = 256 * 1024
+# At most this many bytes of big bodies in the server at once (16 MiB: one of DynamoDB's
+# biggest requests, which takes up to about 25 times its size in memory while it runs).
+BIG_BODY_BUDGET = 16 * 1024 * 1024
 
 
 class _TooLarge(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class Mounted:
+    """An app to mount, with the paths under its prefix that need no credentials.
+
+    ``public`` paths are relative to the mount point: ``"/login"`` is that path exactly,
+    ``"/static/"`` everything under it. They still get the same-origin and JSON-only checks.
+    """
+
+    app: ASGIApp
+    public: tuple[str, ...] = ()
 
 
 class EngineApp:
@@ -70,9 +102,13 @@ class EngineApp:
     ``credentials`` (access key -> secret) turns on real SigV4 verification; without it any
     signature (or none) is accepted and the region is read from the credential scope.
     ``routes`` maps extra path prefixes under ``/_firstwrite/`` to ASGI apps, served beside the
-    admin API. ``mounts`` maps path prefixes (``"/console"``) to ASGI apps served under them,
-    Starlette's ``Mount`` way: the app sees the full ``path`` and ``root_path`` set to the
-    prefix.
+    admin API. ``mounts`` maps path prefixes (``"/console"``) to ASGI apps (or :class:`Mounted`
+    ones, which name their public paths) served under them, Starlette's ``Mount`` way: the app
+    sees the full ``path`` and ``root_path`` set to the prefix, and the caller in
+    ``scope["firstwrite.principal"]``. The admin API and mounted apps sit behind :class:`~firstwrite.engine.auth.Guard`
+    (same origin, JSON only, and the credentials when there are any). ``hosts`` limits the
+    ``Host`` headers answered on every route (DNS rebinding); :func:`serve` and
+    :class:`ServerThread` set it from the address they bind.
     """
 
     def __init__(
@@ -81,13 +117,16 @@ class EngineApp:
         *,
         credentials: Mapping[str, str] | None = None,
         routes: Mapping[str, ASGIApp] | None = None,
-        mounts: Mapping[str, ASGIApp] | None = None,
+        mounts: Mapping[str, ASGIApp | Mounted] | None = None,
         threads: int = DEFAULT_THREADS,
         max_body_bytes: int = MAX_BODY_BYTES,
         inline: bool | None = None,
+        hosts: HostCheck | None = None,
     ) -> None:
         self.engine = engine
         self.verifier = SigV4Verifier(credentials) if credentials else None
+        self.hosts = hosts
+        self.sessions = Sessions()
         routes = dict(routes or {})
         mounts = dict(mounts or {})
         for prefix in routes:
@@ -104,17 +143,38 @@ class EngineApp:
                     f"with one and is not under {ADMIN_PREFIX}; got {prefix!r}"
                 )
         self.mounts = tuple(mounts)
-        self.control = _control_app(engine, routes, mounts)
+        apps = {p: m.app if isinstance(m, Mounted) else m for p, m in mounts.items()}
+        public = [
+            prefix + path
+            for prefix, mounted in mounts.items()
+            if isinstance(mounted, Mounted)
+            for path in mounted.public
+        ]
+        self.control = Guard(
+            _control_app(engine, credentials, self.sessions, routes, apps),
+            verifier=self.verifier,
+            sessions=self.sessions,
+            hosts=hosts,
+            public=public,
+        )
         self.max_body_bytes = max_body_bytes
+        self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
-        # Where engine calls run. With durability "full" every commit waits for an fsync, so they
-        # go to the thread pool, where concurrent writers share commits (group commit). With
-        # "normal" a call is tens of microseconds of CPU and runs inline on the event loop —
-        # unless faults are switched on: injected latency must delay one request, not the loop.
-        self._inline = inline if inline is not None else engine.durability == "normal"
+        # Where engine calls run (see lanes.py). With durability "normal" a call is tens of
+        # microseconds of CPU: small requests go to the lane, a batch per loop turn. With "full"
+        # every commit waits for an fsync, so they go to the thread pool, where concurrent writers
+        # share commits (group commit); so do big bodies, and every call while faults are on
+        # (injected latency delays its own request only). inline=True runs small requests on the
+        # event loop itself (the fastest, but a call waiting on SQLite's lock then stalls it).
+        self._lane = Lane() if inline is not True and engine.durability == "normal" else None
+        self._inline = inline is True
+        self._pooled = inline is False
+        self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
         self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
 
     def close(self) -> None:
+        if self._lane is not None:
+            self._lane.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -170,7 +230,7 @@ class EngineApp:
                 return
 
     async def _dynamodb(self, scope: Scope, receive: Receive, send: Send) -> None:
-        target = authorization = content_type = None
+        target = authorization = content_type = host = length = None
         for name, value in scope["headers"]:
             if name == b"x-amz-target":
                 target = value
@@ -178,40 +238,71 @@ class EngineApp:
                 authorization = value
             elif name == b"content-type":
                 content_type = value
-        try:
-            body = await self._read_body(receive)
-        except _TooLarge:
-            await respond(
-                send,
-                *problem(
-                    413,
-                    "Payload Too Large",
-                    f"Request bodies are limited to {self.max_body_bytes} bytes",
-                ),
-            )
+            elif name == b"host":
+                host = value
+            elif name == b"content-length":
+                length = value
+        if self.hosts is not None and not self.hosts.allows(host):
+            await respond(send, *self.hosts.refusal(host).encode())
             return
-        if body and content_type is not None:
-            bare = content_type.partition(b";")[0].strip().lower()
-            if bare not in JSON_CONTENT_TYPES:
-                # What DynamoDB sends for a body that is not JSON-typed.
-                await respond(
-                    send,
-                    404,
-                    [(b"x-amzn-requestid", new_request_id().encode()), *_XML_HEADERS],
-                    _XML_UNKNOWN,
-                )
-                return
-        if self._inline and not self.engine.interceptors:
-            # Short and never waiting on another thread of ours: answering on the event loop is
-            # 2x faster than a thread-pool round trip (see BENCHMARKS.md).
-            start, payload = self._answer(scope, target, authorization, body)
+        # A big body (or a chunked one, of unknown size) waits for room in the budget before it
+        # is read, and is answered on the thread pool.
+        if length is None:
+            big = header(scope, b"transfer-encoding") is not None
         else:
-            loop = asyncio.get_running_loop()
-            start, payload = await loop.run_in_executor(
-                self._pool, self._answer, scope, target, authorization, body
-            )
-        await send(start)
-        await send({"type": "http.response.body", "body": payload})
+            big = len(length) > 6 or int(length) > BIG_BODY_BYTES
+        granted = 0
+        try:
+            if big:
+                size = int(length) if length is not None else self.max_body_bytes
+                if size > self.max_body_bytes:
+                    await self._too_large(send)
+                    return
+                granted = await self._budget.acquire(size)
+            try:
+                body = await self._read_body(receive)
+            except _TooLarge:
+                await self._too_large(send)
+                return
+            if body and content_type is not None:
+                bare = content_type.partition(b";")[0].strip().lower()
+                if bare not in JSON_CONTENT_TYPES:
+                    # What DynamoDB sends for a body that is not JSON-typed.
+                    await respond(
+                        send,
+                        404,
+                        [(b"x-amzn-requestid", new_request_id().encode()), *_XML_HEADERS],
+                        _XML_UNKNOWN,
+                    )
+                    return
+            lane = self._lane
+            if big or self._pooled or self.engine.interceptors:
+                start, payload = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self._answer, scope, target, authorization, body
+                )
+            elif self._inline:
+                start, payload = self._answer(scope, target, authorization, body)
+            elif lane is not None and not lane.stuck():
+                start, payload = await lane.submit(self._answer, scope, target, authorization, body)
+            else:
+                start, payload = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self._answer, scope, target, authorization, body
+                )
+            await send(start)
+            await send({"type": "http.response.body", "body": payload})
+        finally:
+            if granted:
+                self._budget.release(granted)
+
+    async def _too_large(self, send: Send) -> None:
+        await respond(
+            send,
+            *problem(
+                413,
+                "Payload Too Large",
+                f"Request bodies are limited to {self.max_body_bytes} bytes",
+            ),
+        )
 
     def _answer(
         self, scope: Scope, target: bytes | None, authorization: bytes | None, body: bytes
@@ -269,16 +360,20 @@ _XML_HEADERS = [
 
 
 def _control_app(
-    engine: Engine, routes: Mapping[str, ASGIApp], mounts: Mapping[str, ASGIApp]
+    engine: Engine,
+    credentials: Mapping[str, str] | None,
+    sessions: Sessions,
+    routes: Mapping[str, ASGIApp],
+    mounts: Mapping[str, ASGIApp],
 ) -> Starlette:
-    """Everything but the data plane, composed: the admin API, extra admin routes, mounts."""
+    """Everything but the data plane, composed: the admin API and session, extra admin routes,
+    mounted apps."""
     from starlette.applications import Starlette
-    from starlette.exceptions import HTTPException
     from starlette.routing import BaseRoute, Mount
 
-    from . import admin
+    from . import admin, auth
 
-    composed: list[BaseRoute] = admin.routes(engine)
+    composed: list[BaseRoute] = [*admin.routes(engine), *auth.session_routes(credentials, sessions)]
     # Longest prefix first, so /_firstwrite/faults/x beats /_firstwrite/faults.
     for prefix in sorted(routes, key=len, reverse=True):
         composed.append(Mount(prefix, routes[prefix]))
@@ -286,50 +381,8 @@ def _control_app(
         composed.append(Mount(prefix, app))
     return Starlette(
         routes=composed,
-        exception_handlers={
-            Problem: _problem_response,
-            HTTPException: _http_problem,
-            Exception: _internal_problem,
-        },
+        exception_handlers=problem_handlers(),
     )
-
-
-def _problem_response(request: Any, exc: Exception) -> Any:
-    from starlette.responses import Response
-
-    assert isinstance(exc, Problem)
-    status, headers, body = exc.encode()
-    response = Response(body, status)
-    response.raw_headers = headers
-    return response
-
-
-def _http_problem(request: Any, exc: Exception) -> Any:
-    import http
-
-    from starlette.exceptions import HTTPException
-
-    assert isinstance(exc, HTTPException)
-    method, path = request.method, request.scope["path"]
-    headers = dict(exc.headers or {})
-    if "Allow" in headers:  # Starlette lists a route's methods in set order
-        headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
-    if exc.status_code == 404:
-        detail = f"No route for {method} {path}"
-    elif exc.status_code == 405:
-        detail = f"{method} {path} is not supported; use {headers.get('Allow', '')}"
-    else:
-        detail = exc.detail
-    title = http.HTTPStatus(exc.status_code).phrase
-    return _problem_response(
-        request, Problem(exc.status_code, title, detail, headers=headers.items())
-    )
-
-
-def _internal_problem(request: Any, exc: Exception) -> Any:
-    log.error("admin request %s %s failed", request.method, request.scope["path"], exc_info=exc)
-    problem = Problem(500, "Internal Server Error", "the server failed on this request")
-    return _problem_response(request, problem)
 
 
 def create_app(
@@ -337,9 +390,10 @@ def create_app(
     *,
     credentials: Mapping[str, str] | None = None,
     routes: Mapping[str, ASGIApp] | None = None,
-    mounts: Mapping[str, ASGIApp] | None = None,
+    mounts: Mapping[str, ASGIApp | Mounted] | None = None,
     threads: int = DEFAULT_THREADS,
     inline: bool | None = None,
+    hosts: HostCheck | None = None,
 ) -> EngineApp:
     """The ASGI app for ``engine`` (mount it in any ASGI server); see :class:`EngineApp`."""
     return EngineApp(
@@ -349,87 +403,11 @@ def create_app(
         mounts=mounts,
         threads=threads,
         inline=inline,
+        hosts=hosts,
     )
 
 
 # --- running it ------------------------------------------------------------------------------
-
-
-def _uvicorn_config(app: EngineApp, host: str, port: int) -> uvicorn.Config:
-    import uvicorn
-
-    http: Any = connection.protocol_class() or "auto"
-    try:
-        import uvloop  # noqa: F401
-
-        loop = "uvloop"
-    except ImportError:  # pragma: no cover - no uvloop on Windows
-        loop = "asyncio"
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        loop=loop,
-        http=http,
-        lifespan="off",
-        access_log=False,
-        log_config=None,  # never reconfigure the host program's logging
-        log_level="warning",
-        server_header=False,
-        date_header=True,
-        backlog=2048,
-        timeout_keep_alive=75,
-        timeout_graceful_shutdown=10,
-    )
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    # Bound here rather than by uvicorn, whose bind_socket() calls sys.exit() on failure.
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except BaseException:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
-def _url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
-def _server_class() -> Any:
-    import uvicorn
-
-    class _Server(uvicorn.Server):
-        """uvicorn's server, minus its signal handling (its owner decides) plus a ready hook."""
-
-        ready_callback: Callable[[], None] | None = None
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started and self.ready_callback is not None:
-                self.ready_callback()
-
-    return _Server
 
 
 def serve(
@@ -439,16 +417,24 @@ def serve(
     *,
     credentials: Mapping[str, str] | None = None,
     routes: Mapping[str, ASGIApp] | None = None,
-    mounts: Mapping[str, ASGIApp] | None = None,
+    mounts: Mapping[str, ASGIApp | Mounted] | None = None,
     threads: int = DEFAULT_THREADS,
     inline: bool | None = None,
     ready: Callable[[str], None] | None = None,
+    allowed_hosts: Iterable[str] = (),
+    limits: Limits = DEFAULT_LIMITS,
 ) -> None:
     """Serve ``engine`` until SIGINT/SIGTERM (when run on the main thread), then return.
 
     ``port=0`` picks a free port; ``ready(url)`` is called once the socket accepts requests.
     Shutdown is graceful: in-flight requests finish, the engine is left open for the caller.
+    Bound to a loopback address, the server answers loopback host names only, plus
+    ``allowed_hosts`` (``["*"]``: any); see :class:`~firstwrite.engine.auth.HostCheck`.
+    ``limits``: read timeouts and the connection limit (:class:`~.connection.Limits`; the
+    default limit is what the file descriptor limit, raised to its hard maximum, leaves after
+    the engine's own). Other arguments: :class:`EngineApp`.
     """
+    connection.raise_file_limit()
     app = create_app(
         engine,
         credentials=credentials,
@@ -456,11 +442,12 @@ def serve(
         mounts=mounts,
         threads=threads,
         inline=inline,
+        hosts=HostCheck(host, allowed_hosts),
     )
-    config = _uvicorn_config(app, host, port)
-    sock = _bind(host, port)
-    url = _url(sock)
-    server = _server_class()(config)
+    config = runner.uvicorn_config(app, host, port, limits)
+    sock = runner.bind(host, port)
+    url = runner.url_of(sock)
+    server = runner.server_class()(config)
     if ready is not None:
         server.ready_callback = lambda: ready(url)
 
@@ -468,28 +455,23 @@ def serve(
         if threading.current_thread() is threading.main_thread():
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, _request_exit, server)
+                loop.add_signal_handler(sig, runner.request_exit, server)
         await server.serve(sockets=[sock])
 
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
-            runner.run(main())
+        with asyncio.Runner(loop_factory=runner.new_loop) as loop_runner:
+            loop_runner.run(main())
     finally:
         sock.close()
         app.close()
-
-
-def _request_exit(server: uvicorn.Server) -> None:
-    if server.should_exit:
-        server.force_exit = True  # a second signal: stop waiting for in-flight requests
-    server.should_exit = True
 
 
 class ServerThread:
     """Serve an engine on a background thread: ``with ServerThread(engine) as url: ...``.
 
     Binds (by default) a free loopback port before starting, so the URL is known and the
-    server is accepting connections by the time ``__enter__`` returns.
+    server is accepting connections by the time ``__enter__`` returns. Arguments as
+    :func:`serve`.
     """
 
     def __init__(
@@ -500,10 +482,12 @@ class ServerThread:
         *,
         credentials: Mapping[str, str] | None = None,
         routes: Mapping[str, ASGIApp] | None = None,
-        mounts: Mapping[str, ASGIApp] | None = None,
+        mounts: Mapping[str, ASGIApp | Mounted] | None = None,
         threads: int = DEFAULT_THREADS,
         inline: bool | None = None,
         startup_timeout: float = 30.0,
+        allowed_hosts: Iterable[str] = (),
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.app = create_app(
             engine,
@@ -512,9 +496,10 @@ class ServerThread:
             mounts=mounts,
             threads=threads,
             inline=inline,
+            hosts=HostCheck(host, allowed_hosts),
         )
-        self._config = _uvicorn_config(self.app, host, port)
-        self._server = _server_class()(self._config)
+        self._config = runner.uvicorn_config(self.app, host, port, limits)
+        self._server = runner.server_class()(self._config)
         self._ready = threading.Event()
         self._server.ready_callback = self._ready.set
         self._thread: threading.Thread | None = None
@@ -526,16 +511,16 @@ class ServerThread:
     def _run(self) -> None:
         assert self._sock is not None
         try:
-            with asyncio.Runner(loop_factory=_new_loop) as runner:
-                runner.run(self._server.serve(sockets=[self._sock]))
+            with asyncio.Runner(loop_factory=runner.new_loop) as loop_runner:
+                loop_runner.run(self._server.serve(sockets=[self._sock]))
         except BaseException as exc:  # reported to the starting thread
             self._error = exc
         finally:
             self._ready.set()
 
     def start(self) -> str:
-        self._sock = _bind(self._config.host, self._config.port)
-        self.url = _url(self._sock)
+        self._sock = runner.bind(self._config.host, self._config.port)
+        self.url = runner.url_of(self._sock)
         self._thread = threading.Thread(target=self._run, name="firstwrite-server", daemon=True)
         self._thread.start()
         if not self._ready.wait(self._startup_timeout) or self._error is not None:
