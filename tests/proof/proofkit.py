@@ -2,9 +2,10 @@
 report, and measurements of a server process.
 
 ``FIRSTWRITE_PROOF=long`` selects the long form (the ``make proof-*`` targets set it); anything
-else runs the short form. Each suite calls :func:`report` with its numbers: they are printed
-(``-s`` shows them) and, when ``FIRSTWRITE_PROOF_REPORT`` names a file, appended to it as one
-JSON line each, which is where docs/reliability.md's figures come from.
+else runs the short form. Each suite calls :func:`report` with its numbers: they are listed at
+the end of the run (by :func:`proof_summary`, which each suite imports; not under xdist) and, when
+``FIRSTWRITE_PROOF_REPORT`` names a file, appended to it as one JSON line each, which is where
+docs/reliability.md's figures come from.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+
 T = TypeVar("T")
 
 LONG = os.environ.get("FIRSTWRITE_PROOF", "") == "long"
@@ -30,9 +33,13 @@ def scale(short: T, long: T) -> T:
     return long if LONG else short
 
 
+REPORTS: list[str] = []  # this process's report lines, for the end-of-run summary
+
+
 def report(suite: str, **numbers: Any) -> None:
     line = {"suite": suite, "form": "long" if LONG else "short", "at": _now(), **numbers}
     text = json.dumps(line, sort_keys=True, default=str)
+    REPORTS.append(text)
     print(f"\nPROOF {text}", file=sys.stderr)
     target = os.environ.get("FIRSTWRITE_PROOF_REPORT")
     if target:
@@ -92,3 +99,25 @@ def rss_kib(pid: int) -> tuple[int, int]:
         if name in ("VmRSS", "VmHWM"):
             fields[name] = int(value.split()[0])
     return fields["VmRSS"], fields["VmHWM"]
+
+
+class _Summary:
+    """A plugin listing this run's report lines after the test results."""
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if REPORTS:
+            terminalreporter.section(f"proof results ({'long' if LONG else 'short'} form)")
+            terminalreporter.write_line(f"machine: {json.dumps(machine())}")
+            for line in REPORTS:
+                terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def proof_summary(request: pytest.FixtureRequest) -> None:
+    """Import this into a suite's module to have its numbers listed at the end of the run.
+
+    (A plugin registered here rather than a conftest.py in tests/proof: that would shadow
+    tests/conftest.py, whose helpers the suites import as ``conftest``.)"""
+    manager = request.config.pluginmanager
+    if not manager.has_plugin("firstwrite-proof-summary"):
+        manager.register(_Summary(), "firstwrite-proof-summary")

@@ -54,7 +54,11 @@ from crash_load import (
     scan,
     stream_records,
 )
-from proofkit import report, scale
+from proofkit import (
+    proof_summary,  # noqa: F401  (lists the numbers at the end)
+    report,
+    scale,
+)
 
 from conftest import HttpServer, start_server
 from engine.test_crash import ACCOUNTS, INITIAL_BALANCE, Writers, assert_survived, key

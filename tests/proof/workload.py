@@ -13,11 +13,13 @@ A target is where the calls go: ``{"url": ...}`` over HTTP (a served engine, mot
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -64,6 +66,7 @@ class Spec:
     deadline_ns: int = 0  # and stop at this one whatever their count
     ccf_item: bool = True  # the target returns the item on a failed condition (ALL_OLD)
     transactions: float = 0.25  # the share of register calls that are transactions
+    barrier: str = ""  # a directory: worker processes line up there (see run_process)
 
 
 def make_client(target: Mapping[str, Any]) -> Any:
@@ -337,5 +340,32 @@ def run_threads(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
 
 
 def run_process(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
-    """A worker process's entry point (spawned): :func:`run_threads`, results pickled back."""
+    """A worker process's entry point (spawned): :func:`run_threads`, results pickled back.
+
+    With ``spec.barrier``, it says it is ready (a file ``ready-<pid>`` there) once its imports
+    are done, then waits for the file ``go``, which holds the start and deadline instants: a
+    process that took long to start cannot miss the race.
+    """
+    if spec.barrier:
+        barrier = Path(spec.barrier)
+        (barrier / f"ready-{os.getpid()}").touch()
+        go = barrier / "go"
+        waited = time.monotonic() + 120
+        while not go.exists() and time.monotonic() < waited:
+            time.sleep(0.01)
+        start, deadline = map(int, go.read_text().split())
+        spec = replace(spec, start_ns=start, deadline_ns=deadline)
     return run_threads(spec, names)
+
+
+def start_barrier(barrier: Path, processes: int, seconds: float) -> tuple[int, int]:
+    """Wait for ``processes`` workers to be ready at ``barrier``, then start them (and return)
+    at one instant a little ahead, with a deadline ``seconds`` after it."""
+    waited = time.monotonic() + 120
+    while len(list(barrier.glob("ready-*"))) < processes and time.monotonic() < waited:
+        time.sleep(0.01)
+    start = time.monotonic_ns() + 300_000_000
+    deadline = start + int(seconds * 1e9)
+    (barrier / "go.tmp").write_text(f"{start} {deadline}")
+    (barrier / "go.tmp").rename(barrier / "go")
+    return start, deadline
