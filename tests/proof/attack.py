@@ -164,7 +164,7 @@ class _Attack:
             sock.close()
 
     def idle(self, count: int) -> None:
-        socks = []
+        socks: list[socket.socket] = []
         while self.window() is not None:
             while len(socks) < count:
                 try:

@@ -15,6 +15,7 @@ Every writer stops at its first failure after the kill; a failure before it is `
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import socket
@@ -269,7 +270,7 @@ def layer_worker(url: str, seed: int, effects: str, stop: str, deadline: float) 
         key = pending.pop(0)
         try:
             if key.startswith("run-"):
-                guard.run(key, lambda key=key: _effect(effects, key), payload={"key": key})
+                guard.run(key, functools.partial(_effect, effects, key), payload={"key": key})
             else:
                 outcome = guard.claim(key, payload={"key": key})
                 if isinstance(outcome, Claim):

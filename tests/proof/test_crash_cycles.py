@@ -30,7 +30,7 @@ import os
 import random
 import signal
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -135,7 +135,7 @@ def cycle(url: str, server: HttpServer, run: Run, number: int, rng: random.Rando
     loads = [writers, ttl, replicas, clock]
     clock.start()
     for load in loads[:3]:
-        load.start()  # type: ignore[attr-defined]
+        load.start()
     deadline = time.monotonic() + CYCLE_LIMIT_S
     while writers.acks < ACKS_PER_CYCLE and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -174,7 +174,7 @@ def test_every_acknowledgement_survives_repeated_sigkill(tmp_path: Path, durabil
     url = server.url
     run = Run()
     started = time.monotonic()
-    phases: Counter[str] = Counter()
+    phases: defaultdict[str, float] = defaultdict(float)
     pool = ProcessPoolExecutor(LAYER_WORKERS, mp_context=multiprocessing.get_context("spawn"))
     try:
         create_tables(url)
@@ -208,9 +208,9 @@ def test_every_acknowledgement_survives_repeated_sigkill(tmp_path: Path, durabil
         outcomes: Counter[str] = Counter()
         began = 0
         for worker in workers:
-            counts = worker.result(timeout=deadline - time.time() + 60)
-            began = max(began, counts.pop("keys"))
-            outcomes.update(counts)
+            worked = worker.result(timeout=deadline - time.time() + 60)
+            began = max(began, worked.pop("keys"))
+            outcomes.update(worked)
         assert outcomes["pending"] == 0, outcomes
         assert outcomes["retries"] >= CYCLES, f"the layer never met a crash: {outcomes}"
         layer_keys = [f"{v}-{i}" for v in ("run", "with") for i in range(began)]

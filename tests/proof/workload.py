@@ -258,7 +258,9 @@ class Client:
         if self.rng.random() >= share:
             if self.rng.random() < 1 / 3:
                 return Get(self.rng.choice(keys))
-            return self._action(self.rng.choice(keys), check=False)
+            action = self._action(self.rng.choice(keys), check=False)
+            assert not isinstance(action, Check)  # only transactions carry a ConditionCheck
+            return action
         pair = self.rng.sample(keys, 2)
         if self.rng.random() < 0.6:
             actions = tuple(self._action(k, check=True) for k in pair)
@@ -303,16 +305,17 @@ class Client:
         try:
             got = self.guard.claim(key)
         except InProgressError:
-            outcome: tuple[Any, ...] = ("in_progress",)
+            self.ops.append(Op(self.name, claim, ("in_progress",), invoked, time.monotonic_ns()))
+            return
         except Exception as exc:
             self.errors.append(f"{claim}: {exc!r}")
             self.ops.append(Op(self.name, claim, None, invoked, None))
             return
-        else:
-            outcome = ("replay", got.value()) if isinstance(got, Replay) else ("claimed",)
-        self.ops.append(Op(self.name, claim, outcome, invoked, time.monotonic_ns()))
-        if outcome != ("claimed",):
+        if isinstance(got, Replay):
+            replay = ("replay", got.value())
+            self.ops.append(Op(self.name, claim, replay, invoked, time.monotonic_ns()))
             return
+        self.ops.append(Op(self.name, claim, ("claimed",), invoked, time.monotonic_ns()))
         time.sleep(self.rng.random() * 0.005)  # the side effect: duplicates meet it in progress
         result = self._value()
         complete = Complete(key, self.name, result)
