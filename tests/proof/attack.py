@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import threading
 import time
@@ -60,6 +61,13 @@ def victim(url: str, start_ns: int, end_ns: int) -> list[tuple[int, float, int]]
         samples.append((now, (time.monotonic_ns() - now) / 1e9, status))
         time.sleep(VICTIM_PACE_S)
     return samples
+
+
+def warm_up() -> int:
+    """Run in each pool process before the windows are set: its imports are done (and takes
+    long enough that two calls land on two processes). Returns the process id."""
+    time.sleep(0.5)
+    return os.getpid()
 
 
 def tiny_values_body(size: int) -> bytes:
@@ -139,41 +147,47 @@ class _Attack:
                 self.judge("big", status, answer, len(body))
 
     def slow(self, count: int) -> None:
-        """``count`` connections that send a request's head one byte at a time; reopened when
-        the server cuts them."""
+        """``count`` connections per window that send a request's head one byte at a time
+        (reopened when the server cuts them, all closed when the window ends)."""
         head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-amz-json-1.0\r\n"
-        socks: list[tuple[socket.socket, int]] = []
         while (window := self.window()) is not None:
-            while len(socks) < count:
-                try:
-                    socks.append((socket.create_connection(_address(self.url), timeout=5), 0))
-                except OSError:
-                    break
-            kept = []
-            for sock, sent in socks:
-                try:
-                    sock.sendall(head[sent % len(head) : sent % len(head) + 1])
-                    kept.append((sock, sent + 1))
-                except OSError:
-                    sock.close()
-                    with self.lock:
-                        self.answers["slow:cut"] += 1
-            socks = kept
-            time.sleep(min(0.5, max(0.0, (window[1] - time.monotonic_ns()) / 1e9)))
-        for sock, _ in socks:
-            sock.close()
+            sent = dict.fromkeys(self._open(count, []), 0)  # bytes of the head sent so far
+            while time.monotonic_ns() < window[1]:
+                for sock, n in list(sent.items()):
+                    try:
+                        sock.sendall(head[n % len(head) : n % len(head) + 1])
+                        sent[sock] = n + 1
+                    except OSError:
+                        sock.close()
+                        del sent[sock]
+                        self._count("slow:cut")
+                for sock in self._open(count - len(sent), []):
+                    sent[sock] = 0
+                time.sleep(min(0.5, max(0.0, (window[1] - time.monotonic_ns()) / 1e9)))
+            for sock in sent:
+                sock.close()
 
     def idle(self, count: int) -> None:
-        socks: list[socket.socket] = []
-        while self.window() is not None:
-            while len(socks) < count:
-                try:
-                    socks.append(socket.create_connection(_address(self.url), timeout=5))
-                except OSError:
-                    break
-            time.sleep(0.2)
-        for sock in socks:
-            sock.close()
+        """``count`` connections per window that send nothing."""
+        while (window := self.window()) is not None:
+            socks = self._open(count, [])
+            time.sleep(max(0.0, (window[1] - time.monotonic_ns()) / 1e9))
+            for sock in socks:
+                sock.close()
+
+    def _open(self, count: int, socks: list[socket.socket]) -> list[socket.socket]:
+        while len(socks) < count:
+            try:
+                socks.append(socket.create_connection(_address(self.url), timeout=5))
+            except OSError:
+                self._count("connect:refused")
+                break
+            self._count("connections:opened")
+        return socks
+
+    def _count(self, name: str) -> None:
+        with self.lock:
+            self.answers[name] += 1
 
 
 def _address(url: str) -> tuple[str, int]:
@@ -181,18 +195,28 @@ def _address(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
+KINDS = ("junk", "big", "slow", "idle")
+
+
 def attacker(
-    url: str, windows: list[tuple[int, int]], corpus: list[tuple[str, bytes]], connections: int
+    url: str,
+    windows: list[tuple[int, int]],
+    corpus: list[tuple[str, bytes]],
+    connections: int,
+    kinds: tuple[str, ...] = KINDS,
 ) -> tuple[dict[str, int], list[str]]:
-    """Attack inside ``windows`` (monotonic ns); the answers by kind and status, and what was
-    wrong with any of them."""
+    """Attack inside ``windows`` (monotonic ns) with the ``kinds`` of attack named; the answers
+    by kind and status, and what was wrong with any of them."""
     attack = _Attack(url, windows, corpus)
-    threads = [threading.Thread(target=attack.junk, args=(i,)) for i in range(connections)]
-    threads += [
-        threading.Thread(target=attack.big),
-        threading.Thread(target=attack.slow, args=(40,)),
-        threading.Thread(target=attack.idle, args=(40,)),
-    ]
+    threads = []
+    if "junk" in kinds:
+        threads += [threading.Thread(target=attack.junk, args=(i,)) for i in range(connections)]
+    if "big" in kinds:
+        threads.append(threading.Thread(target=attack.big))
+    if "slow" in kinds:
+        threads.append(threading.Thread(target=attack.slow, args=(40,)))
+    if "idle" in kinds:
+        threads.append(threading.Thread(target=attack.idle, args=(40,)))
     for thread in threads:
         thread.start()
     for thread in threads:
