@@ -18,7 +18,6 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,9 @@ from workload import (
     Spec,
     create_tables,
     make_client,
+    make_clients,
+    run_clients,
     run_process,
-    run_threads,
     start_barrier,
 )
 
@@ -73,9 +73,9 @@ def race(target: dict[str, Any], tag: str, mix: str, barrier: Path) -> tuple[lis
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(PROCESSES, mp_context=context) as pool:
         futures = [pool.submit(run_process, spec, group) for group in names]
+        mine = make_clients(spec, [f"main.t{t}" for t in range(THREADS)])
         start, deadline = start_barrier(barrier, PROCESSES, SECONDS)
-        mine = replace(spec, start_ns=start, deadline_ns=deadline, barrier="")
-        ops, errors = run_threads(mine, [f"main.t{t}" for t in range(THREADS)])
+        ops, errors = run_clients(mine, start, deadline)
         for future in futures:
             more_ops, more_errors = future.result(timeout=SECONDS + 120)
             ops += more_ops

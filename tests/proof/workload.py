@@ -18,7 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,8 @@ class Spec:
     idem_keys_per_group: int = 4  # claimable at a time; the window moves on every 25 calls
     ops_per_client: int = 100
     seed: int = 0
-    start_ns: int = 0  # clients wait for this instant, so processes start together
-    deadline_ns: int = 0  # and stop at this one whatever their count
+    start_ns: int = 0  # without a barrier: clients wait for this instant...
+    deadline_ns: int = 0  # ...and stop at this one whatever their count
     ccf_item: bool = True  # the target returns the item on a failed condition (ALL_OLD)
     transactions: float = 0.25  # the share of register calls that are transactions
     barrier: str = ""  # a directory: worker processes line up there (see run_process)
@@ -213,13 +213,14 @@ class Client:
         self.guard = Idempotency(config, client=client)
         self.counter = 0
 
-    def run(self) -> None:
+    def run(self, start_ns: int, deadline_ns: int) -> None:
+        """Wait for ``start_ns``, then call until ``spec.ops_per_client`` or ``deadline_ns``."""
         spec = self.spec
-        delay = (spec.start_ns - time.monotonic_ns()) / 1e9
+        delay = (start_ns - time.monotonic_ns()) / 1e9
         if delay > 0:
             time.sleep(delay)
         for _ in range(spec.ops_per_client):
-            if spec.deadline_ns and time.monotonic_ns() > spec.deadline_ns:
+            if deadline_ns and time.monotonic_ns() > deadline_ns:
                 break
             group = self.rng.randrange(spec.groups)
             if self.rng.random() < 0.12:
@@ -343,10 +344,18 @@ class Client:
             self.ops.append(Op(self.name, complete, ("ok",), invoked, time.monotonic_ns()))
 
 
-def run_threads(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
-    """Run one client per name on threads of this process; their ops and errors."""
-    clients = [Client(name, spec, make_client(spec.target)) for name in names]
-    threads = [threading.Thread(target=c.run, name=c.name) for c in clients]
+def make_clients(spec: Spec, names: list[str]) -> list[Client]:
+    """One client per name, connected and ready (boto3 clients take a while to build)."""
+    return [Client(name, spec, make_client(spec.target)) for name in names]
+
+
+def run_clients(
+    clients: list[Client], start_ns: int, deadline_ns: int
+) -> tuple[list[Op], list[str]]:
+    """Run ``clients`` on threads of this process from ``start_ns``; their ops and errors."""
+    threads = [
+        threading.Thread(target=c.run, args=(start_ns, deadline_ns), name=c.name) for c in clients
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -355,12 +364,14 @@ def run_threads(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
 
 
 def run_process(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
-    """A worker process's entry point (spawned): :func:`run_threads`, results pickled back.
+    """A worker process's entry point (spawned): its clients' ops and errors, pickled back.
 
-    With ``spec.barrier``, it says it is ready (a file ``ready-<pid>`` there) once its imports
-    are done, then waits for the file ``go``, which holds the start and deadline instants: a
-    process that took long to start cannot miss the race.
+    With ``spec.barrier``, once its clients are built it says it is ready (a file
+    ``ready-<pid>`` there), then waits for the file ``go``, which holds the start and deadline
+    instants: a process that took long to start cannot miss the race.
     """
+    clients = make_clients(spec, names)
+    start, deadline = spec.start_ns, spec.deadline_ns
     if spec.barrier:
         barrier = Path(spec.barrier)
         (barrier / f"ready-{os.getpid()}").touch()
@@ -369,8 +380,7 @@ def run_process(spec: Spec, names: list[str]) -> tuple[list[Op], list[str]]:
         while not go.exists() and time.monotonic() < waited:
             time.sleep(0.01)
         start, deadline = map(int, go.read_text().split())
-        spec = replace(spec, start_ns=start, deadline_ns=deadline)
-    return run_threads(spec, names)
+    return run_clients(clients, start, deadline)
 
 
 def start_barrier(barrier: Path, processes: int, seconds: float) -> tuple[int, int]:
