@@ -173,6 +173,7 @@ def test_every_acknowledgement_survives_repeated_sigkill(tmp_path: Path, durabil
     server = serve(db, durability, port)
     url = server.url
     run = Run()
+    stop = tmp_path / "stop-layer"
     started = time.monotonic()
     phases: defaultdict[str, float] = defaultdict(float)
     pool = ProcessPoolExecutor(LAYER_WORKERS, mp_context=multiprocessing.get_context("spawn"))
@@ -184,7 +185,6 @@ def test_every_acknowledgement_survives_repeated_sigkill(tmp_path: Path, durabil
                 TableName=CRASH_TABLE,
                 Item={**key(f"acct-{account}"), "bal": {"N": str(INITIAL_BALANCE)}},
             )
-        stop = tmp_path / "stop-layer"
         deadline = time.time() + CYCLES * (CYCLE_LIMIT_S + 30) + 120
         workers = [
             pool.submit(layer_worker, url, seed, str(effects), str(stop), deadline)
@@ -236,6 +236,7 @@ def test_every_acknowledgement_survives_repeated_sigkill(tmp_path: Path, durabil
         assert statuses == {Status.COMPLETED: len(layer_keys)}
         assert len(scan(url, IDEM_TABLE)) == len(layer_keys)
     finally:
+        Path(f"{stop}.abort").touch()  # ends the workers at once if the test failed
         pool.shutdown(wait=False, cancel_futures=True)
         server.stop(signal.SIGKILL)
     report(
