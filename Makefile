@@ -8,10 +8,11 @@ STAMP  := $(VENV)/.installed
 # first run on a fresh machine installs a fraction of what `make test` does.
 RUN_VENV  ?= .venv-run
 RUN_STAMP := $(RUN_VENV)/.installed
-PORT   ?= 8000
+PORT   ?= 8080
+ENGINE_PORT ?= 8000
 DB     ?= firstwrite-local.db
 
-.PHONY: run test test-fast lint typecheck check bench lock clean \
+.PHONY: run test test-fast lint typecheck check bench screenshots lock clean \
 	proof proof-linearizability proof-crash proof-hostile
 
 $(STAMP): requirements/dev.lock pyproject.toml
@@ -26,9 +27,10 @@ $(RUN_STAMP): requirements/run.lock pyproject.toml
 	$(RUN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
-## run: start the local DynamoDB engine on 127.0.0.1:$(PORT) (database file $(DB))
+## run: the payments demo on 127.0.0.1:$(PORT), deduplicated by Idempotency-Key, on the local
+## engine (database file $(DB)); the engine's DynamoDB endpoint on 127.0.0.1:$(ENGINE_PORT)
 run: $(RUN_STAMP)
-	$(RUN_VENV)/bin/firstwrite engine serve --port $(PORT) --db $(DB)
+	$(RUN_VENV)/bin/firstwrite demo --port $(PORT) --engine-port $(ENGINE_PORT) --db $(DB)
 
 ## test: lint, type-check, then the whole test suite (slow tests included)
 test: $(STAMP) lint typecheck
@@ -63,6 +65,10 @@ typecheck: $(STAMP)
 ## bench: run every benchmark and rewrite BENCHMARKS.md
 bench: $(STAMP)
 	$(PY) -m bench
+
+## screenshots: retake the console's screenshots in docs/img/ (headless Chromium, via its browser tests)
+screenshots: $(STAMP)
+	FIRSTWRITE_SCREENSHOTS=docs/img $(PY) -m pytest -q -p no:randomly -n 0 tests/console/test_browser.py -k "race_32 or lease-takeover or transaction-cancelled"
 
 ## lock: re-resolve requirements/dev.lock and run.lock (needs uv; run by a maintainer, not by CI)
 lock:

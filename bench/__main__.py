@@ -17,7 +17,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from . import engine_bound, engine_direct, engine_http, idempotency, overhead, report
+from . import (
+    engine_bound,
+    engine_direct,
+    engine_http,
+    idempotency,
+    install_size,
+    middleware,
+    overhead,
+    plugin,
+    report,
+)
 from ._common import REPO, RESULTS, Section, Settings, dummy_aws_env, machine_info, package_version
 
 BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
@@ -26,6 +36,9 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "http": engine_http.run,
     "overhead": overhead.run,
     "idempotency": idempotency.run,
+    "install_size": install_size.run,
+    "middleware": middleware.run,
+    "plugin": plugin.run,
 }
 
 

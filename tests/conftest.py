@@ -1,10 +1,13 @@
 """Fixtures shared by every test.
 
-Engine fixtures (all clients use dummy credentials and never read the machine's AWS setup):
+Engine fixtures (all clients use dummy credentials and never read the machine's AWS setup).
+The project's own pytest plugin (``firstwrite.testing.plugin``, loaded by its entry point) gives
+the per-test engine and the ``firstwrite_*`` fixtures; this file adds the project's own:
 
 ``engine``
-    A fresh :class:`~firstwrite.engine.api.Engine` on its own SQLite file under ``tmp_path``,
-    closed after the test.
+    The plugin's ``firstwrite_engine`` under its short name: a fresh
+    :class:`~firstwrite.engine.api.Engine` on its own SQLite file under ``tmp_path``, closed
+    after the test.
 ``direct``
     A :class:`~firstwrite.engine.client.DirectClient` on ``engine`` (region us-east-1).
 ``http_server``
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
     # not the collection of every test in the repository.
     from firstwrite.engine.api import Engine
     from firstwrite.engine.client import DirectClient
+
+pytest_plugins = ["pytester"]  # tests/testing runs test modules under the plugin
 
 READY_PREFIX = "firstwrite engine listening on "
 NO_RETRIES = Config(retries={"max_attempts": 0})
@@ -159,11 +164,8 @@ def cli_server(tmp_path: Path) -> Iterator[Callable[..., HttpServer]]:
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    from firstwrite.engine.api import Engine
-
-    with Engine(tmp_path / "engine.db") as eng:
-        yield eng
+def engine(firstwrite_engine: Engine) -> Engine:
+    return firstwrite_engine
 
 
 @pytest.fixture
@@ -222,7 +224,6 @@ def temp_operation() -> Iterator[Callable[..., None]]:
     """
     from firstwrite.engine import operations
 
-    operations.load_all()
     saved: list[tuple[dict[str, Any], str, Any]] = []
 
     def register(name: str, fn: Callable[..., Any], service: str = "dynamodb") -> None:

@@ -17,7 +17,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, NoCredentialsError
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.binding import FINAL_ERRORS, bind, local_client
+from firstwrite.engine.binding import bind, local_client
+from firstwrite.engine.binding_steps import FINAL_ERRORS
 from firstwrite.engine.clock import Clock
 
 KEY = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]

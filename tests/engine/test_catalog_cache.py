@@ -39,7 +39,7 @@ def test_a_table_recreated_elsewhere_with_another_schema_is_noticed(pair: Any) -
     a, b, engine_a = pair
     _table(a)
     a.put_item(TableName="tbl", Item={"pk": {"S": "old"}}, **ABSENT)  # a caches the catalog row
-    assert engine_a.storage._tables  # the fast path really is using the cache
+    assert engine_a.storage.catalog.current  # the fast path really is using the cache
     b.delete_table(TableName="tbl")
     _table(b, key="id", kind="N")
 
@@ -269,12 +269,12 @@ def test_a_condition_that_stops_holding_under_the_lock_is_refused(engine: Engine
 
 
 def _stored(engine: Engine, pk: str, item: dict[str, Any]) -> tuple[Any, ...]:
-    from firstwrite.engine.schema import item_key, key_schema
+    from firstwrite.engine.schema import item_key
     from firstwrite.engine.values import item_size
 
     row = engine.storage.cached_table(engine.default_region, "tbl")
     assert row is not None
-    key = item_key(key_schema(row), item)
+    key = item_key(row.key_schema, item)
     return (row.id, *key, item_size(item), item)
 
 

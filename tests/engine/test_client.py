@@ -11,9 +11,10 @@ import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
 from firstwrite.engine import operations
-from firstwrite.engine.api import Context, Engine
+from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
 from firstwrite.engine.client import DirectClient, client_error, service_model
+from firstwrite.engine.context import Context
 from firstwrite.engine.errors import DynamoDBError
 
 KEY_SCHEMA = [{"AttributeName": "pk", "KeyType": "HASH"}]

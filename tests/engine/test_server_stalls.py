@@ -140,21 +140,29 @@ def test_a_hostile_body_does_not_delay_other_clients(cli_server: Callable[..., A
     answers: list[tuple[int, str]] = []
 
     def attack() -> None:
-        with httpx.Client(base_url=server.url, timeout=120) as http:
-            for _ in range(2):
-                response = http.post(
-                    "/", content=body, headers={**HEADERS, "X-Amz-Target": TARGET + "PutItem"}
-                )
-                answers.append((response.status_code, response.json()["__type"]))
+        with httpx.Client(base_url=server.url, timeout=180) as http:
+            response = http.post(
+                "/", content=body, headers={**HEADERS, "X-Amz-Target": TARGET + "PutItem"}
+            )
+            answers.append((response.status_code, response.json()["__type"]))
+
+    # Three at once (four at once reached 2.8 GB before): the byte budget admits one at a time.
+    attackers = [threading.Thread(target=attack) for _ in range(3)]
+    for attacker in attackers:
+        attacker.start()
+
+    def watch() -> None:
+        for attacker in attackers:
+            attacker.join()
         stop.set()
 
-    attacker = threading.Thread(target=attack)
-    attacker.start()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     loud = _health_latencies(server.url, stop, 20)
-    attacker.join()
+    watcher.join()
 
     # The hostile request is answered as DynamoDB would (a 400, never a 500 or a stall) ...
-    assert answers == [(400, "com.amazon.coral.validate#ValidationException")] * 2
+    assert answers == [(400, "com.amazon.coral.validate#ValidationException")] * 3
     # ... and health checks during it wait at most a little longer than in a quiet run: not for
     # the request's seconds of decoding and validation (2.8-10 s before), only for the GIL's
     # turns and the few C calls that cannot yield (freeing a million objects, a few tenths).
@@ -166,7 +174,7 @@ def test_a_hostile_body_does_not_delay_other_clients(cli_server: Callable[..., A
     )
     print(report)
     assert loud_p90 < max(50 * quiet_typical, 0.25), report
-    assert max(loud) < 2.0, report
+    assert max(loud) < 3.0, report  # before: up to 16 s
     # Memory: the server process peaked well under what four such requests at once took before.
     status = Path(f"/proc/{server.process.pid}/status").read_text()
     peak_kib = int(

@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from firstwrite.engine.errors import DynamoDBError
+from firstwrite.engine.errors import DynamoDBError, validation
 from firstwrite.engine.storage import Storage, Writer
+
+_DEFINITION = {
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+}
 
 
 def _table(storage: Storage) -> int:
-    return storage.write(lambda w: w.create_table("us-east-1", "tbl", {"KeySchema": []})).id
+    return storage.write(lambda w: w.create_table("us-east-1", "tbl", _DEFINITION)).id
 
 
 @pytest.fixture(params=["file", "memory"])
@@ -132,3 +137,31 @@ def test_a_savepoint_undoes_writes_made_before_a_refusal(storage: Storage) -> No
     # The connection is still usable and later writes commit.
     storage.write(lambda w: w.put(table, b"after", b"", 1, {"pk": {"S": "after"}}))
     assert storage.read(lambda r: r.get(table, b"after")) is not None
+
+
+def test_a_catalog_row_read_in_a_rolled_back_write_is_not_remembered(storage: Storage) -> None:
+    """A rollback gives the table id back (AUTOINCREMENT's counter rolls back too): a row read
+    inside the rolled-back write must not answer for the next table that gets the id."""
+
+    def refused(w: Writer) -> None:
+        w.create_table("us-east-1", "gone", _DEFINITION)
+        assert w.table("us-east-1", "gone") is not None  # read back inside the transaction
+        raise validation("refused after writing")
+
+    with pytest.raises(DynamoDBError):
+        storage.write(refused, savepoint=True)
+    ranged = {
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "N"},
+        ],
+    }
+    created = storage.write(lambda w: w.create_table("us-east-1", "kept", ranged))
+    row = storage.read(lambda r: r.table("us-east-1", "kept"))
+    assert row is not None and row.id == created.id
+    assert (row.name, row.key_schema.range_name) == ("kept", "sk")
+    assert storage.read(lambda r: r.table("us-east-1", "gone")) is None

@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
-from firstwrite.engine.streams import ITERATOR_LIFETIME_S, RETENTION_S
+from firstwrite.engine.operations.streams import ITERATOR_LIFETIME_S
+from firstwrite.engine.streams import RETENTION_S
 from firstwrite.engine.ttl import TTLConfig
 
 NOW = 1_750_000_000.0

@@ -81,9 +81,7 @@ def backend(tmp_path: Any) -> Iterator[Backend]:
 
 def create_table(client: Any, config: IdempotencyConfig) -> None:
     """The layer's own ``ensure_table`` (on-demand, TTL on ``expires_at``)."""
-    from firstwrite.idempotency.store import RecordStore
-
-    RecordStore(client, config).ensure_table()
+    Idempotency(config, client=client).ensure_table()
 
 
 @pytest.fixture

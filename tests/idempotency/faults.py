@@ -2,7 +2,8 @@
 
 ``throttle(client, "PutItem", n)`` answers the next ``n`` PutItem calls with a throttling error
 before they reach DynamoDB; ``drop_response(client, "PutItem")`` lets the next call reach
-DynamoDB and apply, then loses its response (a ``ConnectionClosedError``), as a network would.
+DynamoDB and apply, then loses its response (a ``ConnectionClosedError``), as a network would;
+``cancel_transaction(client, reasons)`` cancels the next TransactWriteItems with given reasons.
 """
 
 from __future__ import annotations
@@ -56,5 +57,45 @@ def drop_response(client: Any, operation: str, times: int = 1) -> list[int]:
 
     client.meta.events.register(
         f"after-call.dynamodb.{operation}", handler, unique_id=f"drop-{next(_ids)}"
+    )
+    return hits
+
+
+def cancel_transaction(
+    client: Any, reasons: list[dict[str, Any]], times: int = 1, *, conflict: bool = False
+) -> list[int]:
+    """Answer the next ``times`` TransactWriteItems with DynamoDB's cancellation (nothing is
+    applied): ``TransactionCanceledException`` with ``reasons``, one per item, as DynamoDB
+    sends them. ``conflict=True`` answers the top-level ``TransactionConflictException``
+    instead. For reasons the engine cannot be made to give on a chosen item (a conflict or
+    throttling on one item)."""
+    hits: list[int] = []
+
+    def handler(**_: Any) -> Any:
+        if len(hits) >= times:
+            return None
+        hits.append(1)
+        if conflict:
+            body: dict[str, Any] = {
+                "Error": {
+                    "Code": "TransactionConflictException",
+                    "Message": "Transaction is ongoing for the item",
+                },
+            }
+        else:
+            codes = ", ".join(str(r.get("Code")) for r in reasons)
+            body = {
+                "Error": {
+                    "Code": "TransactionCanceledException",
+                    "Message": "Transaction cancelled, please refer cancellation reasons for "
+                    f"specific reasons [{codes}]",
+                },
+                "CancellationReasons": reasons,
+            }
+        body["ResponseMetadata"] = {"HTTPStatusCode": 400}
+        return _Http(400), body
+
+    client.meta.events.register(
+        "before-call.dynamodb.TransactWriteItems", handler, unique_id=f"cancel-{next(_ids)}"
     )
     return hits

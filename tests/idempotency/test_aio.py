@@ -45,15 +45,20 @@ async def aclient(endpoint: str) -> AsyncIterator[Any]:
         yield client
 
 
+@pytest.fixture
+def clock() -> OffsetClock:
+    return OffsetClock()
+
+
 @pytest_asyncio.fixture
-async def aguard(aclient: Any, request: pytest.FixtureRequest) -> AsyncIdempotency:
+async def aguard(
+    aclient: Any, clock: OffsetClock, request: pytest.FixtureRequest
+) -> AsyncIdempotency:
     import re
     import uuid
 
     name = re.sub(r"[^a-zA-Z0-9_.-]+", "-", request.node.name)[:180] + uuid.uuid4().hex[:6]
-    clock = OffsetClock()
     guard = AsyncIdempotency(IdempotencyConfig(table_name=name), client=aclient, clock=clock.now)
-    guard.test_clock = clock  # type: ignore[attr-defined]
     await guard.ensure_table()
     return guard
 
@@ -90,8 +95,9 @@ async def test_concurrent_tasks_run_once(aguard: AsyncIdempotency) -> None:
 
 
 @pytest.mark.asyncio
-async def test_in_progress_takeover_and_fencing(aguard: AsyncIdempotency) -> None:
-    clock = aguard.test_clock  # type: ignore[attr-defined]
+async def test_in_progress_takeover_and_fencing(
+    aguard: AsyncIdempotency, clock: OffsetClock
+) -> None:
     stale = await aguard.claim("a3", lease=5)
     assert isinstance(stale, Claim)
     with pytest.raises(InProgressError):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 
 import pytest
 
 from firstwrite.idempotency import HookMetrics, IdempotencyConfig, MultiMetrics, PrometheusMetrics
 from firstwrite.idempotency.errors import InProgressError
-from firstwrite.idempotency.metrics import OpenTelemetryMetrics
+from firstwrite.idempotency.metrics import COUNTERS, HISTOGRAMS, Metrics, OpenTelemetryMetrics
 
 from .conftest import TABLE, Backend
 from .faults import throttle
@@ -83,3 +85,92 @@ def test_error_logs_carry_the_dynamo_error_code(
     codes = {getattr(r, "dynamo_error_code", None) for r in caplog.records}
     assert codes == {"ProvisionedThroughputExceededException"}
     assert any(r.levelno == logging.ERROR for r in caplog.records)
+
+
+# -- names: the same under every exporter, and in the docs (issue 14, defect 5) -----------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+README = DOCS.parent / "README.md"
+_METRIC = re.compile(r"\b((?:firstwrite|dynamo|transact)_[a-z_]+)")
+
+
+def _every_signal(sink: Metrics) -> None:
+    for name, (_, labels) in COUNTERS.items():
+        sink.count(name, **{label: "x" for label in labels})
+    for name, (_, labels) in HISTOGRAMS.items():
+        sink.observe(name, 0.1, **{label: "x" for label in labels})
+
+
+def test_prometheus_exposes_each_counter_under_its_own_name() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    _every_signal(PrometheusMetrics(registry))
+    exposed = {
+        line.split("{")[0].split(" ")[0]
+        for line in generate_latest(registry).decode().splitlines()
+        if line and not line.startswith("#")
+    }
+    for name in COUNTERS:
+        assert name in exposed, name  # a name Prometheus would rename is a broken alert
+    for name in HISTOGRAMS:
+        assert {f"{name}_bucket", f"{name}_sum", f"{name}_count"} <= exposed
+
+
+def test_opentelemetry_and_hooks_use_the_same_names() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    seen: set[str] = set()
+    _every_signal(
+        MultiMetrics(
+            [
+                OpenTelemetryMetrics(MeterProvider(metric_readers=[reader]).get_meter("names")),
+                HookMetrics(lambda name, value, labels: seen.add(name)),
+            ]
+        )
+    )
+    otel = {
+        m.name
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    assert otel == seen == set(COUNTERS) | set(HISTOGRAMS)
+
+
+def _pytest_plugin_names() -> set[str]:
+    """The pytest plugin's fixtures and ini options share the ``firstwrite_`` prefix."""
+    import firstwrite.testing.plugin as plugin
+
+    source = Path(plugin.__file__).read_text()
+    return {n for n in dir(plugin) if n.startswith("firstwrite_")} | set(
+        re.findall(r'addini\(\s*"(firstwrite_\w+)"', source)
+    )
+
+
+def test_the_docs_name_only_metrics_that_are_emitted() -> None:
+    documented: dict[str, set[str]] = {}
+    not_metrics = {"dynamo_error_code", *_pytest_plugin_names()}  # a log field, fixtures
+    for path in [README, *DOCS.glob("*.md")]:
+        for name in _METRIC.findall(path.read_text()):
+            if name not in not_metrics:
+                documented.setdefault(name.rstrip("_"), set()).add(path.name)
+    emitted = set(COUNTERS) | set(HISTOGRAMS)
+    unknown = {name: files for name, files in documented.items() if name not in emitted}
+    assert unknown == {}
+    assert "transact_write_cancellation_reason_total" in documented  # the alert of the issue
+
+
+def test_two_prometheus_sinks_in_one_process_share_the_default_registry() -> None:
+    from prometheus_client import REGISTRY
+
+    first, second = PrometheusMetrics(), PrometheusMetrics()  # used to fail: duplicated series
+    before = REGISTRY.get_sample_value("firstwrite_cache_hits_total") or 0.0
+    first.count("firstwrite_cache_hits_total")
+    second.count("firstwrite_cache_hits_total")
+    assert REGISTRY.get_sample_value("firstwrite_cache_hits_total") == before + 2
+    other = PrometheusMetrics(namespace="svc")  # another namespace: its own series
+    other.count("firstwrite_cache_hits_total")
+    assert REGISTRY.get_sample_value("svc_firstwrite_cache_hits_total") == 1

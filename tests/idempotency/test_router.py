@@ -75,7 +75,7 @@ def test_claim_from_another_region_is_counted(backend: Backend) -> None:
     east, west = guards["us-east-1"], guards["eu-west-1"]
     east.run("k", lambda: 1, {"p": 1})
     # Replicate the record east -> west as a global table would.
-    dkey, _ = east.keys.key("k")
+    dkey = east.dynamodb_key("k")
     item = east.client.get_item(TableName=TABLE, Key=dkey, ConsistentRead=True)["Item"]
     assert item[A_REGION] == {"S": "us-east-1"}
     west.client.put_item(TableName=TABLE, Item=item)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .binding import bind, local_client, local_resource, unbind
     from .client import DirectClient, client_error
     from .errors import DynamoDBError
-    from .server import EngineApp, ServerThread, create_app, serve
+    from .server import EngineApp, Mounted, ServerThread, create_app, serve
     from .sigv4 import SigV4Verifier
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "DynamoDBError",
     "Engine",
     "EngineApp",
+    "Mounted",
     "ServerThread",
     "SigV4Verifier",
     "bind",
@@ -49,6 +50,7 @@ _WHERE = {
     "local_client": "binding",
     "local_resource": "binding",
     "EngineApp": "server",
+    "Mounted": "server",
     "ServerThread": "server",
     "SigV4Verifier": "sigv4",
     "create_app": "server",

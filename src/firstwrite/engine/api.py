@@ -10,64 +10,34 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from . import operations
 from .clock import Clock
+from .context import (
+    DEFAULT_ACCOUNT,
+    DEFAULT_REGION,
+    ChangeHook,
+    Context,
+    Feature,
+    FinishHook,
+    Interceptor,
+    Operation,
+    TableHook,
+)
 from .errors import DynamoDBError
 from .faults import FaultInjector
 from .regions import Replication
 from .storage import Storage, TableRow, Writer
+from .streams import Streams
+from .tags import Tags
+from .ttl import TimeToLive, TTLConfig
 from .values import Item
 
-if TYPE_CHECKING:
-    from .ttl import TimeToLive, TTLConfig
-
 Durability = Literal["full", "normal"]
-# (ctx, writer, table, old item, new item): one item changed; None means absent.
-ChangeHook = Callable[["Context", Writer, TableRow, "Item | None", "Item | None"], None]
-# (ctx, writer, table, "create" | "update" | "delete", request params) -> the table row to use.
-Interceptor = Callable[["Context"], None]
-TableHook = Callable[["Context", Writer, TableRow, str, Mapping[str, Any]], TableRow]
 Service = Literal["dynamodb", "streams"]
-# (ctx, response or None, error or None): registered by an interceptor with Context.on_finish.
-FinishHook = Callable[["Context", "dict[str, Any] | None", "DynamoDBError | None"], None]
-_FINISH = "firstwrite.finish"
-
-DEFAULT_REGION = "us-east-1"
-DEFAULT_ACCOUNT = "000000000000"
-
-
-@dataclass(slots=True)
-class Context:
-    """What an operation sees of one call: its parameters and the engine serving it."""
-
-    engine: Engine
-    params: Mapping[str, Any]
-    region: str = DEFAULT_REGION
-    wire: bool = False  # B values are base64 text (JSON callers) rather than bytes
-    operation: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def storage(self) -> Storage:
-        return self.engine.storage
-
-    @property
-    def clock(self) -> Clock:
-        return self.engine.clock
-
-    def now(self) -> float:
-        return self.engine.clock.now()
-
-    def on_finish(self, hook: FinishHook) -> None:
-        """Call ``hook(ctx, response, error)`` once this call has returned or failed.
-
-        For interceptors that act after the operation (capacity accounting, crash points):
-        the response is the operation's dict, before any adapter encodes it.
-        """
-        self.extras.setdefault(_FINISH, []).append(hook)
+# The table-row cache of Engine.quiet() is dropped whole past this many (id, version) entries.
+_QUIET_CACHE_MAX = 4096
 
 
 class Engine:
@@ -90,40 +60,49 @@ class Engine:
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
-        operations.load_all()
         self.path = None if path is None else os.fspath(path)
         self.durability: Durability = durability
         self.clock = clock or Clock()
         self.account_id = account_id
         self.default_region = region
         self.storage = Storage(self.path, durability=durability)
-        # Extension points for features that ride on every write or table change (streams,
-        # replication): called inside the write transaction. Empty lists cost one check.
+        # The hook lists features register on (context.py): called inside the write transaction
+        # (change and table hooks) or before every operation (interceptors). Empty lists cost
+        # one check. They are replaced, never changed in place (copy-on-write, under _hooks_lock),
+        # so a call iterates the list it read.
         self.change_hooks: list[ChangeHook] = []
         # Per change hook (when it says): whether it acts on a table's writes at all. A write to
         # a table no hook acts on may take the single-statement fast path (see quiet()).
         self.change_watches: dict[ChangeHook, Callable[[TableRow], bool]] = {}
+        self.table_hooks: list[TableHook] = []
+        self.interceptors: list[Interceptor] = []
+        self._hooks_lock = threading.Lock()
         # Cost hints the operations keep for themselves (e.g. items.conditional_write): what
         # recent calls did, to pick the cheaper way to the same answer. Never semantics.
         self.hints: dict[Any, Any] = {}
-        self.table_hooks: list[TableHook] = []
-        # Called before every operation (fault injection: throttling, latency, injected errors);
-        # may raise a DynamoDBError. Empty unless a test or the admin API switches faults on.
-        self.interceptors: list[Interceptor] = []
-        # Tags, streams and TTL ride on the hooks above: one dict lookup per write when off.
-        from . import streams, ttl
-        from .operations import tags
-
-        tags.install(self)
-        streams.install(self)
-        self.ttl: TimeToLive = ttl.TimeToLive(self, ttl_config)
+        # quiet()'s answers per (table id, version), with the hook list they were made for.
+        self._quiet: dict[tuple[int, int], tuple[list[ChangeHook], int, bool]] = {}
         self._closed = False
         self._lock = threading.Lock()
-        # Fault injection (off until a fault is added; see faults.py) and global tables.
-        self.faults = FaultInjector(self, enforce_throughput=enforce_throughput)
-        self.replication = Replication(self)
+        # The features, in the order their hooks run: tags first (CreateTable's tag check, so a
+        # refusal is cheap), fault injection last (its hooks come and go with the faults).
+        self.tags = Tags()
+        self.streams = Streams()
+        self.ttl = TimeToLive(ttl_config)  # the sweeper; engine.ttl.sweep_now() runs one now
+        self.replication = Replication()  # global tables
         self.replicas = self.replication  # the same object, by the name tests reach for
-        self.ttl.start()  # the background sweeper (engine.ttl.sweep_now() runs one at once)
+        self.faults = FaultInjector(enforce_throughput=enforce_throughput)  # off until added
+        self.features: tuple[Feature, ...] = (
+            self.tags,
+            self.streams,
+            self.ttl,
+            self.replication,
+            self.faults,
+        )
+        for feature in self.features:
+            feature.install(self)
+        for feature in self.features:  # background work only once every hook is in place
+            feature.start()
 
     def execute(
         self,
@@ -147,25 +126,57 @@ class Engine:
         if self.interceptors:
             for intercept in self.interceptors:
                 intercept(ctx)
-            finish = ctx.extras.get(_FINISH)
+            finish = ctx.finish_hooks
             if finish:
                 return _finished(fn, ctx, finish)
         return fn(ctx)
 
-    def add_change_hook(self, hook: ChangeHook, watches: Callable[[TableRow], bool]) -> None:
-        """Install ``hook``, which acts only on writes to tables for which ``watches`` holds."""
-        self.change_watches[hook] = watches
-        self.change_hooks = [*self.change_hooks, hook]  # a new list: see quiet()
+    # hooks (context.py) -------------------------------------------------------------------
+
+    def add_change_hook(
+        self, hook: ChangeHook, watches: Callable[[TableRow], bool] | None = None
+    ) -> None:
+        """Install ``hook``; it acts only on writes to tables for which ``watches`` holds
+        (``None``: on every table's writes, so none takes the single-statement fast path)."""
+        with self._hooks_lock:
+            if hook in self.change_hooks:
+                return
+            if watches is not None:
+                self.change_watches[hook] = watches
+            self.change_hooks = [*self.change_hooks, hook]
+
+    def remove_change_hook(self, hook: ChangeHook) -> None:
+        with self._hooks_lock:
+            self.change_hooks = [h for h in self.change_hooks if h != hook]
+            self.change_watches.pop(hook, None)
+
+    def add_table_hook(self, hook: TableHook) -> None:
+        """Install ``hook`` into CreateTable, UpdateTable and DeleteTable's transaction."""
+        with self._hooks_lock:
+            if hook not in self.table_hooks:
+                self.table_hooks = [*self.table_hooks, hook]
+
+    def add_interceptor(self, hook: Interceptor, *, first: bool = False) -> None:
+        """Install ``hook`` before every operation (``first``: before those installed already)."""
+        with self._hooks_lock:
+            current = self.interceptors
+            if hook not in current:
+                self.interceptors = [hook, *current] if first else [*current, hook]
+
+    def remove_interceptor(self, hook: Interceptor) -> None:
+        with self._hooks_lock:
+            self.interceptors = [h for h in self.interceptors if h != hook]
 
     def quiet(self, row: TableRow) -> bool:
         """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
         ``watches`` predicate, e.g. by fault injection, act on every table)."""
-        # Cached on the (per-version) catalog row for the current hook list (installers replace
-        # the list; its length guards against an append in place).
+        # Cached per catalog row version for the current hook list (installers replace the
+        # list; its length guards against an append in place).
         hooks = self.change_hooks
-        cached = row.__dict__.get("_quiet")
+        key = (row.id, row.version)
+        cached = self._quiet.get(key)
         if cached is not None and cached[0] is hooks and cached[1] == len(hooks):
-            return cached[2]  # type: ignore[no-any-return]
+            return cached[2]
         watches = self.change_watches
         quiet = True
         for hook in hooks:
@@ -173,7 +184,9 @@ class Engine:
             if watch is None or watch(row):
                 quiet = False
                 break
-        row.__dict__["_quiet"] = (hooks, len(hooks), quiet)
+        if len(self._quiet) >= _QUIET_CACHE_MAX:
+            self._quiet.clear()
+        self._quiet[key] = (hooks, len(hooks), quiet)
         return quiet
 
     def emit_change(
@@ -187,8 +200,8 @@ class Engine:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self.ttl.stop()
-                self.replication.close()
+                for feature in reversed(self.features):
+                    feature.close()
                 self.storage.close()
 
     def __enter__(self) -> Engine:
@@ -198,7 +211,7 @@ class Engine:
         self.close()
 
 
-def _finished(fn: operations.Operation, ctx: Context, hooks: list[FinishHook]) -> dict[str, Any]:
+def _finished(fn: Operation, ctx: Context, hooks: list[FinishHook]) -> dict[str, Any]:
     try:
         response = fn(ctx)
     except DynamoDBError as error:

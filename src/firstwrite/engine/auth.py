@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from typing import Any, Literal
+from urllib.parse import quote
 
 from .asgi import ASGIApp, Headers, Message, Problem, Receive, Scope, Send, header, respond
 from .errors import DynamoDBError
@@ -294,6 +295,19 @@ class Guard:
             f"application/json), not {shown}",
         )
 
+    def _login_page_for(self, scope: Scope) -> str | None:
+        """The public ``<mount>/login`` page of the mount ``scope`` is under, for a browser's
+        page request (GET or HEAD accepting HTML); None otherwise."""
+        accept = header(scope, b"accept") or b""
+        if scope.get("method") not in ("GET", "HEAD") or b"text/html" not in accept:
+            return None
+        path = scope["path"]
+        for page in self._public_exact:
+            mount = page.removesuffix("/login")
+            if page.endswith("/login") and mount and path.startswith(mount + "/"):
+                return page
+        return None
+
     async def _authenticate(self, scope: Scope, receive: Receive) -> Receive:
         """Set the scope's principal; return the ``receive`` the app should use."""
         scope[PRINCIPAL_SCOPE_KEY] = None
@@ -309,6 +323,23 @@ class Guard:
         if path in self._public_exact or path.startswith(self._public_prefixes):
             return receive
         if header(scope, b"authorization") is None:
+            login = self._login_page_for(scope)
+            if login is not None:  # a browser opening a page: to its mount's sign-in page
+                target = quote(
+                    path
+                    + (
+                        "?" + scope["query_string"].decode("latin-1")
+                        if scope.get("query_string")
+                        else ""
+                    ),
+                    safe="",
+                )
+                raise Problem(
+                    303,
+                    "See Other",
+                    "sign in first",
+                    headers=[("location", f"{login}?next={target}")],
+                )
             raise Problem(
                 401,
                 "Unauthorized",

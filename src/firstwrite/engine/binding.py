@@ -16,191 +16,104 @@ is kept for the call's first attempt, and the call goes on through botocore's fu
 Every retry is a fresh engine call. ``bind(client, engine, full_stack=True)`` sends every call
 through the full path. Use that to test your own ``before-send`` or signing hooks.
 
+The quick path is written once, as a generator of the steps that are coroutines on aiobotocore
+(:func:`quick_steps`); :class:`Responder` drives it with plain calls, and
+:mod:`.aio_binding` with ``await``, so both kinds of client take the same decisions.
+
 Use :class:`~firstwrite.engine.client.DirectClient` when per-call overhead matters more than
 exercising the SDK.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-import zlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
-from botocore.configprovider import (
-    BOTOCORE_DEFAUT_SESSION_VARIABLES,
-    ConfigValueStore,
-    ConstantProvider,
-)
 from botocore.model import OperationModel
-from botocore.parsers import create_parser
 
-from .client import exceptions_factory
-from .wire import CONTENT_TYPE, new_request_id, wire_call
+from .binding_steps import (
+    Answered,
+    Call,
+    Emit,
+    Parse,
+    ResponderBase,
+    body_of,
+    configure_dummy,
+    install,
+    is_async_client,
+    parser_of,
+    quick_steps,
+    respond,
+    target_of,
+    unbind,
+)
+from .wire import wire_call
 
 if TYPE_CHECKING:
     from .api import Engine
 
 __all__ = ["bind", "dummy_session", "local_client", "local_resource", "unbind"]
 
-_HANDLER_ID = "firstwrite-engine-binding"
-_QUICK_ID = "firstwrite-engine-binding-quick"
-DUMMY_ACCESS_KEY = "AKIDFIRSTWRITELOCAL"
-DUMMY_SECRET_KEY = "firstwrite-local-secret"
 
-
-class _Raw:
-    """The ``raw`` object botocore reads an ``AWSResponse`` body from."""
-
-    __slots__ = ("_body",)
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_kwargs: Any) -> Iterator[bytes]:
-        yield self._body
-
-
-# Error codes that no botocore retry mode (legacy, standard, adaptive) retries, and that the
-# engine answers with HTTP 400. Only these, and successes, take the quick path. Throttles,
-# TransactionConflict, 5xx and any code not listed go through botocore's retry handler.
-FINAL_ERRORS = frozenset(
-    {
-        "ConditionalCheckFailedException",
-        "ValidationException",
-        "ResourceNotFoundException",
-        "ResourceInUseException",
-        "TransactionCanceledException",
-        "IdempotentParameterMismatchException",
-        "ItemCollectionSizeLimitExceededException",
-        "SerializationException",
-        "UnknownOperationException",
-        "ExpiredIteratorException",
-        "TrimmedDataAccessException",
-        "UnrecognizedClientException",
-        "MissingAuthenticationTokenException",
-        "InvalidSignatureException",
-        "AccessDeniedException",
-    }
-)
-
-
-def _headers(payload: bytes) -> dict[str, str]:
-    return {
-        "x-amzn-RequestId": new_request_id(),
-        "Content-Type": CONTENT_TYPE,
-        "Content-Length": str(len(payload)),
-        "x-amz-crc32": str(zlib.crc32(payload)),
-    }
-
-
-class _Responder:
+class Responder(ResponderBase):
     """One bound client's handlers: ``before-call`` (the quick path) and ``before-send``."""
-
-    def __init__(self, engine: Engine, region: str, parser: Any, emit: Any) -> None:
-        self.engine = engine
-        self.region = region
-        self._parser = parser
-        self._emit = emit
-        # The first answer of a call the quick path handed to the full path. It is kept per
-        # thread, because botocore runs a call's before-call and before-send on one thread,
-        # one after the other.
-        self._kept = threading.local()
 
     def before_call(
         self, model: OperationModel, params: dict[str, Any], request_signer: Any, **_kwargs: Any
-    ) -> tuple[AWSResponse, dict[str, Any]] | None:
-        kept = self._kept
-        kept.answer = None
-        if getattr(request_signer, "_credentials", True) is None:
-            return None  # no credentials: botocore's signer raises NoCredentialsError
-        body = params["body"]
-        status, payload = wire_call(
-            self.engine, params["headers"].get("X-Amz-Target"), body, self.region
-        )
-        http = AWSResponse(params["url"], status, _headers(payload), _Raw(payload))
-        response = {
-            "headers": http.headers,
-            "status_code": status,
-            "body": payload,
-            "context": {"operation_name": model.name},
-        }
-        customized: dict[str, Any] = {}
-        self._emit(
-            f"before-parse.{model.service_model.service_id.hyphenize()}.{model.name}",
-            operation_model=model,
-            response_dict=response,
-            customized_response_dict=customized,
-        )
-        parsed: dict[str, Any] = self._parser.parse(response, model.output_shape)
-        if customized:
-            parsed.update(customized)
-        if status != 200:
-            code = parsed.get("Error", {}).get("Code")
-            if status != 400 or code not in FINAL_ERRORS:
-                kept.answer = (body, http)
-                return None  # botocore's full path, retry handler included, takes it from here
-            shape = model.service_model.shape_for_error_code(code)
-            if shape is not None:  # the error's modeled members (Item, CancellationReasons)
-                parsed.update(self._parser.parse(response, shape))
-        parsed["ResponseMetadata"]["RetryAttempts"] = 0
-        return http, parsed
+    ) -> Answered | None:
+        self.keep(None)
+        engine = self.current_engine()
+        if engine is None:
+            return None
+        steps = quick_steps(engine, self.region, model, params, request_signer, respond)
+        try:
+            step = next(steps)
+            while True:
+                if type(step) is Call:
+                    answer: Any = wire_call(step.engine, step.target, step.body, step.region)
+                elif type(step) is Emit:
+                    answer = self._emit(step.event, **step.kwargs)
+                else:
+                    assert type(step) is Parse
+                    answer = self._parser.parse(step.response, step.shape)
+                step = steps.send(answer)
+        except StopIteration as stop:
+            return self.finish(stop.value)
 
-    def before_send(self, request: AWSPreparedRequest, **_kwargs: Any) -> AWSResponse:
-        body = request.body
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = body.read()  # a file-like body (never for JSON protocols, but harmless)
-        answer = getattr(self._kept, "answer", None)
-        if answer is not None:
-            self._kept.answer = None
-            kept_body, http = answer
-            if kept_body == body:
-                return http  # the first attempt of a call the quick path handed over
-        target = request.headers.get("X-Amz-Target")
-        if isinstance(target, bytes):
-            target = target.decode("ascii", "replace")
-        status, payload = wire_call(self.engine, target, body, self.region)
-        return AWSResponse(request.url, status, _headers(payload), _Raw(payload))
-
-
-def _parser_of(client: Any) -> Any:
-    """The client's own response parser (botocore's JSON parser if it has none we can see)."""
-    parser = getattr(client, "_response_parser", None)
-    if parser is None:
-        parser = create_parser(client.meta.service_model.resolved_protocol)
-    return parser
+    def before_send(self, request: AWSPreparedRequest, **_kwargs: Any) -> AWSResponse | None:
+        body = body_of(request)
+        kept = self.take_kept(body)
+        if kept is not None:
+            return kept  # the first attempt of a call the quick path handed over
+        engine = self.current_engine()
+        if engine is None:
+            return None
+        status, payload = wire_call(engine, target_of(request), body, self.region)
+        return respond(request.url, status, payload)
 
 
 def bind(client: Any, engine: Engine, *, full_stack: bool = False) -> Any:
     """Answer every request of boto3 ``client`` with ``engine``; returns the client.
 
     The engine region is the client's region. Works for ``dynamodb`` and ``dynamodbstreams``
-    clients (dispatch is on the ``X-Amz-Target`` prefix). Binding again replaces the engine.
+    clients (dispatch is on the ``X-Amz-Target`` prefix), and for aiobotocore clients too
+    (see :mod:`.aio_binding`). Binding again replaces the engine.
     ``full_stack=True`` sends every call through botocore's HTTP half too (signing,
     ``before-send`` hooks, the retry handler on every answer); by default only answers
     botocore might retry do (see the module docs). Either way the client needs credentials,
     as any boto3 client does (any will do: see :func:`local_client`).
     """
     region = client.meta.region_name or engine.default_region
-    events = client.meta.events
-    unbind(client)
-    responder = _Responder(engine, region, _parser_of(client), events.emit)
-    events.register_first("before-send", responder.before_send, unique_id=_HANDLER_ID)
-    if not full_stack:
-        # Last, so that the caller's own before-call hooks (counters, stubs) still run first.
-        events.register_last("before-call", responder.before_call, unique_id=_QUICK_ID)
-    return client
+    if is_async_client(client):
+        from .aio_binding import AioResponder
 
-
-def unbind(client: Any) -> Any:
-    """Undo :func:`bind`: the client talks to its endpoint again."""
-    client.meta.events.unregister("before-send", unique_id=_HANDLER_ID)
-    client.meta.events.unregister("before-call", unique_id=_QUICK_ID)
-    return client
+        kind: type[ResponderBase] = AioResponder
+    else:
+        kind = Responder
+    responder = kind(engine, region, parser_of(client), client.meta.events.emit)
+    return install(client, responder, full_stack=full_stack)
 
 
 def dummy_session(region: str = "us-east-1") -> botocore.session.Session:
@@ -213,22 +126,7 @@ def dummy_session(region: str = "us-east-1") -> botocore.session.Session:
     :class:`~firstwrite.engine.client.DirectClient`.
     """
     session = botocore.session.Session()
-    overrides: dict[str, Any] = {
-        "config_file": os.devnull,
-        "credentials_file": os.devnull,
-        "profile": None,
-        "region": region,
-        "defaults_mode": "legacy",
-        "ignore_configured_endpoint_urls": True,
-        "metadata_service_num_attempts": 0,
-    }
-    mapping = {
-        name: ConstantProvider(overrides.get(name, spec[2]))
-        for name, spec in BOTOCORE_DEFAUT_SESSION_VARIABLES.items()
-    }
-    session.register_component("config_store", ConfigValueStore(mapping=mapping))
-    session.set_credentials(DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
-    session._internal_components.register_component("exceptions_factory", exceptions_factory())
+    configure_dummy(session, region)
     return session
 
 

@@ -27,16 +27,9 @@ Kinds
     the write transaction, so the write is lost) or ``after_commit`` (the write is durable, its
     response is never sent). For a server process: "did it land?" tests.
 
-Provisioned throughput
-----------------------
-With ``Engine(enforce_throughput=True)`` (or :meth:`FaultInjector.enforce_throughput`),
-PROVISIONED tables get DynamoDB's token buckets: per table, one for reads and one for writes,
-refilled at the provisioned units per second of engine clock and holding up to 300 seconds of
-unused capacity (the burst capacity; a bucket starts full). A call is admitted while its
-bucket holds capacity and is charged the units it consumed; an empty bucket answers
-``ProvisionedThroughputExceededException``. Off by default, because no other local engine
-enforces it and a suite written against them would start failing. Buckets live in the engine
-object: processes sharing a file each enforce their own.
+Provisioned-throughput enforcement (``Engine(enforce_throughput=True)``,
+:meth:`FaultInjector.enforce_throughput`) rides on the same interceptor; its token buckets are
+``throughput.py``.
 """
 
 from __future__ import annotations
@@ -44,23 +37,25 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 import os
 import random
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import storage as st
+from .context import Context, Feature
 from .errors import DynamoDBError
-from .schema import item_key, key_schema
-from .storage import AsOfReader, Reader, TableRow, Writer
+from .schema import item_key
+from .storage import TableRow, Writer
+from .throughput import THROUGHPUT_EXCEEDED, TokenBuckets, throttling_error
 from .values import Item, item_size
 
 if TYPE_CHECKING:
-    from .api import Context, Engine
+    from .api import Engine
 
 __all__ = [
     "CRASH_EXIT_CODE",
@@ -68,22 +63,15 @@ __all__ = [
     "ERRORS",
     "Fault",
     "FaultInjector",
-    "install",
-    "stale_reader",
-    "uninstall",
 ]
 
 CRASH_EXIT_CODE = 86
 CRASH_POINTS = ("before_operation", "before_commit", "after_commit")
 KINDS = ("error", "latency", "stale_read", "crash")
-BURST_SECONDS = 300.0
 
 # code -> DynamoDB's message. Throttling messages as DynamoDB sends them on the wire.
 ERRORS: dict[str, str] = {
-    "ProvisionedThroughputExceededException": (
-        "The level of configured provisioned throughput for the table was exceeded. "
-        "Consider increasing your provisioning level with the UpdateTable API."
-    ),
+    "ProvisionedThroughputExceededException": THROUGHPUT_EXCEEDED,
     "ThrottlingException": "Rate of requests exceeds the allowed throughput.",
     "RequestLimitExceeded": (
         "Throughput exceeds the current throughput limit for your account. Please contact AWS "
@@ -93,50 +81,9 @@ ERRORS: dict[str, str] = {
     "InternalServerError": "Internal server error",
     "ServiceUnavailable": "DynamoDB is currently unavailable. (This should be a rare occurrence.)",
 }
-_REASON_SUFFIX = {
-    "ProvisionedThroughputExceededException": "ProvisionedThroughputExceeded",
-    "RequestLimitExceeded": "AccountLimitExceeded",
-}
-WRITE_OPERATIONS = frozenset(
-    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
-)
-READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 _STALE_OPERATIONS = frozenset({"GetItem", "Query", "Scan"})
-# Context.extras keys.
-AS_OF = "firstwrite.as_of"
+# Context.extras key.
 _CRASH_BEFORE_COMMIT = "firstwrite.crash_before_commit"
-
-_HOOKS_LOCK = threading.Lock()
-
-
-# --- installing hooks copy-on-write (Engine.execute iterates the list it read) ---------------
-
-
-def install(engine: Engine, attribute: str, hook: Any, *, first: bool = False) -> None:
-    """Add ``hook`` to ``engine.<attribute>`` (a hook list) unless it is there already."""
-    with _HOOKS_LOCK:
-        current = getattr(engine, attribute)
-        if any(h == hook for h in current):
-            return
-        setattr(engine, attribute, [hook, *current] if first else [*current, hook])
-
-
-def uninstall(engine: Engine, attribute: str, hook: Any) -> None:
-    with _HOOKS_LOCK:
-        current = getattr(engine, attribute)
-        setattr(engine, attribute, [h for h in current if h != hook])
-
-
-# --- the read hook of GetItem / Query / Scan -------------------------------------------------
-
-
-def stale_reader(ctx: Context, reader: Reader, consistent: bool) -> Reader:
-    """The reader an eventually consistent read should use: ``reader`` unless a stale-read
-    fault shifted this call into the past. Costs one dict check when no fault is on."""
-    if consistent or not ctx.extras:
-        return reader
-    as_of = ctx.extras.get(AS_OF)
-    return reader if as_of is None else AsOfReader(reader, as_of)
 
 
 def tables_of(operation: str, params: Mapping[str, Any]) -> list[str]:
@@ -156,25 +103,6 @@ def tables_of(operation: str, params: Mapping[str, Any]) -> list[str]:
                     if isinstance(action, Mapping) and isinstance(action.get("TableName"), str):
                         names.append(action["TableName"])
     return names
-
-
-def _table_arn(engine: Engine, region: str, table: str) -> str:
-    return f"arn:aws:dynamodb:{region}:{engine.account_id}:table/{table}"
-
-
-def throttling_error(
-    engine: Engine, code: str, operation: str, region: str, tables: Iterable[str], message: str
-) -> DynamoDBError:
-    """A throttling error as DynamoDB sends it, with ThrottlingReasons where it has them."""
-    suffix = _REASON_SUFFIX.get(code)
-    if suffix is None or not tables:
-        return DynamoDBError(code, message)
-    side = "Write" if operation in WRITE_OPERATIONS else "Read"
-    reasons = [
-        {"reason": f"Table{side}{suffix}", "resource": _table_arn(engine, region, t)}
-        for t in dict.fromkeys(tables)
-    ]
-    return DynamoDBError(code, message, ThrottlingReasons=reasons)
 
 
 # --- faults ----------------------------------------------------------------------------------
@@ -243,22 +171,6 @@ class Fault:
         return out
 
 
-@dataclass
-class _Bucket:
-    rate: float
-    capacity: float
-    tokens: float
-    at: float
-
-    def refill(self, now: float, rate: float, capacity: float) -> float:
-        if rate != self.rate or capacity != self.capacity:  # UpdateTable changed it
-            self.rate, self.capacity = rate, capacity
-        if now > self.at:
-            self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = max(self.at, now)
-        return self.tokens
-
-
 def _positive(value: Any, what: str) -> float:
     number = float(value)
     if math.isnan(number) or number < 0:
@@ -266,19 +178,27 @@ def _positive(value: Any, what: str) -> float:
     return number
 
 
-class FaultInjector:
-    """``engine.faults``: add, list and clear faults; provisioned-throughput enforcement."""
+class FaultInjector(Feature):
+    """``engine.faults``: add, list and clear faults; provisioned-throughput enforcement.
 
-    def __init__(self, engine: Engine, *, enforce_throughput: bool = False) -> None:
-        self.engine = engine
+    Installs nothing until a fault is added (or throughput enforced): its hooks come and go
+    with the faults (:meth:`_sync`).
+    """
+
+    engine: Engine  # set by install()
+
+    def __init__(self, *, enforce_throughput: bool = False) -> None:
         self._lock = threading.RLock()
         self._faults: tuple[Fault, ...] = ()
         self._ids = itertools.count(1)
         self._enforcing = False
-        self.burst_seconds = BURST_SECONDS
-        self._buckets: dict[tuple[str, str, int, str], _Bucket] = {}
         self._installed: set[str] = set()
-        if enforce_throughput:
+        self._enforce_at_install = enforce_throughput
+
+    def install(self, engine: Engine) -> None:
+        self.engine = engine
+        self._buckets = TokenBuckets(engine)
+        if self._enforce_at_install:
             self.enforce_throughput(True)
 
     # configuring -------------------------------------------------------------------------
@@ -410,7 +330,7 @@ class FaultInjector:
             self._faults = ()
             self._sync()
         if had_history:
-            self.engine.storage.write(st.clear_history)
+            self.engine.storage.write(Writer.clear_history)
 
     def active(self) -> list[Fault]:
         """The faults in force, in the order they were added."""
@@ -422,14 +342,19 @@ class FaultInjector:
         """Switch provisioned-throughput enforcement on or off (buckets restart full)."""
         with self._lock:
             if burst_seconds is not None:
-                self.burst_seconds = _positive(burst_seconds, "burst_seconds")
+                self._buckets.burst_seconds = _positive(burst_seconds, "burst_seconds")
             self._enforcing = bool(enabled)
-            self._buckets.clear()
+            self._buckets.reset()
             self._sync()
 
     @property
     def enforcing_throughput(self) -> bool:
         return self._enforcing
+
+    @property
+    def burst_seconds(self) -> float:
+        """How many seconds of unused capacity a bucket holds (throughput.py)."""
+        return self._buckets.burst_seconds
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -442,22 +367,37 @@ class FaultInjector:
     def _sync(self) -> None:
         """Install exactly the hooks the current faults need (called under the lock)."""
         faults = self._faults
-        self._toggle("interceptors", self._intercept, bool(faults) or self._enforcing)
-        self._toggle("change_hooks", self._record, any(f.kind == "stale_read" for f in faults))
+        engine = self.engine
         self._toggle(
-            "change_hooks",
+            self._intercept,
+            bool(faults) or self._enforcing,
+            engine.add_interceptor,
+            engine.remove_interceptor,
+        )
+        self._toggle(
+            self._record,
+            any(f.kind == "stale_read" for f in faults),
+            engine.add_change_hook,
+            engine.remove_change_hook,
+        )
+        self._toggle(
             self._crash_in_transaction,
             any(f.kind == "crash" and f.point == "before_commit" for f in faults),
+            engine.add_change_hook,
+            engine.remove_change_hook,
         )
 
-    def _toggle(self, attribute: str, hook: Any, wanted: bool) -> None:
-        key = f"{attribute}.{hook.__name__}"
-        if wanted and key not in self._installed:
-            install(self.engine, attribute, hook)
-            self._installed.add(key)
-        elif not wanted and key in self._installed:
-            uninstall(self.engine, attribute, hook)
-            self._installed.discard(key)
+    def _toggle(
+        self, hook: Any, wanted: bool, add: Callable[[Any], None], remove: Callable[[Any], None]
+    ) -> None:
+        # Change hooks go in without a watch predicate: they act on every table's writes.
+        name = hook.__name__
+        if wanted and name not in self._installed:
+            add(hook)
+            self._installed.add(name)
+        elif not wanted and name in self._installed:
+            remove(hook)
+            self._installed.discard(name)
 
     def _drop_exhausted(self) -> None:
         with self._lock:
@@ -472,6 +412,7 @@ class FaultInjector:
         operation, region = ctx.operation, ctx.region
         tables = tables_of(operation, ctx.params)
         exhausted = False
+        as_of: float | None = None  # the stale-read instant (the oldest, if several fire)
         for fault in self._faults:
             if not fault.matches(operation, region, tables):
                 continue
@@ -492,8 +433,8 @@ class FaultInjector:
             elif kind == "stale_read":
                 if operation in _STALE_OPERATIONS and fault.fire():
                     assert fault.lag is not None
-                    as_of = ctx.now() - fault.lag
-                    ctx.extras[AS_OF] = min(as_of, ctx.extras.get(AS_OF, as_of))
+                    past = ctx.now() - fault.lag
+                    as_of = past if as_of is None else min(as_of, past)
             elif fault.point == "before_operation":
                 if fault.fire():
                     _crash(fault)
@@ -502,10 +443,12 @@ class FaultInjector:
             else:
                 ctx.on_finish(functools.partial(_crash_after, fault))
             exhausted = exhausted or fault.exhausted
+        if as_of is not None:
+            ctx.reader_hook = operator.methodcaller("as_of", as_of)
         if exhausted:
             self._drop_exhausted()
         if self._enforcing and tables:
-            self._admit(ctx, tables)
+            self._buckets.admit(ctx, tables)
 
     def _crash_in_transaction(
         self, ctx: Context, w: Writer, row: TableRow, old: Item | None, new: Item | None
@@ -532,88 +475,9 @@ class FaultInjector:
         item = new if new is not None else old
         if item is None:
             return
-        pk, sk = item_key(key_schema(row), item)
+        pk, sk = item_key(row.key_schema, item)
         now = self.engine.clock.now()
-        st.record_history(w, row.id, pk, sk, now, old, item_size(old), now - max(lags))
-
-    # provisioned throughput ------------------------------------------------------------------
-
-    def _admit(self, ctx: Context, tables: list[str]) -> None:
-        side = "write" if ctx.operation in WRITE_OPERATIONS else "read"
-        if ctx.operation not in WRITE_OPERATIONS and ctx.operation not in READ_OPERATIONS:
-            return  # control plane: not charged
-        region = ctx.region
-        now = ctx.now()
-        charged: list[tuple[str, _Bucket]] = []
-        throttled: list[str] = []
-        for name in dict.fromkeys(tables):
-            row = self.engine.storage.read(functools.partial(_table, region=region, name=name))
-            bucket = self._bucket(row, side, now) if row is not None else None
-            if bucket is None:
-                continue
-            if bucket.tokens <= 0:
-                throttled.append(name)
-            charged.append((name, bucket))
-        if throttled:
-            raise throttling_error(
-                self.engine,
-                "ProvisionedThroughputExceededException",
-                ctx.operation,
-                region,
-                throttled,
-                ERRORS["ProvisionedThroughputExceededException"],
-            )
-        if not charged:
-            return
-        asked = ctx.params.get("ReturnConsumedCapacity")
-        if asked not in ("TOTAL", "INDEXES"):
-            ctx.params = {**ctx.params, "ReturnConsumedCapacity": "TOTAL"}
-        buckets = dict(charged)
-
-        def charge(
-            c: Context, response: dict[str, Any] | None, error: DynamoDBError | None
-        ) -> None:
-            with self._lock:
-                if response is not None:
-                    consumed = response.get("ConsumedCapacity")
-                    if asked not in ("TOTAL", "INDEXES"):
-                        response.pop("ConsumedCapacity", None)
-                    entries = consumed if isinstance(consumed, list) else [consumed]
-                    for entry in entries:
-                        if isinstance(entry, Mapping) and entry.get("TableName") in buckets:
-                            buckets[entry["TableName"]].tokens -= float(
-                                entry.get("CapacityUnits", 0)
-                            )
-                elif error is not None and error.code == "ConditionalCheckFailedException":
-                    # A failed conditional write still consumes a write unit.
-                    for bucket in buckets.values():
-                        bucket.tokens -= 1.0
-
-        ctx.on_finish(charge)
-
-    def _bucket(self, row: TableRow, side: str, now: float) -> _Bucket | None:
-        definition = row.definition
-        billing = (definition.get("BillingModeSummary") or {}).get("BillingMode", "PROVISIONED")
-        if billing != "PROVISIONED":
-            return None
-        throughput = definition.get("ProvisionedThroughput") or {}
-        rate = float(
-            throughput.get("ReadCapacityUnits" if side == "read" else "WriteCapacityUnits") or 0
-        )
-        if rate <= 0:
-            return None
-        capacity = rate * self.burst_seconds
-        key = (row.region, row.name, row.id, side)
-        with self._lock:
-            bucket = self._buckets.get(key)
-            if bucket is None:
-                bucket = self._buckets[key] = _Bucket(rate, capacity, capacity, now)
-            bucket.refill(now, rate, capacity)
-        return bucket
-
-
-def _table(reader: Reader, *, region: str, name: str) -> TableRow | None:
-    return reader.table(region, name)
+        w.record_history(row.id, pk, sk, now, old, item_size(old), now - max(lags))
 
 
 def _crash_after(

@@ -1,4 +1,4 @@
-"""Key encoding: AttributeValue key parts as bytes whose order is DynamoDB's order.
+"""A table's key schema, and its key parts encoded as bytes whose order is DynamoDB's order.
 
 SQLite compares BLOBs with memcmp, so a range of sort keys becomes a range of byte strings.
 Strings order by UTF-8 bytes and binary by unsigned bytes, so both encode as themselves. Numbers
@@ -8,9 +8,45 @@ property test).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from .values import AttributeValue
+
+
+@dataclass(frozen=True, slots=True)
+class KeySchema:
+    """The key attributes of a table (or of a query's hash-key part): names and types."""
+
+    hash_name: str
+    hash_type: str
+    range_name: str | None = None
+    range_type: str | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        if self.range_name is None:
+            return frozenset((self.hash_name,))
+        return frozenset((self.hash_name, self.range_name))
+
+    @classmethod
+    def of(cls, definition: Mapping[str, Any]) -> KeySchema:
+        """The key schema of a table definition (its KeySchema and AttributeDefinitions)."""
+        types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
+        hash_name = range_name = None
+        for element in definition["KeySchema"]:
+            if element["KeyType"] == "HASH":
+                hash_name = element["AttributeName"]
+            else:
+                range_name = element["AttributeName"]
+        if hash_name is None:
+            raise ValueError(f"a key schema without a HASH key: {definition['KeySchema']!r}")
+        return cls(
+            hash_name, types[hash_name], range_name, types[range_name] if range_name else None
+        )
+
 
 _NEGATIVE, _ZERO, _POSITIVE = b"\x01", b"\x02", b"\x03"
 _EXPONENT_BIAS = 1000  # exponents are within [-130, 125]; bias keeps them positive

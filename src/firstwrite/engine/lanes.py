@@ -1,9 +1,9 @@
 """Where the HTTP server runs engine calls, so that the event loop never waits on one.
 
-* :class:`Lane`: one thread running the small requests' calls, handed over a batch per
-  event-loop turn. An engine call is tens of microseconds of CPU; handing each to a thread pool
-  costs more than the call (one wake-up, future and callback each), while a batch costs one
-  wake-up each way. The event loop only moves bytes, and a call that waits (on SQLite's write
+* :class:`Lane`: one thread running the small requests' calls. An engine call is tens of
+  microseconds of CPU; handing each to a thread pool costs more than the call (a wake-up, a
+  future and a callback each), while the lane takes every call queued by the time it looks
+  and hands the results back with one wake-up. The event loop only moves bytes, and a call that waits (on SQLite's write
   lock held by another process, say) holds up the lane, never the loop.
 * When the lane has been busy with one call for longer than :data:`STUCK_SECONDS`, new calls
   go to the thread pool instead: one waiting write does not hold up every read.
@@ -34,11 +34,14 @@ _Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
 
 
 class Lane:
-    """One thread running jobs handed over from one event loop, a batch per loop turn."""
+    """One thread running jobs handed over from one event loop, in batches.
+
+    A job is queued at once; the lane takes every job queued by the time it looks (under load,
+    a batch), and hands the batch's results back to the loop with one wake-up.
+    """
 
     def __init__(self, name: str = "firstwrite-lane") -> None:
-        self._queue: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
-        self._pending: list[_Job] = []
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.busy_since: float | None = None  # when the running job started (None: idle)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -55,34 +58,34 @@ class Lane:
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._hand_over)
-        self._pending.append((fn, args, future))
+        self._queue.put((fn, args, future))
         return future
 
-    def _hand_over(self) -> None:
-        batch, self._pending = self._pending, []
-        self._queue.put(batch)
-
     def _run(self) -> None:
+        get, get_nowait = self._queue.get, self._queue.get_nowait
         while True:
-            batch = self._queue.get()
-            if batch is None:
-                return
+            job = get()
             results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
-            for fn, args, future in batch:
+            while job is not None:
+                fn, args, future = job
                 self.busy_since = time.monotonic()
                 try:
                     results.append((future, fn(*args), None))
                 except BaseException as exc:  # handed to the awaiting request
                     results.append((future, None, exc))
+                try:
+                    job = get_nowait()
+                except queue.Empty:
+                    break
             self.busy_since = None
             loop = self._loop
-            if loop is not None and not loop.is_closed():
+            if results and loop is not None and not loop.is_closed():
                 try:
                     loop.call_soon_threadsafe(_deliver, results)
                 except RuntimeError:  # the loop closed meanwhile: nobody awaits these
                     pass
+            if job is None:
+                return
 
     def close(self) -> None:
         self._queue.put(None)

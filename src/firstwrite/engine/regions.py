@@ -37,15 +37,15 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import storage as st
+from .context import Context, Feature
 from .errors import DynamoDBError, invalid_parameters, validation
-from .schema import item_key, key_schema
-from .storage import ReplicationEntry, TableRow, Writer
+from .schema import item_key
+from .storage import Reader, ReplicationEntry, TableRow, Writer
 from .validation import F, check
 from .values import Item, item_size
 
 if TYPE_CHECKING:
-    from .api import Context, Engine
+    from .api import Engine
 
 __all__ = ["DEFAULT_LAG_SECONDS", "GLOBAL_TABLE_VERSION", "REPLICATED", "Replication"]
 
@@ -88,11 +88,12 @@ def members(row: TableRow) -> list[str]:
     return sorted({row.region, *others})
 
 
-class Replication:
+class Replication(Feature):
     """``engine.replication`` (also ``engine.replicas``): global tables and their replication."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    engine: Engine  # set by install()
+
+    def __init__(self) -> None:
         self._lag = DEFAULT_LAG_SECONDS
         self._lags: dict[str, float] = {}  # per target region
         self._lock = threading.Lock()
@@ -103,9 +104,15 @@ class Replication:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
+
+    def install(self, engine: Engine) -> None:
+        self.engine = engine
         engine.add_change_hook(self._on_change, lambda row: bool(row.definition.get("Replicas")))
-        engine.table_hooks.append(self._on_table)
-        if engine.storage.read(st.global_tables_exist):
+        engine.add_table_hook(self._on_table)
+
+    def start(self) -> None:
+        """Resume the replication another engine on this file left queued, if any."""
+        if self.engine.storage.read(Reader.global_tables_exist):
             self._refresh_due()
             self._start()
 
@@ -164,7 +171,7 @@ class Replication:
 
     def backlog(self) -> list[dict[str, Any]]:
         """Queued replication work per (table, source region, target region)."""
-        rows = self.engine.storage.read(st.replication_backlog)
+        rows = self.engine.storage.read(Reader.replication_backlog)
         return [
             {"table": t, "source": s, "target": d, "pending": n, "oldest": at}
             for t, s, d, n, at in rows
@@ -189,20 +196,20 @@ class Replication:
         return applied
 
     def _targets(self) -> list[str]:
-        return sorted({row[2] for row in self.engine.storage.read(st.replication_backlog)})
+        return sorted({row[2] for row in self.engine.storage.read(Reader.replication_backlog)})
 
     def _apply_batch(self, w: Writer, *, target: str, up_to: float) -> int:
-        entries = st.replication_due(w, target, up_to, _BATCH)
+        entries = w.replication_due(target, up_to, _BATCH)
         for entry in entries:
             self._apply_entry(w, entry)
-        st.replication_done(w, [e.seq for e in entries])
+        w.replication_done([e.seq for e in entries])
         return len(entries)
 
     def _apply_entry(self, w: Writer, entry: ReplicationEntry) -> None:
         row = w.table(entry.target_region, entry.table_name)
         if row is None:
             return  # the replica is gone: nothing to apply it to
-        version = st.item_version(w, row.id, entry.pk, entry.sk)
+        version = w.item_version(row.id, entry.pk, entry.sk)
         if version is not None and (entry.written_at, entry.source_region) <= version:
             return  # a later write already won there
         old = w.get(row.id, entry.pk, entry.sk)
@@ -211,11 +218,9 @@ class Replication:
                 w.delete(row.id, entry.pk, entry.sk)
         else:
             w.put(row.id, entry.pk, entry.sk, item_size(entry.item), entry.item)
-        st.set_item_version(w, row.id, entry.pk, entry.sk, entry.written_at, entry.source_region)
+        w.set_item_version(row.id, entry.pk, entry.sk, entry.written_at, entry.source_region)
         engine = self.engine
         if len(engine.change_hooks) > 1 and (old is not None or entry.item is not None):
-            from .api import Context  # api imports this module
-
             ctx = Context(
                 engine,
                 {},
@@ -236,16 +241,16 @@ class Replication:
         item = new if new is not None else old
         if item is None:
             return
-        pk, sk = item_key(key_schema(row), item)
+        pk, sk = item_key(row.key_schema, item)
         now = at = ctx.now()
         region = row.region
-        version = st.item_version(w, row.id, pk, sk)
+        version = w.item_version(row.id, pk, sk)
         if version is not None and (at, region) <= version:
             # The clock stands still or went back: still supersede what this write replaced.
             at = math.nextafter(version[0], math.inf)
-        st.set_item_version(w, row.id, pk, sk, at, region)
+        w.set_item_version(row.id, pk, sk, at, region)
         targets = [r["RegionName"] for r in replicas]
-        st.replication_enqueue(w, row.name, region, targets, pk, sk, at, now, new)
+        w.replication_enqueue(row.name, region, targets, pk, sk, at, now, new)
         self._note_pending(targets, now)
 
     def _on_table(
@@ -256,8 +261,8 @@ class Replication:
         if action == "delete" and row.definition.get("Replicas"):
             # Deleting one replica's table takes it out of the group.
             group = [m for m in members(row) if m != row.region]
-            st.replication_purge(w, row.name, row.region)
-            st.drop_item_versions(w, row.id)
+            w.replication_purge(row.name, row.region)
+            w.drop_item_versions(row.id)
             self._set_group(w, row.name, group, skip=row.region)
         return row
 
@@ -295,9 +300,9 @@ class Replication:
                 )
             elif action == "Delete":
                 replica = w.table(target, name)
-                st.replication_purge(w, name, target)
+                w.replication_purge(name, target)
                 if replica is not None:
-                    st.drop_item_versions(w, replica.id)
+                    w.drop_item_versions(replica.id)
                     w.drop_table(replica)
                 group.remove(target)
             # "Update" carries per-replica overrides (throughput, KMS, table class): accepted,
@@ -319,9 +324,9 @@ class Replication:
         definition["TableId"] = str(uuid.uuid4())
         definition["CreationDateTime"] = ctx.now()
         replica = w.create_table(target, row.name, definition)
-        st.copy_table_items(w, row.id, replica.id)
+        w.copy_table_items(row.id, replica.id)
         # Writes from other members not yet applied to the seed must reach the new replica too.
-        st.replication_fork(w, row.name, row.region, target)
+        w.replication_fork(row.name, row.region, target)
         self._start()
 
     def _set_group(
@@ -362,14 +367,14 @@ class Replication:
     def _refresh_due(self, region: str | None = None) -> None:
         storage = self.engine.storage
         if region is None:
-            lanes = storage.read(st.replication_backlog)
+            lanes = storage.read(Reader.replication_backlog)
             oldest: dict[str, float] = {}
             for _table, _source, target, _count, at in lanes:
                 oldest[target] = min(at, oldest.get(target, math.inf))
             with self._lock:
                 self._due = oldest
         else:
-            first = storage.read(functools.partial(st.replication_oldest, target_region=region))
+            first = storage.read(lambda r: r.replication_oldest(region))
             with self._lock:
                 if first is None:
                     self._due.pop(region, None)
@@ -390,22 +395,18 @@ class Replication:
                 log.warning("replication to %s failed; the background applier retries", ctx.region)
 
     def _ensure_intercepting(self) -> None:
-        from .faults import install
-
         with self._lock:
             if self._intercepting:
                 return
             self._intercepting = True
-        install(self.engine, "interceptors", self._touch, first=True)
+        self.engine.add_interceptor(self._touch, first=True)
 
     def _stop_intercepting(self) -> None:
-        from .faults import uninstall
-
         with self._lock:
             if not self._intercepting:
                 return
             self._intercepting = False
-        uninstall(self.engine, "interceptors", self._touch)
+        self.engine.remove_interceptor(self._touch)
 
     def _start(self) -> None:
         with self._lock:

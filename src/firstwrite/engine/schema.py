@@ -1,53 +1,16 @@
-"""A table's key schema, and turning items and Key parameters into storage keys."""
+"""Turning items and Key parameters into storage keys, by a table's key schema."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import invalid_parameters, validation
-from .keys import encode_key_value
-from .storage import TableRow
+from .keys import KeySchema, encode_key_value
 from .values import AttributeValue, Item, parse_value, value_type
 
 MAX_HASH_KEY_BYTES = 2048
 MAX_RANGE_KEY_BYTES = 1024
 _KEY_MISMATCH = "The provided key element does not match the schema"
-
-
-@dataclass(frozen=True)
-class KeySchema:
-    hash_name: str
-    hash_type: str
-    range_name: str | None = None
-    range_type: str | None = None
-
-    @property
-    def names(self) -> frozenset[str]:
-        if self.range_name is None:
-            return frozenset((self.hash_name,))
-        return frozenset((self.hash_name, self.range_name))
-
-
-def key_schema(row: TableRow) -> KeySchema:
-    """The table's key schema, kept on the (immutable, per-version) catalog row itself."""
-    # Stored in the instance dict the way functools.cached_property does it on a frozen class.
-    schema: KeySchema | None = row.__dict__.get("_key_schema")
-    if schema is None:
-        definition = row.definition
-        types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
-        hash_name = range_name = None
-        for element in definition["KeySchema"]:
-            if element["KeyType"] == "HASH":
-                hash_name = element["AttributeName"]
-            else:
-                range_name = element["AttributeName"]
-        assert hash_name is not None
-        schema = KeySchema(
-            hash_name, types[hash_name], range_name, types[range_name] if range_name else None
-        )
-        row.__dict__["_key_schema"] = schema
-    return schema
 
 
 def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
@@ -70,26 +33,24 @@ def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
 
 def item_key(schema: KeySchema, item: Item) -> tuple[bytes, bytes]:
     """Storage key of an item being written (PutItem): the key attributes must be present."""
-    hash_value = item.get(schema.hash_name)
-    if hash_value is None:
-        raise invalid_parameters(f"Missing the key {schema.hash_name} in the item")
-    if value_type(hash_value) != schema.hash_type:
-        raise invalid_parameters(
-            f"Type mismatch for key {schema.hash_name} expected: {schema.hash_type} "
-            f"actual: {value_type(hash_value)}"
-        )
+    hash_value = _key_part(item, schema.hash_name, schema.hash_type)
     sk = b""
     if schema.range_name is not None:
-        range_value = item.get(schema.range_name)
-        if range_value is None:
-            raise invalid_parameters(f"Missing the key {schema.range_name} in the item")
-        if value_type(range_value) != schema.range_type:
-            raise invalid_parameters(
-                f"Type mismatch for key {schema.range_name} expected: {schema.range_type} "
-                f"actual: {value_type(range_value)}"
-            )
+        range_value = _key_part(item, schema.range_name, schema.range_type)
         sk = _encoded(schema.range_name, range_value, is_hash=False)
     return _encoded(schema.hash_name, hash_value, is_hash=True), sk
+
+
+def _key_part(item: Item, name: str, kind: str | None) -> AttributeValue:
+    """The item's key attribute ``name``, which must be there with the schema's type."""
+    value = item.get(name)
+    if value is None:
+        raise invalid_parameters(f"Missing the key {name} in the item")
+    if value_type(value) != kind:
+        raise invalid_parameters(
+            f"Type mismatch for key {name} expected: {kind} actual: {value_type(value)}"
+        )
+    return value
 
 
 def parse_key(schema: KeySchema, key: Any, *, wire: bool) -> tuple[Item, bytes, bytes]:

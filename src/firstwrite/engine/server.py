@@ -23,10 +23,9 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import connection, runner
+from . import connection, control, runner
 from .asgi import (
     ASGIApp,
     Message,
@@ -35,11 +34,11 @@ from .asgi import (
     Send,
     header,
     problem,
-    problem_handlers,
     respond,
 )
-from .auth import Guard, HostCheck, Sessions
+from .auth import HostCheck, Sessions
 from .connection import Limits
+from .control import ADMIN_PREFIX, Mounted
 from .lanes import ByteBudget, Lane
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
@@ -51,8 +50,6 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
-
     from .api import Engine
 
 __all__ = [
@@ -70,7 +67,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ADMIN_PREFIX = "/_firstwrite/"
 DEFAULT_THREADS = 32
 DEFAULT_LIMITS = Limits()
 # Bodies over this size are big: read only when they fit in the budget, answered on the pool.
@@ -84,31 +80,16 @@ class _TooLarge(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class Mounted:
-    """An app to mount, with the paths under its prefix that need no credentials.
-
-    ``public`` paths are relative to the mount point: ``"/login"`` is that path exactly,
-    ``"/static/"`` everything under it. They still get the same-origin and JSON-only checks.
-    """
-
-    app: ASGIApp
-    public: tuple[str, ...] = ()
-
-
 class EngineApp:
     """The ASGI application serving one :class:`Engine`.
 
     ``credentials`` (access key -> secret) turns on real SigV4 verification; without it any
     signature (or none) is accepted and the region is read from the credential scope.
-    ``routes`` maps extra path prefixes under ``/_firstwrite/`` to ASGI apps, served beside the
-    admin API. ``mounts`` maps path prefixes (``"/console"``) to ASGI apps (or :class:`Mounted`
-    ones, which name their public paths) served under them, Starlette's ``Mount`` way: the app
-    sees the full ``path`` and ``root_path`` set to the prefix, and the caller in
-    ``scope["firstwrite.principal"]``. The admin API and mounted apps sit behind :class:`~firstwrite.engine.auth.Guard`
-    (same origin, JSON only, and the credentials when there are any). ``hosts`` limits the
-    ``Host`` headers answered on every route (DNS rebinding); :func:`serve` and
-    :class:`ServerThread` set it from the address they bind.
+    ``routes`` (extra admin apps under ``/_firstwrite/``) and ``mounts`` (apps under a prefix
+    such as ``"/console"``, plain or :class:`~.control.Mounted`) are composed with the admin API
+    by :func:`.control.compose`, behind the guard. ``hosts`` limits the ``Host`` headers
+    answered on every route (DNS rebinding); :func:`serve` and :class:`ServerThread` set it from
+    the address they bind.
     """
 
     def __init__(
@@ -127,48 +108,28 @@ class EngineApp:
         self.verifier = SigV4Verifier(credentials) if credentials else None
         self.hosts = hosts
         self.sessions = Sessions()
-        routes = dict(routes or {})
-        mounts = dict(mounts or {})
-        for prefix in routes:
-            if not prefix.startswith(ADMIN_PREFIX):
-                raise ValueError(f"admin routes live under {ADMIN_PREFIX}, not {prefix!r}")
-        for prefix in mounts:
-            if (
-                not prefix.startswith("/")
-                or prefix.endswith("/")
-                or (prefix + "/").startswith(ADMIN_PREFIX)
-            ):
-                raise ValueError(
-                    f"a mount prefix looks like '/console': it starts with '/', does not end "
-                    f"with one and is not under {ADMIN_PREFIX}; got {prefix!r}"
-                )
-        self.mounts = tuple(mounts)
-        apps = {p: m.app if isinstance(m, Mounted) else m for p, m in mounts.items()}
-        public = [
-            prefix + path
-            for prefix, mounted in mounts.items()
-            if isinstance(mounted, Mounted)
-            for path in mounted.public
-        ]
-        self.control = Guard(
-            _control_app(engine, credentials, self.sessions, routes, apps),
+        self.mounts = tuple(mounts or {})
+        self.control = control.compose(
+            engine,
+            routes=routes or {},
+            mounts=mounts or {},
+            credentials=credentials,
             verifier=self.verifier,
             sessions=self.sessions,
             hosts=hosts,
-            public=public,
         )
         self.max_body_bytes = max_body_bytes
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
         # Where engine calls run (see lanes.py). With durability "normal" a call is tens of
-        # microseconds of CPU: small requests go to the lane, a batch per loop turn. With "full"
-        # every commit waits for an fsync, so they go to the thread pool, where concurrent writers
-        # share commits (group commit); so do big bodies, and every call while faults are on
-        # (injected latency delays its own request only). inline=True runs small requests on the
-        # event loop itself (the fastest, but a call waiting on SQLite's lock then stalls it).
-        self._lane = Lane() if inline is not True and engine.durability == "normal" else None
+        # microseconds of CPU: small requests go to the lane. With "full" every commit waits for
+        # an fsync, so they go to the thread pool, where concurrent writers share commits (group
+        # commit); so do big bodies, and every call while faults are on (injected latency delays
+        # its own request only). inline=True runs small requests on the event loop itself (as
+        # the server used to: a call waiting on SQLite's lock then stalls every client);
+        # inline=False sends every call to the pool.
         self._inline = inline is True
-        self._pooled = inline is False
+        self._lane = Lane() if inline is None and engine.durability == "normal" else None
         self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
         self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
 
@@ -276,13 +237,10 @@ class EngineApp:
                     )
                     return
             lane = self._lane
-            if big or self._pooled or self.engine.interceptors:
-                start, payload = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, self._answer, scope, target, authorization, body
-                )
-            elif self._inline:
+            small = not big and not self.engine.interceptors
+            if small and self._inline:
                 start, payload = self._answer(scope, target, authorization, body)
-            elif lane is not None and not lane.stuck():
+            elif small and lane is not None and not lane.stuck():
                 start, payload = await lane.submit(self._answer, scope, target, authorization, body)
             else:
                 start, payload = await asyncio.get_running_loop().run_in_executor(
@@ -307,8 +265,8 @@ class EngineApp:
     def _answer(
         self, scope: Scope, target: bytes | None, authorization: bytes | None, body: bytes
     ) -> tuple[Message, bytes]:
-        # Runs on the thread pool: everything that costs CPU or blocks, so that the event loop
-        # only moves bytes.
+        # Runs on the lane or the thread pool: everything that costs CPU or blocks, so that the
+        # event loop only moves bytes.
         verifier = self.verifier
         target_text = None if target is None else target.decode("latin-1")
         if verifier is None:
@@ -357,32 +315,6 @@ _XML_HEADERS = [
     (b"x-amz-crc32", b"%d" % zlib.crc32(_XML_UNKNOWN)),
     (b"content-length", b"%d" % len(_XML_UNKNOWN)),
 ]
-
-
-def _control_app(
-    engine: Engine,
-    credentials: Mapping[str, str] | None,
-    sessions: Sessions,
-    routes: Mapping[str, ASGIApp],
-    mounts: Mapping[str, ASGIApp],
-) -> Starlette:
-    """Everything but the data plane, composed: the admin API and session, extra admin routes,
-    mounted apps."""
-    from starlette.applications import Starlette
-    from starlette.routing import BaseRoute, Mount
-
-    from . import admin, auth
-
-    composed: list[BaseRoute] = [*admin.routes(engine), *auth.session_routes(credentials, sessions)]
-    # Longest prefix first, so /_firstwrite/faults/x beats /_firstwrite/faults.
-    for prefix in sorted(routes, key=len, reverse=True):
-        composed.append(Mount(prefix, routes[prefix]))
-    for prefix, app in mounts.items():
-        composed.append(Mount(prefix, app))
-    return Starlette(
-        routes=composed,
-        exception_handlers=problem_handlers(),
-    )
 
 
 def create_app(

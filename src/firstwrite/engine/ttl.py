@@ -1,4 +1,4 @@
-"""Time to Live: UpdateTimeToLive / DescribeTimeToLive and the background sweeper.
+"""Time to Live: the expiry index and the background sweeper.
 
 As on DynamoDB, expiry is *not* a read-side filter: an item whose TTL attribute (a top-level
 Number of epoch seconds) is in the past stays an ordinary item, visible to reads, queries and
@@ -18,11 +18,12 @@ updates, until the sweeper deletes it. The sweeper:
 Time is the engine clock. ``TTLConfig.lag`` delays deletion past expiry (``0``: the next sweep;
 days: DynamoDB's documented worst case), so a test can stage the race between a late write and
 the TTL delete; ``engine.ttl.sweep_now()`` runs one complete sweep synchronously.
+
+UpdateTimeToLive and DescribeTimeToLive are ``operations/ttl.py``.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections.abc import Mapping
@@ -31,16 +32,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import streams
-from .errors import validation
-from .operations import operation
-from .operations.tables import require_table
-from .schema import item_key, key_of, key_schema
+from .context import Context, Feature
+from .schema import item_key, key_of
 from .storage import Reader, TableRow, Writer
-from .validation import TABLE_NAME, F, check
 from .values import Item
 
 if TYPE_CHECKING:
-    from .api import Context, Engine
+    from .api import Engine
 
 __all__ = ["TTLConfig", "TimeToLive", "expiry_of"]
 
@@ -49,7 +47,6 @@ log = logging.getLogger(__name__)
 FIVE_YEARS_S = 5 * 365 * 24 * 3600.0
 # DynamoDB refuses a second UpdateTimeToLive within about an hour of the previous one.
 AWS_CHANGE_INTERVAL_S = 3600.0
-_CHANGED_TOO_OFTEN = "Time to live has been modified multiple times within a fixed interval"
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ def _on_change(ctx: Context, w: Writer, row: TableRow, old: Item | None, new: It
         return
     item = new if new is not None else old
     assert item is not None
-    pk, sk = item_key(key_schema(row), item)
+    pk, sk = item_key(row.key_schema, item)
     if after is None:
         w.ttl_clear(row.id, pk, sk)
     else:
@@ -132,18 +129,22 @@ def _on_table(
 # --- the sweeper -----------------------------------------------------------------------------------
 
 
-class TimeToLive:
+class TimeToLive(Feature):
     """``engine.ttl``: the sweeper of one engine and its configuration."""
 
-    def __init__(self, engine: Engine, config: TTLConfig | None = None) -> None:
-        self._engine = engine
+    _engine: Engine  # set by install()
+
+    def __init__(self, config: TTLConfig | None = None) -> None:
         self._config = config or TTLConfig()
         self._lock = threading.Lock()  # one sweep at a time in this engine
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def install(self, engine: Engine) -> None:
+        self._engine = engine
         engine.add_change_hook(_on_change, lambda row: "_ttl" in row.definition)
-        engine.table_hooks.append(_on_table)
+        engine.add_table_hook(_on_table)
 
     @property
     def config(self) -> TTLConfig:
@@ -170,11 +171,19 @@ class TimeToLive:
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background sweeper for good (the engine calls it on close)."""
         self._stop.set()
         self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+    def close(self) -> None:
+        self.stop()
+
+    def wake(self) -> None:
+        """Run the next background sweep now rather than at the next tick."""
+        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -235,8 +244,6 @@ class TimeToLive:
                 pass
 
     def _delete_due(self, w: Writer, before: float, not_before: float, limit: int) -> list[Expired]:
-        from .api import Context
-
         deleted: list[Expired] = []
         tables: dict[int, TableRow | None] = {}
         for table_id, pk, sk, expires in w.ttl_due(before, not_before, limit):
@@ -260,10 +267,15 @@ class TimeToLive:
             w.delete(table_id, pk, sk)
             w.ttl_clear(table_id, pk, sk)
             if self._engine.change_hooks:
-                ctx = Context(self._engine, {}, row.region, False, "TimeToLive")
-                ctx.extras["principal"] = streams.TTL_PRINCIPAL
+                ctx = Context(
+                    self._engine,
+                    {},
+                    row.region,
+                    operation="TimeToLive",
+                    principal=streams.TTL_PRINCIPAL,
+                )
                 self._engine.emit_change(ctx, w, row, item, None)
-            deleted.append(Expired(row.region, row.name, key_of(key_schema(row), item), expires))
+            deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), expires))
         return deleted
 
 
@@ -282,83 +294,3 @@ def _backfill_chunk(w: Writer, table_id: int, attribute: str, size: int) -> bool
         return False
     w.ttl_backfill_set(table_id, attribute, (rows[-1][0], rows[-1][1]))
     return True
-
-
-# --- UpdateTimeToLive / DescribeTimeToLive -------------------------------------------------------
-
-_UPDATE = (
-    TABLE_NAME,
-    F(
-        "TimeToLiveSpecification",
-        kind="struct",
-        required=True,
-        members=(
-            F("Enabled", kind="bool", required=True),
-            F("AttributeName", required=True, min_len=1, max_len=255),
-        ),
-    ),
-)
-_DESCRIBE = (TABLE_NAME,)
-
-
-def _different(current: str) -> str:
-    return f"TimeToLive is active on a different AttributeName: current AttributeName is {current}"
-
-
-@operation("UpdateTimeToLive")
-def update_time_to_live(ctx: Context) -> dict[str, Any]:
-    params = ctx.params
-    check(params, _UPDATE)
-    name = params["TableName"]
-    spec = params["TimeToLiveSpecification"]
-    enabled = bool(spec["Enabled"])
-    attribute = spec["AttributeName"]
-    ttl = getattr(ctx.engine, "ttl", None)
-    interval = ttl.config.change_interval if isinstance(ttl, TimeToLive) else None
-
-    def write(w: Writer) -> None:
-        row = require_table(ctx, w, name, control_plane=True)
-        current = row.definition.get("_ttl")
-        # Every check before the first change (storage's rule for write functions).
-        if enabled and current is not None:
-            if current["AttributeName"] == attribute:
-                raise validation("TimeToLive is already enabled")
-            raise validation(_different(current["AttributeName"]))
-        if not enabled:
-            if current is None:
-                raise validation("TimeToLive is already disabled")
-            if current["AttributeName"] != attribute:
-                raise validation(_different(current["AttributeName"]))
-        now = ctx.now()
-        changed = row.definition.get("_ttl_changed")
-        if interval is not None and changed is not None and now - changed < interval:
-            raise validation(_CHANGED_TOO_OFTEN)
-        definition = copy.deepcopy(row.definition)
-        definition["_ttl_changed"] = now
-        w.ttl_drop_table(row.id)
-        if enabled:
-            definition["_ttl"] = {"AttributeName": attribute}
-            w.ttl_backfill_set(row.id, attribute, None)
-        else:
-            definition.pop("_ttl", None)
-        w.update_table(row, definition)
-
-    ctx.storage.write(write)
-    if enabled and isinstance(ttl, TimeToLive):
-        ttl._wake.set()  # build the index of the existing items soon, not a tick later
-    return {"TimeToLiveSpecification": {"Enabled": enabled, "AttributeName": attribute}}
-
-
-@operation("DescribeTimeToLive")
-def describe_time_to_live(ctx: Context) -> dict[str, Any]:
-    check(ctx.params, _DESCRIBE)
-    name = ctx.params["TableName"]
-
-    def read(r: Reader) -> dict[str, Any]:
-        row = require_table(ctx, r, name, control_plane=True)
-        current = row.definition.get("_ttl")
-        if current is None:
-            return {"TimeToLiveStatus": "DISABLED"}
-        return {"TimeToLiveStatus": "ENABLED", "AttributeName": current["AttributeName"]}
-
-    return {"TimeToLiveDescription": ctx.storage.read(read)}

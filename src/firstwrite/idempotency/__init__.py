@@ -8,22 +8,28 @@ from __future__ import annotations
 
 from .aio import AsyncIdempotency
 from .audit import DynamoAuditStore, MemoryAuditStore, TtlAudit
-from .config import IdempotencyConfig, RetryPolicy
+from .config import IdempotencyConfig, InFlight, RetryAfter, RetryPolicy
 from .decorators import idempotent, idempotent_handler
 from .errors import (
     BusinessConditionFailedError,
+    CompletionNotRecordedError,
     ConfigurationError,
     IdempotencyError,
     InProgressError,
+    ItemCollectionSizeLimitError,
+    LateRetryError,
     LostClaimError,
     MissingKeyError,
     PayloadMismatchError,
     ReplayedFailureError,
     ResultTooLargeError,
     SerializationError,
+    TableNotFoundError,
+    TransactionCancelledError,
     TransactionConflictError,
+    TransactionValidationError,
 )
-from .guard import UNSET, Claim, Idempotency, Replay
+from .guard import Idempotency
 from .keys import canonical_json, fingerprint
 from .metrics import (
     CallCounter,
@@ -35,6 +41,7 @@ from .metrics import (
     OpenTelemetryMetrics,
     PrometheusMetrics,
 )
+from .outcomes import UNSET, Claim, Replay
 from .record import Record, Status
 from .router import HomeRegionRouter, RoutedIdempotency
 
@@ -44,6 +51,7 @@ __all__ = [
     "BusinessConditionFailedError",
     "CallCounter",
     "Claim",
+    "CompletionNotRecordedError",
     "ConfigurationError",
     "DynamoAuditStore",
     "HomeRegionRouter",
@@ -51,7 +59,10 @@ __all__ = [
     "Idempotency",
     "IdempotencyConfig",
     "IdempotencyError",
+    "InFlight",
     "InProgressError",
+    "ItemCollectionSizeLimitError",
+    "LateRetryError",
     "LostClaimError",
     "MemoryAuditStore",
     "MemoryMetrics",
@@ -66,11 +77,15 @@ __all__ = [
     "Replay",
     "ReplayedFailureError",
     "ResultTooLargeError",
+    "RetryAfter",
     "RetryPolicy",
     "RoutedIdempotency",
     "SerializationError",
     "Status",
+    "TableNotFoundError",
+    "TransactionCancelledError",
     "TransactionConflictError",
+    "TransactionValidationError",
     "TtlAudit",
     "canonical_json",
     "fingerprint",

@@ -1,20 +1,33 @@
-"""TTL-removal audit, fed from the table's stream.
+"""The TTL audit: a retry that arrives after TTL removed its record is no longer taken for new.
 
-TTL deletes a record some time after ``expires_at`` (DynamoDB: typically within 48 hours).
-Once it is gone, a late retry of that request looks new and runs again. The configuration check
-(``retention >= client_retry_ceiling``) prevents this by design; the audit *detects* it when the
-assumption about clients is wrong:
+The hazard: TTL removes a finished record some time after its retention (DynamoDB: typically
+within 48 hours). A retry that arrives later still (a client retrying longer than
+``client_retry_ceiling`` promised) finds no record, looks new, and runs the side effect again.
+The configuration check (``retention >= client_retry_ceiling``) prevents that only while the
+promise about clients holds; this audit is the defence when it does not. Item absent is then no
+longer proof that a request is new:
 
-* a stream ``REMOVE`` made by the TTL service (``userIdentity`` = DynamoDB service) is noted
-  with the record's original claim time (carried by its owner token);
-* a later ``INSERT`` of the same key (a fresh claim) before ``claimed_at + window`` (the retry
-  window, default the configuration's ``client_retry_ceiling``) counts
-  ``dynamo_ttl_delete_before_retry_total`` and is reported to ``on_detect``.
+1. :meth:`TtlAudit.process` reads the idempotency table's stream. A ``REMOVE`` made by the TTL
+   service (``userIdentity`` = the DynamoDB service) of a finished record (COMPLETED, or FAILED
+   for good) becomes a **tombstone** under the same key, when the audit has a ``client``: the
+   removed record's owner token (so its claim time), fingerprint and status, kept for
+   ``window`` seconds after the removal, then removed by TTL in turn. It costs the request path
+   nothing: a claim's condition fails on the tombstone and the failure returns it (``ALL_OLD``).
+   The guard then treats a request with the same fingerprint as a **late retry**: counted
+   (``dynamo_ttl_delete_before_retry_total``, ``firstwrite_late_retries_total{record="removed"}``),
+   logged with the caller's key and the record's age, and either run again (the default) or,
+   with ``IdempotencyConfig(refuse_late_retries=True)``, refused with
+   :class:`~.errors.LateRetryError`. A different request with the same key replaces the
+   tombstone: after retention a key is free.
+2. The removal is also noted in an :class:`AuditStore` (in memory, or a DynamoDB table for a
+   consumer that does not live long, such as a Lambda function). A fresh claim of that key
+   (an ``INSERT``: it was made before the tombstone, because the stream lags) within ``window``
+   of the removal is a late retry detected after the fact: counted, logged, and passed to
+   ``on_detect``.
 
-Nothing here runs on the request path: it costs no call per request. Feed it GetRecords
-responses' ``Records`` or a Lambda DynamoDB-stream event's ``Records`` (both casings of
-``userIdentity`` are accepted). Notes live in an :class:`AuditStore`: in memory, or a DynamoDB
-table (:class:`DynamoAuditStore`, items expire by TTL after the window).
+Feed it GetRecords responses' ``Records`` or a Lambda DynamoDB-stream event's ``Records`` (both
+casings of ``userIdentity`` are accepted); the stream needs the old image (``OLD_IMAGE`` or
+``NEW_AND_OLD_IMAGES``).
 """
 
 from __future__ import annotations
@@ -26,20 +39,31 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
+
 from . import record as r
+from .config import IdempotencyConfig
+from .keys import caller_key
 from .metrics import NULL, Metrics
+from .requests import NO_FINGERPRINT, Requests, same_request
 
 log = logging.getLogger("firstwrite.idempotency.audit")
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+DEFAULT_WINDOW = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
 class Removal:
+    """A finished record TTL removed. Times are epoch seconds; ``window_ends`` is when the
+    removal stops being remembered."""
+
     record_id: str
     claimed_at: int
     removed_at: float
     window_ends: float
+    fingerprint: str | None = None
+    status: str = "COMPLETED"
 
 
 class AuditStore(Protocol):
@@ -70,16 +94,17 @@ class DynamoAuditStore:
         self.table = table_name
 
     def note(self, removal: Removal) -> None:
-        self.client.put_item(
-            TableName=self.table,
-            Item={
-                "pk": {"S": removal.record_id},
-                "claimed_at": {"N": str(removal.claimed_at)},
-                "removed_at": {"N": repr(removal.removed_at)},
-                "window_ends": {"N": repr(removal.window_ends)},
-                "expires_at": {"N": str(int(removal.window_ends) + 1)},
-            },
-        )
+        item = {
+            "pk": {"S": removal.record_id},
+            "claimed_at": {"N": str(removal.claimed_at)},
+            "removed_at": {"N": repr(removal.removed_at)},
+            "window_ends": {"N": repr(removal.window_ends)},
+            "expires_at": {"N": str(int(removal.window_ends) + 1)},
+            "status": {"S": removal.status},
+        }
+        if removal.fingerprint is not None:
+            item["fingerprint"] = {"S": removal.fingerprint}
+        self.client.put_item(TableName=self.table, Item=item)
 
     def find(self, record_id: str) -> Removal | None:
         item = self.client.get_item(
@@ -92,6 +117,8 @@ class DynamoAuditStore:
             int(float(item["claimed_at"]["N"])),
             float(item["removed_at"]["N"]),
             float(item["window_ends"]["N"]),
+            item["fingerprint"]["S"] if "fingerprint" in item else None,
+            item["status"]["S"] if "status" in item else "COMPLETED",
         )
 
 
@@ -112,67 +139,132 @@ def _is_ttl(record: Mapping[str, Any]) -> bool:
 
 
 class TtlAudit:
-    """Consumes stream records of the idempotency table (any view type with ``OldImage`` for
-    removals: ``OLD_IMAGE`` or ``NEW_AND_OLD_IMAGES``)."""
+    """Consumes stream records of the idempotency table.
+
+    ``window``: how long after TTL removed a record its key is remembered (default 7 days).
+    ``config`` and ``client``: the guard's configuration and a boto3 client, to write
+    tombstones into its table (without a client, removals are only noted in ``store`` and late
+    retries detected after the fact). ``partition_key``/``sort_key`` default to ``config``'s.
+    """
 
     def __init__(
         self,
         *,
-        window: float,
-        partition_key: str = "pk",
+        window: float = DEFAULT_WINDOW,
+        config: IdempotencyConfig | None = None,
+        client: Any = None,
+        partition_key: str | None = None,
         sort_key: str | None = None,
         store: AuditStore | None = None,
         metrics: Metrics = NULL,
         on_detect: Callable[[str, Removal], None] | None = None,
     ) -> None:
+        if window <= 0:
+            raise ValueError("window must be > 0 seconds")
+        if client is not None and config is None:
+            raise ValueError("writing tombstones needs the guard's config (its table and key)")
         self.window = window
-        self.partition_key = partition_key
-        self.sort_key = sort_key
+        self.config = config
+        self.client = client
+        self.partition_key = partition_key or (config.partition_key if config else "pk")
+        self.sort_key = sort_key if sort_key is not None else (config.sort_key if config else None)
         self.store: AuditStore = store or MemoryAuditStore()
         self.metrics = metrics
         self.on_detect = on_detect
+        self._requests = Requests(config) if config is not None else None
         self.detected = 0
+        self.tombstones = 0
 
-    def _record_id(self, keys: Mapping[str, Any]) -> str:
-        pk = keys[self.partition_key]["S"]
+    def _ids(self, keys: Mapping[str, Any]) -> tuple[str, str]:
+        """(record id, the caller's key) of a stream record's ``Keys``."""
+        pk = str(keys[self.partition_key]["S"])
         if self.sort_key is None:
-            return str(pk)
-        return f"{pk}|{keys[self.sort_key]['S']}"
+            return pk, caller_key(pk)
+        sk = str(keys[self.sort_key]["S"])
+        return f"{pk}|{sk}", caller_key(pk, sk)
 
     def process(self, records: Iterable[Mapping[str, Any]]) -> int:
-        """Consume records (in stream order); returns how many re-claims were detected."""
+        """Consume records (in stream order); returns how many late retries were detected
+        after the fact (an ``INSERT`` after a remembered removal)."""
         found = 0
         for record in records:
             data = record.get("dynamodb") or {}
             keys = data.get("Keys")
             if not keys:
                 continue
-            record_id = self._record_id(keys)
             event = record.get("eventName")
-            when = _epoch(data.get("ApproximateCreationDateTime"))
             if event == "REMOVE" and _is_ttl(record):
-                claimed = r.claimed_at_of(data.get("OldImage") or {})
-                claimed_at = int(when if claimed is None else claimed)
-                self.store.note(Removal(record_id, claimed_at, when, claimed_at + self.window))
+                self._removed(keys, data.get("OldImage") or {}, data)
             elif event == "INSERT":
-                removal = self.store.find(record_id)
-                if removal is None:
-                    continue
-                claimed = r.claimed_at_of(data.get("NewImage") or {})
-                at = when if claimed is None else claimed
-                if at < removal.window_ends:
-                    found += 1
-                    self._detected(record_id, removal)
+                found += self._inserted(keys, data.get("NewImage") or {}, data)
         return found
 
-    def _detected(self, record_id: str, removal: Removal) -> None:
+    def _removed(self, keys: Mapping[str, Any], old: dict[str, Any], data: Any) -> None:
+        if r.A_OWNER not in old or r.A_EXPIRES not in old or r.A_REMOVED_AT in old:
+            return  # not an idempotency record, or a tombstone expiring in turn
+        rec = r.Record.from_item(old)
+        if not rec.finished:
+            return  # PENDING or retryable FAILED: running the request again is the answer
+        record_id, _ = self._ids(keys)
+        removed_at = _epoch(data.get("ApproximateCreationDateTime"))
+        claimed = rec.claimed_at
+        claimed_at = int(removed_at if claimed is None else claimed)
+        removal = Removal(
+            record_id,
+            claimed_at,
+            removed_at,
+            removed_at + self.window,
+            rec.fingerprint,
+            rec.status.value,
+        )
+        self.store.note(removal)
+        if self.client is not None and self._requests is not None:
+            call = self._requests.tombstone(
+                dict(keys),
+                old[r.A_OWNER]["S"],
+                rec.fingerprint,
+                rec.status.value,
+                removed_at,
+                self.window,
+            )
+            try:
+                self.client.put_item(**call.params)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+                return  # a claim was made since the removal: the INSERT will tell
+            self.tombstones += 1
+
+    def _inserted(self, keys: Mapping[str, Any], new: dict[str, Any], data: Any) -> int:
+        if r.A_REMOVED_AT in new:
+            return 0  # a tombstone (ours, or another consumer's)
+        record_id, key = self._ids(keys)
+        removal = self.store.find(record_id)
+        if removal is None:
+            return 0
+        claimed = r.claimed_at_of(new)
+        at = _epoch(data.get("ApproximateCreationDateTime")) if claimed is None else claimed
+        fp = new.get(r.A_FINGERPRINT, {}).get("S", NO_FINGERPRINT)
+        if at >= removal.window_ends or not same_request(removal.fingerprint, fp):
+            return 0
+        self._detected(key, record_id, removal, at - removal.claimed_at)
+        return 1
+
+    def _detected(self, key: str, record_id: str, removal: Removal, age: float) -> None:
         self.detected += 1
         log.error(
-            "key %s claimed again at most %.0fs after its first claim, after TTL removed it: "
-            "a late retry may have run twice; raise retention",
-            record_id,
-            self.window,
-            extra={"idempotency_key": record_id, "dynamo_error_code": "TTLDeleteBeforeRetry"},
+            "late retry of %r ran again: claimed %.0fs after the first request, after TTL "
+            "removed its %s record; raise retention, or set refuse_late_retries and give this "
+            "audit a client so the next one is refused",
+            key,
+            age,
+            removal.status,
+            extra={
+                "idempotency_key": key,
+                "record_id": record_id,
+                "record_age": age,
+                "dynamo_error_code": "TTLDeleteBeforeRetry",
+            },
         )
         if self.metrics.enabled:
             self.metrics.count("dynamo_ttl_delete_before_retry_total")

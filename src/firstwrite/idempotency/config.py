@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ConfigurationError
 
@@ -39,6 +40,78 @@ class RetryPolicy:
         return float(sum(min(self.cap, self.base * 2.0**n) for n in range(self.max_attempts - 1)))
 
 
+class InFlight(NamedTuple):
+    """What a duplicate knows about the live request it is told to wait for: the argument of a
+    :class:`RetryAfter` rule. Times are epoch seconds. (A named tuple: one is made for every
+    "in progress" answer, and a frozen dataclass costs several times as much to build.)"""
+
+    key: str
+    claimed_at: float | None  # from the live claim's owner token (None: a foreign token)
+    lease_expires_at: float
+    now: float
+
+    @property
+    def elapsed(self) -> float:
+        """How long the live request has been running."""
+        return 0.0 if self.claimed_at is None else max(0.0, self.now - self.claimed_at)
+
+    @property
+    def lease_remaining(self) -> float:
+        """How long until the live claim may be taken over."""
+        return max(0.0, self.lease_expires_at - self.now)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryAfter:
+    """How long a duplicate of a live request is told to wait: ``InProgressError.retry_after``,
+    and the HTTP ``Retry-After`` header built from it.
+
+    * ``expected``: the work's usual duration (seconds). The answer is what is left of it since
+      the live request was claimed, and at least ``poll``.
+    * ``poll``: the least wait; the whole answer when ``expected`` is ``None``
+      (:meth:`every`), or once the live request has run longer than expected.
+    * ``rule``: your own function of :class:`InFlight` (:meth:`using`); wins over both.
+
+    The answer is never negative and never more than the live claim's remaining lease (after
+    it, a retry takes the key over). The default, ``expected=1.0, poll=0.5``, suits requests
+    that take about a second; set ``expected`` to your work's usual duration.
+    """
+
+    expected: float | None = 1.0
+    poll: float = 0.5
+    rule: Callable[[InFlight], float] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.poll > 0:
+            raise ConfigurationError("retry_after.poll must be > 0 seconds")
+        if self.expected is not None and self.expected < 0:
+            raise ConfigurationError("retry_after.expected must be >= 0 seconds (or None)")
+
+    @classmethod
+    def every(cls, seconds: float) -> RetryAfter:
+        """A fixed poll interval."""
+        return cls(expected=None, poll=seconds)
+
+    @classmethod
+    def expected_duration(cls, seconds: float, *, poll: float = 0.5) -> RetryAfter:
+        """What is left of ``seconds`` since the live request was claimed (at least ``poll``)."""
+        return cls(expected=seconds, poll=poll)
+
+    @classmethod
+    def using(cls, rule: Callable[[InFlight], float]) -> RetryAfter:
+        """Your own rule: ``rule(in_flight) -> seconds``."""
+        return cls(rule=rule)
+
+    def __call__(self, live: InFlight) -> float:
+        if self.rule is not None:
+            wait = float(self.rule(live))
+        elif self.expected is None:
+            wait = self.poll
+        else:
+            wait = max(self.poll, self.expected - live.elapsed)
+        return min(max(wait, 0.0), live.lease_remaining)
+
+
 @dataclass(frozen=True, slots=True)
 class IdempotencyConfig:
     """Everything the layer needs to know; immutable, validated at construction.
@@ -47,6 +120,12 @@ class IdempotencyConfig:
     answers duplicates; it must cover ``client_retry_ceiling``, the longest time after a first
     attempt that any client may still retry, or a retry could arrive after TTL removed the
     record and run the side effect again.
+
+    ``retry_after`` is the policy behind ``InProgressError.retry_after``. With
+    ``refuse_late_retries``, a request whose key's record is past retention (still stored, or
+    removed by TTL and remembered by the TTL audit's tombstone) and that carries the same
+    fingerprint is refused with :class:`~.errors.LateRetryError` instead of running again; by
+    default such a late retry runs and is counted and logged (see ``docs/guarantees.md``).
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -69,6 +148,8 @@ class IdempotencyConfig:
     region: str | None = None
     return_consumed_capacity: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry_after: RetryAfter = field(default_factory=RetryAfter)
+    refuse_late_retries: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):
@@ -106,6 +187,11 @@ class IdempotencyConfig:
             raise ConfigurationError("local_cache_size must be >= 0")
         if self.compress_threshold < 0 or not 0 <= self.compression_level <= 9:
             raise ConfigurationError("compress_threshold >= 0 and compression_level 0..9")
+        if not isinstance(self.retry_after, RetryAfter):
+            raise ConfigurationError(
+                "retry_after must be a RetryAfter policy (RetryAfter.every(s), "
+                "RetryAfter.expected_duration(s) or RetryAfter.using(fn))"
+            )
         if not 1024 <= self.max_item_size <= MAX_ITEM_SIZE:
             raise ConfigurationError(f"max_item_size must be within 1024..{MAX_ITEM_SIZE}")
 

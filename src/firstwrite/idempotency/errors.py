@@ -1,13 +1,20 @@
 """The idempotency layer's errors: one small, flat hierarchy under :class:`IdempotencyError`.
 
-Callers catch the class they can act on. DynamoDB errors that are not answers (validation,
-access, exhausted retries) are not wrapped: they surface as ``botocore`` ``ClientError`` so the
-caller sees exactly what DynamoDB said.
+Callers catch the class they can act on. Every error names the caller's own idempotency key
+(``.key``, as passed to ``claim``/``run``), never the internal partition key; the record's id
+(``IDEMPOTENCY#<scope>#<key>``) is on ``.record_id`` for logs and support. DynamoDB errors that
+are not answers (validation, access, exhausted retries) are not wrapped, except where the layer
+can say something more useful: a missing table (:class:`TableNotFoundError`, still a
+``ClientError``) and a completion that could not be written after the side effect ran
+(:class:`CompletionNotRecordedError`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 
 class IdempotencyError(Exception):
@@ -23,12 +30,31 @@ class MissingKeyError(IdempotencyError, ValueError):
 
 
 class InProgressError(IdempotencyError):
-    """Another live claim holds the key (HTTP 409). ``retry_after`` is in seconds."""
+    """Another live claim holds the key (HTTP 409).
 
-    def __init__(self, key: str, retry_after: float) -> None:
+    ``retry_after`` (seconds) is what the configuration's :class:`~.config.RetryAfter` policy
+    answers; ``retry_after_header`` is the same rounded up to whole seconds, the form of an HTTP
+    ``Retry-After`` header; ``lease_remaining`` is how long until the live claim could be taken
+    over."""
+
+    def __init__(
+        self,
+        key: str,
+        retry_after: float,
+        *,
+        record_id: str | None = None,
+        lease_remaining: float | None = None,
+    ) -> None:
         super().__init__(key, retry_after)  # the message is made only if asked for (hot path)
         self.key = key
         self.retry_after = retry_after
+        self.record_id = record_id if record_id is not None else key
+        self.lease_remaining = retry_after if lease_remaining is None else lease_remaining
+
+    @property
+    def retry_after_header(self) -> str:
+        """``Retry-After`` in whole seconds (rounded up, so a client never comes back early)."""
+        return str(max(0, math.ceil(self.retry_after)))
 
     def __str__(self) -> str:
         return f"request {self.key!r} is already in progress; retry after {self.retry_after:.3f}s"
@@ -37,9 +63,12 @@ class InProgressError(IdempotencyError):
 class PayloadMismatchError(IdempotencyError):
     """The key was used before with a different request fingerprint (HTTP 422)."""
 
-    def __init__(self, key: str, stored: str | None, given: str) -> None:
+    def __init__(
+        self, key: str, stored: str | None, given: str, *, record_id: str | None = None
+    ) -> None:
         super().__init__(f"idempotency key {key!r} was already used with a different request")
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.stored_fingerprint = stored
         self.fingerprint = given
 
@@ -48,23 +77,106 @@ class LostClaimError(IdempotencyError):
     """Our claim's fencing condition failed: the lease ran out and another worker took over
     (or the record is gone). Nothing was written; the new owner's record is untouched."""
 
-    def __init__(self, key: str, owner: str, current_owner: str | None, status: str | None) -> None:
+    def __init__(
+        self,
+        key: str,
+        owner: str,
+        current_owner: str | None,
+        status: str | None,
+        *,
+        record_id: str | None = None,
+    ) -> None:
         super().__init__(
             f"lost the claim on {key!r}: now owned by {current_owner!r} (status {status!r}); "
             "the outcome was not recorded"
         )
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.owner = owner
         self.current_owner = current_owner
         self.status = status
 
 
+class CompletionNotRecordedError(IdempotencyError):
+    """The side effect ran, but its result could not be recorded.
+
+    The layer kept trying (renewing the claim's lease so no other worker could take the key
+    over) for as long as the lease allowed, then gave up. ``result`` is what your function
+    returned; ``claim`` is the claim as last renewed (pass it to ``complete`` to try again);
+    ``__cause__`` is the last DynamoDB error. The key stays PENDING until the claim's lease
+    ends (``lease_expires_at``, epoch seconds); a retry after that runs the side effect again
+    (see ``docs/guarantees.md``)."""
+
+    def __init__(
+        self,
+        key: str,
+        result: Any,
+        claim: Any,
+        *,
+        tried_for: float,
+        lease_expires_at: float,
+        reason: str,
+        record_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            f"the side effect for {key!r} ran, but its result could not be recorded after "
+            f"{tried_for:.1f}s of trying ({reason}); the key stays PENDING until its lease ends "
+            f"in {lease_expires_at:.0f} (epoch s), and a retry after that runs the side effect "
+            "again. The result is on this error's .result"
+        )
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.result = result
+        self.claim = claim
+        self.tried_for = tried_for
+        self.lease_expires_at = lease_expires_at
+
+
+class LateRetryError(IdempotencyError):
+    """A retry of a finished request arrived after its record's retention
+    (``IdempotencyConfig(refuse_late_retries=True)``). Its record is past retention (or was
+    removed by TTL and is remembered by the TTL audit), so running it would repeat the side
+    effect; it is refused instead (HTTP 409 or 422, as your API prefers). ``age`` is the time
+    since the original request was claimed."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        age: float | None,
+        status: str,
+        removed: bool,
+        record_id: str | None = None,
+    ) -> None:
+        how = "removed by TTL" if removed else "past retention"
+        aged = "an unknown time" if age is None else f"{age:.0f}s"
+        super().__init__(
+            f"request {key!r} was first made {aged} ago and its record ({status}) is {how}: "
+            "refusing to run it again; raise retention (and client_retry_ceiling) if clients "
+            "retry this late"
+        )
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.age = age
+        self.status = status
+        self.removed = removed
+
+
 class ReplayedFailureError(IdempotencyError):
     """A duplicate of a request that failed for good: the stored failure, replayed."""
 
-    def __init__(self, key: str, error_type: str, message: str, data: Any = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        error_type: str,
+        message: str,
+        data: Any = None,
+        *,
+        record_id: str | None = None,
+    ) -> None:
         super().__init__(f"{error_type}: {message}")
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.error_type = error_type
         self.message = message
         self.data = data
@@ -92,6 +204,26 @@ class ResultTooLargeError(SerializationError):
         self.limit = limit
 
 
+class TableNotFoundError(IdempotencyError, ClientError):  # type: ignore[misc]  # botocore: untyped
+    """The idempotency table (or a table your transaction items name) does not exist.
+
+    Still a ``botocore`` ``ClientError`` with code ``ResourceNotFoundException``, so existing
+    handlers keep working; the message says what to do."""
+
+    def __init__(self, tables: list[str], error_response: Any, operation_name: str) -> None:
+        ClientError.__init__(self, error_response, operation_name)
+        self.tables = tables
+        names = " or ".join(repr(t) for t in tables) or "the table"
+        self.hint = (
+            f"DynamoDB table {names} does not exist (in this account and region): create it "
+            "with guard.ensure_table() (on-demand, TTL on expires_at; safe to call at every "
+            "start), or with your infrastructure code (docs/operating-on-aws.md#the-table)"
+        )
+
+    def __str__(self) -> str:
+        return self.hint
+
+
 class BusinessConditionFailedError(IdempotencyError):
     """Variant 3: one of the caller's own transaction items failed its condition.
 
@@ -100,19 +232,71 @@ class BusinessConditionFailedError(IdempotencyError):
     order given) to its DynamoDB cancellation reason dict.
     """
 
-    def __init__(self, key: str, reasons: dict[int, dict[str, Any]]) -> None:
+    def __init__(
+        self, key: str, reasons: dict[int, dict[str, Any]], *, record_id: str | None = None
+    ) -> None:
         codes = ", ".join(f"#{i}: {r.get('Code')}" for i, r in sorted(reasons.items()))
         super().__init__(f"business condition failed for {key!r} ({codes}); no claim was left")
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.reasons = reasons
 
 
-class TransactionConflictError(IdempotencyError):
-    """Variant 3: the transaction was cancelled for a reason that is neither a duplicate nor a
-    business condition (a conflicting transaction, throttling, validation). Safe to retry:
-    nothing was written."""
+class TransactionCancelledError(IdempotencyError):
+    """Variant 3: the transaction was cancelled for a reason other than a duplicate or a
+    business condition. Nothing was written. ``reasons`` is DynamoDB's ``CancellationReasons``
+    (one per item, the layer's own item first); ``items`` maps your item indexes (0-based) to
+    the reasons that name them."""
 
-    def __init__(self, key: str, reasons: list[dict[str, Any]]) -> None:
-        super().__init__(f"transaction for {key!r} cancelled: {[r.get('Code') for r in reasons]}")
+    retryable = False
+
+    def __init__(
+        self, key: str, reasons: list[dict[str, Any]], *, record_id: str | None = None
+    ) -> None:
         self.key = key
+        self.record_id = record_id if record_id is not None else key
         self.reasons = reasons
+        self.items = {
+            i - 1: r for i, r in enumerate(reasons) if i > 0 and r.get("Code") not in (None, "None")
+        }
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        codes = [r.get("Code") for r in self.reasons]
+        return f"transaction for {self.key!r} cancelled: {codes}"
+
+
+class TransactionConflictError(TransactionCancelledError):
+    """The transaction kept conflicting with other transactions, or kept being throttled
+    (``TransactionConflict``, ``ThrottlingError``, ``ProvisionedThroughputExceeded`` on any
+    item, or a ``TransactionConflictException``), through the retry policy's attempts. Safe to
+    retry later: nothing was written."""
+
+    retryable = True
+
+    def _message(self) -> str:
+        codes = [r.get("Code") for r in self.reasons] or ["TransactionConflictException"]
+        return f"transaction for {self.key!r} still conflicting after retries: {codes}; retry later"
+
+
+class TransactionValidationError(TransactionCancelledError):
+    """DynamoDB refused one of the items (``ValidationError``: a wrong key type, an update of a
+    missing path, an item over 400 KB...). Retrying the same items cannot succeed."""
+
+    def _message(self) -> str:
+        found = next((r for r in self.reasons if r.get("Code") == "ValidationError"), {})
+        return (
+            f"transaction for {self.key!r} refused: {found.get('Message', 'ValidationError')} "
+            f"(reasons {[r.get('Code') for r in self.reasons]})"
+        )
+
+
+class ItemCollectionSizeLimitError(TransactionCancelledError):
+    """An item collection (items sharing a partition key in a table with a local secondary
+    index) would exceed 10 GB. Retrying the same items cannot succeed."""
+
+    def _message(self) -> str:
+        return (
+            f"transaction for {self.key!r} cancelled: an item collection would exceed its 10 GB "
+            f"limit (reasons {[r.get('Code') for r in self.reasons]})"
+        )

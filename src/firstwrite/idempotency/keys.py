@@ -228,6 +228,17 @@ def _escape(part: str) -> str:
     return part.replace("%", "%25").replace("#", "%23") if ("%" in part or "#" in part) else part
 
 
+def _unescape(part: str) -> str:
+    return part.replace("%23", "#").replace("%25", "%") if "%" in part else part
+
+
+def caller_key(partition: str, sort: str | None = None) -> str:
+    """The caller's key a record's key values were built from (for logs of records read from a
+    stream): the last part of the partition key, or the sort key. A key longer than
+    ``max_key_length`` comes back as the hash that replaced it."""
+    return _unescape(sort if sort is not None else partition.rpartition("#")[2])
+
+
 class KeyBuilder:
     """Builds the DynamoDB key of a record from a scope and a caller's key.
 

@@ -2,18 +2,28 @@
 
 The only place the idempotency layer touches :mod:`firstwrite.engine`, imported lazily. The
 file is ``$FIRSTWRITE_LOCAL_DB`` or ``~/.firstwrite/local.db``; one engine per file per
-process; the table is created on first use.
+process; the table is created on first use. Where the file is gets logged once per process
+(a warning: state that lives in a file on this machine should never be a surprise, least of
+all in production, where a client must be passed).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from typing import Any
 
+from . import table_setup
 from .config import IdempotencyConfig
+from .driving import drive
+from .effects import bind
+from .machine import StateMachine
 
 ENV_VAR = "FIRSTWRITE_LOCAL_DB"
+
+log = logging.getLogger("firstwrite.idempotency")
 
 _lock = threading.Lock()
 _engines: dict[str, Any] = {}
@@ -27,6 +37,22 @@ def default_path() -> str:
     )
 
 
+def _engine() -> tuple[Any, Any]:
+    """The engine's ``Engine`` and ``local_client``; the layer alone (``pip install
+    firstwrite``) needs only boto3, so without the ``engine`` extra say how to get it."""
+    try:
+        from firstwrite.engine import Engine
+        from firstwrite.engine.binding import local_client
+    except ImportError as exc:
+        raise ImportError(
+            "Idempotency() without a client keeps its records in the local engine, which is not "
+            f"installed ({exc.name or exc} is missing): pip install 'firstwrite[engine]', or pass "
+            "a DynamoDB client: Idempotency(config, client=boto3.client('dynamodb'))",
+            name=exc.name,
+        ) from exc
+    return Engine, local_client
+
+
 def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
     """A boto3 DynamoDB client bound in-process to the local engine file, with the table
     ``config.table_name`` created (on-demand, TTL on)."""
@@ -35,17 +61,21 @@ def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
     with _lock:
         client = _clients.get((path, region))
         if client is None:
-            from firstwrite.engine import Engine
-            from firstwrite.engine.binding import local_client
-
+            Engine, local_client = _engine()
             engine = _engines.get(path)
             if engine is None:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 engine = _engines[path] = Engine(path)
+                log.warning(
+                    "no DynamoDB client given: idempotency records are kept in the local engine "
+                    "database %s (set %s to move it; pass client=boto3.client('dynamodb') to use "
+                    "DynamoDB)",
+                    path,
+                    ENV_VAR,
+                    extra={"local_db": path},
+                )
             client = _clients[path, region] = local_client(engine, region=region)
         if (path, config.table_name) not in _tables:
-            from .store import RecordStore
-
-            RecordStore(client, config).ensure_table()
+            drive(table_setup.ensure_table(StateMachine(config)), bind(client), time.sleep)
             _tables.add((path, config.table_name))
     return client

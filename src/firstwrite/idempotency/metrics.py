@@ -5,28 +5,34 @@ Every signal goes through one :class:`Metrics` sink: :class:`NullMetrics` (the d
 or several at once with :class:`MultiMetrics`. The guard checks ``metrics.enabled`` before doing
 any work for a signal, so the default hot path pays nothing.
 
-Names (Prometheus appends ``_total`` to counters that lack it):
+Every counter's name ends in ``_total``, so a name is the same under every sink: Prometheus
+(which would otherwise append ``_total`` to a counter's name), OpenTelemetry, hooks and
+:class:`MemoryMetrics`. The histogram is exported by Prometheus as ``<name>_bucket``,
+``<name>_sum`` and ``<name>_count``.
 
-========================================== ========= ==============================
-name                                       kind      labels
-========================================== ========= ==============================
-firstwrite_claims_total                    counter   outcome
-firstwrite_lost_claims_total               counter   operation
-firstwrite_dynamodb_retries_total          counter   operation, kind, dynamo_error_code
-firstwrite_dynamodb_throttles_total        counter   operation, dynamo_error_code
-firstwrite_consumed_capacity_total         counter   operation
-firstwrite_operation_seconds               histogram operation
-firstwrite_in_progress_polls_total         counter   (none)
-firstwrite_cache_hits_total                counter   (none)
-transact_write_cancellation_reason         counter   reason
-dynamo_ttl_delete_before_retry_total       counter   (none)
-dynamo_cross_region_duplicate_detected_total counter region
-========================================== ========= ==============================
+============================================ ========= ====================================
+name                                         kind      labels
+============================================ ========= ====================================
+firstwrite_claims_total                      counter   outcome
+firstwrite_lost_claims_total                 counter   operation
+firstwrite_dynamodb_retries_total            counter   operation, kind, dynamo_error_code
+firstwrite_dynamodb_throttles_total          counter   operation, dynamo_error_code
+firstwrite_consumed_capacity_total           counter   operation, source (reported|estimated)
+firstwrite_operation_seconds                 histogram operation
+firstwrite_in_progress_polls_total           counter   (none)
+firstwrite_cache_hits_total                  counter   (none)
+firstwrite_late_retries_total                counter   record (expired|removed)
+firstwrite_completions_not_recorded_total    counter   (none)
+transact_write_cancellation_reason_total     counter   reason
+dynamo_ttl_delete_before_retry_total         counter   (none)
+dynamo_cross_region_duplicate_detected_total counter   region
+============================================ ========= ====================================
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import Counter as _Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -42,12 +48,26 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "DynamoDB throttling errors",
         ("operation", "dynamo_error_code"),
     ),
-    "firstwrite_consumed_capacity_total": ("Capacity units consumed", ("operation",)),
+    "firstwrite_consumed_capacity_total": (
+        "Capacity units consumed: reported by DynamoDB, or estimated for failed conditional writes",
+        ("operation", "source"),
+    ),
     "firstwrite_in_progress_polls_total": ("Reads while waiting on an in-progress key", ()),
     "firstwrite_cache_hits_total": ("Duplicates answered from the local cache", ()),
-    "transact_write_cancellation_reason": ("Transaction cancellation reasons", ("reason",)),
+    "firstwrite_late_retries_total": (
+        "Requests whose finished record was past retention (expired) or removed by TTL",
+        ("record",),
+    ),
+    "firstwrite_completions_not_recorded_total": (
+        "Side effects that ran but whose result could not be recorded",
+        (),
+    ),
+    "transact_write_cancellation_reason_total": (
+        "Transaction cancellation reasons, one per failing item",
+        ("reason",),
+    ),
     "dynamo_ttl_delete_before_retry_total": (
-        "Keys claimed again within their retry window after TTL removed them",
+        "Requests for a key after TTL removed its finished record",
         (),
     ),
     "dynamo_cross_region_duplicate_detected_total": (
@@ -142,9 +162,18 @@ class MultiMetrics(Metrics):
             sink.observe(name, value, **labels)
 
 
+# One set of collectors per (registry, namespace): a second PrometheusMetrics() in a process
+# reuses the first one's instead of failing with "Duplicated timeseries".
+_PROMETHEUS: weakref.WeakKeyDictionary[Any, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_PROMETHEUS_LOCK = threading.Lock()
+
+
 class PrometheusMetrics(Metrics):
     """Exports through ``prometheus_client`` (extra ``firstwrite[prometheus]``); a no-op when it
-    is not installed."""
+    is not installed. Any number of instances may share a registry (the default one included):
+    they share its collectors."""
 
     def __init__(self, registry: Any = None, namespace: str = "") -> None:
         try:
@@ -152,15 +181,23 @@ class PrometheusMetrics(Metrics):
         except ImportError:  # pragma: no cover - optional extra
             self.enabled = False
             return
-        kwargs: dict[str, Any] = {"namespace": namespace}
-        if registry is not None:
-            kwargs["registry"] = registry
-        self._counters = {
-            n: prom.Counter(n, doc, labels, **kwargs) for n, (doc, labels) in COUNTERS.items()
-        }
-        self._histograms = {
-            n: prom.Histogram(n, doc, labels, **kwargs) for n, (doc, labels) in HISTOGRAMS.items()
-        }
+        registry = prom.REGISTRY if registry is None else registry
+        with _PROMETHEUS_LOCK:
+            per_namespace = _PROMETHEUS.setdefault(registry, {})
+            collectors = per_namespace.get(namespace)
+            if collectors is None:
+                kw: dict[str, Any] = {"namespace": namespace, "registry": registry}
+                collectors = per_namespace[namespace] = (
+                    {
+                        n: prom.Counter(n, doc, labels, **kw)
+                        for n, (doc, labels) in COUNTERS.items()
+                    },
+                    {
+                        n: prom.Histogram(n, doc, labels, **kw)
+                        for n, (doc, labels) in HISTOGRAMS.items()
+                    },
+                )
+        self._counters, self._histograms = collectors
 
     def count(self, name: str, value: float = 1.0, **labels: str) -> None:
         metric = self._counters[name]

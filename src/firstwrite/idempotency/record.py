@@ -14,6 +14,8 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
 * The status is which outcome attribute is present: ``result`` (COMPLETED), ``error``
   (FAILED), neither (PENDING).
 * ``fingerprint`` is absent when payload validation was off for the claim.
+* A tombstone (written by the TTL audit after TTL removed a finished record) carries the removed
+  record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
 Attribute names are fixed (except the key attributes) so every expression string is a module
 constant, built once.
@@ -24,19 +26,54 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple
 
-A_OWNER = "owner"
-A_LEASE = "lease_expires_at"
-A_EXPIRES = "expires_at"
-A_FINGERPRINT = "fingerprint"
-A_RESULT = "result"
-A_ERROR = "error"
-A_REGION = "region"
-A_CLAIMED_AT = "claimed_at"  # not written any more; read from records of older versions
+from . import requests as q
 
-TTL_ATTRIBUTE = A_EXPIRES
-NO_FINGERPRINT = "-"  # a request without payload validation: matches any stored record
+# The item's wire names and owner-token helpers live with the requests (:mod:`.requests`);
+# re-exported here, where older code imported them from.
+from .requests import (
+    A_CLAIMED_AT,
+    A_ERROR,
+    A_EXPIRES,
+    A_FINGERPRINT,
+    A_LEASE,
+    A_OWNER,
+    A_REGION,
+    A_REMOVED_AT,
+    A_REMOVED_STATUS,
+    A_RESULT,
+    NO_FINGERPRINT,
+    TOKEN_TIME_DIGITS,
+    TTL_ATTRIBUTE,
+    fence,
+    millis,
+    same_request,
+    split_fence,
+    token_time,
+)
 
-TOKEN_TIME_DIGITS = 12  # hex digits of epoch ms at the start of an owner token (to year 10889)
+__all__ = [
+    "A_CLAIMED_AT",
+    "A_ERROR",
+    "A_EXPIRES",
+    "A_FINGERPRINT",
+    "A_LEASE",
+    "A_OWNER",
+    "A_REGION",
+    "A_REMOVED_AT",
+    "A_REMOVED_STATUS",
+    "A_RESULT",
+    "NO_FINGERPRINT",
+    "TOKEN_TIME_DIGITS",
+    "TTL_ATTRIBUTE",
+    "Record",
+    "Status",
+    "claimed_at_of",
+    "fence",
+    "millis",
+    "same_request",
+    "split_fence",
+    "token_time",
+]
 
 
 class Status(enum.Enum):
@@ -45,31 +82,8 @@ class Status(enum.Enum):
     FAILED = "FAILED"
 
 
-def millis(now: float) -> int:
-    """``now`` (epoch seconds) in whole milliseconds: the one rounding every check uses."""
-    return int(now * 1000)
-
-
 def _integer(number: str) -> int:
     return int(number) if number.lstrip("-").isdigit() else int(float(number))
-
-
-def fence(token: str, version: int) -> str:
-    """The ``owner`` attribute value: token and version, what fenced writes compare."""
-    return f"{token}:{version}"
-
-
-def split_fence(value: str) -> tuple[str, int]:
-    token, _, version = value.rpartition(":")
-    return token, int(version)
-
-
-def token_time(token: str) -> float | None:
-    """The claim time (epoch seconds) an owner token carries, or ``None`` for a foreign one."""
-    try:
-        return int(token[:TOKEN_TIME_DIGITS], 16) / 1000
-    except ValueError:
-        return None
 
 
 def claimed_at_of(item: dict[str, Any]) -> float | None:
@@ -88,6 +102,10 @@ class Record(NamedTuple):
     ``bytes``); :mod:`.serialization` turns it back into the caller's type. Times:
     ``expires_at`` epoch seconds, ``lease_expires_at`` epoch milliseconds.
 
+    A *tombstone* (``removed_at`` set) stands for a record the TTL service removed: its status,
+    owner and fingerprint are the removed record's, and nothing else is kept (see
+    :mod:`.audit`).
+
     An immutable named tuple rather than a frozen dataclass: one is decoded per duplicate
     request, and building a frozen dataclass costs three times as much (1.4 us, measured)."""
 
@@ -100,6 +118,7 @@ class Record(NamedTuple):
     result: str | bytes | None = None
     error: str | None = None
     region: str | None = None
+    removed_at: int | None = None
 
     @property
     def retryable(self) -> bool:
@@ -107,24 +126,35 @@ class Record(NamedTuple):
         return self.status is Status.FAILED and self.lease_expires_at is not None
 
     @property
+    def finished(self) -> bool:
+        """COMPLETED, or FAILED for good: an answer every duplicate gets."""
+        return self.status is Status.COMPLETED or (
+            self.status is Status.FAILED and self.lease_expires_at is None
+        )
+
+    @property
+    def removed(self) -> bool:
+        """A tombstone of a record TTL removed."""
+        return self.removed_at is not None
+
+    @property
     def claimed_at(self) -> float | None:
         """The claim time (epoch seconds), from the owner token."""
         return token_time(self.owner)
 
     def expired(self, now: float) -> bool:
-        """Past its retention (mirrors the claim condition's ``#exp < :now``). TTL removes
-        items late, so an expired item that is still there counts as absent."""
-        return self.expires_at < int(now)
+        """Past its retention: the claim condition's ``#exp < :now``
+        (:func:`.requests.past_retention`)."""
+        return q.past_retention(self.expires_at, now)
 
     def lease_over(self, now: float) -> bool:
-        """Mirrors ``#lease < :now_ms``: false without a lease (COMPLETED, final FAILED)."""
-        return self.lease_expires_at is not None and self.lease_expires_at < millis(now)
+        """The claim condition's ``#lease < :now_ms`` (:func:`.requests.lease_passed`)."""
+        return q.lease_passed(self.lease_expires_at, now)
 
     def claimable(self, now: float, fingerprint: str) -> bool:
-        """Would the claim condition accept a claim with ``fingerprint`` over this record?"""
-        if self.expired(now):
-            return True
-        return same_request(self.fingerprint, fingerprint) and self.lease_over(now)
+        """Would the claim condition accept a claim with ``fingerprint`` over this record?
+        (:func:`.requests.claim_allows`)."""
+        return q.claim_allows(self, fingerprint, now)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Record:
@@ -133,8 +163,11 @@ class Record(NamedTuple):
         result = item.get(A_RESULT)
         error = item.get(A_ERROR)
         region = item.get(A_REGION)
+        removed = item.get(A_REMOVED_AT)
         token, version = split_fence(item[A_OWNER]["S"])
-        if result is not None:
+        if removed is not None:
+            status = Status(item[A_REMOVED_STATUS]["S"])
+        elif result is not None:
             status = Status.COMPLETED
         elif error is not None:
             status = Status.FAILED
@@ -150,6 +183,7 @@ class Record(NamedTuple):
             result=None if result is None else _raw(result),
             error=None if error is None else error["S"],
             region=None if region is None else region["S"],
+            removed_at=None if removed is None else _integer(removed["N"]),
         )
 
 
@@ -158,10 +192,3 @@ def _raw(value: dict[str, Any]) -> str | bytes:
         return str(value["S"])
     raw = value["B"]
     return bytes(raw)
-
-
-def same_request(stored: str | None, given: str) -> bool:
-    """May a request with fingerprint ``given`` use a record stored with ``stored``? Mirrors the
-    claim condition's ``(#fp = :fp OR attribute_not_exists(#fp))``; a claim without a
-    fingerprint (``given`` is ``"-"``) uses the condition without the check."""
-    return stored is None or stored == given or given == NO_FINGERPRINT

@@ -6,24 +6,29 @@ scheme AWS recommends because it spreads a herd of throttled clients out. A fail
 retried here: the state machine reads it. Retrying a conditional write after a lost response is
 safe because the state machine recognises its own earlier write by the owner token.
 
+:func:`perform` is *the* retry loop, and its reporting, for every request of the layer, sync or
+async: the retries are effects (a :class:`~.effects.Sleep`, then the same
+:class:`~.effects.Call` again), so the drivers have no retry code of their own.
+
 These retries stack on botocore's own (legacy mode: up to 10 attempts); pass a client built with
 ``Config(retries={"total_max_attempts": 1})`` to leave all retrying to this policy.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from .config import RetryPolicy
+from .effects import Call, Sleep, Steps
+from .errors import TableNotFoundError
+from .reporting import Reporter
+from .requests import tables_of
 
-T = TypeVar("T")
 Kind = Literal["throttle", "transient"]
 
 THROTTLE_CODES = frozenset(
@@ -50,9 +55,7 @@ TRANSIENT_CODES = frozenset(
 )
 
 # Error codes that answer the request: the commonest errors by far, so checked before classify().
-_ANSWERS = frozenset({"ConditionalCheckFailedException", "TransactionCanceledException"})
-
-OnRetry = Callable[[str, Kind, str, int, float], None]
+ANSWERS = frozenset({"ConditionalCheckFailedException", "TransactionCanceledException"})
 
 
 def error_code(exc: BaseException) -> str:
@@ -81,73 +84,42 @@ def backoff(policy: RetryPolicy, attempt: int, rng: Callable[[], float] = random
     return float(rng() * min(policy.cap, policy.base * 2.0 ** (attempt - 1)))
 
 
-class Retrier:
-    """Runs one DynamoDB call under a :class:`RetryPolicy`."""
-
-    __slots__ = ("on_retry", "policy", "rng", "sleep")
-
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: Callable[[], float] = random.random,
-        on_retry: OnRetry | None = None,
-    ) -> None:
-        self.policy = policy
-        self.sleep = sleep
-        self.rng = rng
-        self.on_retry = on_retry
-
-    def call(self, operation: str, fn: Callable[..., T], request: dict[str, Any]) -> T:
-        attempt = 0
-        while True:
-            try:
-                return fn(**request)
-            except (ClientError, BotoCoreError) as exc:
-                if error_code(exc) in _ANSWERS:
-                    raise  # an answer (e.g. a failed condition), not a failure: never retried
-                attempt += 1
-                kind = classify(exc)
-                if kind is None or attempt >= self.policy.max_attempts:
-                    raise
-                delay = backoff(self.policy, attempt, self.rng)
-                if self.on_retry is not None:
-                    self.on_retry(operation, kind, error_code(exc), attempt, delay)
-                self.sleep(delay)
-
-
-class AsyncRetrier(Retrier):
-    """The same policy for aiobotocore calls."""
-
-    __slots__ = ("async_sleep",)
-
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        *,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: Callable[[], float] = random.random,
-        on_retry: OnRetry | None = None,
-    ) -> None:
-        super().__init__(policy, rng=rng, on_retry=on_retry)
-        self.async_sleep = sleep
-
-    async def acall(
-        self, operation: str, fn: Callable[..., Awaitable[T]], request: dict[str, Any]
-    ) -> T:
-        attempt = 0
-        while True:
-            try:
-                return await fn(**request)
-            except (ClientError, BotoCoreError) as exc:
-                if error_code(exc) in _ANSWERS:
-                    raise  # an answer (e.g. a failed condition), not a failure: never retried
-                attempt += 1
-                kind = classify(exc)
-                if kind is None or attempt >= self.policy.max_attempts:
-                    raise
-                delay = backoff(self.policy, attempt, self.rng)
-                if self.on_retry is not None:
-                    self.on_retry(operation, kind, error_code(exc), attempt, delay)
-                await self.async_sleep(delay)
+def perform(
+    call: Call,
+    policy: RetryPolicy,
+    rng: Callable[[], float],
+    report: Reporter,
+    key: str,
+    record_id: str,
+) -> Steps[dict[str, Any]]:
+    """Perform ``call`` under ``policy``: yield it, and again after a backoff for each
+    retryable error, until it answers (the response is returned), fails with an answer (a
+    failed condition or a cancelled transaction: re-raised at once), or the attempts run out
+    (re-raised, logged with its ``dynamo_error_code``). ``key`` (the caller's idempotency key)
+    and ``record_id`` go into the logs. A missing table becomes :class:`TableNotFoundError`."""
+    reporting = report.enabled  # the default sink is off: no timing, no calls to report
+    start = report.start() if reporting else 0.0
+    attempt = 0
+    while True:
+        try:
+            response: dict[str, Any] = yield call
+        except (ClientError, BotoCoreError) as exc:
+            code = error_code(exc)
+            if code in ANSWERS:
+                if reporting:
+                    report.refused(call, exc, start)
+                raise
+            attempt += 1
+            kind = classify(exc)
+            if kind is None or attempt >= policy.max_attempts:
+                report.gave_up(call, code, kind is not None, key, record_id, start)
+                if code == "ResourceNotFoundException" and isinstance(exc, ClientError):
+                    raise TableNotFoundError(tables_of(call), exc.response, call.operation) from exc
+                raise
+            delay = backoff(policy, attempt, rng)
+            report.retrying(call.operation, kind, code, attempt, delay, key, record_id)
+            yield Sleep(delay)
+        else:
+            if reporting:
+                report.answered(call, response, start)
+            return response

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from .guard import UNSET, Claim, Idempotency, Outcome
-from .keys import KeyBuilder
 
 T = TypeVar("T")
 
@@ -54,12 +53,10 @@ class RoutedIdempotency:
         missing = set(self.router.regions) - set(self.guards)
         if missing:
             raise ValueError(f"no guard for regions {sorted(missing)}")
-        any_guard = next(iter(self.guards.values()))
-        self._keys: KeyBuilder = any_guard.keys
+        self._any = next(iter(self.guards.values()))
 
     def home(self, key: str, scope: str | None = None) -> str:
-        _, record_id = self._keys.key(key, scope)
-        return self.router.region_for(record_id)
+        return self.router.region_for(self._any.record_id(key, scope=scope))
 
     def guard_for(self, key: str, scope: str | None = None) -> Idempotency:
         return self.guards[self.home(key, scope)]

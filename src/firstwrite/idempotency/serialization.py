@@ -1,11 +1,13 @@
-"""Result serialisation: JSON types, dataclasses, pydantic models, raw bytes.
+"""Result serialisation: JSON types, dataclasses, pydantic models, raw bytes, and the values
+JSON cannot keep (``Decimal``, ``datetime``, ``date``, ``time``, ``UUID``, sets, nested bytes).
 
 Stored forms (the ``result`` attribute):
 
 * ``S``: the JSON text, readable in any console;
 * ``B`` with a one-byte tag: ``0x01`` zlib-compressed JSON, ``0x02`` raw bytes, ``0x03`` zlib-
-  compressed raw bytes. Compression is used above ``compress_threshold`` bytes and only when it
-  actually shrinks the value.
+  compressed raw bytes, ``0x04`` typed JSON (:mod:`.typed_json`: a result holding values plain
+  JSON would replay as another type), ``0x05`` zlib-compressed typed JSON. Compression is used
+  above ``compress_threshold`` bytes and only when it actually shrinks the value.
 
 Replaying into a type (a dataclass, a pydantic model, ``list[Model]``...) uses pydantic's
 ``TypeAdapter`` when pydantic is installed, else a small dataclass builder.
@@ -24,11 +26,14 @@ import zlib
 from functools import lru_cache
 from typing import Any
 
+from . import typed_json
 from .errors import SerializationError
 
 _ZJSON = 1
 _RAW = 2
 _ZRAW = 3
+_TJSON = 4
+_ZTJSON = 5
 
 _dumps = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=lambda o: _default(o)
@@ -55,10 +60,27 @@ def _default(value: Any) -> Any:
 
 
 def to_json(value: Any) -> str:
+    """Plain JSON (lossy: a ``Decimal`` becomes a number, a ``datetime`` a string); for
+    stored failures, which are replayed as messages."""
     try:
         return _dumps(value)
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"cannot store the result: {exc}") from exc
+
+
+class _Lossy(Exception):
+    """Plain JSON would change a value's type: store the result as typed JSON."""
+
+
+def _result_default(value: Any) -> Any:
+    if isinstance(value, typed_json.LOSSY):
+        raise _Lossy
+    return _default(value)
+
+
+_result_dumps = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_result_default
+).encode
 
 
 def encode(value: Any, *, threshold: int = 4096, level: int = 6) -> dict[str, Any]:
@@ -70,13 +92,30 @@ def encode(value: Any, *, threshold: int = 4096, level: int = 6) -> dict[str, An
             if len(packed) < len(raw):
                 return {"B": bytes((_ZRAW,)) + packed}
         return {"B": bytes((_RAW,)) + raw}
-    text = to_json(value)
+    try:
+        text = _result_dumps(value)
+    except _Lossy:
+        return _encode_typed(value, threshold, level)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"cannot store the result: {exc}") from exc
     if len(text) > threshold:  # characters <= bytes: a cheap first test
         data = text.encode("utf-8")
         packed = zlib.compress(data, level)
         if len(packed) + 1 < len(data):
             return {"B": bytes((_ZJSON,)) + packed}
     return {"S": text}
+
+
+def _encode_typed(value: Any, threshold: int, level: int) -> dict[str, Any]:
+    try:
+        data = typed_json.dumps(value).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"cannot store the result: {exc}") from exc
+    if len(data) > threshold:
+        packed = zlib.compress(data, level)
+        if len(packed) < len(data):
+            return {"B": bytes((_ZTJSON,)) + packed}
+    return {"B": bytes((_TJSON,)) + data}
 
 
 _raw_decode = json.JSONDecoder().raw_decode
@@ -104,9 +143,14 @@ def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
                 return bytes(body)
             if tag == _ZRAW:
                 return zlib.decompress(body)
-            if tag != _ZJSON:
+            if tag == _ZJSON:
+                value = json.loads(zlib.decompress(body))
+            elif tag == _TJSON:
+                value = typed_json.loads(body)
+            elif tag == _ZTJSON:
+                value = typed_json.loads(zlib.decompress(body))
+            else:
                 raise SerializationError(f"unknown stored result format {tag}")
-            value = json.loads(zlib.decompress(body))
     except (ValueError, zlib.error, IndexError) as exc:
         raise SerializationError(f"stored result is corrupt: {exc}") from exc
     if result_type is None or result_type is Any or _json_native(result_type):

@@ -14,6 +14,9 @@ It runs in three phases so the hot path stays cheap:
 Errors are reported in DynamoDB's precedence (as dynalite orders them): syntax, limits,
 parentheses, unknown function, misused function, reserved word, undefined placeholder,
 operand count, distinct operands, operand types.
+
+Size: one concept, DynamoDB's semantic checks in that one precedence order. The phases share
+the walk over the tree and the order itself; split across files, the order would be too.
 """
 
 from __future__ import annotations

@@ -1,38 +1,48 @@
 """The operation table: every DynamoDB (and DynamoDB Streams) operation the engine serves.
 
-Each operation is a function ``(ctx: Context) -> dict`` in the module of its family. The HTTP
-server, the boto3 binding and the direct client all call :meth:`Engine.execute`, which looks the
-operation up here, so there is exactly one code path per operation.
+Each operation is a function ``(ctx: Context) -> dict`` in the module of its family, one module
+per family, the same shape each: its request checks (a declarative table for
+:func:`~firstwrite.engine.validation.check`), then the work, reading and writing only through
+``ctx.storage``. The HTTP server, the boto3 binding and the direct client all call
+:meth:`Engine.execute`, which looks the operation up here, so there is exactly one code path per
+operation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from ..context import Operation
+from . import batch, items, query, streams, tables, tags, transactions, ttl
 
-if TYPE_CHECKING:
-    from ..api import Context
+__all__ = ["DYNAMODB", "STREAMS", "Operation"]
 
-Operation = Callable[["Context"], dict[str, Any]]
+DYNAMODB: dict[str, Operation] = {
+    # control plane
+    "CreateTable": tables.create_table,
+    "DescribeTable": tables.describe_table,
+    "ListTables": tables.list_tables,
+    "UpdateTable": tables.update_table,
+    "DeleteTable": tables.delete_table,
+    "UpdateTimeToLive": ttl.update_time_to_live,
+    "DescribeTimeToLive": ttl.describe_time_to_live,
+    "TagResource": tags.tag_resource,
+    "UntagResource": tags.untag_resource,
+    "ListTagsOfResource": tags.list_tags_of_resource,
+    # items
+    "PutItem": items.put_item,
+    "GetItem": items.get_item,
+    "UpdateItem": items.update_item,
+    "DeleteItem": items.delete_item,
+    "Query": query.query,
+    "Scan": query.scan,
+    "BatchGetItem": batch.batch_get_item,
+    "BatchWriteItem": batch.batch_write_item,
+    "TransactGetItems": transactions.transact_get_items,
+    "TransactWriteItems": transactions.transact_write_items,
+}
 
-DYNAMODB: dict[str, Operation] = {}
-STREAMS: dict[str, Operation] = {}
-
-
-def operation(name: str, *, service: str = "dynamodb") -> Callable[[Operation], Operation]:
-    """Register ``fn`` as the implementation of operation ``name``."""
-
-    def register(fn: Operation) -> Operation:
-        table = STREAMS if service == "streams" else DYNAMODB
-        if name in table:
-            raise RuntimeError(f"operation {name} registered twice")
-        table[name] = fn
-        return fn
-
-    return register
-
-
-def load_all() -> None:
-    """Import every operation module so that their ``@operation`` decorators run."""
-    from .. import streams, ttl  # noqa: F401
-    from . import batch, items, query, tables, tags, transactions  # noqa: F401
+STREAMS: dict[str, Operation] = {
+    "ListStreams": streams.list_streams,
+    "DescribeStream": streams.describe_stream,
+    "GetShardIterator": streams.get_shard_iterator,
+    "GetRecords": streams.get_records,
+}

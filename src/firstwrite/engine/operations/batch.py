@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import consumed
 from ..errors import constraint, constraint_errors, serialization, validation
-from ..schema import item_key, key_schema, parse_key
+from ..schema import item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     RETURN_CONSUMED_CAPACITY,
@@ -25,13 +25,12 @@ from ..validation import (
     _check_members,
 )
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item
-from . import operation
 from ._common import compile_request, projected
 from .items import ITEM_TOO_LARGE
 from .tables import require_table
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 MAX_GET_KEYS = 100
 MAX_WRITE_REQUESTS = 25
@@ -115,7 +114,6 @@ def _check_get_entry(table: str, entry: Any, errors: list[str]) -> None:
     _check_members(entry, _KEYS_AND_ATTRIBUTES, f"requestItems.{table}.member.", errors)
 
 
-@operation("BatchGetItem")
 def batch_get_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     errors = _check_request_items(params, _GET_TOP, _check_get_entry)
@@ -134,7 +132,7 @@ def batch_get_item(ctx: Context) -> dict[str, Any]:
         plans: list[tuple[str, TableRow, list[tuple[Item, bytes, bytes]]]] = []
         for table, entry in request_items.items():
             row = require_table(ctx, r, table)
-            schema = key_schema(row)
+            schema = row.key_schema
             keys = [parse_key(schema, key, wire=ctx.wire) for key in entry["Keys"]]
             if len({(pk, sk) for _key, pk, sk in keys}) != len(keys):
                 raise validation(_DUPLICATES)
@@ -193,7 +191,6 @@ def _check_write_entry(table: str, entry: Any, errors: list[str]) -> None:
     _check(entry, _WRITE_REQUESTS, path, errors)
 
 
-@operation("BatchWriteItem")
 def batch_write_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     errors = _check_request_items(params, _WRITE_TOP, _check_write_entry)
@@ -221,13 +218,13 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
         parsed.append((table, entries))
 
     def write(w: Writer) -> dict[str, float]:
-        # Validate the whole batch before the first change (see storage.py: a write function
-        # may raise only before it writes).
+        # Validate the whole batch before the first change (storage/database.py: a write
+        # function may raise only before it writes).
         planned: list[tuple[TableRow, Item | None, bytes, bytes, int]] = []
         seen: set[tuple[int, bytes, bytes]] = set()
         for table, entries in parsed:
             row = require_table(ctx, w, table)
-            schema = key_schema(row)
+            schema = row.key_schema
             for item, key in entries:
                 if item is not None:
                     pk, sk = item_key(schema, item)

@@ -1,9 +1,9 @@
 """Single-item operations: PutItem, GetItem, UpdateItem, DeleteItem.
 
 Each write is one short transaction: read the current item, evaluate the condition, write.
-Under SQLite's write lock that sequence is linearizable (see storage.py). Two shortcuts, both
-linearizable too: a condition that already fails may be answered from one read, without the
-lock (conditional_write); and insert-if-absent on a table no hook watches is one statement.
+Under SQLite's write lock that sequence is linearizable (storage/database.py). Two shortcuts,
+both linearizable too: a condition that already fails may be answered from one read, without
+the lock (conditional_write); and insert-if-absent on a table no hook watches is one statement.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from .. import consumed
 from ..errors import DynamoDBError, conditional_check_failed, internal_error, validation
 from ..expressions import Compiled, apply_update, evaluate, project
 from ..expressions.compiled import absent_attribute
-from ..faults import stale_reader
-from ..schema import KeySchema, item_key, key_schema, parse_key
+from ..keys import KeySchema
+from ..schema import item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     CONSISTENT_READ,
@@ -29,12 +29,11 @@ from ..validation import (
     check,
 )
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
-from . import operation
 from ._common import compile_request, projected, return_values_put_delete
 from .tables import with_table
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 T = TypeVar("T")
 
@@ -158,7 +157,6 @@ def _insert_if_absent(
 _VANISHED_RETRIES = 8
 
 
-@operation("PutItem")
 def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
@@ -170,7 +168,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
     absent_or, text = (None, "") if condition is None else (condition.absent_or, condition.text)
 
     def attempt(row: TableRow) -> Item | None:
-        schema = key_schema(row)
+        schema = row.key_schema
         pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
             raise validation(ITEM_TOO_LARGE)
@@ -227,16 +225,9 @@ def put_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
-    response: dict[str, Any] = {}
-    if return_values == "ALL_OLD" and old is not None:
-        response["Attributes"] = old
-    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
-        units = consumed.write_units(max(size, item_size(old)))
-        consumed.attach(response, params, params["TableName"], units)
-    return response
+    return _written(params, old if return_values == "ALL_OLD" else None, old, size)
 
 
-@operation("DeleteItem")
 def delete_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _DELETE)
@@ -244,7 +235,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
 
     def attempt(row: TableRow) -> Item | None:
-        _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
+        _key, pk, sk = parse_key(row.key_schema, params["Key"], wire=ctx.wire)
 
         def write(w: Writer) -> Item | None:
             old = w.get_checked(row, pk, sk)
@@ -258,16 +249,9 @@ def delete_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
-    response: dict[str, Any] = {}
-    if return_values == "ALL_OLD" and old is not None:
-        response["Attributes"] = old
-    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
-        units = consumed.write_units(item_size(old))
-        consumed.attach(response, params, params["TableName"], units)
-    return response
+    return _written(params, old if return_values == "ALL_OLD" else None, old, 0)
 
 
-@operation("UpdateItem")
 def update_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _UPDATE)
@@ -277,7 +261,7 @@ def update_item(ctx: Context) -> dict[str, Any]:
     )
 
     def attempt(row: TableRow) -> tuple[Item | None, Item, int]:
-        schema = key_schema(row)
+        schema = row.key_schema
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
 
         def write(w: Writer) -> tuple[Item | None, Item, int]:
@@ -292,7 +276,6 @@ def update_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old, new, new_size = with_table(ctx, params["TableName"], attempt)
-    response: dict[str, Any] = {}
     attributes: Item | None = None
     if return_values == "ALL_OLD":
         attributes = old
@@ -302,6 +285,15 @@ def update_item(ctx: Context) -> dict[str, Any]:
         source = old if return_values == "UPDATED_OLD" else new
         if source is not None:
             attributes = project(source, compiled.update.paths)
+    return _written(params, attributes, old, new_size)
+
+
+def _written(
+    params: Any, attributes: Item | None, old: Item | None, new_size: int
+) -> dict[str, Any]:
+    """A single-item write's response: ``attributes`` as its Attributes (when there are any),
+    and the ConsumedCapacity of the larger of the old and the new item, when it was asked for."""
+    response: dict[str, Any] = {}
     if attributes:
         response["Attributes"] = attributes
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):  # sizes only when asked
@@ -310,7 +302,6 @@ def update_item(ctx: Context) -> dict[str, Any]:
     return response
 
 
-@operation("GetItem")
 def get_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _GET)
@@ -318,13 +309,14 @@ def get_item(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def attempt(row: TableRow) -> Item | None:
-        _key, pk, sk = parse_key(key_schema(row), params["Key"], wire=ctx.wire)
+        _key, pk, sk = parse_key(row.key_schema, params["Key"], wire=ctx.wire)
 
         def read(r: Reader) -> Item | None:
             item = r.get_checked(row, pk, sk)  # one statement, no transaction
-            # faults.py: an eventually consistent read may be served from the past
-            stale = stale_reader(ctx, r, consistent)
-            return item if stale is r else stale.get(row.id, pk, sk)
+            if ctx.reader_hook is None or consistent:
+                return item
+            # An interceptor's view for eventually consistent reads (faults: stale reads).
+            return ctx.reader(r, consistent=False).get(row.id, pk, sk)
 
         return ctx.storage.read(read)
 

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .. import consumed
 from ..errors import DynamoDBError, invalid_parameters, validation
 from ..expressions import evaluate, key_condition_range
-from ..faults import stale_reader
-from ..keys import encode_key_value, successor
-from ..schema import KeySchema, key_of, key_schema, parse_key
+from ..keys import KeySchema, encode_key_value, successor
+from ..schema import key_of, parse_key
 from ..storage import Reader, TableRow
 from ..validation import (
     CONSISTENT_READ,
@@ -29,12 +28,11 @@ from ..validation import (
     check,
 )
 from ..values import AttributeValue, Item, compare, describe, value_type
-from . import operation
 from ._common import compile_request, projected
 from .tables import require_table
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
     from ..expressions import Compiled
 
 # A page stops once the items read would pass 1 MB (a single larger item is still returned).
@@ -113,6 +111,15 @@ def _check_select(params: Mapping[str, Any], *, query: bool) -> str:
             f"{prefix}ALL_PROJECTED_ATTRIBUTES can be used only when Querying using an IndexName"
         )
     return str(select or "ALL_ATTRIBUTES")
+
+
+def _source(ctx: Context, r: Reader, name: str, consistent: bool) -> tuple[Reader, TableRow]:
+    """What a Query or Scan reads: the reader (an eventually consistent read goes through the
+    call's reader hook: faults may serve it from the past) and the table."""
+    r = ctx.reader(r, consistent=consistent)
+    row = require_table(ctx, r, name)
+    _refuse_index(ctx.params)
+    return r, row
 
 
 def _refuse_index(params: Mapping[str, Any]) -> None:
@@ -275,7 +282,6 @@ def _filter_on_key(compiled: Compiled, schema: KeySchema) -> None:
 # --- Query -----------------------------------------------------------------------------------
 
 
-@operation("Query")
 def query(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _QUERY)
@@ -296,10 +302,8 @@ def query(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def read(r: Reader) -> dict[str, Any]:
-        r = stale_reader(ctx, r, consistent)  # faults.py: eventually consistent = maybe stale
-        row = require_table(ctx, r, name)
-        _refuse_index(params)
-        schema = key_schema(row)
+        r, row = _source(ctx, r, name, consistent)
+        schema = row.key_schema
         assert compiled.key_condition is not None  # KeyConditionExpression is required above
         hash_value, range_condition = key_condition_range(
             compiled.key_condition, hash_key=schema.hash_name, range_key=schema.range_name
@@ -383,7 +387,6 @@ def _check_segments(params: Mapping[str, Any]) -> tuple[int, int] | None:
     return int(segment), int(total)
 
 
-@operation("Scan")
 def scan(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _SCAN)
@@ -397,10 +400,8 @@ def scan(ctx: Context) -> dict[str, Any]:
     consistent = bool(params.get("ConsistentRead", False))
 
     def read(r: Reader) -> dict[str, Any]:
-        r = stale_reader(ctx, r, consistent)  # faults.py: eventually consistent = maybe stale
-        row = require_table(ctx, r, name)
-        _refuse_index(params)
-        schema = key_schema(row)
+        r, row = _source(ctx, r, name, consistent)
+        schema = row.key_schema
         start = _start_key(schema, params, wire=ctx.wire, query=False)
         after = None if start is None else (start[1], start[2])
         keep = None

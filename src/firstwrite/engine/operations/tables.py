@@ -16,10 +16,9 @@ from ..errors import (
 )
 from ..storage import Reader, StaleTable, TableRow, Writer
 from ..validation import TABLE_NAME, TABLE_NAME_PATTERN, F, check
-from . import operation
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 _THROUGHPUT = F(
     "ProvisionedThroughput",
@@ -111,9 +110,10 @@ _STALE_RETRIES = 5
 
 
 def with_table(ctx: Context, name: str, attempt: Callable[[TableRow], T]) -> T:
-    """``attempt(row)`` with the table's cached catalog row (see storage.py), which ``attempt``
-    must only use through the ``*_checked`` statements; again with a fresh row when those find
-    it stale (another engine changed the table). ResourceNotFoundException if there is none."""
+    """``attempt(row)`` with the table's cached catalog row (see storage/core.py), which
+    ``attempt`` must only use through the ``*_checked`` statements; again with a fresh row when
+    those find it stale (another engine changed the table). ResourceNotFoundException if there
+    is none."""
     for _ in range(_STALE_RETRIES):
         row = ctx.storage.cached_table(ctx.region, name)
         if row is None:
@@ -187,7 +187,6 @@ def _throughput(params: dict[str, Any], billing: str) -> dict[str, Any]:
     }
 
 
-@operation("CreateTable")
 def create_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
     check(params, _CREATE)
@@ -236,7 +235,6 @@ def create_table(ctx: Context) -> dict[str, Any]:
     return {"TableDescription": ctx.storage.write(write, savepoint=True)}
 
 
-@operation("DescribeTable")
 def describe_table(ctx: Context) -> dict[str, Any]:
     check(ctx.params, _NAME_ONLY)
     name = ctx.params["TableName"]
@@ -247,7 +245,6 @@ def describe_table(ctx: Context) -> dict[str, Any]:
     return ctx.storage.snapshot(read)
 
 
-@operation("ListTables")
 def list_tables(ctx: Context) -> dict[str, Any]:
     check(ctx.params, _LIST)
     start = ctx.params.get("ExclusiveStartTableName")
@@ -262,7 +259,6 @@ def list_tables(ctx: Context) -> dict[str, Any]:
     return out
 
 
-@operation("DeleteTable")
 def delete_table(ctx: Context) -> dict[str, Any]:
     check(ctx.params, _NAME_ONLY)
     name = ctx.params["TableName"]
@@ -283,7 +279,6 @@ def delete_table(ctx: Context) -> dict[str, Any]:
     return {"TableDescription": ctx.storage.write(write, savepoint=True)}
 
 
-@operation("UpdateTable")
 def update_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
     check(params, _UPDATE)

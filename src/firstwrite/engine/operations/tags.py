@@ -1,28 +1,24 @@
 """Tagging: TagResource, UntagResource, ListTagsOfResource (tables, by ARN).
 
-Tags live in the table definition (``_tags``, private: DescribeTable does not show them);
-CreateTable's ``Tags`` land there too and are validated here, by a table hook, with the same
-rules. Unlike DynamoDB since 2024, tag changes are synchronous: ListTagsOfResource sees them at
-once.
+Tags live in the table definition (``_tags``, private: DescribeTable does not show them); the
+rules they follow, and CreateTable's ``Tags``, are the tags feature's (``engine/tags.py``).
+Unlike DynamoDB since 2024, tag changes are synchronous: ListTagsOfResource sees them at once.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import unicodedata
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, invalid_parameters, validation
 from ..storage import Reader, TableRow, Writer
+from ..tags import check_tags, merge_tags
 from ..validation import F, check
-from . import operation
 
 if TYPE_CHECKING:
-    from ..api import Context, Engine
+    from ..context import Context
 
-MAX_TAGS = 50
 # Tags per ListTagsOfResource page. DynamoDB returns all of a table's (at most 50) tags in one
 # page in practice; NextToken paging still works if this is lowered.
 PAGE_SIZE = 50
@@ -44,38 +40,6 @@ _TAG = F(
 _TAG_RESOURCE = (_ARN, _TAG)
 _UNTAG_RESOURCE = (_ARN, F("TagKeys", kind="list", required=True, element="str"))
 _LIST = (_ARN, F("NextToken", kind="str"))
-# Tag keys and values: Unicode letters, separators and digits, and _ . : / = + - @ (AWS's
-# ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$, which Python's re cannot spell).
-_TAG_PUNCTUATION = frozenset("_.:/=+-@")
-
-
-def _valid_tag_text(text: str) -> bool:
-    return all(c in _TAG_PUNCTUATION or unicodedata.category(c)[0] in ("L", "Z", "N") for c in text)
-
-
-def _check_tags(tags: list[dict[str, str]]) -> None:
-    for tag in tags:
-        key, value = tag["Key"], tag["Value"]
-        if not _valid_tag_text(key) or not _valid_tag_text(value):
-            raise invalid_parameters(
-                "Invalid tag: tag keys and values may contain only Unicode letters, digits, "
-                f"white space and _ . : / = + - @. Key: {key}"
-            )
-        if key.lower().startswith("aws:"):
-            raise invalid_parameters(f"The tag key prefix 'aws:' is reserved. Key: {key}")
-
-
-def _merged(current: list[dict[str, str]], new: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Tags after adding ``new`` (a key given again takes its new value); at most 50."""
-    merged = {t["Key"]: t["Value"] for t in current}
-    for tag in new:
-        merged[tag["Key"]] = tag["Value"]
-    if len(merged) > MAX_TAGS:
-        raise invalid_parameters(
-            f"The number of tags on a resource cannot exceed {MAX_TAGS}: "
-            f"the request would make {len(merged)}"
-        )
-    return [{"Key": k, "Value": v} for k, v in merged.items()]
 
 
 def _require_table(ctx: Context, reader: Reader, arn: str) -> TableRow:
@@ -95,26 +59,24 @@ def _require_table(ctx: Context, reader: Reader, arn: str) -> TableRow:
     return row
 
 
-@operation("TagResource")
 def tag_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _TAG_RESOURCE)
     tags = [{"Key": t["Key"], "Value": t["Value"]} for t in params["Tags"]]
     if not tags:
         raise invalid_parameters("Atleast one tag must be specified")
-    _check_tags(tags)
+    check_tags(tags)
 
     def write(w: Writer) -> None:
         row = _require_table(ctx, w, params["ResourceArn"])
         definition = copy.deepcopy(row.definition)
-        definition["_tags"] = _merged(definition.get("_tags") or [], tags)
+        definition["_tags"] = merge_tags(definition.get("_tags") or [], tags)
         w.update_table(row, definition)
 
     ctx.storage.write(write)
     return {}
 
 
-@operation("UntagResource")
 def untag_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _UNTAG_RESOURCE)
@@ -138,7 +100,6 @@ def untag_resource(ctx: Context) -> dict[str, Any]:
     return {}
 
 
-@operation("ListTagsOfResource")
 def list_tags_of_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _LIST)
@@ -153,30 +114,3 @@ def list_tags_of_resource(ctx: Context) -> dict[str, Any]:
     if len(tags) > PAGE_SIZE:
         out["NextToken"] = page[-1]["Key"]
     return out
-
-
-# --- CreateTable's Tags (table hook) -------------------------------------------------------------
-
-
-def _on_table(
-    ctx: Context, w: Writer, row: TableRow, action: str, params: Mapping[str, Any]
-) -> TableRow:
-    if action != "create" or not params.get("Tags"):
-        return row
-    tags = row.definition.get("_tags") or []
-    try:
-        _check_tags(tags)
-        merged = _merged([], tags)
-    except DynamoDBError:
-        w.drop_table(row)  # created in this very transaction: a refused CreateTable leaves nothing
-        raise
-    if len(merged) == len(tags):
-        return row
-    definition = copy.deepcopy(row.definition)
-    definition["_tags"] = merged  # a key given twice keeps its last value
-    return w.update_table(row, definition)
-
-
-def install(engine: Engine) -> None:
-    """Register the CreateTable tag check (before the streams hook, so a refusal is cheap)."""
-    engine.table_hooks.append(_on_table)

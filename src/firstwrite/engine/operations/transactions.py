@@ -36,17 +36,17 @@ import msgpack
 from .. import consumed
 from ..errors import DynamoDBError, resource_not_found, validation
 from ..expressions import Compiled
-from ..schema import KeySchema, item_key, key_of, key_schema, parse_key
+from ..keys import KeySchema
+from ..schema import item_key, key_of, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import RETURN_CONSUMED_CAPACITY, RETURN_ITEM_COLLECTION_METRICS, F, check
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item, parse_value, to_wire
-from . import operation
 from ._common import compile_request, projected
 from .items import ITEM_TOO_LARGE, check_condition, updated_item
 from .tables import require_table
 
 if TYPE_CHECKING:
-    from ..api import Context
+    from ..context import Context
 
 TOKEN_WINDOW_SECONDS = 600.0
 MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
@@ -211,7 +211,7 @@ def _resolve(
         if row is None:
             row = rows[name] = require_table(ctx, reader, name)
         action.row = row
-        action.schema = key_schema(row)
+        action.schema = row.key_schema
     invalid: list[str | None] = [None] * len(actions)
     seen: set[tuple[int, bytes, bytes]] = set()
     for index, action in enumerate(actions):
@@ -358,12 +358,10 @@ def transact_write(ctx: Context, *, token_window: float = TOKEN_WINDOW_SECONDS) 
     return response
 
 
-@operation("TransactWriteItems")
 def transact_write_items(ctx: Context) -> dict[str, Any]:
     return transact_write(ctx)
 
 
-@operation("TransactGetItems")
 def transact_get_items(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _TRANSACT_GET)

@@ -1,17 +1,22 @@
-"""The ``firstwrite`` command.
+"""``firstwrite engine serve``: the local DynamoDB engine over HTTP.
 
-``firstwrite engine serve`` runs the local DynamoDB engine over HTTP and prints one ready line,
-``firstwrite engine listening on http://HOST:PORT``, once it accepts requests (``--port 0`` picks
-a free port). SIGINT or SIGTERM shut it down cleanly: in-flight requests finish, the database is
-closed, exit status 0.
+It prints one ready line, ``firstwrite engine listening on http://HOST:PORT (...)``, once it
+accepts requests (``--port 0`` picks a free port). SIGINT or SIGTERM shut it down cleanly:
+in-flight requests finish, the database is closed, exit status 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
-from collections.abc import Sequence
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._common import CLIError, port, positive_int
+
+if TYPE_CHECKING:
+    from firstwrite.engine.api import Engine
 
 READY_PREFIX = "firstwrite engine listening on "
 
@@ -21,26 +26,6 @@ def _credential(text: str) -> tuple[str, str]:
     if not sep or not key or not secret:
         raise argparse.ArgumentTypeError(f"expected KEY:SECRET, got {text!r}")
     return key, secret
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, not {port}")
-    return port
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -53,24 +38,23 @@ def _seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="firstwrite",
-        description="Exactly-once request deduplication on DynamoDB, and a local DynamoDB engine.",
+def add_commands(commands: Any) -> None:
+    engine = commands.add_parser(
+        "engine",
+        help="the local DynamoDB engine",
+        description="The local DynamoDB engine (DynamoDB's API on SQLite).",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    engine = commands.add_parser("engine", help="the local DynamoDB engine")
     engine_commands = engine.add_subparsers(dest="engine_command", metavar="COMMAND", required=True)
     serve = engine_commands.add_parser(
         "serve",
         help="serve DynamoDB's JSON protocol over HTTP",
-        description="Serve the engine over HTTP (DynamoDB JSON 1.0, any AWS SDK).",
+        description="Serve the engine over HTTP (DynamoDB JSON 1.0, any AWS SDK or the AWS CLI). "
+        "Prints one ready line once it accepts requests; SIGINT/SIGTERM stop it cleanly.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     serve.add_argument(
         "--port",
-        type=_port,
+        type=port,
         default=8000,
         help="port to bind; 0 picks a free one (default: %(default)s)",
     )
@@ -89,8 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_credential,
         action="append",
         default=[],
-        help="verify SigV4 signatures against this access key pair (repeatable); "
-        "without it any credentials are accepted",
+        help="verify SigV4 on every route (data plane, admin API, console; browsers sign in "
+        "at /_firstwrite/session) against this access key pair (repeatable); without it any "
+        "credentials are accepted",
+    )
+    serve.add_argument(
+        "--no-console",
+        action="store_true",
+        help="do not serve the web console at /console/",
     )
     serve.add_argument(
         "--ttl-sweep-interval",
@@ -114,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--threads",
-        type=_positive,
+        type=positive_int,
         default=32,
         help="worker threads running engine calls with --durability full or while faults are "
         "on; otherwise calls run on the event loop, which is faster (default: %(default)s)",
@@ -125,19 +115,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="warning",
         help="(default: %(default)s)",
     )
-    serve.set_defaults(handler=_engine_serve)
-    return parser
+    serve.set_defaults(handler=serve_command)
 
 
-def _engine_serve(args: argparse.Namespace) -> int:
-    from .engine.api import Engine
-    from .engine.server import serve
-    from .engine.ttl import TTLConfig
+def serve_command(args: argparse.Namespace) -> int:
+    from firstwrite.engine.api import Engine
+    from firstwrite.engine.ttl import TTLConfig
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     credentials = dict(args.require_auth) or None
+    if args.db is not None:
+        parent = os.path.dirname(os.path.abspath(args.db))
+        if not os.path.isdir(parent):
+            raise CLIError(f"--db {args.db}: directory {parent} does not exist")
 
     def ready(url: str) -> None:
         where = args.db or ":memory:"
@@ -146,6 +138,8 @@ def _engine_serve(args: argparse.Namespace) -> int:
             f"{READY_PREFIX}{url} (db {where}, durability {args.durability}, {auth})",
             flush=True,
         )
+        if not args.no_console:
+            print(f"firstwrite console on {url}/console/", flush=True)
 
     ttl = TTLConfig(sweep_interval=args.ttl_sweep_interval or None, lag=args.ttl_lag)
     with Engine(
@@ -154,26 +148,34 @@ def _engine_serve(args: argparse.Namespace) -> int:
         ttl_config=ttl,
         enforce_throughput=args.enforce_throughput,
     ) as engine:
-        serve(
-            engine,
-            args.host,
-            args.port,
-            credentials=credentials,
-            threads=args.threads,
-            ready=ready,
-        )
+        run_server(engine, args, credentials, ready)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.handler(args))
-    except OSError as exc:  # e.g. the port is taken: one line, not a traceback
-        print(f"firstwrite: {exc}", file=sys.stderr)
-        return 1
+def run_server(
+    engine: Engine,
+    args: argparse.Namespace,
+    credentials: dict[str, str] | None,
+    ready: Callable[[str], None],
+) -> None:
+    """Build and run the HTTP server until a signal; the one place routes are mounted."""
+    from firstwrite.engine.server import Mounted, serve
 
+    mounts: dict[str, Mounted] = {}
+    if not args.no_console:
+        # The console lives outside the engine (it decodes the layer's records); the server
+        # mounts it behind the same auth and same-origin rules as the admin API. No seeding:
+        # an emulator that test suites point at must not grow a table nobody created (the
+        # overview page's "Seed" button writes the examples when asked).
+        from firstwrite.console import PUBLIC_PATHS, create_console
 
-if __name__ == "__main__":
-    sys.exit(main())
+        mounts["/console"] = Mounted(create_console(engine, seed=False), public=PUBLIC_PATHS)
+    serve(
+        engine,
+        args.host,
+        args.port,
+        credentials=credentials,
+        mounts=mounts,
+        threads=args.threads,
+        ready=ready,
+    )

@@ -1,0 +1,321 @@
+"""Capacity planner for the idempotency table: write and read units, partitions, storage, cost.
+
+Pure arithmetic, no I/O: ``firstwrite capacity`` prints it and ``docs/operating-on-aws.md`` shows
+a worked example that a test checks against the command's output. DynamoDB's rules it applies
+(cited in that page, from the DynamoDB Developer Guide):
+
+* a write costs one write unit per started 1 KB of the item (the larger of the old and new item
+  for ``UpdateItem``); a write whose condition fails is still charged, by the size of the item it
+  tried to write (at least one unit);
+* a strongly consistent read costs one read unit per started 4 KB;
+* ``TransactWriteItems`` writes each item twice (prepare and commit): two units per 1 KB;
+* a partition serves at most 3,000 read units or 1,000 write units per second, in the combined
+  form ``RCU / 3,000 + WCU / 1,000``, and holds about 10 GB;
+* every stored item carries 100 bytes of overhead for storage billing;
+* TTL deletes expired items late (typically within 48 hours), so they are stored (and billed)
+  for retention plus that lag.
+
+The request mix: every new request makes a claim (``PutItem``, the record without the result)
+and a completion (``UpdateItem``, the record with the result); every duplicate makes one claim
+whose condition fails (one write unit for the default record); a duplicate that arrives while the
+first request is still running may poll the record with strongly consistent ``GetItem`` s
+(``in_progress_wait > 0``); requests through variant 3 (``claim_with`` / ``complete_with``)
+pay double for their idempotency-record writes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+WRITE_UNIT_BYTES = 1024
+READ_UNIT_BYTES = 4096
+PARTITION_WCU = 1000
+PARTITION_RCU = 3000
+PARTITION_BYTES = 10 * 1024**3
+ITEM_OVERHEAD_BYTES = 100  # per item, storage billing only
+GIB = 1024**3  # DynamoDB's "GB" is binary
+HOURS_PER_MONTH = 730  # AWS's billing month
+MAX_TTL_LAG_HOURS = 48.0
+# The claim item the layer writes for a 36-character key with payload validation, as the layer's
+# own item size (numbers counted at one byte per digit, an upper bound); a test re-measures it.
+DEFAULT_RECORD_BYTES = 216
+# Autoscaling's default target: provisioned capacity is the peak divided by this.
+DEFAULT_TARGET_UTILIZATION = 0.7
+
+
+def write_units(size: float) -> int:
+    """Write units for one standard write of an item of ``size`` bytes (at least one)."""
+    return max(1, math.ceil(size / WRITE_UNIT_BYTES))
+
+
+def read_units(size: float) -> int:
+    """Read units for one strongly consistent read of an item of ``size`` bytes."""
+    return max(1, math.ceil(size / READ_UNIT_BYTES))
+
+
+def _whole(value: float) -> int:
+    """Units rounded up, ignoring float noise (``2000 * 1.15`` is 2299.9999999999995)."""
+    return math.ceil(round(value, 6))
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Prices in USD: DynamoDB Standard table class, us-east-1, as published on
+    https://aws.amazon.com/dynamodb/pricing/ (on-demand after the 1 November 2024 reduction),
+    checked 2026-12-03. Every one is configurable: prices change and differ by region."""
+
+    write_request_per_million: float = 0.625
+    read_request_per_million: float = 0.125
+    wcu_hour: float = 0.00065
+    rcu_hour: float = 0.00013
+    gb_month: float = 0.25
+    as_of: str = "2026-12-03"
+
+    def __post_init__(self) -> None:
+        for name in ("write_request_per_million", "read_request_per_million", "wcu_hour"):
+            _check(getattr(self, name) >= 0, f"{name} must be >= 0")
+        _check(self.rcu_hour >= 0 and self.gb_month >= 0, "prices must be >= 0")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the planner needs to know. Rates are per second at peak; sizes in bytes.
+
+    ``peak_rps`` counts new requests (first attempts); duplicates come on top of it, at
+    ``duplicate_ratio`` per new request (0.15: 15 duplicates per 100 requests). ``average_rps``
+    (default: the peak) drives monthly cost and storage. ``in_progress_share`` of the duplicates
+    arrive while the first attempt still runs and each makes ``polls`` strongly consistent reads
+    (the layer's default ``in_progress_wait=0`` makes none). ``transactional_share`` of the
+    requests use variant 3."""
+
+    peak_rps: float
+    duplicate_ratio: float = 0.0
+    record_bytes: int = DEFAULT_RECORD_BYTES
+    result_bytes: int = 0
+    retention_hours: float = 24.0
+    ttl_lag_hours: float = MAX_TTL_LAG_HOURS
+    average_rps: float | None = None
+    in_progress_share: float = 0.0
+    polls: float = 0.0
+    transactional_share: float = 0.0
+    target_utilization: float = DEFAULT_TARGET_UTILIZATION
+
+    def __post_init__(self) -> None:
+        _check(self.peak_rps > 0, "peak_rps must be > 0")
+        _check(self.duplicate_ratio >= 0, "duplicate_ratio must be >= 0")
+        _check(self.record_bytes > 0, "record_bytes must be > 0")
+        _check(self.result_bytes >= 0, "result_bytes must be >= 0")
+        _check(
+            self.record_bytes + self.result_bytes <= 400 * 1024,
+            "record_bytes + result_bytes exceeds DynamoDB's 400 KB item limit",
+        )
+        _check(self.retention_hours > 0, "retention_hours must be > 0")
+        _check(self.ttl_lag_hours >= 0, "ttl_lag_hours must be >= 0")
+        _check(
+            self.average_rps is None or 0 <= self.average_rps <= self.peak_rps,
+            "average_rps must be within 0..peak_rps",
+        )
+        _check(0 <= self.in_progress_share <= 1, "in_progress_share must be within 0..1")
+        _check(self.polls >= 0, "polls must be >= 0")
+        _check(0 <= self.transactional_share <= 1, "transactional_share must be within 0..1")
+        _check(0 < self.target_utilization <= 1, "target_utilization must be within 0..1")
+
+    @property
+    def average(self) -> float:
+        return self.peak_rps if self.average_rps is None else self.average_rps
+
+
+@dataclass(frozen=True)
+class Line:
+    """One kind of DynamoDB call: how often at peak, what each costs, the total."""
+
+    name: str
+    call: str
+    rate: float
+    wcu_each: float
+    rcu_each: float
+
+    @property
+    def wcu(self) -> float:
+        return self.rate * self.wcu_each
+
+    @property
+    def rcu(self) -> float:
+        return self.rate * self.rcu_each
+
+
+@dataclass(frozen=True)
+class Cost:
+    throughput: float
+    storage: float
+
+    @property
+    def total(self) -> float:
+        return self.throughput + self.storage
+
+
+@dataclass(frozen=True)
+class Plan:
+    workload: Workload
+    prices: Prices
+    lines: tuple[Line, ...]
+    rule_of_thumb_wcu: int
+    wcu: int
+    rcu: int
+    items_stored: int
+    item_bytes: int
+    storage_bytes: int
+    partitions_for_throughput: int
+    partitions_for_storage: int
+    provisioned_wcu: int
+    provisioned_rcu: int
+    on_demand: Cost
+    provisioned: Cost
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def partitions(self) -> int:
+        return max(self.partitions_for_throughput, self.partitions_for_storage)
+
+    @property
+    def storage_gib(self) -> float:
+        return self.storage_bytes / GIB
+
+    @property
+    def missed_by_rule_of_thumb(self) -> int:
+        return self.wcu - self.rule_of_thumb_wcu
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (``firstwrite capacity --json``)."""
+        return {
+            "workload": asdict(self.workload) | {"average_rps": self.workload.average},
+            "prices": asdict(self.prices),
+            "rule_of_thumb_wcu": self.rule_of_thumb_wcu,
+            "lines": [
+                asdict(line) | {"wcu": _round(line.wcu), "rcu": _round(line.rcu)}
+                for line in self.lines
+            ],
+            "wcu": self.wcu,
+            "rcu": self.rcu,
+            "missed_by_rule_of_thumb_wcu": self.missed_by_rule_of_thumb,
+            "partitions": {
+                "throughput": self.partitions_for_throughput,
+                "storage": self.partitions_for_storage,
+                "needed": self.partitions,
+            },
+            "storage": {
+                "items": self.items_stored,
+                "item_bytes": self.item_bytes,
+                "bytes": self.storage_bytes,
+                "gib": _round(self.storage_gib),
+            },
+            "monthly_cost_usd": {
+                "hours": HOURS_PER_MONTH,
+                "on_demand": _cost(self.on_demand),
+                "provisioned": _cost(self.provisioned)
+                | {"wcu": self.provisioned_wcu, "rcu": self.provisioned_rcu},
+            },
+            "notes": list(self.notes),
+        }
+
+
+def plan(workload: Workload, prices: Prices | None = None) -> Plan:
+    """The capacity plan for ``workload`` at ``prices`` (default: :class:`Prices`)."""
+    w = workload
+    prices = prices or Prices()
+    tx = 1 + w.transactional_share  # the transactional share pays twice
+    completed = w.record_bytes + w.result_bytes
+    duplicates = w.peak_rps * w.duplicate_ratio
+    lines = (
+        Line("claim", "PutItem, new key", w.peak_rps, write_units(w.record_bytes) * tx, 0.0),
+        Line(
+            "completion",
+            f"UpdateItem, record + result = {completed} B",
+            w.peak_rps,
+            write_units(completed) * tx,
+            0.0,
+        ),
+        Line(
+            "duplicate claim",
+            "PutItem, condition fails: charged",
+            duplicates,
+            write_units(w.record_bytes) * tx,
+            0.0,
+        ),
+        Line(
+            "in-progress polls",
+            "GetItem, strongly consistent",
+            duplicates * w.in_progress_share * w.polls,
+            0.0,
+            float(read_units(completed)),
+        ),
+    )
+    wcu = _whole(sum(line.wcu for line in lines))
+    rcu = _whole(sum(line.rcu for line in lines))
+
+    item_bytes = completed + ITEM_OVERHEAD_BYTES
+    items = _whole(w.average * (w.retention_hours + w.ttl_lag_hours) * 3600)
+    storage_bytes = items * item_bytes
+    storage_cost = storage_bytes / GIB * prices.gb_month
+
+    scale = w.average / w.peak_rps  # on-demand pays for what is used, on average
+    seconds = HOURS_PER_MONTH * 3600
+    on_demand = Cost(
+        throughput=(
+            wcu * scale * seconds / 1e6 * prices.write_request_per_million
+            + rcu * scale * seconds / 1e6 * prices.read_request_per_million
+        ),
+        storage=storage_cost,
+    )
+    provisioned_wcu = max(1, _whole(wcu / w.target_utilization))
+    provisioned_rcu = max(1, _whole(rcu / w.target_utilization))
+    provisioned = Cost(
+        throughput=HOURS_PER_MONTH
+        * (provisioned_wcu * prices.wcu_hour + provisioned_rcu * prices.rcu_hour),
+        storage=storage_cost,
+    )
+    notes = []
+    if w.ttl_lag_hours > MAX_TTL_LAG_HOURS:
+        notes.append("ttl_lag_hours is beyond the 48 hours DynamoDB typically takes")
+    if w.record_bytes + w.result_bytes > 4 * 1024:
+        notes.append(
+            "results above compress_threshold (4 KB) are zlib-compressed before they are "
+            "stored: pass the compressed size as result_bytes"
+        )
+    return Plan(
+        workload=w,
+        prices=prices,
+        lines=lines,
+        rule_of_thumb_wcu=_whole(w.peak_rps + duplicates),
+        wcu=wcu,
+        rcu=rcu,
+        items_stored=items,
+        item_bytes=item_bytes,
+        storage_bytes=storage_bytes,
+        partitions_for_throughput=max(1, _whole(wcu / PARTITION_WCU + rcu / PARTITION_RCU)),
+        partitions_for_storage=max(1, math.ceil(storage_bytes / PARTITION_BYTES)),
+        provisioned_wcu=provisioned_wcu,
+        provisioned_rcu=provisioned_rcu,
+        on_demand=on_demand,
+        provisioned=provisioned,
+        notes=tuple(notes),
+    )
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def _round(value: float) -> float:
+    return round(value, 2)
+
+
+def _cost(cost: Cost) -> dict[str, float]:
+    return {
+        "throughput": _round(cost.throughput),
+        "storage": _round(cost.storage),
+        "total": _round(cost.total),
+    }

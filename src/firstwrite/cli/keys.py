@@ -1,0 +1,470 @@
+"""``firstwrite keys get|list|delete``: idempotency records, decoded through the layer's Record.
+
+A record is addressed the way the application addresses it, by its key (``KEY``, with the
+``--scope`` and ``--key-prefix`` of its ``IdempotencyConfig``), or by the stored partition key
+value that ``keys list`` prints (``--id``). Times are read on this machine's clock, as the
+layer reads them on its callers' clocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from firstwrite.idempotency import IdempotencyConfig, Record, Status
+
+from ._common import (
+    CLIError,
+    ExitCode,
+    add_json_flag,
+    duration,
+    fields,
+    non_negative_int,
+    print_json,
+    table,
+)
+from .progress import Progress
+from .target import add_target_args, connect, describe_table, error_code, key_schema, target_of
+
+SUMMARY_CHARS = 60
+PAGE = 500
+
+
+def add_commands(commands: Any) -> None:
+    keys = commands.add_parser(
+        "keys",
+        help="inspect or delete idempotency records",
+        description="Idempotency records, decoded: state, owner, version, lease and expiry "
+        "countdowns, the stored result.",
+    )
+    keys_commands = keys.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
+
+    get = keys_commands.add_parser(
+        "get",
+        help="show one record",
+        description="Show one record (a strongly consistent read). Exit status 4 if absent.",
+    )
+    _address_args(get)
+    add_json_flag(get)
+    get.set_defaults(handler=get_command)
+
+    listing = keys_commands.add_parser(
+        "list",
+        help="list records (a Scan: it reads, and on AWS bills, the table)",
+        description="List records, newest claim first. This is a Scan: on AWS it consumes read "
+        "capacity for every item it reads, so it stops once --limit records are found.",
+    )
+    add_target_args(listing)
+    listing.add_argument(
+        "--state",
+        choices=("pending", "completed", "failed", "expired"),
+        action="append",
+        help="only records in this state (repeatable); expired: past retention, "
+        "awaiting TTL deletion",
+    )
+    listing.add_argument(
+        "--limit",
+        type=non_negative_int,
+        default=50,
+        help="show at most this many records; 0 for all (default: %(default)s)",
+    )
+    add_json_flag(listing)
+    listing.set_defaults(handler=list_command)
+
+    delete = keys_commands.add_parser(
+        "delete",
+        help="delete one record (a retry of its request will run again)",
+        description="Delete one record, only if it is still the record shown (conditional on "
+        "its owner and version). A retry of its request afterwards runs the side effect again: "
+        "this is for clearing a key by hand, e.g. after fixing a final failure. Asks for "
+        "confirmation on a terminal; elsewhere needs --yes. Exit status 4 if absent.",
+    )
+    _address_args(delete)
+    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_json_flag(delete)
+    delete.set_defaults(handler=delete_command)
+
+
+def _address_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", nargs="?", metavar="KEY", help="the idempotency key")
+    parser.add_argument(
+        "--scope", default="", help="the IdempotencyConfig scope the key was used in (default: '')"
+    )
+    parser.add_argument(
+        "--key-prefix",
+        default=IdempotencyConfig().key_prefix,
+        help="the IdempotencyConfig key_prefix (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--id",
+        metavar="RECORD_ID",
+        help="the stored partition key value instead of KEY (record_id in `keys list --json`)",
+    )
+    parser.add_argument(
+        "--sort-id", metavar="VALUE", help="with --id on a table with a sort key: its value"
+    )
+    add_target_args(parser)
+
+
+# -- decoding ---------------------------------------------------------------------------------
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_ESCAPED = re.compile(r"%(25|23)")
+
+
+def _unescape(part: str) -> str:
+    return _ESCAPED.sub(lambda m: "%" if m.group(1) == "25" else "#", part)
+
+
+def split_record_id(pk: str, sk: str | None) -> tuple[str, str]:
+    """``(scope, key)`` from the stored key (``<prefix>#<scope>#<key>``, escaped by the layer).
+    A key longer than ``max_key_length`` was stored as its hash and stays one."""
+    if sk is not None:
+        _, _, scope = pk.partition("#")
+        return _unescape(scope), _unescape(sk)
+    _, _, rest = pk.partition("#")
+    scope, _, key = rest.rpartition("#")
+    return _unescape(scope), _unescape(key)
+
+
+def _result_summary(raw: str | bytes) -> dict[str, Any]:
+    from firstwrite.idempotency import SerializationError
+    from firstwrite.idempotency.serialization import decode
+
+    stored = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
+    try:
+        value = decode(raw)
+    except SerializationError as exc:  # corrupt: say so, never crash the listing
+        return {"format": "unreadable", "stored_bytes": stored, "summary": str(exc)}
+    if isinstance(value, bytes):
+        text = f"{len(value)} bytes: {value[:16].hex()}" + ("…" if len(value) > 16 else "")
+        kind = "bytes"
+    else:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+        kind = "JSON" if isinstance(raw, str) else "JSON, zlib-compressed"
+    if len(text) > SUMMARY_CHARS:
+        text = text[: SUMMARY_CHARS - 1] + "…"
+    return {"format": kind, "stored_bytes": stored, "summary": text}
+
+
+def _error_summary(text: str | None) -> dict[str, Any]:
+    from firstwrite.idempotency.serialization import read_error
+
+    kind, message, data = read_error(text)
+    return {"type": kind, "message": message, "data": data}
+
+
+def decode(item: dict[str, Any], keys: dict[str, str], now: float) -> dict[str, Any]:
+    """One stored item as a JSON-ready dict; ``state`` is ``None`` for a foreign item."""
+    pk_name, sk_name = keys["HASH"], keys.get("RANGE")
+    pk = str(next(iter(item.get(pk_name, {}).values()), ""))  # a foreign table's may be N or B
+    sk = str(next(iter(item.get(sk_name, {}).values()), "")) if sk_name else None
+    scope, key = split_record_id(pk, sk)
+    view: dict[str, Any] = {"record_id": pk, "sort_id": sk, "key": key, "scope": scope}
+    try:
+        rec = Record.from_item(item)
+    except (KeyError, ValueError, TypeError):
+        return view | {"key": pk, "scope": "", "state": None}
+    claimed = rec.claimed_at
+    lease = None if rec.lease_expires_at is None else rec.lease_expires_at / 1000
+    return view | {
+        "state": rec.status.value,
+        "retryable": rec.retryable if rec.status is Status.FAILED else None,
+        "expired": rec.expired(now),
+        "owner": rec.owner,
+        "version": rec.version,
+        "claimed_at": _iso(claimed),
+        "claimed_ago_s": None if claimed is None else round(now - claimed, 3),
+        "lease_expires_at": _iso(lease),
+        "lease_remaining_s": None if lease is None else round(lease - now, 3),
+        "expires_at": _iso(rec.expires_at),
+        "expires_in_s": round(rec.expires_at - now, 3),
+        "fingerprint": rec.fingerprint,
+        "region": rec.region,
+        "result": None if rec.result is None else _result_summary(rec.result),
+        "error": None if rec.error is None else _error_summary(rec.error),
+    }
+
+
+def _state(view: dict[str, Any]) -> str:
+    state: str | None = view["state"]
+    if state is None:
+        return "not a firstwrite record"
+    if state == "FAILED":
+        state += " (retryable)" if view["retryable"] else " (final)"
+    return state + (", expired" if view["expired"] else "")
+
+
+def _lease(view: dict[str, Any]) -> str:
+    left = view["lease_remaining_s"]
+    if left is None:
+        return "-"
+    if view["state"] == "FAILED":
+        return "released"
+    return f"{duration(left)} left" if left >= 0 else f"over {duration(left)} ago"
+
+
+def _expiry(view: dict[str, Any]) -> str:
+    left = view["expires_in_s"]
+    if left >= 0:
+        return f"in {duration(left)}"
+    return f"{duration(left)} ago (awaiting TTL)"
+
+
+def _outcome(view: dict[str, Any]) -> str:
+    if view.get("result"):
+        return str(view["result"]["summary"])
+    if view.get("error"):
+        error = view["error"]
+        return f"{error['type']}: {error['message']}"[:SUMMARY_CHARS]
+    return "-"
+
+
+def render_record(view: dict[str, Any]) -> str:
+    if view["state"] is None:
+        return fields([("record", view["record_id"]), ("state", _state(view))])
+    claimed = view["claimed_at"]
+    pairs: list[tuple[str, Any]] = [
+        ("record", view["record_id"] + (f" | {view['sort_id']}" if view["sort_id"] else "")),
+        ("key", view["key"]),
+        ("scope", view["scope"] or "(none)"),
+        ("state", _state(view)),
+        ("owner", view["owner"]),
+        ("version", view["version"]),
+        (
+            "claimed",
+            "unknown" if claimed is None else f"{claimed} ({duration(view['claimed_ago_s'])} ago)",
+        ),
+        ("lease", _lease(view) if view["lease_expires_at"] else "none"),
+        ("expires", f"{view['expires_at']} ({_expiry(view)})"),
+        ("fingerprint", view["fingerprint"] or "none (payload validation off)"),
+    ]
+    if view["region"]:
+        pairs.append(("region", view["region"]))
+    if view["result"]:
+        result = view["result"]
+        pairs.append(
+            ("result", f"{result['format']}, {result['stored_bytes']} B: {result['summary']}")
+        )
+    if view["error"]:
+        error = view["error"]
+        pairs.append(("error", f"{error['type']}: {error['message']}"))
+    return fields(pairs)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def _locate(args: argparse.Namespace, keys: dict[str, str]) -> dict[str, Any]:
+    """The DynamoDB ``Key`` of the record the arguments name."""
+    if (args.key is None) == (args.id is None):
+        raise CLIError("give either KEY or --id RECORD_ID", ExitCode.USAGE)
+    sort_key = keys.get("RANGE")
+    if args.id is not None:
+        key = {keys["HASH"]: {"S": args.id}}
+        if sort_key is not None:
+            if args.sort_id is None:
+                raise CLIError(
+                    f"the table has a sort key ({sort_key}): add --sort-id", ExitCode.USAGE
+                )
+            key[sort_key] = {"S": args.sort_id}
+        return key
+    from firstwrite.idempotency.keys import KeyBuilder
+
+    try:
+        config = IdempotencyConfig(
+            table_name=args.table,
+            scope=args.scope,
+            key_prefix=args.key_prefix,
+            partition_key=keys["HASH"],
+            sort_key=sort_key,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc), ExitCode.USAGE) from None
+    builder = KeyBuilder(
+        prefix=config.key_prefix,
+        scope=config.scope,
+        partition_key=config.partition_key,
+        sort_key=config.sort_key,
+        max_key_length=config.max_key_length,
+        hash_function=config.hash_function,
+    )
+    try:
+        return builder.key(args.key)[0]
+    except ValueError as exc:
+        raise CLIError(str(exc), ExitCode.USAGE) from None
+
+
+def _absent(args: argparse.Namespace, key: dict[str, Any]) -> int:
+    what = args.key if args.key is not None else args.id
+    if args.json:
+        print_json({"found": False, "key": key})
+    print(f"firstwrite: no record for {what!r} in table {args.table}", file=sys.stderr)
+    return ExitCode.NOT_FOUND
+
+
+def get_command(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    with connect(target) as client:
+        keys = key_schema(describe_table(client, args.table, target))
+        key = _locate(args, keys)
+        item = client.get_item(TableName=args.table, Key=key, ConsistentRead=True).get("Item")
+    if item is None:
+        return _absent(args, key)
+    view = decode(item, keys, time.time())
+    if args.json:
+        print_json({"found": True, **view})
+    else:
+        print(render_record(view))
+    return 0
+
+
+def list_command(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    wanted = set(args.state or ())
+    now = time.time()
+    views: list[dict[str, Any]] = []
+    scanned = 0
+    more = False
+    with connect(target) as client:
+        described = describe_table(client, args.table, target)
+        keys = key_schema(described)
+        estimate = described.get("ItemCount")
+        request: dict[str, Any] = {"TableName": args.table, "Limit": PAGE}
+        with Progress("scanning", estimate or None) as bar:
+            while True:
+                page = client.scan(**request)
+                for item in page.get("Items", []):
+                    scanned += 1
+                    view = decode(item, keys, now)
+                    if _matches(view, wanted):
+                        views.append(view)
+                bar.advance(len(page.get("Items", [])))
+                last = page.get("LastEvaluatedKey")
+                if args.limit and len(views) >= args.limit:
+                    more = last is not None or len(views) > args.limit
+                    break
+                if last is None:
+                    break
+                request["ExclusiveStartKey"] = last
+    views.sort(key=lambda v: v.get("claimed_ago_s") or 0.0)
+    shown = views[: args.limit] if args.limit else views
+    if args.json:
+        print_json({"records": shown, "scanned": scanned, "more": more})
+        return 0
+    if not shown:
+        print(f"no records in table {args.table} ({scanned} items scanned)")
+        return 0
+    with_scope = any(v["scope"] for v in shown)
+    headers = ["KEY", *(["SCOPE"] if with_scope else []), "STATE", "VER", "OWNER", "CLAIMED"]
+    headers += ["LEASE", "EXPIRES", "RESULT"]
+    rows = []
+    for v in shown:
+        foreign = v["state"] is None
+        row = [v["key"], *([v["scope"]] if with_scope else []), _state(v)]
+        if foreign:
+            row += ["-"] * 6
+        else:
+            claimed = v["claimed_ago_s"]
+            row += [
+                v["version"],
+                "…" + v["owner"][-8:],
+                "?" if claimed is None else f"{duration(claimed)} ago",
+                _lease(v),
+                _expiry(v),
+                _outcome(v),
+            ]
+        rows.append(row)
+    print(table(headers, rows))
+    footer = f"{len(shown)} shown, {scanned} items scanned"
+    if more:
+        footer += "; more not shown (--limit 0 for all)"
+    print(footer)
+    return 0
+
+
+def _matches(view: dict[str, Any], wanted: set[str]) -> bool:
+    if not wanted:
+        return True
+    if view["state"] is None:
+        return False
+    if "expired" in wanted and view["expired"]:
+        return True
+    return view["state"].lower() in wanted and not view["expired"]
+
+
+def delete_command(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    with connect(target) as client:
+        keys = key_schema(describe_table(client, args.table, target))
+        key = _locate(args, keys)
+        item = client.get_item(TableName=args.table, Key=key, ConsistentRead=True).get("Item")
+        if item is None:
+            return _absent(args, key)
+        view = decode(item, keys, time.time())
+        if view["state"] is None:
+            raise CLIError(f"{view['record_id']!r} is not a firstwrite record; not deleted")
+        if not args.json:
+            print(render_record(view))
+        if not args.yes:
+            _confirm()
+        try:
+            client.delete_item(TableName=args.table, Key=key, **unchanged(item))
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise CLIError(
+                    "the record changed since it was read (claimed again, completed or "
+                    "deleted); not deleted"
+                ) from None
+            raise
+    if args.json:
+        print_json({"deleted": True, **view})
+    else:
+        print(f"deleted {view['record_id']}")
+    return 0
+
+
+def unchanged(item: dict[str, Any]) -> dict[str, Any]:
+    """A condition that holds only while the record is as ``item`` shows it: the same owner
+    and version, the same lease, and the same outcome attributes present. Every transition
+    changes one of them (completing keeps the owner and version but removes the lease and adds
+    the result), so a record claimed, completed, failed or renewed since is never deleted."""
+    from firstwrite.idempotency.record import A_ERROR, A_LEASE, A_OWNER, A_RESULT
+
+    names = {"#own": A_OWNER, "#lease": A_LEASE, "#res": A_RESULT, "#err": A_ERROR}
+    values = {":own": item[A_OWNER]}
+    parts = ["#own = :own"]
+    if A_LEASE in item:
+        parts.append("#lease = :lease")
+        values[":lease"] = item[A_LEASE]
+    else:
+        parts.append("attribute_not_exists(#lease)")
+    for name, attribute in (("#res", A_RESULT), ("#err", A_ERROR)):
+        exists = "attribute_exists" if attribute in item else "attribute_not_exists"
+        parts.append(f"{exists}({name})")
+    return {
+        "ConditionExpression": " AND ".join(parts),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def _confirm() -> None:
+    if not sys.stdin.isatty():
+        raise CLIError("not a terminal: pass --yes to delete without confirmation", ExitCode.USAGE)
+    answer = input("delete it? a retry of its request will run its side effect again [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise CLIError("not deleted")

@@ -1,0 +1,196 @@
+"""``firstwrite table create|describe``: the idempotency table.
+
+``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
+``expires_at``; safe to run again). ``describe`` shows DescribeTable and DescribeTimeToLive and
+checks what the layer needs from the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ._common import CLIError, ExitCode, add_json_flag, fields, number, print_json, size
+from .target import (
+    Target,
+    add_target_args,
+    connect,
+    describe_table,
+    error_code,
+    key_schema,
+    target_of,
+)
+
+TTL_ATTRIBUTE = "expires_at"
+
+
+def add_commands(commands: Any) -> None:
+    table = commands.add_parser(
+        "table",
+        help="create or describe the idempotency table",
+        description="The idempotency table: create it, or see its settings and whether they "
+        "suit the layer.",
+    )
+    table_commands = table.add_subparsers(dest="table_command", metavar="COMMAND", required=True)
+    create = table_commands.add_parser(
+        "create",
+        help="create the table (on-demand, TTL on expires_at) unless it exists",
+        description="Create the idempotency table exactly as the layer's ensure_table() does: "
+        "on-demand billing, string partition key, TTL on expires_at. Safe to run again: an "
+        "existing table is kept and its TTL switched on if it was off. In production prefer "
+        "infrastructure as code (docs/operating-on-aws.md).",
+    )
+    add_target_args(create)
+    create.add_argument(
+        "--partition-key", default="pk", help="partition key attribute (default: %(default)s)"
+    )
+    create.add_argument(
+        "--sort-key",
+        default=None,
+        help="optional sort key attribute: one partition per scope (default: none)",
+    )
+    add_json_flag(create)
+    create.set_defaults(handler=create_command)
+
+    describe = table_commands.add_parser(
+        "describe",
+        help="show the table's settings and check them",
+        description="DescribeTable and DescribeTimeToLive, decoded, with a check of what the "
+        "layer needs: a string partition key and TTL on expires_at. Item count and size are "
+        "DynamoDB's estimates (refreshed about every six hours on AWS).",
+    )
+    add_target_args(describe)
+    add_json_flag(describe)
+    describe.set_defaults(handler=describe_command)
+
+
+def create_command(args: argparse.Namespace) -> int:
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig
+
+    try:
+        config = IdempotencyConfig(
+            table_name=args.table, partition_key=args.partition_key, sort_key=args.sort_key
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc), ExitCode.USAGE) from None
+    target = target_of(args)
+    with connect(target, create=True) as client:
+        created = Idempotency(config, client=client).ensure_table()
+        info = table_info(client, args.table, target)
+    if args.json:
+        print_json({"created": created, **info})
+    else:
+        verb = "created" if created else "already exists:"
+        print(f"table {args.table} {verb} at {target.describe()}")
+        print(render(info))
+    return 0
+
+
+def describe_command(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    with connect(target) as client:
+        info = table_info(client, args.table, target)
+    if args.json:
+        print_json(info)
+    else:
+        print(render(info))
+    return 0
+
+
+def table_info(client: Any, name: str, target: Target) -> dict[str, Any]:
+    """DescribeTable + DescribeTimeToLive, flattened, with ``problems`` the layer would hit."""
+    table = describe_table(client, name, target)
+    try:
+        ttl = client.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
+    except ClientError as exc:
+        if error_code(exc) != "UnknownOperationException":
+            raise
+        ttl = {"TimeToLiveStatus": "UNSUPPORTED"}
+    types = {a["AttributeName"]: a["AttributeType"] for a in table.get("AttributeDefinitions", [])}
+    keys = key_schema(table)
+    billing = table.get("BillingModeSummary", {}).get("BillingMode")
+    throughput = table.get("ProvisionedThroughput", {})
+    if billing is None:  # DynamoDB omits the summary for tables created as PROVISIONED
+        billing = "PROVISIONED" if throughput.get("WriteCapacityUnits") else "PAY_PER_REQUEST"
+    stream = table.get("StreamSpecification", {})
+    info: dict[str, Any] = {
+        "table": name,
+        "where": target.describe(),
+        "status": table.get("TableStatus"),
+        "arn": table.get("TableArn"),
+        "partition_key": {"name": keys.get("HASH"), "type": types.get(keys.get("HASH", ""))},
+        "sort_key": (
+            {"name": keys["RANGE"], "type": types.get(keys["RANGE"])} if "RANGE" in keys else None
+        ),
+        "billing_mode": billing,
+        "provisioned": (
+            {
+                "read": throughput.get("ReadCapacityUnits"),
+                "write": throughput.get("WriteCapacityUnits"),
+            }
+            if billing == "PROVISIONED"
+            else None
+        ),
+        "item_count": table.get("ItemCount"),
+        "size_bytes": table.get("TableSizeBytes"),
+        "ttl": {"status": ttl.get("TimeToLiveStatus"), "attribute": ttl.get("AttributeName")},
+        "stream": stream.get("StreamViewType") if stream.get("StreamEnabled") else None,
+        "global_secondary_indexes": [
+            index["IndexName"] for index in table.get("GlobalSecondaryIndexes", [])
+        ],
+    }
+    info["problems"] = _problems(info)
+    return info
+
+
+def _problems(info: dict[str, Any]) -> list[str]:
+    problems = []
+    for role in ("partition_key", "sort_key"):
+        key = info[role]
+        if key is not None and key["type"] != "S":
+            problems.append(f"the {role.replace('_', ' ')} {key['name']!r} must be a string (S)")
+    ttl = info["ttl"]
+    if ttl["status"] not in ("ENABLED", "ENABLING"):
+        problems.append(
+            "TTL is not enabled: expired records are never deleted and storage only grows "
+            "(run `firstwrite table create` to enable it)"
+        )
+    elif ttl["attribute"] != TTL_ATTRIBUTE:
+        problems.append(
+            f"TTL is on {ttl['attribute']!r}, but the layer writes expiry to {TTL_ATTRIBUTE!r}"
+        )
+    return problems
+
+
+def render(info: dict[str, Any]) -> str:
+    def key(k: dict[str, Any] | None) -> str:
+        return "none" if k is None else f"{k['name']} ({k['type']})"
+
+    billing = info["billing_mode"]
+    if info["provisioned"]:
+        billing += f" ({info['provisioned']['read']} RCU, {info['provisioned']['write']} WCU)"
+    ttl = info["ttl"]
+    pairs = [
+        ("table", info["table"]),
+        ("where", info["where"]),
+        ("status", info["status"]),
+        ("partition key", key(info["partition_key"])),
+        ("sort key", key(info["sort_key"])),
+        ("billing", billing),
+        ("TTL", f"{ttl['status']}" + (f" on {ttl['attribute']}" if ttl["attribute"] else "")),
+        ("stream", info["stream"] or "off"),
+        (
+            "items",
+            "unknown"
+            if info["item_count"] is None
+            else f"{number(info['item_count'])} (~{size(info['size_bytes'] or 0)}, estimate)",
+        ),
+    ]
+    text = fields(pairs)
+    if info["problems"]:
+        text += "\n" + "\n".join(f"problem: {p}" for p in info["problems"])
+    else:
+        text += "\nok: the table suits the idempotency layer"
+    return text

@@ -1,0 +1,203 @@
+"""Running the demo: the payments API on one port, the engine's DynamoDB endpoint on another.
+
+Locally (the default) one engine on one database file serves both: the API reaches it in
+process (a boto3 client bound to it, no sockets), and the engine's own HTTP server answers the
+AWS CLI and any SDK on ``engine_port``. The endpoint gets a port of its own rather than a path
+under the API because DynamoDB clients address the service at an endpoint's root (``POST /``
+with ``X-Amz-Target``): on its own port the usual ``--endpoint-url http://127.0.0.1:8000``
+works unchanged, the engine server keeps its own limits and optional SigV4 check, and no API
+route can shadow it.
+
+With ``aws=True`` the API runs on DynamoDB itself, configured the standard way (``AWS_REGION``
+or ``AWS_DEFAULT_REGION``, credentials from the usual chain, ``AWS_ENDPOINT_URL`` for any
+other endpoint); no engine is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TextIO
+
+from .app import create_app
+from .bank import Bank
+
+__all__ = ["serve"]
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    engine_port: int = 8000,
+    db: str = "firstwrite-demo.db",
+    mounts: Mapping[str, Any] | None = None,
+    *,
+    aws: bool = False,
+    out: TextIO | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the payments demo until SIGINT or SIGTERM, then shut down cleanly and return.
+
+    Prints where the API listens, a copy-paste ``curl`` that shows a replay, and the DynamoDB
+    endpoint (to ``out``, default stdout). ``port=0``/``engine_port=0`` pick free ports.
+    ``mounts`` adds ASGI apps under path prefixes (not guarded: e.g. ``{"/console": app}``).
+    ``ready(url)`` is called once the API accepts requests. A port in use raises ``OSError``
+    before anything starts.
+    """
+    out = out or sys.stdout
+    if not aws:
+        folder = os.path.dirname(os.path.abspath(db))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"no directory {folder!r} for the database file {db!r}")
+    api_socket = _bind(host, port)
+    with contextlib.ExitStack() as stack:
+        stack.callback(api_socket.close)
+        if aws:
+            client = _aws_client()
+            endpoint = None
+            where = f"DynamoDB ({client.meta.region_name}, {client.meta.endpoint_url})"
+            guard = None
+            console = False
+        else:
+            engine, client, endpoint = stack.enter_context(_local(db, host, engine_port))
+            where = f"the local engine, database {db}"
+            # The console watches the demo's own engine, and its metrics page counts the
+            # demo's claims too: one MemoryMetrics shared by the demo's guard and the console.
+            from firstwrite.console import create_console
+            from firstwrite.idempotency import Idempotency, MemoryMetrics
+
+            metrics = MemoryMetrics()
+            guard = Idempotency(client=client, metrics=metrics)
+            guard.ensure_table()
+            mounts = {"/console": create_console(engine, metrics=metrics), **(mounts or {})}
+            console = True
+        Bank(client).setup()
+        app = create_app(client, guard=guard, mounts=mounts)
+        url = _url(api_socket)
+
+        def announce() -> None:
+            _print_banner(out, url, where, endpoint, console=console)
+            if ready is not None:
+                ready(url)
+
+        _run(app, api_socket, announce)
+        print("firstwrite demo stopped", file=out, flush=True)
+
+
+@contextlib.contextmanager
+def _local(db: str, host: str, engine_port: int) -> Iterator[tuple[Any, Any, str]]:
+    """The engine on ``db``, a client bound to it, and its HTTP endpoint on ``engine_port``."""
+    from firstwrite.engine import Engine, ServerThread, local_client
+
+    with Engine(db) as engine:
+        server = ServerThread(engine, host, engine_port)
+        endpoint = server.start()
+        try:
+            yield engine, local_client(engine), endpoint
+        finally:
+            server.stop()
+
+
+def _aws_client() -> Any:
+    import boto3
+
+    return boto3.client("dynamodb")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
+    """uvicorn on ``sock`` until SIGINT/SIGTERM (a second one stops waiting for requests)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # ours below: uvicorn's re-raises the signal after shutdown
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                on_ready()
+
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+    server = Server(config)
+
+    def stop() -> None:
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True
+
+    async def main() -> None:
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop)
+        await server.serve(sockets=[sock])
+
+    asyncio.run(main())
+
+
+def _print_banner(
+    out: TextIO, url: str, where: str, endpoint: str | None, *, console: bool = False
+) -> None:
+    key = f"demo-{secrets.token_hex(4)}"
+    body = '{"account": "acct_alice", "amount": 1250, "currency": "EUR"}'
+    lines = [
+        f"firstwrite demo listening on {url} (payments API on {where})",
+        "",
+        "Pay twice with the same Idempotency-Key: the second answer is the stored first one",
+        "(Idempotent-Replayed: true), and Alice is charged once:",
+        "",
+        f"  for i in 1 2; do curl -si {url}/payments -H 'Idempotency-Key: {key}' "
+        f"-H 'Content-Type: application/json' -d '{body}'; echo; done",
+        f"  curl -s {url}/accounts/acct_alice",
+        "",
+    ]
+    if console:
+        lines += [
+            f"Console (tables, decoded records, a claim race, six failure scenarios): {url}/console/",
+            "",
+        ]
+    if endpoint is not None:
+        lines += [
+            f"DynamoDB endpoint (the engine, for the AWS CLI and any SDK): {endpoint}",
+            f"  aws dynamodb scan --table-name demo-payments --endpoint-url {endpoint} "
+            "--region us-east-1 --no-sign-request",
+            "",
+        ]
+    lines.append("Ctrl-C stops it.")
+    print("\n".join(lines), file=out, flush=True)

@@ -1,0 +1,139 @@
+"""Every table of the engine's SQLite database, in one place.
+
+Whoever adds a table adds it here, with a comment saying who reads and writes it; the
+statements that use it live in that owner's module of this package. ``Storage`` runs the whole
+script once per database file at open (``IF NOT EXISTS``: opening an existing file changes
+nothing) and checks :data:`SCHEMA_VERSION` against the file's.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION"]
+
+# A database file written by another schema version is refused rather than misread.
+SCHEMA_VERSION = "1"
+
+SCHEMA = """
+-- Storage (database.py): the schema version of the file.
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- The catalog (core.py), keyed by (region, table name). AUTOINCREMENT: an id is never reused,
+-- so (id, version) names one definition forever (the catalog cache relies on it).
+CREATE TABLE IF NOT EXISTS tables (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    region     TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    definition TEXT NOT NULL,
+    UNIQUE (region, name)
+);
+
+-- Items (core.py): one row per item; pk/sk are the order-preserving key encodings (keys.py),
+-- the body is MessagePack.
+CREATE TABLE IF NOT EXISTS items (
+    table_id INTEGER NOT NULL,
+    pk       BLOB NOT NULL,
+    sk       BLOB NOT NULL,
+    size     INTEGER NOT NULL,
+    body     BLOB NOT NULL,
+    PRIMARY KEY (table_id, pk, sk)
+) WITHOUT ROWID;
+
+-- TransactWriteItems ClientRequestTokens (core.py), for their 10-minute window.
+CREATE TABLE IF NOT EXISTS tokens (
+    region       TEXT NOT NULL,
+    token        TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    completed_at REAL NOT NULL,
+    response     BLOB NOT NULL,
+    PRIMARY KEY (region, token)
+) WITHOUT ROWID;
+-- Expired tokens are purged on every transaction: keep that a range delete, not a scan.
+CREATE INDEX IF NOT EXISTS tokens_by_completion ON tokens (completed_at);
+
+-- TTL (ttl.py): one row per item whose TTL attribute is a Number, kept in the item's own write
+-- transaction, so the sweeper reads due items off an index instead of scanning tables.
+-- ttl_backfill holds the scan cursor of a table whose TTL was just enabled (done in chunks).
+CREATE TABLE IF NOT EXISTS ttl_expiry (
+    table_id INTEGER NOT NULL,
+    pk       BLOB NOT NULL,
+    sk       BLOB NOT NULL,
+    expires  REAL NOT NULL,
+    PRIMARY KEY (table_id, pk, sk)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ttl_expiry_due ON ttl_expiry (expires);
+CREATE TABLE IF NOT EXISTS ttl_backfill (
+    table_id  INTEGER PRIMARY KEY,
+    attribute TEXT NOT NULL,
+    after_pk  BLOB,
+    after_sk  BLOB
+);
+
+-- DynamoDB Streams (streams.py): one row per stream (one shard each), and the records.
+-- AUTOINCREMENT makes record sequence numbers monotonic and never reused, across processes.
+CREATE TABLE IF NOT EXISTS streams (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    arn             TEXT NOT NULL UNIQUE,
+    region          TEXT NOT NULL,
+    table_name      TEXT NOT NULL,
+    label           TEXT NOT NULL,
+    view_type       TEXT NOT NULL,
+    shard_id        TEXT NOT NULL,
+    key_schema      TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    start_seq       INTEGER NOT NULL,
+    closed_at       REAL,
+    end_seq         INTEGER,
+    trimmed_through INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS stream_records (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream_id  INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    body       BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS stream_records_by_stream ON stream_records (stream_id, seq);
+CREATE INDEX IF NOT EXISTS stream_records_by_time ON stream_records (created_at);
+
+-- Global tables (replication.py). replication_queue holds the replication work of a write,
+-- recorded in the write's own transaction, so a crash neither loses nor duplicates it: an
+-- entry is deleted in the same transaction that applies it to the target replica.
+-- item_versions keeps, per item of a replicated table, the (source write time, source region)
+-- of the write it shows, for last-writer-wins; a delete keeps its version row as the tombstone.
+CREATE TABLE IF NOT EXISTS replication_queue (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_name    TEXT NOT NULL,
+    source_region TEXT NOT NULL,
+    target_region TEXT NOT NULL,
+    pk            BLOB NOT NULL,
+    sk            BLOB NOT NULL,
+    written_at    REAL NOT NULL,  -- the version, for last-writer-wins
+    queued_at     REAL NOT NULL,  -- the source's clock at the write: the lag counts from here
+    body          BLOB
+);
+CREATE INDEX IF NOT EXISTS replication_by_target ON replication_queue (target_region, queued_at);
+CREATE TABLE IF NOT EXISTS item_versions (
+    table_id   INTEGER NOT NULL,
+    pk         BLOB NOT NULL,
+    sk         BLOB NOT NULL,
+    written_at REAL NOT NULL,
+    region     TEXT NOT NULL,
+    PRIMARY KEY (table_id, pk, sk)
+) WITHOUT ROWID;
+
+-- Stale reads (history.py): while a stale-read fault is on, every write to a table in its
+-- scope records the item as it was before the write, stamped with the write's time.
+CREATE TABLE IF NOT EXISTS item_history (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_id      INTEGER NOT NULL,
+    pk            BLOB NOT NULL,
+    sk            BLOB NOT NULL,
+    superseded_at REAL NOT NULL,
+    size          INTEGER NOT NULL,
+    body          BLOB
+);
+CREATE INDEX IF NOT EXISTS item_history_by_key ON item_history (table_id, pk, sk, superseded_at);
+"""

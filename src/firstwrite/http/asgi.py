@@ -1,0 +1,390 @@
+"""Idempotency-Key middleware for any ASGI 3 app (Starlette, FastAPI, Litestar, Quart...).
+
+Pure ASGI, no framework import: it wraps ``receive`` to read the body once (bounded) for the
+fingerprint and hands the app the same bytes, and wraps ``send`` to capture the response. A
+captured response is stored *before* it is sent, so a client that saw it, and retries, gets the
+replay. It calls the layer's :class:`~firstwrite.idempotency.AsyncIdempotency` (or a synchronous
+``Idempotency`` run in a worker thread), so it never blocks the event loop::
+
+    app.add_middleware(
+        IdempotencyMiddleware,
+        guard=AsyncIdempotency(config, client=client),
+        config=HttpConfig(principal=lambda request: request.header("x-api-key")),
+    )
+
+The rules (which requests, keys, scopes, fingerprints, answers, what is stored) are in
+:mod:`.core`, shared with the WSGI middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from firstwrite.idempotency import (
+    UNSET,
+    AsyncIdempotency,
+    Claim,
+    LostClaimError,
+    Replay,
+    SerializationError,
+)
+
+from .config import HttpConfig
+from .context import CONTEXT_KEY, AsyncRequestIdempotency
+from .core import UNSTORED_HEADER, Core, Headers, Plan, Verdict
+from .request import HttpRequest
+
+__all__ = ["IdempotencyMiddleware"]
+
+log = logging.getLogger("firstwrite.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]  # loose: frameworks type scope and messages as they like
+
+# Extensions that bypass http.response.body (files sent by path, trailers): hidden from the app
+# on guarded requests so that every response passes through the capture.
+_HIDDEN_EXTENSIONS = (
+    "http.response.pathsend",
+    "http.response.zerocopysend",
+    "http.response.trailers",
+)
+
+
+class _AsyncGuard:
+    """The guard's calls as coroutines: an async guard directly, a sync one in a worker thread."""
+
+    def __init__(self, guard: Any) -> None:
+        self.guard = guard
+        self.native = inspect.iscoroutinefunction(getattr(guard, "claim", None))
+
+    async def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(self.guard, name)
+        if self.native:
+            return await method(*args, **kwargs)
+        return await asyncio.to_thread(method, *args, **kwargs)
+
+    async def claim_with(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("claim_with", *args, **kwargs)
+
+
+class IdempotencyMiddleware:
+    """``IdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``, or with Starlette
+    ``app.add_middleware(IdempotencyMiddleware, guard=..., config=...)``. Without a guard,
+    ``AsyncIdempotency()`` (the local engine file, no configuration); without a config,
+    ``HttpConfig()``."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        guard: Any = None,
+        config: HttpConfig | None = None,
+    ) -> None:
+        self.app = app
+        self.config = config or HttpConfig()
+        self.core = Core(self.config)
+        self.guard = _AsyncGuard(guard if guard is not None else AsyncIdempotency())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        core = self.core
+        method, path = scope["method"], scope["path"]
+        route = core.route_for(method, path)
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        raw_headers = scope.get("headers", ())
+        header_value = _header(raw_headers, core.header_bytes)
+        request = HttpRequest(
+            method,
+            path,
+            scope.get("query_string", b"").decode("latin-1"),
+            scope,
+            ((n.decode("latin-1"), v.decode("latin-1")) for n, v in raw_headers),
+        )
+        plan = core.plan(route, header_value, request)
+        if plan is None:
+            await self.app(scope, receive, send)
+            return
+        if not isinstance(plan, Plan):
+            await _respond(send, *plan)
+            return
+        limit = self.config.max_request_body
+        declared = _header(raw_headers, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _respond(send, *core.too_large(limit))
+            return
+        try:
+            body = await _read_body(receive, limit)
+        except _TooLarge:
+            await _respond(send, *core.too_large(limit))
+            return
+        if body is None:
+            return  # the client left before sending its body: nothing claimed, nothing to say
+        payload = core.payload(plan, body) if core.has_payload(plan) else UNSET
+        context = AsyncRequestIdempotency(core, plan, payload, self.guard)
+        if not plan.route.transactional:
+            outcome = await self._claim(plan, payload, send)
+            if outcome is None:
+                return
+            context.claim = outcome
+        inner = dict(scope)
+        inner[CONTEXT_KEY] = context
+        extensions = scope.get("extensions")
+        if extensions and any(name in extensions for name in _HIDDEN_EXTENSIONS):
+            inner["extensions"] = {
+                k: v for k, v in extensions.items() if k not in _HIDDEN_EXTENSIONS
+            }
+        await self._run(inner, _replaying(body, receive), send, context)
+
+    async def _claim(self, plan: Plan, payload: Any, send: Send) -> Claim | None:
+        """Claim the key; ``None`` when the request was answered instead (replay or error)."""
+        try:
+            outcome = await self.guard.call(
+                "claim",
+                plan.key,
+                payload,
+                scope=plan.scope,
+                lease=plan.route.lease,
+                wait=plan.route.wait,
+            )
+        except Exception as exc:
+            answer = self.core.answer_error(plan, exc)
+            if answer is None:
+                raise
+            await _respond(send, *answer)
+            return None
+        if isinstance(outcome, Replay):
+            await _respond(send, *self.core.replay(outcome))
+            return None
+        return outcome  # type: ignore[no-any-return]
+
+    async def _run(
+        self, scope: Scope, receive: Receive, send: Send, context: AsyncRequestIdempotency
+    ) -> None:
+        core = self.core
+        capture = _Capture(send, core, self.config.max_stored_response)
+        started = time.monotonic()
+        try:
+            await self.app(scope, receive, capture.send)
+        except BaseException as exc:
+            if context.claim is not None:
+                await asyncio.shield(
+                    self._settle_unstored(context, None, f"handler raised {exc!r}")
+                )
+            raise
+        if context.answer is not None:  # claim_with found the key taken
+            await _respond(send, *context.answer)
+            return
+        status = capture.status
+        if capture.passing:  # already on its way to the client, unstored
+            if context.claim is not None:
+                await self._settle_unstored(context, status, capture.unstored_reason)
+            return
+        if status is None or not capture.complete:
+            if context.claim is not None:
+                await self._settle_unstored(context, status, "incomplete response")
+            await capture.flush()
+            return
+        core.durations.observe(context.plan.route.label, time.monotonic() - started)
+        verdict = core.verdict(status)
+        if context.claim is None and verdict is Verdict.STORE:
+            # A transactional handler that made no claim (a 4xx before any write): claim now
+            # so the answer is stored; a twin that got there first is answered instead.
+            outcome = await self._claim(context.plan, context.payload, send)
+            if outcome is None:
+                return
+            context.claim = outcome
+        extra: Headers = []
+        claim = context.claim
+        if claim is not None:
+            if verdict is Verdict.STORE:
+                stored = core.stored_form(status, capture.headers, capture.body())
+                try:
+                    await self.guard.call("complete", claim, stored)
+                except SerializationError as exc:  # the layer marked the key FAILED for good
+                    log.warning("response for %s not stored: %s", context.plan.request, exc)
+                    extra.append((UNSTORED_HEADER, b"size-exceeded"))
+                except LostClaimError:
+                    log.warning("claim on %s lost before its response was stored", claim.record_id)
+                except Exception:  # the side effect happened: the client still gets its answer
+                    log.exception("could not store the response for %s", claim.record_id)
+            elif context.transactional:
+                await self._settle_unstored(context, status, f"status {status} is not stored")
+            else:
+                await self._release(claim, f"status {status}")
+        await capture.flush(extra)
+
+    async def _release(self, claim: Claim, reason: str) -> None:
+        try:
+            await self.guard.call("fail", claim, reason, retryable=True)
+        except Exception:  # the lease will expire; the retry then takes the key over
+            log.exception("could not release %s", claim.record_id)
+
+    async def _settle_unstored(
+        self, context: AsyncRequestIdempotency, status: int | None, reason: str
+    ) -> None:
+        """A claimed request whose response is not stored: release the key, or (``keep``, and
+        always once a transactional claim committed its writes) make "not stored" its answer."""
+        claim = context.claim
+        assert claim is not None
+        keep = context.transactional or (
+            self.config.on_unstored == "keep"
+            and status is not None
+            and self.core.verdict(status) is Verdict.STORE
+        )
+        if not keep:
+            await self._release(claim, reason)
+            return
+        try:
+            await self.guard.call(
+                "fail",
+                claim,
+                reason,
+                retryable=False,
+                data=self.core.unstored_data(status or 0, reason),
+            )
+        except Exception:
+            log.exception("could not record that %s was not stored", claim.record_id)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body (``None``: the client disconnected); :class:`_TooLarge` past
+    ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.disconnect":
+            return None
+        if kind != "http.request":
+            continue
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for the app: the body read already, then the real channel (disconnects)."""
+    delivered = False
+
+    async def inner() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return inner
+
+
+def _header(headers: Sequence[tuple[bytes, bytes]] | Any, name: bytes) -> str | None:
+    """A request header's value (repeated ones joined with ", "), or ``None``."""
+    found: str | None = None
+    for key, value in headers:
+        if key == name or key.lower() == name:
+            text = value.decode("latin-1")
+            found = text if found is None else f"{found}, {text}"
+    return found
+
+
+async def _respond(send: Send, status: int, headers: Headers, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _Capture:
+    """The app's ``send``: holds the response until it is complete and stored, up to ``limit``
+    bytes; beyond that (or for a streaming content type) passes it through as it comes, with
+    ``Idempotency-Replay-Unavailable`` saying it will not be replayed."""
+
+    def __init__(self, send: Send, core: Core, limit: int) -> None:
+        self._send = send
+        self._core = core
+        self._limit = limit
+        self.status: int | None = None
+        self.headers: Headers = []
+        self._start: Message | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.passing = False
+        self.complete = False
+        self.unstored_reason = ""
+
+    async def send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self._start = message
+            self.status = int(message["status"])
+            self.headers = [(bytes(n), bytes(v)) for n, v in message.get("headers", ())]
+            declared = _header(self.headers, b"content-length")
+            if self._core.streams(self.headers):
+                await self._pass_through("streaming")
+            elif declared is not None and declared.isdigit() and int(declared) > self._limit:
+                await self._pass_through("size-exceeded")
+            return
+        if kind != "http.response.body":
+            await self._send(message)
+            return
+        more = bool(message.get("more_body", False))
+        if self.passing:
+            await self._send(message)
+        else:
+            chunk = message.get("body", b"")
+            if chunk:
+                self._chunks.append(bytes(chunk))
+                self._size += len(chunk)
+            if self._size > self._limit:
+                await self._pass_through("size-exceeded", more_body=more)
+        if not more:
+            self.complete = True
+
+    def body(self) -> bytes:
+        return b"".join(self._chunks)
+
+    async def _pass_through(self, reason: str, *, more_body: bool | None = None) -> None:
+        """Send what is held (marked unstored) and everything after it as it comes."""
+        self.passing = True
+        self.unstored_reason = reason
+        await self._send_start([(UNSTORED_HEADER, reason.encode())])
+        if more_body is not None:
+            await self._send(
+                {"type": "http.response.body", "body": self.body(), "more_body": more_body}
+            )
+            self._chunks = []
+
+    async def _send_start(self, extra: Headers) -> None:
+        assert self._start is not None
+        start = self._start
+        if extra:
+            start = {**start, "headers": [*self.headers, *extra]}
+        await self._send(start)
+
+    async def flush(self, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """Send the held response (status and headers as the app gave them, plus ``extra``)."""
+        if self._start is None:
+            return
+        await self._send_start(list(extra))
+        await self._send(
+            {"type": "http.response.body", "body": self.body(), "more_body": not self.complete}
+        )

@@ -1,0 +1,138 @@
+"""What a handler sees of the middleware: the request's key, record scope and claim, and, on a
+``transactional`` route, the claim made together with the handler's own DynamoDB writes.
+
+``idempotency(request)`` finds it in the ASGI scope (``request.scope``) or the WSGI environ
+(``request.environ``) under :data:`CONTEXT_KEY`::
+
+    ctx = idempotency(request)
+    claim = await ctx.claim_with([debit, record_charge])   # one TransactWriteItems
+    if claim is None:
+        return Response()   # answered already (replay, 409, 422): this response is discarded
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from firstwrite.idempotency import (
+    BusinessConditionFailedError,
+    Claim,
+    Replay,
+    TransactionConflictError,
+)
+
+from .core import Core, Plan
+from .problems import ProblemResponse
+
+__all__ = ["CONTEXT_KEY", "AsyncRequestIdempotency", "RequestIdempotency", "idempotency"]
+
+CONTEXT_KEY = "firstwrite.idempotency"
+
+# Errors of claim_with that belong to the handler: its own conditions, a busy table.
+_CALLERS = (BusinessConditionFailedError, TransactionConflictError)
+
+
+class _Context:
+    """Shared state of a guarded request (sync and async flavours below)."""
+
+    def __init__(self, core: Core, plan: Plan, payload: Any, guard: Any) -> None:
+        self._core = core
+        self._guard = guard
+        self.plan = plan
+        """The middleware's view of the request: route, key, request, record scope."""
+        self.payload = payload
+        """What the layer fingerprints for this request."""
+        self.claim: Claim | None = None
+        """The claim this request holds (its ``fencing_token`` can go downstream)."""
+        self.answer: ProblemResponse | None = None
+        """Set when ``claim_with`` found the key taken: what the client gets instead."""
+
+    @property
+    def key(self) -> str:
+        return self.plan.key
+
+    @property
+    def scope(self) -> str:
+        """The record's scope: principal, method and path."""
+        return self.plan.scope
+
+    @property
+    def transactional(self) -> bool:
+        return self.plan.route.transactional
+
+    def _check(self) -> None:
+        if not self.plan.route.transactional:
+            raise RuntimeError(
+                f"route {self.plan.route.label!r} is not transactional: the middleware already "
+                "claimed the key (Route(..., transactional=True) lets the handler claim it)"
+            )
+        if self.claim is not None or self.answer is not None:
+            raise RuntimeError("claim_with may be called once per request")
+
+    def _settle(self, outcome: Any) -> Claim | None:
+        if isinstance(outcome, Replay):
+            self.answer = self._core.replay(outcome)
+            return None
+        self.claim = outcome
+        return outcome  # type: ignore[no-any-return]
+
+    def _refuse(self, error: BaseException) -> None:
+        answer = self._core.answer_error(self.plan, error)
+        if answer is None:
+            raise error
+        self.answer = answer
+
+
+class AsyncRequestIdempotency(_Context):
+    """The context of a request through the ASGI middleware."""
+
+    async def claim_with(self, transact_items: Sequence[dict[str, Any]]) -> Claim | None:
+        """Claim the key and apply ``transact_items`` (low-level ``TransactWriteItems``
+        entries) in one transaction. Returns the claim (the writes are applied), or ``None``
+        when the key was taken (nothing applied): return any response, the middleware sends
+        the replay, 409 or 422 instead. ``BusinessConditionFailedError`` (one of your
+        conditions failed; nothing applied, the key is free) is yours to answer."""
+        self._check()
+        plan = self.plan
+        try:
+            outcome = await self._guard.claim_with(
+                plan.key, transact_items, self.payload, scope=plan.scope, lease=plan.route.lease
+            )
+        except Exception as exc:
+            if isinstance(exc, _CALLERS):
+                raise
+            self._refuse(exc)
+            return None
+        return self._settle(outcome)
+
+
+class RequestIdempotency(_Context):
+    """The context of a request through the WSGI middleware."""
+
+    def claim_with(self, transact_items: Sequence[dict[str, Any]]) -> Claim | None:
+        """See :meth:`AsyncRequestIdempotency.claim_with`."""
+        self._check()
+        plan = self.plan
+        try:
+            outcome = self._guard.claim_with(
+                plan.key, transact_items, self.payload, scope=plan.scope, lease=plan.route.lease
+            )
+        except Exception as exc:
+            if isinstance(exc, _CALLERS):
+                raise
+            self._refuse(exc)
+            return None
+        return self._settle(outcome)
+
+
+def idempotency(request: Any) -> Any:
+    """The context the middleware attached to ``request`` (a Starlette/Flask/Werkzeug request,
+    an ASGI scope or a WSGI environ), or ``None`` when the request is not guarded."""
+    for attribute in ("scope", "environ"):
+        mapping = getattr(request, attribute, None)
+        if isinstance(mapping, Mapping):
+            return mapping.get(CONTEXT_KEY)
+    if isinstance(request, Mapping):
+        return request.get(CONTEXT_KEY)
+    raise TypeError(f"not a request, ASGI scope or WSGI environ: {type(request).__name__}")

@@ -1,0 +1,332 @@
+"""The decisions both middlewares share, with no I/O: which requests are guarded, the key, the
+record's scope, the fingerprint, what a layer outcome or error answers, whether a response is
+stored, the stored form of a response, and the Retry-After estimate.
+
+The ASGI and WSGI middlewares (:mod:`.asgi`, :mod:`.wsgi`) only move bytes and call the guard
+in the order these functions say; every rule lives here once.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+from firstwrite.idempotency import (
+    IdempotencyError,
+    InProgressError,
+    PayloadMismatchError,
+    Replay,
+    ReplayedFailureError,
+    SerializationError,
+    TableNotFoundError,
+)
+
+from .config import HttpConfig, RetryAfterContext
+from .key import InvalidKey, parse_key
+from .problems import Problem, ProblemResponse, render
+from .request import HttpRequest
+from .routes import INHERIT, Fingerprint, Route
+
+log = logging.getLogger("firstwrite.http")
+
+Headers = list[tuple[bytes, bytes]]
+Response = tuple[int, Headers, bytes]
+
+UNSTORED_HEADER = b"idempotency-replay-unavailable"  # on a first response that was not stored
+MAX_SCOPE_LENGTH = 512  # longer scopes are hashed: DynamoDB keys hold 2,048 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The effective settings of a guarded route."""
+
+    label: str
+    require_key: bool
+    fingerprint: Fingerprint
+    lease: float | None
+    wait: float
+    transactional: bool
+
+
+class Plan(NamedTuple):
+    """A request the middleware guards: its route, key, view and record scope."""
+
+    route: Resolved
+    key: str
+    request: HttpRequest
+    scope: str
+
+
+class Verdict(enum.Enum):
+    STORE = "store"  # complete the key with the response
+    RELEASE = "release"  # fail the key as retryable: the next request with it runs
+
+
+class Core:
+    """One middleware's rules over one :class:`HttpConfig` (plus its observed durations)."""
+
+    def __init__(self, config: HttpConfig) -> None:
+        self.config = config
+        self.header = config.header.lower()
+        self.header_bytes = self.header.encode("latin-1")
+        self.durations = Durations()
+        default_route = Route(
+            "/*", methods=config.methods, require_key=config.require_key, lease=config.lease
+        )
+        self._routes = (*config.routes, default_route)
+        self._resolved: dict[Route, Resolved] = {
+            route: self._resolve(route) for route in self._routes if not route.exclude
+        }
+
+    def _resolve(self, route: Route) -> Resolved:
+        cfg = self.config
+        return Resolved(
+            label=route.label,
+            require_key=route.require_key,
+            fingerprint=cfg.fingerprint if route.fingerprint is INHERIT else route.fingerprint,
+            lease=cfg.lease if route.lease is None else route.lease,
+            wait=cfg.wait if route.wait is None else route.wait,
+            transactional=route.transactional,
+        )
+
+    # -- which requests ----------------------------------------------------------------------
+
+    def route_for(self, method: str, path: str) -> Resolved | None:
+        """The guarded route of a request, or ``None`` (left alone). The first route whose
+        pattern and method match decides; a path matching a route with other methods falls
+        through to the next one, ending with the default (``config.methods``, any path)."""
+        for route in self._routes:
+            if route.matches(method, path):
+                return None if route.exclude else self._resolved[route]
+        return None
+
+    def plan(
+        self, route: Resolved, header_value: str | None, request: HttpRequest
+    ) -> Plan | ProblemResponse | None:
+        """The guarded request, a problem to answer at once, or ``None``: run unguarded (no
+        key on a route that does not require one)."""
+        if header_value is None:
+            if route.require_key:
+                return render(
+                    Problem.KEY_MISSING,
+                    f"{request.method} {request.path} requires an {self.config.header} header "
+                    "(a unique value per operation, e.g. a UUID; the same value on retries)",
+                )
+            return None
+        try:
+            key = parse_key(
+                header_value,
+                max_length=self.config.max_key_length,
+                pattern=self.config.key_regex,
+            )
+        except InvalidKey as bad:
+            return render(Problem.KEY_INVALID, bad.reason)
+        principal = "*"  # no principal configured: one namespace (quote() escapes a real '*')
+        if self.config.principal is not None:
+            who = self.config.principal(request)
+            if not who:
+                return render(
+                    Problem.PRINCIPAL_REQUIRED,
+                    "idempotent requests are scoped to the caller, and this request does not "
+                    "identify one (authenticate first)",
+                )
+            principal = quote(str(who), safe="")
+        scope = f"{principal} {request.method} {request.path}"
+        if len(scope) > MAX_SCOPE_LENGTH:
+            scope = "sha256:" + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
+        return Plan(route, key, request, scope)
+
+    def too_large(self, limit: int) -> ProblemResponse:
+        return render(
+            Problem.REQUEST_TOO_LARGE,
+            f"an idempotent request's body is read whole to fingerprint it; this one is over "
+            f"the {limit}-byte limit",
+            limit=limit,
+        )
+
+    # -- the fingerprint ---------------------------------------------------------------------
+
+    def payload(self, plan: Plan, body: bytes) -> Any:
+        """What the layer fingerprints for the mismatch check (``UNSET``-like ``None`` is not
+        used: ``fingerprint=None`` passes no payload at all, see :meth:`has_payload`)."""
+        how = plan.route.fingerprint
+        query = plan.request.query
+        if how == "body":
+            return [query, hashlib.sha256(body).hexdigest()]
+        if isinstance(how, tuple):
+            return [query, _fields(body, how)]
+        if callable(how):
+            value = how(plan.request, body)
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                return hashlib.sha256(bytes(value)).hexdigest()
+            return value
+        raise ValueError(f"unknown fingerprint setting {how!r}")  # pragma: no cover
+
+    @staticmethod
+    def has_payload(plan: Plan) -> bool:
+        return plan.route.fingerprint is not None
+
+    # -- answers -----------------------------------------------------------------------------
+
+    def answer_error(self, plan: Plan, error: BaseException) -> ProblemResponse | None:
+        """The answer to an error from claiming, or ``None`` when it is not the client's to
+        hear about (a bug: let it propagate)."""
+        if isinstance(error, InProgressError):
+            return render(
+                Problem.IN_PROGRESS,
+                "a request with this key is still being processed; retry after the delay to "
+                "get its response",
+                retry_after=self.retry_after(plan.route.label, error),
+            )
+        if isinstance(error, PayloadMismatchError):
+            return render(
+                Problem.KEY_REUSED,
+                f"this {self.config.header} was used for a different request (method, path, "
+                "query or body differ); use a new key for a new request",
+            )
+        # A missing table is the store being unavailable to this request (503, nothing run);
+        # its message (which table, how to create it) goes to the log below.
+        if isinstance(error, IdempotencyError) and not isinstance(error, TableNotFoundError):
+            return None
+        log.error("idempotency store unavailable for %s", plan.request, exc_info=error)
+        return render(
+            Problem.STORE_UNAVAILABLE,
+            "the request was not run: its key could not be checked; retry",
+            retry_after=1.0,
+        )
+
+    def retry_after(self, label: str, error: InProgressError) -> float:
+        policy = self.config.retry_after
+        if not callable(policy):
+            return float(policy)
+        context = RetryAfterContext(label, self.durations.expected(label), error.retry_after)
+        return float(policy(context))
+
+    def replay(self, replay: Replay) -> Response:
+        """The stored response (byte for byte) with the replay marker, or the problem saying
+        the first response was not stored."""
+        try:
+            raw = replay.value()
+        except ReplayedFailureError as failure:
+            data = failure.data if isinstance(failure.data, Mapping) else {}
+            status = data.get("status")
+            return render(
+                Problem.RESPONSE_NOT_STORED,
+                "the first request with this key ran, but its response was not stored "
+                f"({data.get('reason', failure.message)}); it will not run again for this key",
+                original_status=status if isinstance(status, int) else None,
+            )
+        if not isinstance(raw, (bytes, bytearray)):
+            raise SerializationError(
+                f"record {replay.record_id} does not hold an HTTP response (was the key written "
+                "by something other than the middleware?)"
+            )
+        status, headers, body = decode_response(bytes(raw))
+        headers.append((self.config.replayed_header.lower().encode("latin-1"), b"true"))
+        if status not in (204, 304):  # RFC 9110 8.6: no Content-Length on these
+            headers.append((b"content-length", str(len(body)).encode()))
+        return status, headers, body
+
+    # -- storing -----------------------------------------------------------------------------
+
+    def verdict(self, status: int) -> Verdict:
+        return Verdict.STORE if self.config.stores(status) else Verdict.RELEASE
+
+    def stored_form(self, status: int, headers: Headers, body: bytes) -> bytes:
+        """What is stored for a response: its status, its allowed headers, its body."""
+        allowed = self.config.replay_headers
+        kept = [
+            [n.decode("latin-1"), v.decode("latin-1")]
+            for n, v in headers
+            if n.lower().decode("latin-1") in allowed
+        ]
+        return encode_response(status, kept, body)
+
+    def streams(self, headers: Headers) -> bool:
+        """A response whose content type is in ``stream_types``: passed through as it comes."""
+        types = self.config.stream_types
+        if not types:
+            return False
+        for name, value in headers:
+            if name.lower() == b"content-type":
+                media = value.decode("latin-1").split(";", 1)[0].strip().lower()
+                return media in types
+        return False
+
+    def unstored_data(self, status: int, reason: str) -> dict[str, Any]:
+        return {"status": status, "reason": reason}
+
+
+def _fields(body: bytes, names: tuple[str, ...]) -> Any:
+    """The named (dotted) fields of a JSON object body; a body that is not one: its digest."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return hashlib.sha256(body).hexdigest()
+    if not isinstance(document, dict):
+        return hashlib.sha256(body).hexdigest()
+    selected: dict[str, Any] = {}
+    for name in names:
+        value: Any = document
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        selected[name] = value
+    return selected
+
+
+# -- the stored form: one JSON line of metadata, then the body bytes --------------------------
+
+
+def encode_response(status: int, headers: list[list[str]], body: bytes) -> bytes:
+    meta = json.dumps({"v": 1, "s": status, "h": headers}, separators=(",", ":"))
+    return meta.encode("utf-8") + b"\n" + body
+
+
+def decode_response(raw: bytes) -> tuple[int, Headers, bytes]:
+    meta_text, sep, body = raw.partition(b"\n")
+    try:
+        meta = json.loads(meta_text)
+        status = int(meta["s"])
+        headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in meta["h"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SerializationError(f"stored HTTP response is corrupt: {exc}") from exc
+    if not sep:
+        raise SerializationError("stored HTTP response is corrupt: no body separator")
+    return status, headers, body
+
+
+# -- the Retry-After estimate ------------------------------------------------------------------
+
+
+class Durations:
+    """Recent handler durations per route (the last 64), for the Retry-After estimate."""
+
+    WINDOW = 64
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recent: dict[str, collections.deque[float]] = {}
+
+    def observe(self, label: str, seconds: float) -> None:
+        with self._lock:
+            recent = self._recent.get(label)
+            if recent is None:
+                recent = self._recent[label] = collections.deque(maxlen=self.WINDOW)
+            recent.append(seconds)
+
+    def expected(self, label: str) -> float | None:
+        """The 90th percentile of the recent durations, or ``None`` before the first."""
+        with self._lock:
+            recent = self._recent.get(label)
+            if not recent:
+                return None
+            ordered = sorted(recent)
+        return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]

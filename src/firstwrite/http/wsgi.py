@@ -1,0 +1,352 @@
+"""Idempotency-Key middleware for any WSGI app (Flask, Django, Falcon, Pyramid...).
+
+The same rules as the ASGI middleware (:mod:`.core`), over the synchronous
+:class:`~firstwrite.idempotency.Idempotency`::
+
+    app.wsgi_app = WSGIIdempotencyMiddleware(app.wsgi_app, guard=Idempotency(config, client=c))
+
+The body is read once (bounded) and handed to the app as a fresh ``wsgi.input``; the response
+iterable is drained into memory up to the stored-response limit, stored, and only then started,
+so a client that saw a response and retries gets its replay. Beyond the limit (or for a streaming
+content type) the response streams through as it comes, unstored, and says so in a header.
+"""
+
+from __future__ import annotations
+
+import http
+import io
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any
+
+from firstwrite.idempotency import (
+    UNSET,
+    Claim,
+    Idempotency,
+    LostClaimError,
+    Replay,
+    SerializationError,
+)
+
+from .config import HttpConfig
+from .context import CONTEXT_KEY, RequestIdempotency
+from .core import UNSTORED_HEADER, Core, Headers, Plan, Verdict
+from .request import HttpRequest, wsgi_pairs
+
+__all__ = ["WSGIIdempotencyMiddleware"]
+
+log = logging.getLogger("firstwrite.http")
+
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+StartResponse = Callable[..., Callable[[bytes], object]]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+_READ_CHUNK = 64 * 1024
+
+
+class WSGIIdempotencyMiddleware:
+    """``WSGIIdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``. Without a guard,
+    ``Idempotency()`` (the local engine file, no configuration); without a config,
+    ``HttpConfig()``. The guard must be synchronous."""
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        *,
+        guard: Any = None,
+        config: HttpConfig | None = None,
+    ) -> None:
+        guard = guard if guard is not None else Idempotency()
+        if _is_async(guard):
+            raise TypeError("a WSGI app needs a synchronous guard (Idempotency), not an async one")
+        self.app = app
+        self.config = config or HttpConfig()
+        self.core = Core(self.config)
+        self.guard = guard
+        self._environ_header = "HTTP_" + self.config.header.upper().replace("-", "_")
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        core = self.core
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        # PEP 3333 carries the path's bytes as latin-1; the app's routes are text.
+        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace") or "/"
+        route = core.route_for(method, path)
+        if route is None:
+            return self.app(environ, start_response)
+        request = HttpRequest(
+            method, path, environ.get("QUERY_STRING", ""), environ, _lazy_pairs(environ)
+        )
+        plan = core.plan(route, environ.get(self._environ_header), request)
+        if plan is None:
+            return self.app(environ, start_response)
+        if not isinstance(plan, Plan):
+            return _respond(start_response, *plan)
+        limit = self.config.max_request_body
+        body = _read_body(environ, limit)
+        if body is None:
+            return _respond(start_response, *core.too_large(limit))
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        payload = core.payload(plan, body) if core.has_payload(plan) else UNSET
+        context = RequestIdempotency(core, plan, payload, self.guard)
+        environ[CONTEXT_KEY] = context
+        if not plan.route.transactional:
+            outcome = self._claim(plan, payload)
+            if not isinstance(outcome, Claim):
+                return _respond(start_response, *outcome)
+            context.claim = outcome
+        return self._run(environ, start_response, context)
+
+    def _claim(self, plan: Plan, payload: Any) -> Claim | tuple[int, Headers, bytes]:
+        """The claim, or the answer instead (a replay or an error)."""
+        try:
+            outcome = self.guard.claim(
+                plan.key, payload, scope=plan.scope, lease=plan.route.lease, wait=plan.route.wait
+            )
+        except Exception as exc:
+            answer = self.core.answer_error(plan, exc)
+            if answer is None:
+                raise
+            return answer
+        if isinstance(outcome, Replay):
+            return self.core.replay(outcome)
+        return outcome  # type: ignore[no-any-return]
+
+    def _run(
+        self, environ: dict[str, Any], start_response: StartResponse, context: RequestIdempotency
+    ) -> Iterable[bytes]:
+        core = self.core
+        capture = _Capture(self.config.max_stored_response)
+        started = time.monotonic()
+        result: Iterable[bytes] | None = None
+        try:
+            result = self.app(environ, capture.start_response)
+            iterator = iter(result)
+            if not capture.streams(core):
+                for chunk in iterator:
+                    capture.add(chunk)
+                    if capture.over:
+                        break
+                else:
+                    capture.complete = True
+        except BaseException as exc:
+            _close(result)
+            if context.claim is not None:
+                self._settle_unstored(context, None, f"handler raised {exc!r}")
+            raise
+        if context.answer is not None:  # claim_with found the key taken
+            _close(result)
+            return _respond(start_response, *context.answer)
+        if not capture.complete:  # too large, or a streaming content type: pass it through
+            start_response(
+                capture.status_line,
+                [*capture.headers, (UNSTORED_HEADER.decode(), capture.reason)],
+                capture.exc_info,
+            )
+            return self._passing(result, iterator, capture, context)
+        _close(result)
+        if capture.status_line is None:
+            if context.claim is not None:
+                self._settle_unstored(context, None, "incomplete response")
+            raise RuntimeError("the WSGI app returned without calling start_response")
+        status = capture.status
+        core.durations.observe(context.plan.route.label, time.monotonic() - started)
+        verdict = core.verdict(status)
+        if context.claim is None and verdict is Verdict.STORE:
+            # A transactional handler that made no claim (a 4xx before any write): claim now.
+            outcome = self._claim(context.plan, context.payload)
+            if not isinstance(outcome, Claim):
+                return _respond(start_response, *outcome)
+            context.claim = outcome
+        headers = list(capture.headers)
+        claim = context.claim
+        if claim is not None:
+            if verdict is Verdict.STORE:
+                stored = core.stored_form(status, _to_bytes(capture.headers), capture.body())
+                try:
+                    self.guard.complete(claim, stored)
+                except SerializationError as exc:  # the layer marked the key FAILED for good
+                    log.warning("response for %s not stored: %s", context.plan.request, exc)
+                    headers.append((UNSTORED_HEADER.decode(), "size-exceeded"))
+                except LostClaimError:
+                    log.warning("claim on %s lost before its response was stored", claim.record_id)
+                except Exception:  # the side effect happened: the client still gets its answer
+                    log.exception("could not store the response for %s", claim.record_id)
+            elif context.transactional:
+                self._settle_unstored(context, status, f"status {status} is not stored")
+            else:
+                self._release(claim, f"status {status}")
+        assert capture.status_line is not None
+        start_response(capture.status_line, headers, capture.exc_info)
+        return [capture.body()]
+
+    def _passing(
+        self,
+        result: Iterable[bytes] | None,
+        iterator: Iterator[bytes],
+        capture: _Capture,
+        context: RequestIdempotency,
+    ) -> Iterator[bytes]:
+        try:
+            held = capture.body()
+            if held:
+                yield held
+            yield from iterator
+        finally:
+            _close(result)
+            if context.claim is not None:
+                self._settle_unstored(context, capture.status, capture.reason)
+
+    def _release(self, claim: Claim, reason: str) -> None:
+        try:
+            self.guard.fail(claim, reason, retryable=True)
+        except Exception:  # the lease will expire; the retry then takes the key over
+            log.exception("could not release %s", claim.record_id)
+
+    def _settle_unstored(
+        self, context: RequestIdempotency, status: int | None, reason: str
+    ) -> None:
+        """See the ASGI middleware's twin: release, or make "not stored" the key's answer."""
+        claim = context.claim
+        assert claim is not None
+        keep = context.transactional or (
+            self.config.on_unstored == "keep"
+            and status is not None
+            and self.core.verdict(status) is Verdict.STORE
+        )
+        if not keep:
+            self._release(claim, reason)
+            return
+        try:
+            self.guard.fail(
+                claim, reason, retryable=False, data=self.core.unstored_data(status or 0, reason)
+            )
+        except Exception:
+            log.exception("could not record that %s was not stored", claim.record_id)
+
+
+def _is_async(guard: Any) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(getattr(guard, "claim", None))
+
+
+def _lazy_pairs(environ: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    yield from wsgi_pairs(environ)
+
+
+def _read_body(environ: dict[str, Any], limit: int) -> bytes | None:
+    """The request body, or ``None`` when it is over ``limit`` bytes. Without a
+    ``CONTENT_LENGTH``, the body is read to its end only if the server says the input is
+    terminated (PEP 3333: otherwise reading past the length may block)."""
+    stream = environ.get("wsgi.input")
+    text = environ.get("CONTENT_LENGTH") or ""
+    if stream is None:
+        return b""
+    if text.strip():
+        try:
+            length = int(text)
+        except ValueError:
+            length = 0
+        if length > limit:
+            return None
+        return _read(stream, length)
+    if not environ.get("wsgi.input_terminated"):
+        return b""
+    data = _read(stream, limit + 1)
+    return None if len(data) > limit else data
+
+
+def _read(stream: Any, length: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = length
+    while remaining > 0:
+        chunk = stream.read(min(remaining, _READ_CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Unknown"
+
+
+def _respond(
+    start_response: StartResponse, status: int, headers: Headers, body: bytes
+) -> list[bytes]:
+    start_response(
+        _status_line(status), [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+    )
+    return [body]
+
+
+def _to_bytes(headers: list[tuple[str, str]]) -> Headers:
+    return [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
+
+
+def _close(result: Iterable[bytes] | None) -> None:
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+
+
+class _Capture:
+    """The app's ``start_response`` and ``write``, and the body it yields, held in memory up
+    to ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self.status_line: str | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.exc_info: ExcInfo | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.over = False
+        self.complete = False
+        self.reason = "size-exceeded"
+
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
+    ) -> Callable[[bytes], object]:
+        if exc_info is not None and self.status_line is not None and self.over:
+            raise exc_info[1].with_traceback(exc_info[2])  # PEP 3333: headers already sent
+        self.status_line = status
+        self.headers = list(headers)
+        self.exc_info = exc_info
+        return self.add
+
+    @property
+    def status(self) -> int:
+        assert self.status_line is not None
+        return int(self.status_line.split(" ", 1)[0])
+
+    def add(self, chunk: bytes) -> None:
+        if chunk:
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            if self._size > self._limit:
+                self.over = True
+
+    def body(self) -> bytes:
+        return b"".join(self._chunks)
+
+    def streams(self, core: Core) -> bool:
+        """Whether the response should pass through at once (known before its body): a
+        streaming content type, or a declared length over the limit."""
+        if self.status_line is None:
+            return False
+        raw = _to_bytes(self.headers)
+        if core.streams(raw):
+            self.reason = "streaming"
+            return True
+        for name, value in self.headers:
+            if name.lower() == "content-length" and value.strip().isdigit():
+                return int(value) > self._limit
+        return False

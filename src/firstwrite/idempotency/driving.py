@@ -1,0 +1,94 @@
+"""Performing a transition's effects: the blocking loop and the asyncio loop, side by side.
+
+The two loops are the only place where sync and async differ (``await``); everything they
+perform comes from the :class:`~.machine.StateMachine`. :class:`Driver` is what both public
+guards share around their machine: the configuration, the client, the key helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from .config import IdempotencyConfig
+from .effects import Call, Steps
+from .machine import StateMachine
+from .metrics import Metrics
+from .requests import Key
+
+T = TypeVar("T")
+
+
+def drive(steps: Steps[T], methods: dict[str, Any], sleep: Callable[[float], Any]) -> T:
+    """Perform ``steps``' effects with blocking calls; a client exception goes back into the
+    transition (which turns answers into data and re-raises the rest)."""
+    try:
+        effect = next(steps)
+        while True:
+            try:
+                if isinstance(effect, Call):
+                    answer = methods[effect.operation](**effect.params)
+                else:
+                    answer = sleep(effect.seconds)
+            except BaseException as exc:
+                effect = steps.throw(exc)
+            else:
+                effect = steps.send(answer)
+    except StopIteration as stop:
+        outcome: T = stop.value
+        return outcome
+
+
+async def adrive(
+    steps: Steps[T], methods: dict[str, Any], sleep: Callable[[float], Awaitable[Any]]
+) -> T:
+    """:func:`drive` with each effect awaited."""
+    try:
+        effect = next(steps)
+        while True:
+            try:
+                if isinstance(effect, Call):
+                    answer = await methods[effect.operation](**effect.params)
+                else:
+                    answer = await sleep(effect.seconds)
+            except BaseException as exc:
+                effect = steps.throw(exc)
+            else:
+                effect = steps.send(answer)
+    except StopIteration as stop:
+        outcome: T = stop.value
+        return outcome
+
+
+class Driver:
+    """What both guards expose besides their transitions."""
+
+    __slots__ = ("_client", "_machine")
+
+    def __init__(self, machine: StateMachine, client: Any) -> None:
+        self._machine = machine
+        self._client = client
+
+    @property
+    def config(self) -> IdempotencyConfig:
+        """The (immutable) configuration."""
+        return self._machine.config
+
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client every request goes through."""
+        return self._client
+
+    @property
+    def metrics(self) -> Metrics:
+        """The metrics sink (:class:`~.metrics.NullMetrics` unless one was given)."""
+        return self._machine.metrics
+
+    def record_id(self, key: str, *, scope: str | None = None) -> str:
+        """The record's id for ``key`` (its partition key, ``|`` sort key with a sort-key
+        layout): what logs and the console call the record."""
+        return self._machine.keys.key(key, scope)[1]
+
+    def dynamodb_key(self, key: str, *, scope: str | None = None) -> Key:
+        """The record's DynamoDB ``Key`` for ``key``, to read it with your own client."""
+        return self._machine.keys.key(key, scope)[0]

@@ -1,0 +1,454 @@
+"""The idempotency state machine: every decision, no I/O.
+
+Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
+``complete``, ``fail``, ``renew``, ``get``; the transactional variant's are in
+:mod:`.transactional`, the table set-up in :mod:`.table_setup`). A transition yields the effects it needs (a
+:class:`~.effects.Call` built by :mod:`.requests`, or a :class:`~.effects.Sleep`), is sent
+their answers and receives the client's exceptions through ``throw()``, as h11's connection
+is fed events. Retries are effects too (:func:`.retry.perform`), and every log record and
+metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`.guard.Idempotency`
+and :class:`.aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
+asyncio client; so both make exactly the same calls, choices, logs and metrics.
+
+What a failed claim's stored record means is :func:`.verdicts.judge`, one ordered table of
+rules; creating the table is :mod:`.table_setup`.
+
+Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 1 write (the
+stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
+write, plus one consistent read per poll only when ``in_progress_wait > 0``; with the local
+cache on, a duplicate of a finished request costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from . import requests as q
+from . import serialization
+from .cache import ReplayCache
+from .config import IdempotencyConfig, InFlight
+from .effects import Call, Sleep, Steps
+from .errors import (
+    CompletionNotRecordedError,
+    InProgressError,
+    LateRetryError,
+    LostClaimError,
+    PayloadMismatchError,
+    ResultTooLargeError,
+    SerializationError,
+)
+from .keys import KeyBuilder, fingerprint
+from .metrics import Metrics
+from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
+from .record import Record, Status
+from .reporting import Reporter
+from .requests import NO_FINGERPRINT, Item, Key, millis
+from .retry import backoff, classify, error_code, perform
+from .verdicts import Verdict, fenced_outcome, judge
+
+Clock = Callable[[], float]
+
+_MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
+
+
+def new_token(now: float) -> str:
+    """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
+    Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
+    return f"{millis(now):0{q.TOKEN_TIME_DIGITS}x}{os.urandom(10).hex()}"
+
+
+def _retryable_by_default(exc: BaseException) -> bool:
+    flag = getattr(exc, "idempotency_retryable", None)
+    return True if flag is None else bool(flag)
+
+
+class StateMachine:
+    """Configuration, keys, fingerprints, the cache, the reporter, and every transition as a
+    generator of effects. Performs no I/O."""
+
+    def __init__(
+        self,
+        config: IdempotencyConfig | None = None,
+        *,
+        clock: Clock = time.time,
+        metrics: Metrics | None = None,
+        non_retryable: Sequence[type[BaseException]] = (),
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.config = config = config or IdempotencyConfig()
+        self.clock = clock
+        self.report = Reporter(metrics)
+        self.metrics = self.report.metrics
+        self.requests = q.Requests(config)
+        self.keys = KeyBuilder(
+            prefix=config.key_prefix,
+            scope=config.scope,
+            partition_key=config.partition_key,
+            sort_key=config.sort_key,
+            max_key_length=config.max_key_length,
+            hash_function=config.hash_function,
+        )
+        self.cache = ReplayCache(config.local_cache_size) if config.local_cache_size else None
+        self.non_retryable = tuple(non_retryable)
+        self.rng = rng
+        self.retention_branch = not config.refuse_late_retries
+
+    # -- pure helpers ----------------------------------------------------------------------------
+
+    def fingerprint_of(self, payload: Any) -> str:
+        if payload is UNSET or not self.config.payload_validation:
+            return NO_FINGERPRINT
+        return fingerprint(payload, self.config.hash_function)
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        if isinstance(exc, self.non_retryable):
+            return False
+        return _retryable_by_default(exc)
+
+    def new_claim(
+        self, key: str, record_id: str, dkey: Key, fp: str, lease: float | None
+    ) -> tuple[Attempt, Item, float]:
+        now = self.clock()
+        owner = new_token(now)
+        length = self.config.lease if lease is None else lease
+        item = self.requests.claim_item(dkey, owner, fp, now, length)
+        attempt = Attempt(
+            record_id,
+            dkey,
+            owner,
+            fp,
+            now,
+            millis(now + length),
+            self.config.region,
+            int(now + self.config.retention),  # as in the claim item
+            key,
+        )
+        return attempt, item, now
+
+    def claimed(self, attempt: Attempt, old: Item | None, *, late_reported: bool = False) -> Claim:
+        if not old:
+            self.report.claim("claimed")
+            return attempt.claim()
+        previous = Record.from_item(old)
+        if previous.removed:
+            outcome = "reclaimed_removed"
+        elif previous.expired(attempt.claimed_at):
+            outcome = "reclaimed_expired"
+            if (
+                not late_reported
+                and previous.finished
+                and q.same_request(previous.fingerprint, attempt.fingerprint)
+            ):
+                self.late(attempt, previous, attempt.claimed_at, refuse=False)
+        elif previous.status is Status.PENDING:
+            outcome = "takeover"
+            self.report.takeover(attempt.idempotency_key, attempt.record_id, previous.owner)
+        elif previous.status is Status.FAILED:
+            outcome = "reclaimed_failed"
+        else:
+            outcome = "claimed"
+        self.report.claim(outcome)
+        return attempt.claim(previous.status)
+
+    def on_conflict(self, attempt: Attempt | Claim, rec: Record, now: float) -> Verdict:
+        verdict = judge(
+            rec, attempt.owner, attempt.fingerprint, now, retention_branch=self.retention_branch
+        )
+        region = self.config.region
+        if rec.region is not None and region is not None and rec.region != region:
+            self.report.cross_region(rec.region)
+        if verdict is Verdict.MISMATCH:
+            self.report.claim("mismatch")
+            raise PayloadMismatchError(
+                key_of(attempt), rec.fingerprint, attempt.fingerprint, record_id=attempt.record_id
+            )
+        return verdict
+
+    def late(self, attempt: Attempt, rec: Record, now: float, *, refuse: bool) -> None:
+        """A retry of a finished request past its retention: counted, logged, maybe refused."""
+        claimed_at = rec.claimed_at
+        age = None if claimed_at is None else max(0.0, now - claimed_at)
+        self.report.late_retry(
+            attempt.idempotency_key,
+            attempt.record_id,
+            age=age,
+            status=rec.status.value,
+            removed=rec.removed,
+            refused=refuse,
+        )
+        if refuse:
+            self.report.claim("late_retry_refused")
+            raise LateRetryError(
+                attempt.idempotency_key,
+                age=age,
+                status=rec.status.value,
+                removed=rec.removed,
+                record_id=attempt.record_id,
+            )
+
+    def replay_of(self, attempt: Attempt, rec: Record) -> Replay:
+        replay = Replay(
+            attempt.record_id,
+            rec.status,
+            rec.result,
+            rec.error,
+            rec.expires_at,
+            attempt.idempotency_key,
+        )
+        self.report.claim(
+            "replayed_completed" if rec.status is Status.COMPLETED else "replayed_failed"
+        )
+        if self.cache is not None:
+            self.cache.put(rec.fingerprint, replay)
+        return replay
+
+    def in_progress(self, attempt: Attempt, rec: Record, now: float) -> InProgressError:
+        self.report.claim("in_progress")
+        live = InFlight(
+            attempt.idempotency_key, rec.claimed_at, (rec.lease_expires_at or 0) / 1000, now
+        )
+        return InProgressError(
+            attempt.idempotency_key,
+            self.config.retry_after(live),
+            record_id=attempt.record_id,
+            lease_remaining=live.lease_remaining,
+        )
+
+    def cached(self, record_id: str, fp: str) -> Replay | None:
+        if self.cache is None:
+            return None
+        hit = self.cache.get(record_id, fp, self.clock())
+        if hit is not None:
+            self.report.cache_hit()
+        return hit
+
+    def encode_result(self, claim: Claim, result: Any) -> dict[str, Any]:
+        cfg = self.config
+        value = serialization.encode(
+            result, threshold=cfg.compress_threshold, level=cfg.compression_level
+        )
+        size = serialization.value_size(value)
+        if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
+            item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
+            total = size + len(q.A_RESULT) + serialization.item_size(item) + 24  # digits grow
+            if total > cfg.max_item_size:
+                raise ResultTooLargeError(key_of(claim), total, cfg.max_item_size)
+        return value
+
+    def lost(self, claim: Claim, rec: Record | None, operation: str) -> LostClaimError:
+        self.report.lost(key_of(claim), claim.record_id, operation, rec.owner if rec else None)
+        return LostClaimError(
+            key_of(claim),
+            claim.owner,
+            rec.owner if rec else None,
+            rec.status.value if rec else None,
+            record_id=claim.record_id,
+        )
+
+    def completed(self, claim: Claim, value: dict[str, Any]) -> Replay:
+        """The replay of a completion just stored (remembered when the local cache is on)."""
+        raw = value.get("S", value.get("B"))
+        replay = Replay(
+            claim.record_id, Status.COMPLETED, raw, None, claim.expires_at, claim.idempotency_key
+        )
+        if self.cache is not None:
+            fp = None if claim.fingerprint == NO_FINGERPRINT else claim.fingerprint
+            self.cache.put(fp, replay)
+        return replay
+
+    # -- the two ways a request is performed -----------------------------------------------------
+
+    def call(self, call: Call, key: str, record_id: str) -> Steps[dict[str, Any]]:
+        """``call`` under the retry policy (:func:`.retry.perform`); ``key`` and ``record_id``
+        name the record in logs."""
+        return perform(call, self.config.retry, self.rng, self.report, key, record_id)
+
+    def conditional(self, call: Call, key: str, record_id: str) -> Steps[tuple[bool, Item | None]]:
+        """A conditional write: ``(True, returned attributes)`` or ``(False, ALL_OLD item or
+        None)``; a failed condition is an answer, never an error."""
+        try:
+            response = yield from self.call(call, key, record_id)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False, exc.response.get("Item")
+        return True, response.get("Attributes")
+
+    # -- the transitions -------------------------------------------------------------------------
+
+    def claim(
+        self, key: str, payload: Any, scope: str | None, lease: float | None, wait: float | None
+    ) -> Steps[Outcome]:
+        dkey, record_id = self.keys.key(key, scope)
+        fp = self.fingerprint_of(payload)
+        hit = self.cached(record_id, fp)
+        if hit is not None:
+            return hit
+        budget = self.config.in_progress_wait if wait is None else wait
+        deadline: float | None = None  # the budget is for waiting: it starts at "in progress"
+        interval = self.config.poll_interval
+        requests = self.requests
+        for _ in range(_MAX_ROUNDS):
+            trying, item, now = self.new_claim(key, record_id, dkey, fp, lease)
+            ok, old = yield from self.conditional(requests.put_claim(item, fp, now), key, record_id)
+            if ok:
+                return self.claimed(trying, old)
+            if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
+                old = (yield from self.call(requests.get(dkey), key, record_id)).get("Item")
+                if old is None:
+                    continue
+            rec = Record.from_item(old)
+            while True:
+                now = self.clock()
+                verdict = self.on_conflict(trying, rec, now)
+                if verdict is Verdict.OURS:
+                    return self.claimed(trying, None)
+                if verdict is Verdict.REPLAY:
+                    return self.replay_of(trying, rec)
+                if verdict is Verdict.LATE:
+                    self.late(trying, rec, now, refuse=self.config.refuse_late_retries)
+                if verdict is Verdict.LATE or verdict is Verdict.REPLACE:
+                    seen = q.fence(rec.owner, rec.version)
+                    call = requests.replace_claim(item, seen)
+                    ok, old = yield from self.conditional(call, key, record_id)
+                    if ok:
+                        return self.claimed(trying, old, late_reported=True)
+                    break  # it changed meanwhile: start again
+                if verdict is Verdict.CLAIMABLE:
+                    break  # changed (or expired) meanwhile: trying again
+                if budget <= 0:  # the default: answer "in progress" at once
+                    raise self.in_progress(trying, rec, now)
+                if deadline is None:
+                    deadline = time.monotonic() + budget
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self.in_progress(trying, rec, now)
+                yield Sleep(min(interval, remaining))
+                interval = min(interval * 2, 0.5)
+                self.report.poll()
+                current = (yield from self.call(requests.get(dkey), key, record_id)).get("Item")
+                if current is None:
+                    break
+                rec = Record.from_item(current)
+        raise InProgressError(key, self.config.poll_interval, record_id=record_id)  # churn
+
+    def complete(self, claim: Claim, result: Any) -> Steps[Replay]:
+        """Record ``result``. The side effect has run, so a write that fails for a reason that
+        may pass (throttling, 5xx, a lost connection) is tried again, with the lease renewed
+        while it is tried, for one lease length; then :class:`CompletionNotRecordedError`."""
+        key = key_of(claim)
+        try:
+            value = self.encode_result(claim, result)
+        except SerializationError as exc:
+            yield from self.fail(claim, exc, retryable=False, data=None)
+            raise
+        lease = self.config.lease
+        started = time.monotonic()
+        attempt = 0
+        unanswered: int | None = None  # the version a renewal of ours left unanswered
+        while True:
+            call = self.requests.complete(claim.key, claim.owner, claim.version, value)
+            try:
+                ok, old = yield from self.conditional(call, key, claim.record_id)
+            except (ClientError, BotoCoreError) as exc:
+                spent = time.monotonic() - started
+                if classify(exc) is None or spent >= lease:
+                    self.report.completion_not_recorded(
+                        key, claim.record_id, error_code(exc), spent
+                    )
+                    raise CompletionNotRecordedError(
+                        key,
+                        result,
+                        claim,
+                        tried_for=spent,
+                        lease_expires_at=claim.lease_expires_at / 1000,
+                        reason=error_code(exc),
+                        record_id=claim.record_id,
+                    ) from exc
+                attempt += 1
+                self.report.completion_retry(key, claim.record_id, error_code(exc), attempt)
+                renewed = yield from self._keep_lease(claim, lease)
+                if renewed is None:
+                    unanswered = claim.version
+                else:
+                    claim = renewed
+                yield Sleep(min(backoff(self.config.retry, attempt, self.rng), lease - spent))
+                continue
+            if ok:
+                break
+            rec = None if old is None else Record.from_item(old)
+            if fenced_outcome(rec, claim, Status.COMPLETED):
+                break  # our own completion, whose answer was lost
+            if (
+                unanswered is not None
+                and rec is not None
+                and rec.owner == claim.owner
+                and rec.status is Status.PENDING
+                and rec.version == unanswered + 1
+            ):
+                # The renewal made above applied though its answer was lost: go on from it.
+                claim = replace(
+                    claim, version=rec.version, lease_expires_at=rec.lease_expires_at or 0
+                )
+                unanswered = None
+                continue
+            raise self.lost(claim, rec, "complete")
+        return self.completed(claim, value)
+
+    def _keep_lease(self, claim: Claim, lease: float) -> Steps[Claim | None]:
+        """Renew ``claim`` when less than half a lease is left, so that nobody takes the key
+        over while its completion is retried. ``None``: the renewal failed (logged by the retry
+        loop; it may have been applied all the same)."""
+        if claim.lease_expires_at - millis(self.clock()) >= lease * 500:
+            return claim
+        try:
+            return (yield from self.renew(claim, lease))
+        except (ClientError, BotoCoreError):
+            return None
+
+    def fail(
+        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any
+    ) -> Steps[None]:
+        info = serialization.error_info(error, data)
+        request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
+        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if not fenced_outcome(rec, claim, Status.FAILED):
+                raise self.lost(claim, rec, "fail")
+
+    def fail_quietly(self, claim: Claim, exc: BaseException) -> Steps[None]:
+        """``fail`` after the caller's function raised: the caller's exception matters more, so
+        a failure to record it is logged, and the claim's lease will end on its own."""
+        try:
+            yield from self.fail(claim, exc, retryable=self.is_retryable(exc), data=None)
+        except Exception:
+            self.report.fail_not_recorded(key_of(claim), claim.record_id)
+
+    def renew(self, claim: Claim, lease: float | None) -> Steps[Claim]:
+        now = self.clock()
+        lease_ms = millis(now + (self.config.lease if lease is None else lease))
+        expires = int(now + self.config.retention)  # as in the renew request
+        request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
+        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
+        if not ok:
+            rec = None if old is None else Record.from_item(old)
+            if rec is None or not fenced_outcome(rec, claim, Status.PENDING):
+                raise self.lost(claim, rec, "renew")
+            lease_ms = rec.lease_expires_at or lease_ms
+            expires = rec.expires_at
+        return replace(
+            claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
+        )
+
+    def get(self, key: str, scope: str | None) -> Steps[Record | None]:
+        dkey, record_id = self.keys.key(key, scope)
+        item = (yield from self.call(self.requests.get(dkey), key, record_id)).get("Item")
+        return None if item is None else Record.from_item(item)

@@ -1,0 +1,116 @@
+"""What a claim gives back: a :class:`Claim` to complete or fail, or a :class:`Replay` of the
+stored outcome. Plain immutable values, shared by the machine and both drivers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from . import serialization
+from .errors import ReplayedFailureError
+from .record import Status
+from .requests import Key
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+UNSET = _Unset.UNSET
+"""``payload`` not given: the request is identified by its key alone (no mismatch check)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Proof that this caller holds a key. Pass it to complete/fail/renew."""
+
+    record_id: str
+    key: Key  # the record's DynamoDB key
+    owner: str
+    version: int
+    fingerprint: str
+    claimed_at: float
+    lease_expires_at: int  # epoch ms
+    previous: Status | None = None  # what the claim replaced (None: a first claim)
+    region: str | None = None
+    expires_at: int = 0  # epoch s: the record's retention end (set by claim and renew)
+    idempotency_key: str | None = None  # the caller's key, as given to claim()
+
+    @property
+    def taken_over(self) -> bool:
+        """This claim replaced an abandoned PENDING claim (its worker may have done part of the
+        side effect: make the side effect itself idempotent or check business state)."""
+        return self.previous is Status.PENDING
+
+    @property
+    def fencing_token(self) -> str:
+        """Pass downstream to let other systems refuse a stale worker."""
+        return f"{self.owner}:{self.version}"
+
+
+class Attempt(NamedTuple):
+    """A claim being tried: what its :class:`Claim` will be, far cheaper to build (a frozen
+    dataclass costs 1.5 us) and most duplicates never become one."""
+
+    record_id: str
+    key: Key
+    owner: str
+    fingerprint: str
+    claimed_at: float
+    lease_expires_at: int
+    region: str | None
+    expires_at: int
+    idempotency_key: str
+
+    def claim(self, previous: Status | None = None) -> Claim:
+        return Claim(
+            record_id=self.record_id,
+            key=self.key,
+            owner=self.owner,
+            version=1,
+            fingerprint=self.fingerprint,
+            claimed_at=self.claimed_at,
+            lease_expires_at=self.lease_expires_at,
+            previous=previous,
+            region=self.region,
+            expires_at=self.expires_at,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The stored outcome of an earlier request with the same key and fingerprint."""
+
+    record_id: str
+    status: Status
+    raw_result: str | bytes | None
+    error: str | None
+    expires_at: int
+    idempotency_key: str | None = None  # the caller's key, as given to claim()
+
+    @property
+    def completed(self) -> bool:
+        return self.status is Status.COMPLETED
+
+    def value(self, result_type: Any = None) -> Any:
+        """The replayed result, or :class:`ReplayedFailureError` for a stored failure."""
+        if self.status is Status.COMPLETED:
+            return serialization.decode(self.raw_result, result_type)
+        error_type, message, data = serialization.read_error(self.error)
+        raise ReplayedFailureError(
+            self.idempotency_key or self.record_id,
+            error_type,
+            message,
+            data,
+            record_id=self.record_id,
+        )
+
+
+Outcome = Claim | Replay
+
+
+def key_of(holder: Claim | Attempt | Replay) -> str:
+    """The caller's key for messages and logs (a hand-built claim may only have its id)."""
+    return holder.idempotency_key or holder.record_id

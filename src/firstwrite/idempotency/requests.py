@@ -1,0 +1,468 @@
+"""Every DynamoDB request the layer makes, built in one place, with no I/O.
+
+This module is the record's wire shape: the attribute names, the owner-token format, each
+condition expression written once *beside the Python predicate that mirrors it*, and the
+builders of every request (claim, replace, complete, fail, renew, get, transact, and the table
+set-up). A request is a :class:`Call`: the operation name and its parameters, exactly as the
+boto3 low-level method takes them. The state machine (:mod:`.machine`) yields Calls; the drivers
+(:mod:`.guard`, :mod:`.aio`) perform them and nothing else.
+
+Why mirrors: a failed conditional write comes back with the stored item (``ALL_OLD``), and the
+machine decides what it means by evaluating the same condition in Python. Keeping the string and
+its mirror side by side (and ``tests/idempotency/test_requests.py`` checking that DynamoDB and
+the mirror agree on every stored state) is what keeps the two from drifting apart.
+
+Expression strings and attribute-name maps are built once per configuration, so a request
+costs one ``Item``/values dict build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from .config import IdempotencyConfig
+from .effects import Call
+
+# -- the item -----------------------------------------------------------------------------------
+
+A_OWNER = "owner"
+A_LEASE = "lease_expires_at"
+A_EXPIRES = "expires_at"
+A_FINGERPRINT = "fingerprint"
+A_RESULT = "result"
+A_ERROR = "error"
+A_REGION = "region"
+A_CLAIMED_AT = "claimed_at"  # not written any more; read from records of older versions
+# Tombstones (written by the TTL audit, see :mod:`.audit`): the record TTL removed, remembered.
+A_REMOVED_AT = "removed_at"
+A_REMOVED_STATUS = "removed_status"
+
+TTL_ATTRIBUTE = A_EXPIRES
+NO_FINGERPRINT = "-"  # a request without payload validation: matches any stored record
+TOKEN_TIME_DIGITS = 12  # hex digits of epoch ms at the start of an owner token (to year 10889)
+
+Item = dict[str, dict[str, Any]]
+Key = dict[str, dict[str, str]]
+
+
+def millis(now: float) -> int:
+    """``now`` (epoch seconds) in whole milliseconds: the one rounding every check uses."""
+    return int(now * 1000)
+
+
+def fence(token: str, version: int) -> str:
+    """The ``owner`` attribute value: token and version, what fenced writes compare."""
+    return f"{token}:{version}"
+
+
+def split_fence(value: str) -> tuple[str, int]:
+    token, _, version = value.rpartition(":")
+    return token, int(version)
+
+
+def token_time(token: str) -> float | None:
+    """The claim time (epoch seconds) an owner token carries, or ``None`` for a foreign one."""
+    try:
+        return int(token[:TOKEN_TIME_DIGITS], 16) / 1000
+    except ValueError:
+        return None
+
+
+class Stored(Protocol):
+    """What the mirrors read of a stored record (a :class:`.record.Record`)."""
+
+    @property
+    def owner(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def lease_expires_at(self) -> int | None: ...
+    @property
+    def expires_at(self) -> int: ...
+    @property
+    def fingerprint(self) -> str | None: ...
+
+
+# -- conditions, each beside its mirror ----------------------------------------------------------
+# ``:now`` is epoch seconds (as ``expires_at``), ``:now_ms`` milliseconds (as the lease); the
+# mirrors round ``now`` the same way. A comparison with a missing attribute is false in DynamoDB,
+# which the mirrors spell out as ``is not None``.
+
+
+def past_retention(expires_at: int, now: float) -> bool:
+    """``#exp < :now``. TTL removes items late, so an expired item still there counts as absent."""
+    return expires_at < int(now)
+
+
+def lease_passed(lease_ms: int | None, now: float) -> bool:
+    """``#lease < :now_ms``: false without a lease (COMPLETED, final FAILED, tombstones)."""
+    return lease_ms is not None and lease_ms < millis(now)
+
+
+def same_request(stored: str | None, given: str) -> bool:
+    """``(#fp = :fp OR attribute_not_exists(#fp))``; a claim without a fingerprint (``given`` is
+    ``"-"``) uses the condition without that clause, so it matches any record."""
+    return stored is None or stored == given or given == NO_FINGERPRINT
+
+
+# Claimable: absent; past retention; or, for the same request only, a lease that is over (an
+# abandoned PENDING claim, or a retryable FAILED one, whose lease is 0). Only those two states
+# carry a lease, so the lease test needs no status test. The fingerprint guard keeps a different
+# request reusing the key from taking over a half-done or failed claim.
+CLAIM_CONDITION = (
+    "attribute_not_exists(#pk) OR #exp < :now OR "
+    "(#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
+)
+CLAIM_CONDITION_ANY = "attribute_not_exists(#pk) OR #exp < :now OR #lease < :now_ms"
+# With ``refuse_late_retries``: a record past retention is not claimable by the condition, so the
+# machine sees it (``ALL_OLD``) before anything is written, and refuses a late retry of the same
+# request or replaces the record for a new one (REPLACE_CONDITION).
+CLAIM_CONDITION_LIVE = (
+    "attribute_not_exists(#pk) OR (#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
+)
+CLAIM_CONDITION_LIVE_ANY = "attribute_not_exists(#pk) OR #lease < :now_ms"
+
+
+def claim_allows(
+    stored: Stored | None, fingerprint: str, now: float, *, retention_branch: bool = True
+) -> bool:
+    """Mirror of the claim condition (``retention_branch=False``: the ``_LIVE`` variants)."""
+    if stored is None:
+        return True
+    if retention_branch and past_retention(stored.expires_at, now):
+        return True
+    return lease_passed(stored.lease_expires_at, now) and same_request(
+        stored.fingerprint, fingerprint
+    )
+
+
+# Replace a record exactly as it was seen (a tombstone, or a record past retention when the
+# retention branch is off): its owner value is unique to it.
+REPLACE_CONDITION = "#own = :seen"
+
+
+def replace_allows(stored: Stored | None, seen: str) -> bool:
+    """Mirror of REPLACE_CONDITION; ``seen`` is the owner value (``fence(token, version)``)."""
+    return stored is not None and fence(stored.owner, stored.version) == seen
+
+
+# The fence: requiring the lease makes COMPLETED and final FAILED records immune to any later
+# fenced write; renew and fail bump the version, so a copy of the claim from before them is
+# refused too. Completion is terminal and keeps the version.
+FENCE = "#own = :own AND attribute_exists(#lease)"
+
+
+def fence_allows(stored: Stored | None, owner: str, version: int) -> bool:
+    """Mirror of FENCE."""
+    return (
+        stored is not None
+        and stored.owner == owner
+        and stored.version == version
+        and stored.lease_expires_at is not None
+    )
+
+
+# A tombstone is written only where nothing is stored: a claim made after the TTL delete wins.
+ABSENT = "attribute_not_exists(#pk)"
+
+
+def absent(stored: Stored | None) -> bool:
+    """Mirror of ABSENT."""
+    return stored is None
+
+
+# Retention runs from the claim (or the last renewal): client retries are bounded by the time
+# since their first attempt, which is when the claim was made, so completing or failing need not
+# move ``expires_at``.
+COMPLETE_UPDATE = "SET #res = :res REMOVE #lease"
+FAIL_UPDATE = "SET #err = :err, #own = :nown REMOVE #lease"
+FAIL_RETRYABLE_UPDATE = "SET #err = :err, #own = :nown, #lease = :zero"
+RENEW_UPDATE = "SET #lease = :lease, #own = :nown, #exp = :exp"
+
+_ZERO = {"N": "0"}
+
+
+class Requests:
+    """The request builders for one configuration."""
+
+    __slots__ = (
+        "_claim_names",
+        "_claim_names_any",
+        "_complete_names",
+        "_fail_names",
+        "_pk_names",
+        "_renew_names",
+        "_replace_names",
+        "capacity",
+        "claim_conditions",
+        "config",
+        "region",
+        "retention",
+        "table",
+    )
+
+    def __init__(self, config: IdempotencyConfig) -> None:
+        self.config = config
+        self.table = config.table_name
+        self.retention = config.retention
+        self.region = None if config.region is None else {"S": config.region}
+        self.capacity = (
+            {"ReturnConsumedCapacity": "TOTAL"} if config.return_consumed_capacity else {}
+        )
+        # (with a fingerprint, without one)
+        self.claim_conditions = (
+            (CLAIM_CONDITION_LIVE, CLAIM_CONDITION_LIVE_ANY)
+            if config.refuse_late_retries
+            else (CLAIM_CONDITION, CLAIM_CONDITION_ANY)
+        )
+        self._pk_names = {"#pk": config.partition_key}
+        self._claim_names_any = {
+            "#pk": config.partition_key,
+            "#lease": A_LEASE,
+        }
+        if not config.refuse_late_retries:
+            self._claim_names_any["#exp"] = A_EXPIRES
+        self._claim_names = self._claim_names_any | {"#fp": A_FINGERPRINT}
+        self._replace_names = {"#own": A_OWNER}
+        fenced = {"#own": A_OWNER, "#lease": A_LEASE}
+        self._complete_names = fenced | {"#res": A_RESULT}
+        self._fail_names = fenced | {"#err": A_ERROR}
+        self._renew_names = fenced | {"#exp": A_EXPIRES}
+
+    # -- items -----------------------------------------------------------------------------------
+
+    def claim_item(self, key: Key, owner: str, fingerprint: str, now: float, lease: float) -> Item:
+        item: Item = {
+            **key,
+            A_OWNER: {"S": fence(owner, 1)},
+            A_LEASE: {"N": str(millis(now + lease))},
+            A_EXPIRES: {"N": str(int(now + self.retention))},
+        }
+        if fingerprint != NO_FINGERPRINT:
+            item[A_FINGERPRINT] = {"S": fingerprint}
+        if self.region is not None:
+            item[A_REGION] = self.region
+        return item
+
+    def _claim_condition(self, fingerprint: str, now: float) -> dict[str, Any]:
+        values = {":now_ms": {"N": str(millis(now))}}
+        if not self.config.refuse_late_retries:
+            values[":now"] = {"N": str(int(now))}
+        with_fp, without_fp = self.claim_conditions
+        if fingerprint == NO_FINGERPRINT:
+            return {
+                "ConditionExpression": without_fp,
+                "ExpressionAttributeNames": self._claim_names_any,
+                "ExpressionAttributeValues": values,
+            }
+        values[":fp"] = {"S": fingerprint}
+        return {
+            "ConditionExpression": with_fp,
+            "ExpressionAttributeNames": self._claim_names,
+            "ExpressionAttributeValues": values,
+        }
+
+    # -- the record's requests -------------------------------------------------------------------
+
+    def put_claim(self, item: Item, fingerprint: str, now: float) -> Call:
+        return Call(
+            "PutItem",
+            {
+                "TableName": self.table,
+                "Item": item,
+                **self._claim_condition(fingerprint, now),
+                # On success ALL_OLD tells a takeover from a first claim (and costs nothing for a
+                # new key); on failure it carries the stored record, so a duplicate costs one
+                # write and no read.
+                "ReturnValues": "ALL_OLD",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                **self.capacity,
+            },
+        )
+
+    def _replace(self, item: Item, seen: str) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": REPLACE_CONDITION,
+            "ExpressionAttributeNames": self._replace_names,
+            "ExpressionAttributeValues": {":seen": {"S": seen}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def replace_claim(self, item: Item, seen: str) -> Call:
+        """A claim over a record exactly as seen (owner value ``seen``): a tombstone or a record
+        past retention that the claim condition leaves to the machine."""
+        return Call(
+            "PutItem", {**self._replace(item, seen), "ReturnValues": "ALL_OLD", **self.capacity}
+        )
+
+    def transact_replace_claim(self, item: Item, seen: str) -> dict[str, Any]:
+        """:meth:`replace_claim` as a TransactWriteItems action."""
+        return {"Put": self._replace(item, seen)}
+
+    def transact_claim(self, item: Item, fingerprint: str, now: float) -> dict[str, Any]:
+        """The claim as a TransactWriteItems action."""
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": item,
+                **self._claim_condition(fingerprint, now),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _complete(
+        self, key: Key, owner: str, version: int, result: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Key": key,
+            "ConditionExpression": FENCE,
+            "UpdateExpression": COMPLETE_UPDATE,
+            "ExpressionAttributeNames": self._complete_names,
+            "ExpressionAttributeValues": {":own": {"S": fence(owner, version)}, ":res": result},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def complete(self, key: Key, owner: str, version: int, result: dict[str, Any]) -> Call:
+        return Call("UpdateItem", {**self._complete(key, owner, version, result), **self.capacity})
+
+    def transact_complete(
+        self, key: Key, owner: str, version: int, result: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The completion as a TransactWriteItems action."""
+        return {"Update": self._complete(key, owner, version, result)}
+
+    def fail(self, key: Key, owner: str, version: int, error: str, retryable: bool) -> Call:
+        values = {
+            ":own": {"S": fence(owner, version)},
+            ":nown": {"S": fence(owner, version + 1)},
+            ":err": {"S": error},
+        }
+        if retryable:
+            values[":zero"] = _ZERO
+        return Call(
+            "UpdateItem",
+            {
+                "TableName": self.table,
+                "Key": key,
+                "ConditionExpression": FENCE,
+                "UpdateExpression": FAIL_RETRYABLE_UPDATE if retryable else FAIL_UPDATE,
+                "ExpressionAttributeNames": self._fail_names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                **self.capacity,
+            },
+        )
+
+    def renew(self, key: Key, owner: str, version: int, lease_ms: int, now: float) -> Call:
+        return Call(
+            "UpdateItem",
+            {
+                "TableName": self.table,
+                "Key": key,
+                "ConditionExpression": FENCE,
+                "UpdateExpression": RENEW_UPDATE,
+                "ExpressionAttributeNames": self._renew_names,
+                "ExpressionAttributeValues": {
+                    ":own": {"S": fence(owner, version)},
+                    ":nown": {"S": fence(owner, version + 1)},
+                    ":lease": {"N": str(lease_ms)},
+                    ":exp": {"N": str(int(now + self.retention))},
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                **self.capacity,
+            },
+        )
+
+    def get(self, key: Key) -> Call:
+        return Call(
+            "GetItem",
+            {"TableName": self.table, "Key": key, "ConsistentRead": True, **self.capacity},
+        )
+
+    def transact(self, items: Sequence[dict[str, Any]], token: str) -> Call:
+        return Call(
+            "TransactWriteItems",
+            {"TransactItems": list(items), "ClientRequestToken": token, **self.capacity},
+        )
+
+    def tombstone(
+        self,
+        key: Key,
+        owner: str,
+        fingerprint: str | None,
+        status: str,
+        removed_at: float,
+        remember: float,
+    ) -> Call:
+        """Remember a record TTL removed (its owner value, fingerprint and status) for
+        ``remember`` seconds, unless a new claim has been made meanwhile."""
+        item: Item = {
+            **key,
+            A_OWNER: {"S": owner},
+            A_EXPIRES: {"N": str(int(removed_at + remember))},
+            A_REMOVED_AT: {"N": str(int(removed_at))},
+            A_REMOVED_STATUS: {"S": status},
+        }
+        if fingerprint is not None:
+            item[A_FINGERPRINT] = {"S": fingerprint}
+        return Call(
+            "PutItem",
+            {
+                "TableName": self.table,
+                "Item": item,
+                "ConditionExpression": ABSENT,
+                "ExpressionAttributeNames": self._pk_names,
+            },
+        )
+
+    # -- the table -------------------------------------------------------------------------------
+
+    def create_table(self) -> Call:
+        cfg = self.config
+        schema = [{"AttributeName": cfg.partition_key, "KeyType": "HASH"}]
+        attrs = [{"AttributeName": cfg.partition_key, "AttributeType": "S"}]
+        if cfg.sort_key is not None:
+            schema.append({"AttributeName": cfg.sort_key, "KeyType": "RANGE"})
+            attrs.append({"AttributeName": cfg.sort_key, "AttributeType": "S"})
+        return Call(
+            "CreateTable",
+            {
+                "TableName": self.table,
+                "KeySchema": schema,
+                "AttributeDefinitions": attrs,
+                "BillingMode": "PAY_PER_REQUEST",
+            },
+        )
+
+    def describe_table(self) -> Call:
+        return Call("DescribeTable", {"TableName": self.table})
+
+    def describe_ttl(self) -> Call:
+        return Call("DescribeTimeToLive", {"TableName": self.table})
+
+    def enable_ttl(self) -> Call:
+        return Call(
+            "UpdateTimeToLive",
+            {
+                "TableName": self.table,
+                "TimeToLiveSpecification": {"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+            },
+        )
+
+
+def tables_of(call: Call) -> list[str]:
+    """The table names a request touches (for messages about a missing table)."""
+    name = call.params.get("TableName")
+    if isinstance(name, str):
+        return [name]
+    names: list[str] = []
+    for action in call.params.get("TransactItems", ()):
+        for body in action.values():
+            table = body.get("TableName") if isinstance(body, dict) else None
+            if isinstance(table, str) and table not in names:
+                names.append(table)
+    return names

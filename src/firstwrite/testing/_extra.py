@@ -1,0 +1,34 @@
+"""The local engine (``firstwrite[engine]``) and aiobotocore (``firstwrite[async]``) are
+extras: import them only when a test needs them, and say which to install when one is missing."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# The extra that brings a missing top-level module, and what it is for; anything else is the
+# engine's (lark, msgpack, uvicorn, ...).
+_EXTRA_OF = {"aiobotocore": "async", "aiohttp": "async"}
+_WHAT = {"engine": "firstwrite's local engine", "async": "aiobotocore"}
+
+
+class MissingExtraError(ImportError):
+    """firstwrite.testing needed an extra (the engine, aiobotocore) that is not installed."""
+
+
+def require(module: str) -> ModuleType:
+    """Import ``module``; a missing third-party dependency becomes :class:`MissingExtraError`
+    naming the extra to install (a missing firstwrite module is a real bug and propagates)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or "?"
+        top = missing.split(".")[0]
+        if top == "firstwrite":
+            raise
+        extra = _EXTRA_OF.get(top, "engine")
+        raise MissingExtraError(
+            f"firstwrite.testing needs {_WHAT[extra]}, which is an extra: "
+            f"pip install 'firstwrite[{extra}]' (missing module: {top})",
+            name=missing,
+        ) from exc

@@ -1,0 +1,175 @@
+"""Each condition expression of :mod:`firstwrite.idempotency.requests` and its Python mirror
+agree: for generated stored records and requests, DynamoDB (our engine, through boto3) accepts
+the write exactly when the mirror says it would. The state machine decides on ``ALL_OLD`` items
+with the mirrors, so a disagreement would be a wrong answer to a duplicate."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from firstwrite.idempotency import IdempotencyConfig
+from firstwrite.idempotency import requests as q
+from firstwrite.idempotency.record import Record
+
+TABLE = "mirrors"
+NOW = 1_800_000_000.25  # a fraction, so the rounding of :now and :now_ms is exercised
+_keys = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from firstwrite.engine.api import Engine
+    from firstwrite.engine.binding import local_client
+    from firstwrite.engine.ttl import TTLConfig
+    from firstwrite.idempotency import Idempotency
+
+    path: Path = tmp_path_factory.mktemp("mirrors") / "engine.db"
+    # No background sweeper: records past expires_at must stay, as they do on DynamoDB until
+    # TTL gets to them, for the conditions to see them.
+    with Engine(path, ttl_config=TTLConfig(sweep_interval=None)) as engine:
+        engine.clock.freeze(NOW)
+        c = local_client(engine, region="us-east-1")
+        Idempotency(IdempotencyConfig(table_name=TABLE), client=c).ensure_table()
+        yield c
+
+
+FPS = st.sampled_from(["fp-a", "fp-b", None])
+OFFSETS = st.sampled_from([-5000, -1000, -1, 0, 1, 999, 1000, 5000])  # ms around NOW
+
+
+@st.composite
+def stored(draw: Any) -> dict[str, Any] | None:
+    """A stored record in any state the layer writes (or nothing)."""
+    if draw(st.booleans()) and draw(st.booleans()):
+        return None
+    state = draw(
+        st.sampled_from(["pending", "completed", "failed-retryable", "failed-final", "tombstone"])
+    )
+    item: dict[str, Any] = {
+        q.A_OWNER: {
+            "S": q.fence(draw(st.sampled_from(["t" * 32, "u" * 32])), draw(st.integers(1, 3)))
+        },
+        q.A_EXPIRES: {"N": str(int(NOW) + draw(st.sampled_from([-2, -1, 0, 1, 100])))},
+    }
+    fp = draw(FPS)
+    if fp is not None:
+        item[q.A_FINGERPRINT] = {"S": fp}
+    if state == "pending":
+        item[q.A_LEASE] = {"N": str(q.millis(NOW) + draw(OFFSETS))}
+    elif state == "completed":
+        item[q.A_RESULT] = {"S": "1"}
+    elif state == "failed-retryable":
+        item[q.A_ERROR] = {"S": "{}"}
+        item[q.A_LEASE] = {"N": "0"}
+    elif state == "failed-final":
+        item[q.A_ERROR] = {"S": "{}"}
+    else:
+        item[q.A_REMOVED_AT] = {"N": str(int(NOW) - 10)}
+        item[q.A_REMOVED_STATUS] = {"S": "COMPLETED"}
+    return item
+
+
+def _put(client: Any, key: dict[str, Any], item: dict[str, Any] | None) -> Record | None:
+    if item is None:
+        return None
+    client.put_item(TableName=TABLE, Item={**key, **item})
+    return Record.from_item(item)
+
+
+def _accepted(client: Any, call: q.Call) -> bool:
+    method = getattr(client, {"PutItem": "put_item", "UpdateItem": "update_item"}[call.operation])
+    try:
+        method(**call.params)
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        return False
+    return True
+
+
+COMMON = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@COMMON
+@given(
+    item=stored(),
+    fp=st.sampled_from(["fp-a", "fp-b", q.NO_FINGERPRINT]),
+    refuse=st.booleans(),
+)
+def test_claim_condition_and_its_mirror_agree(
+    client: Any, item: dict[str, Any] | None, fp: str, refuse: bool
+) -> None:
+    """Both claim conditions: with the retention branch, and without it
+    (``refuse_late_retries``)."""
+    requests = q.Requests(IdempotencyConfig(table_name=TABLE, refuse_late_retries=refuse))
+    key = {"pk": {"S": f"claim-{next(_keys)}"}}
+    rec = _put(client, key, item)
+    claim = requests.claim_item(key, "c" * 32, fp, NOW, 60)
+    expected = q.claim_allows(rec, fp, NOW, retention_branch=not refuse)
+    assert _accepted(client, requests.put_claim(claim, fp, NOW)) is expected
+
+
+@COMMON
+@given(item=stored(), seen_owner=st.sampled_from(["t" * 32, "u" * 32]), version=st.integers(1, 3))
+def test_replace_condition_and_its_mirror_agree(
+    client: Any, item: dict[str, Any] | None, seen_owner: str, version: int
+) -> None:
+    requests = q.Requests(IdempotencyConfig(table_name=TABLE))
+    key = {"pk": {"S": f"replace-{next(_keys)}"}}
+    rec = _put(client, key, item)
+    seen = q.fence(seen_owner, version)
+    claim = requests.claim_item(key, "c" * 32, "fp-a", NOW, 60)
+    assert _accepted(client, requests.replace_claim(claim, seen)) is q.replace_allows(rec, seen)
+
+
+@COMMON
+@given(item=stored())
+def test_the_tombstone_condition_and_its_mirror_agree(
+    client: Any, item: dict[str, Any] | None
+) -> None:
+    requests = q.Requests(IdempotencyConfig(table_name=TABLE))
+    key = {"pk": {"S": f"tomb-{next(_keys)}"}}
+    rec = _put(client, key, item)
+    call = requests.tombstone(key, "t" * 32 + ":1", "fp-a", "COMPLETED", NOW, 3600)
+    assert _accepted(client, call) is q.absent(rec)
+
+
+@COMMON
+@given(item=stored(), owner=st.sampled_from(["t" * 32, "u" * 32]), version=st.integers(1, 3))
+def test_fence_and_its_mirror_agree(
+    client: Any, item: dict[str, Any] | None, owner: str, version: int
+) -> None:
+    requests = q.Requests(IdempotencyConfig(table_name=TABLE))
+    key = {"pk": {"S": f"fence-{next(_keys)}"}}
+    rec = _put(client, key, item)
+    for call in (
+        requests.complete(key, owner, version, {"S": "2"}),
+        requests.renew(key, owner, version, q.millis(NOW) + 1000, NOW),
+        requests.fail(key, owner, version, "{}", retryable=True),
+    ):
+        expected = q.fence_allows(rec, owner, version)
+        assert _accepted(client, call) is expected
+        if expected:
+            return  # the record has moved on: the other writes would see another state
+
+
+def test_the_mirrors_are_not_constant() -> None:
+    """Both answers occur, so agreement above is not agreement on one answer."""
+    live = Record.from_item(
+        {
+            q.A_OWNER: {"S": "t" * 32 + ":1"},
+            q.A_EXPIRES: {"N": str(int(NOW) + 10)},
+            q.A_LEASE: {"N": str(q.millis(NOW) + 10)},
+        }
+    )
+    assert q.claim_allows(None, "fp-a", NOW) and not q.claim_allows(live, "fp-a", NOW)
+    assert q.fence_allows(live, "t" * 32, 1) and not q.fence_allows(live, "t" * 32, 2)
