@@ -8,10 +8,13 @@ expressions are token soup from DynamoDB's grammar, deep parentheses and ``NOT``
 
 :func:`verdict` says what is wrong with an answer: any 5xx, or a 4xx that is not one of
 DynamoDB's own error types (413 is allowed only for a body over DynamoDB's 16 MB limit).
+
+(Longer than our modules usually are: one strategy per member DynamoDB's API has, kept together.)
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import string
 from typing import Any
@@ -104,7 +107,7 @@ _numbers = st.one_of(
     st.text(alphabet=string.digits + ".-+eE", max_size=12),
 )
 _binary = st.one_of(
-    st.binary(max_size=12).map(lambda b: __import__("base64").b64encode(b).decode()),
+    st.binary(max_size=12).map(lambda b: base64.b64encode(b).decode()),
     st.sampled_from(["", "=", "not base64!", "QQ", "QQ==="]),
 )
 
