@@ -12,7 +12,8 @@ PORT   ?= 8080
 ENGINE_PORT ?= 8000
 DB     ?= firstwrite-local.db
 
-.PHONY: run test test-fast lint typecheck check bench screenshots lock clean
+.PHONY: run test test-fast lint typecheck check bench screenshots lock clean \
+	proof proof-linearizability proof-crash proof-hostile
 
 $(STAMP): requirements/dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +39,21 @@ test: $(STAMP) lint typecheck
 ## test-fast: the suite without tests marked slow
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
+
+## proof-linearizability, proof-crash, proof-hostile: the long forms of the proof suites
+## (docs/reliability.md; `make test` runs their short forms); `proof`: all three.
+## PROOF_REPORT=file.jsonl appends each suite's numbers to that file.
+PROOF_RUN = FIRSTWRITE_PROOF=long FIRSTWRITE_PROOF_REPORT=$(PROOF_REPORT) $(PY) -m pytest -n 0 -p no:randomly
+proof: proof-linearizability proof-crash proof-hostile
+
+proof-linearizability: $(STAMP)
+	$(PROOF_RUN) tests/proof/test_lincheck.py tests/proof/test_linearizability.py
+
+proof-crash: $(STAMP)
+	$(PROOF_RUN) tests/proof/test_crash_cycles.py
+
+proof-hostile: $(STAMP)
+	$(PROOF_RUN) tests/proof/test_hostile.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -18,7 +18,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +90,13 @@ def transfer_request(
 
 
 class Writers:
-    """Client threads that write until the server dies, remembering what was acknowledged."""
+    """Client threads that write until the server dies, remembering what was acknowledged.
 
-    def __init__(self, url: str, table: str) -> None:
+    Thread numbers start at ``first_thread`` (they name the items): give each run on one table
+    its own range (tests/proof/test_crash_cycles.py runs one per crash cycle).
+    """
+
+    def __init__(self, url: str, table: str, first_thread: int = 0) -> None:
         self.url = url
         self.table = table
         self.killed = threading.Event()
@@ -104,9 +108,13 @@ class Writers:
         self.cancelled_transfers: set[tuple[int, int]] = set()
         self.attempted_transfers: dict[int, int] = {}
         self.unexpected: list[str] = []
+        first = first_thread
         self.threads = [
-            threading.Thread(target=self._puts, args=(t,)) for t in range(PUT_THREADS)
-        ] + [threading.Thread(target=self._transfers, args=(t,)) for t in range(TRANSFER_THREADS)]
+            threading.Thread(target=self._puts, args=(first + t,)) for t in range(PUT_THREADS)
+        ] + [
+            threading.Thread(target=self._transfers, args=(first + t,))
+            for t in range(TRANSFER_THREADS)
+        ]
 
     def start(self) -> None:
         for thread in self.threads:
@@ -165,6 +173,41 @@ class Writers:
             n += 1
 
 
+def assert_survived(
+    get: Callable[[str], dict[str, Any] | None], table: str, runs: Sequence[Writers]
+) -> None:
+    """After a restart (``get`` reads an item consistently): every write the ``runs`` had
+    acknowledged is there, and the transfers are whole (each account's balance is what the
+    logged transfers imply, no cancelled one applied)."""
+    balances = [INITIAL_BALANCE] * ACCOUNTS
+    for writers in runs:
+        for thread, n in writers.acked_puts:
+            assert get(f"put-{thread}-{n}") == {**key(f"put-{thread}-{n}"), "n": {"N": str(n)}}
+        committed: set[tuple[int, int]] = set()
+        for thread, attempts in writers.attempted_transfers.items():
+            for n in range(attempts):
+                log = get(f"tx-{thread}-{n}")
+                if log is None:
+                    continue
+                _, (src, dst, amount) = transfer_request(table, thread, n)
+                assert (int(log["src"]["N"]), int(log["dst"]["N"])) == (src, dst)
+                assert int(log["amount"]["N"]) == amount
+                balances[src] -= amount
+                balances[dst] += amount
+                committed.add((thread, n))
+        assert writers.acked_transfers <= committed, "an acknowledged transaction was lost"
+        assert not (writers.cancelled_transfers & committed), "a cancelled transaction applied"
+    stored = []
+    for account in range(ACCOUNTS):
+        item = get(f"acct-{account}")
+        assert item is not None
+        stored.append(int(item["bal"]["N"]))
+    # Each account's balance is exactly what the logged transfers imply: no transaction
+    # applied its update without its log item, or half of its updates.
+    assert stored == balances
+    assert sum(stored) == INITIAL_BALANCE * ACCOUNTS
+
+
 @pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("durability", ["full", "normal"])
@@ -217,32 +260,6 @@ def test_acknowledged_writes_survive_sigkill(
             ).get("Item")
             return item
 
-        for thread, n in writers.acked_puts:
-            assert get(f"put-{thread}-{n}") == {**key(f"put-{thread}-{n}"), "n": {"N": str(n)}}
-
-        balances = [INITIAL_BALANCE] * ACCOUNTS
-        committed: set[tuple[int, int]] = set()
-        for thread, attempts in writers.attempted_transfers.items():
-            for n in range(attempts):
-                log = get(f"tx-{thread}-{n}")
-                if log is None:
-                    continue
-                _, (src, dst, amount) = transfer_request(table, thread, n)
-                assert (int(log["src"]["N"]), int(log["dst"]["N"])) == (src, dst)
-                assert int(log["amount"]["N"]) == amount
-                balances[src] -= amount
-                balances[dst] += amount
-                committed.add((thread, n))
-        assert writers.acked_transfers <= committed, "an acknowledged transaction was lost"
-        assert not (writers.cancelled_transfers & committed), "a cancelled transaction applied"
-        stored = []
-        for account in range(ACCOUNTS):
-            item = get(f"acct-{account}")
-            assert item is not None
-            stored.append(int(item["bal"]["N"]))
-        # Each account's balance is exactly what the logged transfers imply: no transaction
-        # applied its update without its log item, or half of its updates.
-        assert stored == balances
-        assert sum(stored) == INITIAL_BALANCE * ACCOUNTS
+        assert_survived(get, table, [writers])
     finally:
         restarted.stop()

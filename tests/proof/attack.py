@@ -1,0 +1,224 @@
+"""The two sides of the hostile-input latency proof, each a spawned process of its own (so that
+neither one's CPU or GIL is the other's latency).
+
+:func:`victim` is an ordinary client: PutItem and GetItem on its own table over one keep-alive
+connection, paced, recording each call's latency. :func:`attacker` runs only inside the attack
+windows it is given: a corpus of hostile requests on a few connections, 16 MiB bodies of tiny
+values (issue 15, hole 3) and bodies past the limit, slow-loris connections sending a header
+byte at a time, and idle connections. Both return what they saw; every answer the attacker got
+is judged by :func:`hostile.verdict` in the test.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from hostile import HEADERS, TARGET, verdict
+
+VICTIM_TABLE = "victim"
+VICTIM_PACE_S = 0.002
+
+
+def _connection(url: str, timeout: float = 30.0) -> http.client.HTTPConnection:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return http.client.HTTPConnection(host, int(port), timeout=timeout)
+
+
+def _call(conn: http.client.HTTPConnection, operation: str, body: bytes) -> tuple[int, bytes]:
+    conn.request("POST", "/", body, {**HEADERS, "X-Amz-Target": TARGET + operation})
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def victim(url: str, start_ns: int, end_ns: int) -> list[tuple[int, float, int]]:
+    """``(sent at, latency in s, status)`` of every call between ``start_ns`` and ``end_ns``."""
+    conn = _connection(url)
+    samples = []
+    n = 0
+    while time.monotonic_ns() < start_ns:
+        time.sleep(0.001)
+    while (now := time.monotonic_ns()) < end_ns:
+        n += 1
+        if n % 2:
+            item = {"pk": {"S": f"v{n % 50}"}, "n": {"N": str(n)}}
+            operation, body = "PutItem", {"TableName": VICTIM_TABLE, "Item": item}
+        else:
+            key = {"pk": {"S": f"v{n % 50}"}}
+            operation, body = "GetItem", {"TableName": VICTIM_TABLE, "Key": key}
+        try:
+            status, _ = _call(conn, operation, json.dumps(body).encode())
+        except (OSError, http.client.HTTPException):
+            status = 0
+            conn.close()
+            conn = _connection(url)
+        samples.append((now, (time.monotonic_ns() - now) / 1e9, status))
+        time.sleep(VICTIM_PACE_S)
+    return samples
+
+
+def warm_up() -> int:
+    """Run in each pool process before the windows are set: its imports are done (and takes
+    long enough that two calls land on two processes). Returns the process id."""
+    time.sleep(0.5)
+    return os.getpid()
+
+
+def tiny_values_body(size: int) -> bytes:
+    """A PutItem of ``size`` bytes made of one list of tiny numbers (issue 15, hole 3)."""
+    head = b'{"TableName":"hostile","Item":{"pk":{"S":"big"},"l":{"L":['
+    tail = b"]}}}"
+    value = b'{"N":"1"},'
+    count = (size - len(head) - len(tail)) // len(value)
+    return head + value * count + b'{"N":"1"}' + tail
+
+
+class _Attack:
+    def __init__(self, url: str, windows: list[tuple[int, int]], corpus: list[tuple[str, bytes]]):
+        self.url = url
+        self.windows = windows
+        self.corpus = corpus
+        self.lock = threading.Lock()
+        self.answers: Counter[str] = Counter()
+        self.wrong: list[str] = []
+        self.done = windows[-1][1]
+
+    def window(self) -> tuple[int, int] | None:
+        """The current attack window, waiting for the next one; None after the last."""
+        while (now := time.monotonic_ns()) < self.done:
+            for start, end in self.windows:
+                if start <= now < end:
+                    return start, end
+            time.sleep(0.005)
+        return None
+
+    def judge(self, kind: str, status: int, body: bytes, sent: int) -> None:
+        class _Response:  # the two things verdict() reads, without httpx in the loop
+            status_code = status
+            content = body
+            text = body.decode("utf-8", "replace")
+
+            def json(self) -> Any:
+                return json.loads(body)
+
+        problem = verdict(_Response(), sent)  # type: ignore[arg-type]
+        with self.lock:
+            self.answers[f"{kind}:{status}"] += 1
+            if problem is not None:
+                self.wrong.append(f"{kind}: {problem}")
+
+    def junk(self, offset: int) -> None:
+        conn = _connection(self.url)
+        i = offset
+        while self.window() is not None:
+            operation, body = self.corpus[i % len(self.corpus)]
+            i += 7
+            try:
+                status, answer = _call(conn, operation, body)
+            except (OSError, http.client.HTTPException) as exc:
+                with self.lock:
+                    self.wrong.append(f"junk: {exc!r}")
+                conn.close()
+                conn = _connection(self.url)
+                continue
+            self.judge("junk", status, answer, len(body))
+
+    def big(self) -> None:
+        bodies = [tiny_values_body(16 * 1024 * 1024 - 64), b"x" * (16 * 1024 * 1024 + 1)]
+        i = 0
+        while self.window() is not None:
+            body = bodies[i % 2]
+            i += 1
+            conn = _connection(self.url, timeout=120)
+            try:
+                status, answer = _call(conn, "PutItem", body)
+            except (OSError, http.client.HTTPException) as exc:
+                # A server may close on a refused oversize body before reading it all.
+                status, answer = (-1, repr(exc).encode())
+            finally:
+                conn.close()
+            if status != -1 or len(body) <= 16 * 1024 * 1024:
+                self.judge("big", status, answer, len(body))
+
+    def slow(self, count: int) -> None:
+        """``count`` connections per window that send a request's head one byte at a time
+        (reopened when the server cuts them, all closed when the window ends)."""
+        head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-amz-json-1.0\r\n"
+        while (window := self.window()) is not None:
+            sent = dict.fromkeys(self._open(count, []), 0)  # bytes of the head sent so far
+            while time.monotonic_ns() < window[1]:
+                for sock, n in list(sent.items()):
+                    try:
+                        sock.sendall(head[n % len(head) : n % len(head) + 1])
+                        sent[sock] = n + 1
+                    except OSError:
+                        sock.close()
+                        del sent[sock]
+                        self._count("slow:cut")
+                for sock in self._open(count - len(sent), []):
+                    sent[sock] = 0
+                time.sleep(min(0.5, max(0.0, (window[1] - time.monotonic_ns()) / 1e9)))
+            for sock in sent:
+                sock.close()
+
+    def idle(self, count: int) -> None:
+        """``count`` connections per window that send nothing."""
+        while (window := self.window()) is not None:
+            socks = self._open(count, [])
+            time.sleep(max(0.0, (window[1] - time.monotonic_ns()) / 1e9))
+            for sock in socks:
+                sock.close()
+
+    def _open(self, count: int, socks: list[socket.socket]) -> list[socket.socket]:
+        while len(socks) < count:
+            try:
+                socks.append(socket.create_connection(_address(self.url), timeout=5))
+            except OSError:
+                self._count("connect:refused")
+                break
+            self._count("connections:opened")
+        return socks
+
+    def _count(self, name: str) -> None:
+        with self.lock:
+            self.answers[name] += 1
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+KINDS = ("junk", "big", "slow", "idle")
+
+
+def attacker(
+    url: str,
+    windows: list[tuple[int, int]],
+    corpus: list[tuple[str, bytes]],
+    connections: int,
+    kinds: tuple[str, ...] = KINDS,
+) -> tuple[dict[str, int], list[str]]:
+    """Attack inside ``windows`` (monotonic ns) with the ``kinds`` of attack named; the answers
+    by kind and status, and what was wrong with any of them."""
+    attack = _Attack(url, windows, corpus)
+    threads = []
+    if "junk" in kinds:
+        threads += [threading.Thread(target=attack.junk, args=(i,)) for i in range(connections)]
+    if "big" in kinds:
+        threads.append(threading.Thread(target=attack.big))
+    if "slow" in kinds:
+        threads.append(threading.Thread(target=attack.slow, args=(40,)))
+    if "idle" in kinds:
+        threads.append(threading.Thread(target=attack.idle, args=(40,)))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return dict(attack.answers), attack.wrong

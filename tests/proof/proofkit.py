@@ -1,0 +1,123 @@
+"""What the proof suites share: their size (short in ``make test``, long on demand), their
+report, and measurements of a server process.
+
+``FIRSTWRITE_PROOF=long`` selects the long form (the ``make proof-*`` targets set it); anything
+else runs the short form. Each suite calls :func:`report` with its numbers: they are listed at
+the end of the run (by :func:`proof_summary`, which each suite imports; not under xdist) and, when
+``FIRSTWRITE_PROOF_REPORT`` names a file, appended to it as one JSON line each, which is where
+docs/reliability.md's figures come from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+LONG = os.environ.get("FIRSTWRITE_PROOF", "") == "long"
+
+
+def scale(short: T, long: T) -> T:
+    """``long`` in the long form, ``short`` otherwise."""
+    return long if LONG else short
+
+
+REPORTS: list[str] = []  # this process's report lines, for the end-of-run summary
+
+
+def report(suite: str, **numbers: Any) -> None:
+    line = {"suite": suite, "form": "long" if LONG else "short", "at": _now(), **numbers}
+    text = json.dumps(line, sort_keys=True, default=str)
+    REPORTS.append(text)
+    print(f"\nPROOF {text}", file=sys.stderr)
+    target = os.environ.get("FIRSTWRITE_PROOF_REPORT")
+    if target:
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(text + "\n")
+
+
+def machine() -> dict[str, Any]:
+    """The facts docs/reliability.md states beside its figures."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "kernel": platform.release(),
+    }
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) by the nearest-rank method; 0.0 for no samples."""
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def summary_ms(samples: Sequence[float]) -> dict[str, float]:
+    """p50/p99/max of latencies given in seconds, in milliseconds (3 decimals)."""
+    if not samples:
+        return {"n": 0}
+    return {
+        "n": len(samples),
+        "p50_ms": round(statistics.median(samples) * 1e3, 3),
+        "p99_ms": round(percentile(samples, 99) * 1e3, 3),
+        "max_ms": round(max(samples) * 1e3, 3),
+    }
+
+
+def rss_kib(pid: int) -> tuple[int, int]:
+    """(current RSS, peak RSS) of process ``pid`` in KiB, from /proc (VmRSS, VmHWM)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+class _Summary:
+    """A plugin listing this run's report lines after the test results."""
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if REPORTS:
+            terminalreporter.section(f"proof results ({'long' if LONG else 'short'} form)")
+            terminalreporter.write_line(f"machine: {json.dumps(machine())}")
+            for line in REPORTS:
+                terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def proof_summary(request: pytest.FixtureRequest) -> None:
+    """Import this into a suite's module to have its numbers listed at the end of the run.
+
+    (A plugin registered here rather than a conftest.py in tests/proof: that would shadow
+    tests/conftest.py, whose helpers the suites import as ``conftest``.)"""
+    manager = request.config.pluginmanager
+    if not manager.has_plugin("firstwrite-proof-summary"):
+        manager.register(_Summary(), "firstwrite-proof-summary")

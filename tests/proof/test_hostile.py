@@ -1,0 +1,349 @@
+"""The hostile-input proof: whatever arrives, the server answers with DynamoDB's own errors (never
+a 5xx), keeps its memory bounded, and keeps serving everyone else.
+
+* Hypothesis draws whole requests of every operation with hostile members (:mod:`hostile`),
+  random bytes and random JSON, sent to a real ``firstwrite engine serve``.
+* Requests past DynamoDB's limits each get DynamoDB's ValidationException (or 413 past the
+  16 MB body limit).
+* Attacks (those requests; slow-loris and idle connections; 16 MiB bodies of tiny values)
+  run in windows, alternating with quiet windows, while an ordinary client in
+  another process measures its latency throughout: its p99 during the attack must stay within
+  2x of its p99 in the quiet windows of the same run (the long form; the short form fails on
+  stalls of a second), and the server's peak RSS bounded.
+
+Each hole of issue 15 has its own regression test; this suite does not repeat them:
+
+====  ====================================================================================
+hole  regression test
+====  ====================================================================================
+1     tests/engine/security/test_admin_auth.py, test_security_routes.py (admin API auth,
+      cross-origin and simple-request refusals)
+2     tests/engine/test_server.py::test_auth_ignores_an_unsigned_payload_hash_header
+3     tests/engine/test_server_stalls.py::test_a_hostile_body_does_not_delay_other_clients;
+      tests/engine/test_malformed_input.py::test_expensive_expressions_are_refused_by_their_cost
+4     tests/engine/test_server_stalls.py::test_a_held_write_lock_does_not_stall_the_server
+5     tests/engine/test_malformed_input.py (null entries, name types, surrogates, depth)
+6     tests/engine/test_malformed_input.py::test_non_ascii_digits_are_not_numbers
+7     tests/engine/test_server_connections.py (idle, slow-loris, slow body, flood,
+      descriptors, pipelining)
+====  ====================================================================================
+
+The strategies draw every one of those inputs too (NOT chains, deep parentheses, lone
+surrogates, null entries, non-ASCII digits), and the attacks replay holes 3 and 7.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from attack import VICTIM_TABLE, attacker, victim, warm_up
+from hostile import (
+    MAX_BODY,
+    STREAMS_TARGET,
+    TABLE,
+    TARGET,
+    encode,
+    json_values,
+    requests,
+    send,
+    verdict,
+)
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from proofkit import (
+    LONG,
+    percentile,
+    proof_summary,  # noqa: F401  (lists the numbers at the end)
+    report,
+    rss_kib,
+    scale,
+    summary_ms,
+)
+
+from conftest import HttpServer, start_server
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = scale(250, 4000)
+WINDOW_S = scale(2.0, 4.0)  # each quiet or attack window...
+WINDOW_PAIRS = scale(3, 12)  # ...alternating, so both kinds see the same background load
+JUNK_CONNECTIONS = 2
+PEAK_RSS_LIMIT_MIB = 1024  # the server's peak, whatever arrives (hole 3: 2.8 GB before)
+LATENCY_RATIO = 2.0
+# The short form (in `make test`, beside other tests on a shared machine) has too few samples for
+# a 2x bound on a p99 to be more than noise; it fails on a stall (what hole 3 and 7 were: 2.8-10 s
+# and 100 s) and reports the ratio. The long form asserts the 2x.
+STALL_S = 1.0
+
+_counts: Counter[str] = Counter()
+
+
+def _create(http: httpx.Client, name: str, sort_key: bool) -> None:
+    schema = [{"AttributeName": "pk", "KeyType": "HASH"}]
+    definitions = [{"AttributeName": "pk", "AttributeType": "S"}]
+    if sort_key:
+        schema.append({"AttributeName": "sk", "KeyType": "RANGE"})
+        definitions.append({"AttributeName": "sk", "AttributeType": "N"})
+    body = {
+        "TableName": name,
+        "KeySchema": schema,
+        "AttributeDefinitions": definitions,
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    response = send(http, TARGET + "CreateTable", encode(body))
+    assert response.status_code == 200, response.text
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    served = start_server(tmp_path_factory.mktemp("hostile") / "hostile.db")
+    with httpx.Client(base_url=served.url, timeout=60) as http:
+        _create(http, TABLE, sort_key=True)
+        _create(http, VICTIM_TABLE, sort_key=False)
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def http(server: HttpServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        yield client
+
+
+def _alive(server: HttpServer) -> None:
+    assert server.process.poll() is None, server.log()
+    assert "Traceback" not in server.log(), server.log()[-3000:]
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(request=requests())
+def test_hostile_requests_of_every_operation(
+    http: httpx.Client, server: HttpServer, request: tuple[str, dict[str, Any]]
+) -> None:
+    target, body = request
+    payload = encode(body)
+    response = send(http, target, payload)
+    _counts[f"{target.rpartition('.')[2]}:{response.status_code}"] += 1
+    problem = verdict(response, len(payload))
+    assert problem is None, f"{target} {payload[:500]!r}: {problem}"
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    body=st.binary(max_size=3000) | json_values.map(encode),
+    target=st.sampled_from(
+        [None, TARGET + "PutItem", TARGET + "Query", STREAMS_TARGET + "GetRecords"]
+    )
+    # (A header value h11 can send: printable ASCII without surrounding spaces.)
+    | st.text(max_size=40).filter(lambda t: t.isascii() and t.isprintable() and t == t.strip()),
+    content_type=st.sampled_from(
+        ["application/x-amz-json-1.0", "application/json", "text/plain", "", "application/xml"]
+    ),
+)
+def test_random_bytes_and_json_at_the_endpoint(
+    http: httpx.Client, body: bytes, target: str | None, content_type: str
+) -> None:
+    response = send(http, target, body, **{"Content-Type": content_type})
+    _counts[f"random:{response.status_code}"] += 1
+    problem = verdict(response, len(body))
+    assert problem is None, f"{target} {content_type} {body[:300]!r}: {problem}"
+
+
+def _key(pk: str = "k", sk: str = "1") -> dict[str, Any]:
+    return {"pk": {"S": pk}, "sk": {"N": sk}}
+
+
+def _get(n: int) -> list[dict[str, Any]]:
+    return [{"Get": {"TableName": TABLE, "Key": _key(sk=str(i))}} for i in range(n)]
+
+
+LIMITS: dict[str, tuple[str, dict[str, Any] | bytes]] = {
+    "item over 400 KB": (
+        "PutItem",
+        {"TableName": TABLE, "Item": {**_key(), "a": {"S": "x" * (400 * 1024 + 1)}}},
+    ),
+    "partition key over 2048 bytes": ("GetItem", {"TableName": TABLE, "Key": _key(pk="k" * 2049)}),
+    "number of 39+ significant digits": (
+        "PutItem",
+        {"TableName": TABLE, "Item": {**_key(), "n": {"N": "1" * 39}}},
+    ),
+    "number past 1E+126": (
+        "PutItem",
+        {"TableName": TABLE, "Item": {**_key(), "n": {"N": "1E+126"}}},
+    ),
+    "expression over 4 KB": (
+        "PutItem",
+        {
+            "TableName": TABLE,
+            "Item": _key(),
+            "ConditionExpression": "attribute_not_exists(#n)"
+            + " OR attribute_not_exists(#n)" * 160,
+            "ExpressionAttributeNames": {"#n": "a"},
+        },
+    ),
+    "101 transaction items": ("TransactGetItems", {"TransactItems": _get(101)}),
+    "26 batch writes": (
+        "BatchWriteItem",
+        {"RequestItems": {TABLE: [{"PutRequest": {"Item": _key(sk=str(i))}} for i in range(26)]}},
+    ),
+    "101 batch reads": (
+        "BatchGetItem",
+        {"RequestItems": {TABLE: {"Keys": [_key(sk=str(i)) for i in range(101)]}}},
+    ),
+    "table name of 256 characters": ("DescribeTable", {"TableName": "t" * 256}),
+    "body over 16 MB": ("PutItem", b'{"TableName":"' + b"x" * MAX_BODY + b'"}'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIMITS))
+def test_requests_beyond_dynamodb_limits(http: httpx.Client, case: str) -> None:
+    operation, body = LIMITS[case]
+    payload = body if isinstance(body, bytes) else encode(body)
+    response = send(http, TARGET + operation, payload)
+    assert verdict(response, len(payload)) is None, response.text[:300]
+    if len(payload) > MAX_BODY:
+        assert response.status_code == 413
+    else:
+        assert response.status_code == 400
+        assert response.json()["__type"].endswith("#ValidationException"), response.text[:300]
+
+
+def test_the_server_survived_and_said_nothing_went_wrong(server: HttpServer) -> None:
+    _alive(server)
+    report("hostile", part="requests", examples=EXAMPLES, answers=dict(sorted(_counts.items())))
+
+
+def _corpus(size: int) -> list[tuple[str, bytes]]:
+    """``size`` hostile requests drawn by the strategies (generation only, no shrinking)."""
+    drawn: list[tuple[str, bytes]] = []
+
+    @settings(max_examples=size, database=None, phases=[Phase.generate], deadline=None)
+    @given(request=requests())
+    def collect(request: tuple[str, dict[str, Any]]) -> None:
+        target, body = request
+        if target.startswith(TARGET):
+            drawn.append((target.removeprefix(TARGET), encode(body)))
+
+    collect()
+    return drawn
+
+
+# Each attack on its own, so that a figure names its cause. "big-bodies" fails the 2x bound:
+# hole 3's fix ended the multi-second stalls, but decoding a 16 MiB body of 1.6 million tiny
+# values still takes the GIL from the thread answering everyone else (their median goes from
+# 0.6 ms to 6 ms, p99 3-6x, max ~0.45 s), and it is done before the item is found to be over
+# 400 KB. Bounding that work before parsing (the issue's own suggestion) would end it.
+ATTACKS = {
+    "junk": ("junk",),  # hypothesis-drawn requests, as fast as answered, on 2 connections
+    "connections": ("slow", "idle"),  # 40 slow-loris and 40 idle connections, reopened
+    "big-bodies": ("big",),  # 16 MiB PutItems of tiny values, and bodies past 16 MiB
+}
+BIG_BODIES_XFAIL = pytest.mark.xfail(
+    LONG,
+    strict=True,
+    reason="issue 15 hole 3, not fully closed: a 16 MiB body of tiny values is decoded under "
+    "the GIL before its item size is checked, so other clients' p99 rises 3-6x (not within 2x)",
+)
+
+
+@pytest.mark.parametrize(
+    "attack",
+    ["junk", "connections", pytest.param("big-bodies", marks=BIG_BODIES_XFAIL)],
+)
+def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> None:
+    server = start_server(tmp_path / "attacked.db")
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            _create(http, TABLE, sort_key=True)
+            _create(http, VICTIM_TABLE, sort_key=False)
+        corpus = _corpus(400)
+        baseline_rss, _ = rss_kib(server.process.pid)
+        window = int(WINDOW_S * 1e9)
+        peak = [baseline_rss]
+        sampling = threading.Event()
+
+        def sample_rss() -> None:
+            while not sampling.wait(0.05):
+                peak[0] = max(peak[0], rss_kib(server.process.pid)[0])
+
+        sampler = threading.Thread(target=sample_rss)
+        sampler.start()
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(2, mp_context=context) as pool:
+            # Both processes up and imported before the first window is set.
+            for _ in range(5):
+                if len({f.result() for f in [pool.submit(warm_up) for _ in range(2)]}) == 2:
+                    break
+            start = time.monotonic_ns() + 500_000_000
+            # quiet, attack, quiet, attack, ...: both kinds spread over the same stretch of time.
+            windows = [
+                (start + (2 * i + 1) * window, start + (2 * i + 2) * window)
+                for i in range(WINDOW_PAIRS)
+            ]
+            end = start + 2 * WINDOW_PAIRS * window
+            victim_run = pool.submit(victim, server.url, start, end)
+            attack_run = pool.submit(
+                attacker, server.url, windows, corpus, JUNK_CONNECTIONS, ATTACKS[attack]
+            )
+            samples = victim_run.result(timeout=(end - start) / 1e9 + 120)
+            answers, wrong = attack_run.result(timeout=120)
+        sampling.set()
+        sampler.join()
+        _, peak_hwm = rss_kib(server.process.pid)
+        after_rss, _ = rss_kib(server.process.pid)
+        _alive(server)
+    finally:
+        server.stop()
+
+    def attacked(at: int) -> bool:
+        return any(a <= at < b for a, b in windows)
+
+    quiet = [lat for at, lat, status in samples if not attacked(at)]
+    loud = [lat for at, lat, status in samples if attacked(at)]
+    statuses = Counter(status for _, _, status in samples)
+    quiet_p99, loud_p99 = percentile(quiet, 99), percentile(loud, 99)
+    report(
+        "hostile",
+        part=f"attack:{attack}",
+        windows=f"{WINDOW_PAIRS} x ({WINDOW_S}s quiet + {WINDOW_S}s attack)",
+        victim_quiet=summary_ms(quiet),
+        victim_attacked=summary_ms(loud),
+        p99_ratio=round(loud_p99 / quiet_p99, 2) if quiet_p99 else None,
+        victim_statuses=dict(statuses),
+        attack_answers=answers,
+        attack_wrong=len(wrong),
+        rss_mib={
+            "baseline": baseline_rss // 1024,
+            "peak_sampled": peak[0] // 1024,
+            "peak_hwm": peak_hwm // 1024,
+            "after": after_rss // 1024,
+        },
+    )
+    assert wrong == [], wrong[:10]
+    assert set(statuses) == {200}, statuses
+    if "big" in ATTACKS[attack]:
+        assert answers.get("big:400", 0) >= 1, answers
+    if "slow" in ATTACKS[attack]:
+        # (That the server cuts them after its header timeout is test_server_connections'.)
+        assert answers.get("connections:opened", 0) >= 80 * WINDOW_PAIRS, answers
+    if "junk" in ATTACKS[attack]:
+        assert sum(n for k, n in answers.items() if k.startswith("junk:")) >= 100, answers
+    assert len(quiet) >= 100 and len(loud) >= 100
+    assert peak_hwm // 1024 < PEAK_RSS_LIMIT_MIB, f"peak RSS {peak_hwm // 1024} MiB"
+    bound = LATENCY_RATIO * quiet_p99 if LONG else max(LATENCY_RATIO * quiet_p99, STALL_S)
+    assert loud_p99 <= bound, (
+        f"victim p99 {loud_p99 * 1e3:.2f} ms under attack vs {quiet_p99 * 1e3:.2f} ms quiet"
+    )
