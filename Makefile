@@ -12,7 +12,7 @@ PORT   ?= 8080
 ENGINE_PORT ?= 8000
 DB     ?= firstwrite-local.db
 
-.PHONY: run test test-fast lint typecheck check bench lock clean
+.PHONY: run test test-fast lint typecheck check bench screenshots lock clean
 
 $(STAMP): requirements/dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ typecheck: $(STAMP)
 ## bench: run every benchmark and rewrite BENCHMARKS.md
 bench: $(STAMP)
 	$(PY) -m bench
+
+## screenshots: retake the console's screenshots in docs/img/ (headless Chromium, via its browser tests)
+screenshots: $(STAMP)
+	FIRSTWRITE_SCREENSHOTS=docs/img $(PY) -m pytest -q -p no:randomly -n 0 tests/console/test_browser.py -k "race_32 or lease-takeover or transaction-cancelled"
 
 ## lock: re-resolve requirements/dev.lock and run.lock (needs uv; run by a maintainer, not by CI)
 lock:

@@ -62,6 +62,29 @@ def test_require_auth(cli_server: Callable[..., Any]) -> None:
     assert server.stop() == 0
 
 
+def test_the_console_is_served_and_behind_auth(cli_server: Callable[..., Any]) -> None:
+    open_server = cli_server()
+    page = httpx.get(f"{open_server.url}/console/race")
+    assert page.status_code == 200 and "Race N claims" in page.text
+    assert open_server.stop() == 0
+
+    guarded = cli_server("--require-auth", "AKIDGOOD:s3cret")
+    assert httpx.get(f"{guarded.url}/console/race").status_code == 401
+    # A browser opening a page is sent to the console's sign-in page, and back afterwards.
+    page = httpx.get(f"{guarded.url}/console/race", headers={"Accept": "text/html"})
+    assert page.status_code == 303
+    assert page.headers["location"] == "/console/login?next=%2Fconsole%2Frace"
+    assert httpx.get(f"{guarded.url}/console/login").status_code == 200
+    with httpx.Client(base_url=guarded.url) as browser:
+        login = browser.post(
+            "/_firstwrite/session",
+            json={"access_key_id": "AKIDGOOD", "secret_access_key": "s3cret"},
+        )
+        assert login.status_code in (200, 201, 204), login.text
+        assert browser.get("/console/race").status_code == 200
+    assert guarded.stop() == 0
+
+
 def test_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -143,9 +166,8 @@ def test_server_construction_is_one_function(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr("firstwrite.engine.server.serve", fake_serve)
     assert main(["engine", "serve", "--port", "0", "--threads", "3"]) == 0
-    assert (seen["host"], seen["port"], seen["threads"], seen["routes"]) == (
-        "127.0.0.1",
-        0,
-        3,
-        None,
-    )
+    assert (seen["host"], seen["port"], seen["threads"]) == ("127.0.0.1", 0, 3)
+    assert list(seen["mounts"]) == ["/console"]
+    seen.clear()
+    assert main(["engine", "serve", "--port", "0", "--no-console"]) == 0
+    assert seen["mounts"] == {}

@@ -307,3 +307,24 @@ def test_a_database_in_a_missing_directory_is_one_line(tmp_path: Path) -> None:
         and "does not exist" in result.stderr
         and "Traceback" not in result.stderr
     )
+
+
+def _claims_total(page: str) -> float:
+    row = re.search(r'data-metric="firstwrite_claims_total">(.*?)</tr>', page, re.S)
+    assert row is not None, page
+    total = re.search(r'<td class="num">([^<]+)</td>', row.group(1))
+    assert total is not None, row.group(1)
+    return float(total.group(1))
+
+
+def test_the_console_is_served_beside_the_demo_and_counts_its_claims(demo: Demo) -> None:
+    console = f"{demo.url}/console/"
+    assert any(line.endswith(console) for line in demo.banner), demo.banner
+    with demo.client() as client:
+        before = _claims_total(client.get("/console/metrics").text)
+        assert pay(client, new_key(), amount=5).status_code == 201
+        after = _claims_total(client.get("/console/metrics").text)
+        tables = client.get("/console/tables")
+    # The demo's guard counts into the console's metrics: its one new claim is on the page.
+    assert after == before + 1
+    assert tables.status_code == 200 and "demo-payments" in tables.text

@@ -171,7 +171,7 @@ def test_shell_blocks_reach_the_documents_server(docs: pytest.Pytester) -> None:
         '''sh
         firstwrite engine serve --port 8000 --db local.db   # stands in: already served
         curl --fail-with-body -sS -X POST http://localhost:8000/_firstwrite/clock \\
-             -d '{"freeze": true}'
+             -H 'Content-Type: application/json' -d '{"freeze": true}'
         aws dynamodb list-tables --endpoint-url http://127.0.0.1:8000 --no-sign-request
         '''
         """,

@@ -15,6 +15,7 @@ from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
 from firstwrite.engine.server import ServerThread
 
+JSON = {"Content-Type": "application/json"}
 KEY = [{"AttributeName": "pk", "KeyType": "HASH"}]
 ATTRS = [{"AttributeName": "pk", "AttributeType": "S"}]
 
@@ -58,11 +59,12 @@ def test_clock_errors(admin: httpx.Client) -> None:
     problem(admin.post("/clock", json={"advance": "ten"}), 400)
     problem(admin.post("/clock", json={"freeze": 1}), 400)
     assert "unknown member" in problem(admin.post("/clock", json={"sett": 1}), 400)["detail"]
-    problem(admin.post("/clock", content=b"{not json"), 400)
+    problem(admin.post("/clock", content=b"{not json", headers=JSON), 400)
+    problem(admin.post("/clock", content=b"[" * 5000 + b"]" * 5000, headers=JSON), 400)
     problem(admin.post("/clock", json=[1, 2]), 400)
     not_allowed = admin.delete("/clock")
-    problem(not_allowed, 405)
-    assert not_allowed.headers["allow"] == "GET, POST"
+    assert "DELETE /_firstwrite/clock is not supported" in problem(not_allowed, 405)["detail"]
+    assert not_allowed.headers["allow"] == "GET, HEAD, POST"
 
 
 # --- faults ----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
@@ -23,13 +24,8 @@ from botocore.exceptions import ClientError
 from firstwrite.engine.api import Context, Engine
 from firstwrite.engine.binding import dummy_session
 from firstwrite.engine.errors import DynamoDBError
-from firstwrite.engine.server import (
-    ADMIN_PREFIX,
-    ServerThread,
-    SigV4Verifier,
-    register_admin_route,
-    unregister_admin_route,
-)
+from firstwrite.engine.server import ADMIN_PREFIX, ServerThread
+from firstwrite.engine.sigv4 import SigV4Verifier
 
 TARGET = "DynamoDB_20120810."
 JSON_10 = "application/x-amz-json-1.0"
@@ -65,13 +61,14 @@ def signed(
     secret: str,
     region: str = "us-east-1",
     prefix: str = TARGET,
+    **extra: str,
 ) -> tuple[str, dict[str, str], bytes]:
-    """Sign a request exactly as botocore signs DynamoDB requests."""
+    """Sign a request exactly as botocore signs DynamoDB requests (``extra`` headers signed)."""
     request = AWSRequest(
         "POST",
         url + "/",
         data=body,
-        headers={"Content-Type": JSON_10, "X-Amz-Target": prefix + operation},
+        headers={"Content-Type": JSON_10, "X-Amz-Target": prefix + operation, **extra},
     )
     SigV4Auth(Credentials(key, secret), "dynamodb", region).add_auth(request)
     return url + "/", dict(request.headers.items()), body
@@ -279,23 +276,82 @@ def _thread_running(server: str, temp_operation: Callable[..., None]) -> str:
     return seen[0]
 
 
-def test_normal_durability_answers_on_the_event_loop(
+def test_normal_durability_answers_on_the_lane(
     server: str, temp_operation: Callable[..., None]
 ) -> None:
-    # Tens of microseconds of CPU: a thread-pool round trip would cost more than the call.
-    assert not _thread_running(server, temp_operation).startswith("firstwrite-engine")
+    # Tens of microseconds of CPU: handed to the lane thread a batch per loop turn, never run
+    # on the event loop (where a call waiting on SQLite's lock would stall every client).
+    assert _thread_running(server, temp_operation) == "firstwrite-lane"
+
+
+def test_inline_answers_on_the_event_loop(
+    engine: Engine, temp_operation: Callable[..., None]
+) -> None:
+    with ServerThread(engine, inline=True) as url:
+        assert _thread_running(url, temp_operation) == "firstwrite-server"
 
 
 def test_faults_move_calls_to_the_thread_pool(
     engine: Engine, server: str, temp_operation: Callable[..., None]
 ) -> None:
-    # Injected latency must delay its own request, not every request on the event loop.
+    # Injected latency must delay its own request, not every request on the lane.
     engine.faults.latency(0.0, operation="PutItem")
     try:
         assert _thread_running(server, temp_operation).startswith("firstwrite-engine")
     finally:
         engine.faults.clear()
-    assert not _thread_running(server, temp_operation).startswith("firstwrite-engine")
+    assert _thread_running(server, temp_operation) == "firstwrite-lane"
+
+
+def test_big_bodies_are_answered_on_the_thread_pool(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    seen: list[str] = []
+
+    def where(ctx: Context) -> dict[str, Any]:
+        seen.append(threading.current_thread().name)
+        return {"Endpoints": []}
+
+    temp_operation("DescribeEndpoints", where)
+    big = json.dumps({"Padding": "x" * (300 * 1024)})
+    with httpx.Client(base_url=server, timeout=30) as http:
+        assert post(http, TARGET + "DescribeEndpoints", big).status_code == 200
+        assert post(http, TARGET + "DescribeEndpoints", "{}").status_code == 200
+    assert seen[0].startswith("firstwrite-engine") and seen[1] == "firstwrite-lane"
+
+
+def test_a_stuck_lane_hands_new_calls_to_the_pool(
+    server: str, temp_operation: Callable[..., None]
+) -> None:
+    release = threading.Event()
+    seen: list[str] = []
+
+    def slow(ctx: Context) -> dict[str, Any]:
+        seen.append(threading.current_thread().name)
+        if ctx.params.get("Wait"):
+            release.wait(30)
+        return {"Endpoints": []}
+
+    temp_operation("DescribeEndpoints", slow)
+    statuses: list[int] = []
+
+    def waiting_call() -> None:
+        with httpx.Client(base_url=server, timeout=60) as http:
+            statuses.append(post(http, TARGET + "DescribeEndpoints", '{"Wait": true}').status_code)
+
+    waiter = threading.Thread(target=waiting_call)
+    waiter.start()
+    try:
+        while not seen:
+            time.sleep(0.01)
+        time.sleep(0.1)  # longer than lanes.STUCK_SECONDS
+        with httpx.Client(base_url=server, timeout=10) as http:
+            assert post(http, TARGET + "DescribeEndpoints", "{}").status_code == 200
+    finally:
+        release.set()
+        waiter.join()
+    assert statuses == [200]
+    assert seen[0] == "firstwrite-lane" and seen[1].startswith("firstwrite-engine")
 
 
 def test_full_durability_uses_the_thread_pool_for_group_commit(
@@ -354,30 +410,54 @@ def test_admin_routes_hook(engine: Engine) -> None:
     with ServerThread(engine, routes=routes) as url, httpx.Client(base_url=url) as http:
         response = http.post("/_firstwrite/echo/x?y=1")
         assert response.json() == {"path": "/_firstwrite/echo/x", "method": "POST"}
-        assert http.get("/_firstwrite/echo").json()["path"] == "/_firstwrite/echo"
+        assert http.get("/_firstwrite/echo/").json()["path"] == "/_firstwrite/echo/"
+        # Starlette's Mount: the bare prefix redirects to the prefix with a slash.
+        bare = http.get("/_firstwrite/echo")
+        assert bare.status_code == 307 and bare.headers["location"].endswith("/_firstwrite/echo/")
         assert http.get("/_firstwrite/echoes").status_code == 404  # whole segments only
         missing = http.get("/_firstwrite/nothing")
         assert missing.status_code == 404
         assert missing.headers["content-type"] == "application/problem+json"
+        assert missing.json()["detail"] == "No route for GET /_firstwrite/nothing"
+        assert http.get("/_firstwrite/clock").json()["frozen"] is False  # the admin API stays
 
 
-def test_registered_admin_routes_are_built_per_engine(engine: Engine) -> None:
-    built: list[Engine] = []
-
-    def factory(eng: Engine) -> Any:
-        built.append(eng)
-        return _echo_admin
-
-    register_admin_route(ADMIN_PREFIX + "registered", factory)
-    try:
-        with ServerThread(engine) as url:
-            response = httpx.get(url + "/_firstwrite/registered")
-        assert response.json()["path"] == "/_firstwrite/registered"
-        assert built == [engine]
-    finally:
-        unregister_admin_route(ADMIN_PREFIX + "registered")
+def test_admin_routes_must_live_under_the_admin_prefix(engine: Engine) -> None:
     with pytest.raises(ValueError, match="under /_firstwrite/"):
-        register_admin_route("/admin", factory)
+        ServerThread(engine, routes={"/admin": _echo_admin})
+
+
+async def _root_path_echo(scope: Any, receive: Any, send: Any) -> None:
+    body = json.dumps({"path": scope["path"], "root_path": scope["root_path"]}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_mounted_apps_are_served_under_their_prefix(engine: Engine) -> None:
+    mounts = {"/console": _root_path_echo, "/tools/x": _echo_admin}
+    with ServerThread(engine, mounts=mounts) as url, httpx.Client(base_url=url) as http:
+        page = http.get("/console/tables/a?b=1")
+        assert page.json() == {"path": "/console/tables/a", "root_path": "/console"}
+        assert http.get("/console/").json() == {"path": "/console/", "root_path": "/console"}
+        assert http.get("/console").status_code == 307
+        assert http.post("/tools/x/y").json() == {"path": "/tools/x/y", "method": "POST"}
+        assert http.get("/consoles").status_code == 404  # whole segments only
+        # The data plane and the admin API are untouched by mounts.
+        assert http.get("/").json()["status"] == "ok"
+        assert http.get("/_firstwrite/clock").status_code == 200
+        assert post(http, TARGET + "NoSuchOperation", b"{}").status_code == 400
+
+
+@pytest.mark.parametrize("prefix", ["console", "/console/", "/", "/_firstwrite", "/_firstwrite/x"])
+def test_mount_prefixes_are_checked(engine: Engine, prefix: str) -> None:
+    with pytest.raises(ValueError, match="mount prefix"):
+        ServerThread(engine, mounts={prefix: _echo_admin})
 
 
 # --- authentication -----------------------------------------------------------------------------
@@ -435,6 +515,69 @@ def test_auth_rejects_tampered_body(auth_server: str) -> None:
     response = httpx.post(url, headers=headers, content=b'{"Limit": 1}')
     assert response.status_code == 400
     assert response.json()["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+
+
+def _orders(engine: Engine) -> None:
+    engine.execute(
+        "CreateTable",
+        {
+            "TableName": "orders",
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
+        },
+    )
+
+
+def _put(amount: int) -> bytes:
+    item = {"pk": {"S": "order-1"}, "amount": {"N": str(amount)}}
+    return json.dumps({"TableName": "orders", "Item": item}).encode()
+
+
+def test_auth_ignores_an_unsigned_payload_hash_header(engine: Engine, auth_server: str) -> None:
+    # A captured signed PutItem replayed with another body and the original body's hash in an
+    # unsigned X-Amz-Content-SHA256 header: the signature covers the body's own hash.
+    _orders(engine)
+    original = _put(1)
+    url, headers, _ = signed(auth_server, "PutItem", original, KEY, SECRET)
+    assert "x-amz-content-sha256" not in {k.lower() for k in headers}
+    headers["X-Amz-Content-SHA256"] = hashlib.sha256(original).hexdigest()
+    response = httpx.post(url, headers=headers, content=_put(999999))
+    assert response.status_code == 400, response.text
+    assert response.json()["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+    assert "Item" not in engine.execute(
+        "GetItem", {"TableName": "orders", "Key": {"pk": {"S": "order-1"}}}
+    )
+    # The untampered request, header and all, is accepted.
+    assert httpx.post(url, headers=headers, content=original).status_code == 200
+
+
+def test_auth_checks_a_signed_payload_hash_against_the_body(
+    engine: Engine, auth_server: str
+) -> None:
+    # DynamoDB hashes the body itself: a signed header that names another hash (or
+    # UNSIGNED-PAYLOAD, which S3 accepts) does not stand in for the body.
+    _orders(engine)
+    for claimed in ("UNSIGNED-PAYLOAD", hashlib.sha256(_put(1)).hexdigest()):
+        url, headers, _ = signed(
+            auth_server, "PutItem", _put(999999), KEY, SECRET, **{"X-Amz-Content-SHA256": claimed}
+        )
+        assert "x-amz-content-sha256" in headers["Authorization"]
+        response = httpx.post(url, headers=headers, content=_put(999999))
+        assert response.status_code == 400, response.text
+        assert response.json()["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+    body = _put(7)
+    url, headers, _ = signed(
+        auth_server,
+        "PutItem",
+        body,
+        KEY,
+        SECRET,
+        **{"X-Amz-Content-SHA256": hashlib.sha256(body).hexdigest()},
+    )
+    assert httpx.post(url, headers=headers, content=body).status_code == 200
+    item = engine.execute("GetItem", {"TableName": "orders", "Key": {"pk": {"S": "order-1"}}})
+    assert item["Item"]["amount"] == {"N": "7"}
 
 
 def test_auth_accepts_raw_signed_request(auth_server: str) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import socket
 from typing import Any
 
-from firstwrite.engine.server import _CoalescingTransport
+from firstwrite.engine.connection import CoalescingTransport
 
 
 async def _pair() -> tuple[Any, socket.socket, list[bytes]]:
@@ -40,7 +40,7 @@ async def _receive(peer: socket.socket, size: int) -> bytes:
 def test_writes_of_one_turn_go_out_as_one_in_order() -> None:
     async def scenario() -> None:
         transport, peer, sent = await _pair()
-        coalescing = _CoalescingTransport(transport, asyncio.get_running_loop())
+        coalescing = CoalescingTransport(transport, asyncio.get_running_loop())
         coalescing.write(b"HTTP/1.1 200 OK\r\n\r\n")
         coalescing.write(bytearray(b"{}"))  # copied: the caller may reuse its buffer
         assert sent == []  # nothing sent before the turn ends
@@ -59,7 +59,7 @@ def test_writes_of_one_turn_go_out_as_one_in_order() -> None:
 def test_close_sends_what_was_written_first() -> None:
     async def scenario() -> None:
         transport, peer, _ = await _pair()
-        coalescing = _CoalescingTransport(transport, asyncio.get_running_loop())
+        coalescing = CoalescingTransport(transport, asyncio.get_running_loop())
         coalescing.write(b"last words")
         coalescing.close()
         assert coalescing.is_closing()  # everything else is the real transport's
@@ -73,7 +73,7 @@ def test_close_sends_what_was_written_first() -> None:
 def test_abort_drops_what_was_not_sent() -> None:
     async def scenario() -> None:
         transport, peer, sent = await _pair()
-        coalescing = _CoalescingTransport(transport, asyncio.get_running_loop())
+        coalescing = CoalescingTransport(transport, asyncio.get_running_loop())
         coalescing.write(b"never")
         coalescing.abort()
         await asyncio.sleep(0)

@@ -73,8 +73,14 @@ def add_commands(commands: Any) -> None:
         type=_credential,
         action="append",
         default=[],
-        help="verify SigV4 signatures against this access key pair (repeatable); "
-        "without it any credentials are accepted",
+        help="verify SigV4 on every route (data plane, admin API, console; browsers sign in "
+        "at /_firstwrite/session) against this access key pair (repeatable); without it any "
+        "credentials are accepted",
+    )
+    serve.add_argument(
+        "--no-console",
+        action="store_true",
+        help="do not serve the web console at /console/",
     )
     serve.add_argument(
         "--ttl-sweep-interval",
@@ -132,6 +138,8 @@ def serve_command(args: argparse.Namespace) -> int:
             f"{READY_PREFIX}{url} (db {where}, durability {args.durability}, {auth})",
             flush=True,
         )
+        if not args.no_console:
+            print(f"firstwrite console on {url}/console/", flush=True)
 
     ttl = TTLConfig(sweep_interval=args.ttl_sweep_interval or None, lag=args.ttl_lag)
     with Engine(
@@ -151,14 +159,23 @@ def run_server(
     ready: Callable[[str], None],
 ) -> None:
     """Build and run the HTTP server until a signal; the one place routes are mounted."""
-    from firstwrite.engine.server import serve
+    from firstwrite.engine.server import Mounted, serve
 
+    mounts: dict[str, Mounted] = {}
+    if not args.no_console:
+        # The console lives outside the engine (it decodes the layer's records); the server
+        # mounts it behind the same auth and same-origin rules as the admin API. No seeding:
+        # an emulator that test suites point at must not grow a table nobody created (the
+        # overview page's "Seed" button writes the examples when asked).
+        from firstwrite.console import PUBLIC_PATHS, create_console
+
+        mounts["/console"] = Mounted(create_console(engine, seed=False), public=PUBLIC_PATHS)
     serve(
         engine,
         args.host,
         args.port,
         credentials=credentials,
-        routes=None,
+        mounts=mounts,
         threads=args.threads,
         ready=ready,
     )

@@ -63,15 +63,27 @@ def serve(
             client = _aws_client()
             endpoint = None
             where = f"DynamoDB ({client.meta.region_name}, {client.meta.endpoint_url})"
+            guard = None
+            console = False
         else:
-            client, endpoint = stack.enter_context(_local(db, host, engine_port))
+            engine, client, endpoint = stack.enter_context(_local(db, host, engine_port))
             where = f"the local engine, database {db}"
+            # The console watches the demo's own engine, and its metrics page counts the
+            # demo's claims too: one MemoryMetrics shared by the demo's guard and the console.
+            from firstwrite.console import create_console
+            from firstwrite.idempotency import Idempotency, MemoryMetrics
+
+            metrics = MemoryMetrics()
+            guard = Idempotency(client=client, metrics=metrics)
+            guard.ensure_table()
+            mounts = {"/console": create_console(engine, metrics=metrics), **(mounts or {})}
+            console = True
         Bank(client).setup()
-        app = create_app(client, mounts=mounts)
+        app = create_app(client, guard=guard, mounts=mounts)
         url = _url(api_socket)
 
         def announce() -> None:
-            _print_banner(out, url, where, endpoint)
+            _print_banner(out, url, where, endpoint, console=console)
             if ready is not None:
                 ready(url)
 
@@ -80,15 +92,15 @@ def serve(
 
 
 @contextlib.contextmanager
-def _local(db: str, host: str, engine_port: int) -> Iterator[tuple[Any, str]]:
-    """The engine on ``db``, its HTTP endpoint on ``engine_port``, and a client bound to it."""
+def _local(db: str, host: str, engine_port: int) -> Iterator[tuple[Any, Any, str]]:
+    """The engine on ``db``, a client bound to it, and its HTTP endpoint on ``engine_port``."""
     from firstwrite.engine import Engine, ServerThread, local_client
 
     with Engine(db) as engine:
         server = ServerThread(engine, host, engine_port)
         endpoint = server.start()
         try:
-            yield local_client(engine), endpoint
+            yield engine, local_client(engine), endpoint
         finally:
             server.stop()
 
@@ -159,7 +171,9 @@ def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     asyncio.run(main())
 
 
-def _print_banner(out: TextIO, url: str, where: str, endpoint: str | None) -> None:
+def _print_banner(
+    out: TextIO, url: str, where: str, endpoint: str | None, *, console: bool = False
+) -> None:
     key = f"demo-{secrets.token_hex(4)}"
     body = '{"account": "acct_alice", "amount": 1250, "currency": "EUR"}'
     lines = [
@@ -173,6 +187,11 @@ def _print_banner(out: TextIO, url: str, where: str, endpoint: str | None) -> No
         f"  curl -s {url}/accounts/acct_alice",
         "",
     ]
+    if console:
+        lines += [
+            f"Console (tables, decoded records, a claim race, six failure scenarios): {url}/console/",
+            "",
+        ]
     if endpoint is not None:
         lines += [
             f"DynamoDB endpoint (the engine, for the AWS CLI and any SDK): {endpoint}",

@@ -20,20 +20,15 @@ if TYPE_CHECKING:
     from .binding import bind, local_client, local_resource, unbind
     from .client import DirectClient, client_error
     from .errors import DynamoDBError
-    from .server import (
-        EngineApp,
-        ServerThread,
-        SigV4Verifier,
-        create_app,
-        register_admin_route,
-        serve,
-    )
+    from .server import EngineApp, Mounted, ServerThread, create_app, serve
+    from .sigv4 import SigV4Verifier
 
 __all__ = [
     "DirectClient",
     "DynamoDBError",
     "Engine",
     "EngineApp",
+    "Mounted",
     "ServerThread",
     "SigV4Verifier",
     "bind",
@@ -41,7 +36,6 @@ __all__ = [
     "create_app",
     "local_client",
     "local_resource",
-    "register_admin_route",
     "serve",
     "unbind",
 ]
@@ -56,10 +50,10 @@ _WHERE = {
     "local_client": "binding",
     "local_resource": "binding",
     "EngineApp": "server",
+    "Mounted": "server",
     "ServerThread": "server",
-    "SigV4Verifier": "server",
+    "SigV4Verifier": "sigv4",
     "create_app": "server",
-    "register_admin_route": "server",
     "serve": "server",
 }
 

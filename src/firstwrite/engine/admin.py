@@ -1,7 +1,7 @@
 """The admin HTTP API under ``/_firstwrite/``: the clock, faults and replication of a served engine.
 
-JSON in and out; every error is an RFC 9457 ``application/problem+json`` body. Importing this
-module registers the routes with the server (:func:`~firstwrite.engine.server.register_admin_route`).
+JSON in and out; every error is an RFC 9457 ``application/problem+json`` body. The server
+composes these routes (:func:`routes`) with its own; routing is Starlette's.
 
 =======  ==========================================  ============================================
 Method   Path                                        Does
@@ -28,27 +28,27 @@ DELETE   /_firstwrite/replication/replicas           same body: remove it
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from .asgi import Problem
 from .errors import DynamoDBError
 from .values import to_wire
+from .wire import loads
 
 if TYPE_CHECKING:
     from .api import Engine
 
-__all__ = ["PREFIXES", "AdminApp", "Problem", "build", "register"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+__all__ = ["MAX_BODY_BYTES", "ROOT", "Admin", "json_response", "read_body", "routes"]
 
 ROOT = "/_firstwrite"
-PREFIXES = (ROOT + "/clock", ROOT + "/faults", ROOT + "/replication")
 MAX_BODY_BYTES = 1024 * 1024
 
 _FAULT_KEYS = frozenset(
@@ -71,25 +71,6 @@ _FAULT_KEYS = frozenset(
 )
 
 
-class Problem(Exception):
-    """An admin error: HTTP status, short title and detail (the problem+json members)."""
-
-    def __init__(self, status: int, title: str, detail: str, *, allow: str | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.allow = allow  # the Allow header of a 405
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "type": "about:blank",
-            "title": self.title,
-            "status": self.status,
-            "detail": self.detail,
-        }
-
-
 def _bad(detail: str) -> Problem:
     return Problem(400, "Bad Request", detail)
 
@@ -98,7 +79,7 @@ def _object(body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
-        value = json.loads(body)
+        value = loads(body)
     except ValueError as exc:
         raise _bad(f"the body is not JSON: {exc}") from None
     if not isinstance(value, dict):
@@ -139,49 +120,11 @@ def _string(body: Mapping[str, Any], key: str, *, required: bool = False) -> str
     return value
 
 
-class AdminApp:
-    """The ASGI app serving the admin routes of one engine."""
+class Admin:
+    """The admin operations of one engine: blocking handlers ``(body) -> (status, JSON value)``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        method: str = scope["method"]
-        path: str = scope["path"].rstrip("/") or "/"
-        try:
-            body = await _read_body(receive)
-            # Engine work (flush, UpdateTable, clearing history) may block: off the event loop.
-            status, payload = await asyncio.to_thread(self.handle, method, path, body)
-            headers = [(b"content-type", b"application/json")]
-        except Problem as problem:
-            status, payload = problem.status, problem.body()
-            headers = [(b"content-type", b"application/problem+json")]
-            if problem.allow is not None:
-                headers.append((b"allow", problem.allow.encode()))
-        data = json.dumps(payload, default=to_wire).encode()
-        headers.append((b"content-length", str(len(data)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
-
-    def handle(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
-        """Answer one admin request (blocking): ``(status, JSON value)`` or raise Problem."""
-        route = _ROUTES.get(path)
-        if route is None and path.startswith(ROOT + "/faults/"):
-            return self._one_fault(method, path.rsplit("/", 1)[1])
-        if route is None:
-            raise Problem(404, "Not Found", f"No admin route for {path}")
-        handler = route.get(method)
-        if handler is None:
-            allowed = ", ".join(sorted(route))
-            raise Problem(
-                405,
-                "Method Not Allowed",
-                f"{method} {path} is not supported; use {allowed}",
-                allow=allowed,
-            )
-        return handler(self, _object(body))
 
     # clock -----------------------------------------------------------------------------------
 
@@ -246,11 +189,7 @@ class AdminApp:
         self.engine.faults.clear()
         return 200, self.engine.faults.describe()
 
-    def _one_fault(self, method: str, text: str) -> tuple[int, Any]:
-        if method != "DELETE":
-            raise Problem(
-                405, "Method Not Allowed", f"{method} of one fault is not supported", allow="DELETE"
-            )
+    def fault_delete(self, body: dict[str, Any], text: str) -> tuple[int, Any]:
         try:
             fault_id = int(text)
         except ValueError:
@@ -341,53 +280,52 @@ def _dynamodb(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         raise Problem(error.status, error.code, error.message) from None
 
 
-Handler = Callable[[AdminApp, dict[str, Any]], tuple[int, Any]]
-_ROUTES: dict[str, dict[str, Handler]] = {
-    ROOT + "/clock": {"GET": AdminApp.clock_get, "POST": AdminApp.clock_post},
-    ROOT + "/faults": {
-        "GET": AdminApp.faults_get,
-        "POST": AdminApp.faults_post,
-        "DELETE": AdminApp.faults_delete,
-    },
-    ROOT + "/faults/throughput": {
-        "GET": AdminApp.throughput_get,
-        "POST": AdminApp.throughput_post,
-    },
-    ROOT + "/replication": {"GET": AdminApp.replication_get, "POST": AdminApp.replication_post},
-    ROOT + "/replication/replicas": {
-        "POST": AdminApp.replicas_post,
-        "DELETE": AdminApp.replicas_delete,
-    },
-}
+Handler = Callable[..., tuple[int, Any]]
 
 
-async def _read_body(receive: Receive) -> bytes:
+def routes(engine: Engine) -> list[BaseRoute]:
+    """The admin routes of ``engine``, for the server to compose with its own."""
+    admin = Admin(engine)
+    table: list[tuple[str, dict[str, Handler]]] = [
+        ("/clock", {"GET": admin.clock_get, "POST": admin.clock_post}),
+        (
+            "/faults",
+            {"GET": admin.faults_get, "POST": admin.faults_post, "DELETE": admin.faults_delete},
+        ),
+        ("/faults/throughput", {"GET": admin.throughput_get, "POST": admin.throughput_post}),
+        ("/faults/{fault_id:path}", {"DELETE": admin.fault_delete}),
+        ("/replication", {"GET": admin.replication_get, "POST": admin.replication_post}),
+        ("/replication/replicas", {"POST": admin.replicas_post, "DELETE": admin.replicas_delete}),
+    ]
+    return [
+        Route(ROOT + path, _endpoint(handlers), methods=list(handlers)) for path, handlers in table
+    ]
+
+
+def _endpoint(handlers: Mapping[str, Handler]) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        body = _object(await read_body(request))
+        handler = handlers[request.method if request.method != "HEAD" else "GET"]
+        # Engine work (flush, UpdateTable, clearing history) may block: off the event loop.
+        status, payload = await run_in_threadpool(handler, body, *request.path_params.values())
+        return json_response(payload, status)
+
+    return endpoint
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    """``payload`` as an ``application/json`` response (``B`` values as base64)."""
+    body = json.dumps(payload, default=to_wire).encode()
+    return Response(body, status, media_type="application/json")
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body, at most ``limit`` bytes (a 413 problem beyond)."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        chunk = message.get("body", b"")
+    async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise Problem(
-                413, "Payload Too Large", f"admin bodies are limited to {MAX_BODY_BYTES} bytes"
-            )
+        if size > limit:
+            raise Problem(413, "Payload Too Large", f"admin bodies are limited to {limit} bytes")
         chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def build(engine: Engine) -> AdminApp:
-    """The admin app for ``engine`` (one instance serves every admin prefix)."""
-    return AdminApp(engine)
-
-
-def register() -> None:
-    """Register the admin routes with the HTTP server (done on import)."""
-    from .server import register_admin_route
-
-    for prefix in PREFIXES:
-        register_admin_route(prefix, build)
-
-
-register()
+    return b"".join(chunks)

@@ -51,7 +51,7 @@ from .binding_steps import (
     target_of,
     unbind,
 )
-from .server import wire_call
+from .wire import wire_call
 
 if TYPE_CHECKING:
     from .api import Engine

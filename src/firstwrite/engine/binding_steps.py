@@ -28,7 +28,8 @@ from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
 from .binding_parse import Answer, Shortcut
-from .client import CONTENT_TYPE, exceptions_factory, new_request_id
+from .client import exceptions_factory
+from .wire import CONTENT_TYPE, new_request_id
 
 if TYPE_CHECKING:
     from .api import Engine

@@ -15,10 +15,7 @@ for operations that do not need it.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
-import os
-import secrets
 import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +34,7 @@ from botocore.waiter import NormalizedOperationMethod, Waiter, WaiterModel
 
 from . import operations
 from .errors import DynamoDBError
+from .wire import CONTENT_TYPE, new_request_id
 
 if TYPE_CHECKING:
     from .api import Engine, Service
@@ -54,37 +52,12 @@ log = logging.getLogger(__name__)
 
 ServiceName = Literal["dynamodb", "dynamodbstreams"]
 SERVICE_NAMES: dict[str, Service] = {"dynamodb": "dynamodb", "dynamodbstreams": "streams"}
-CONTENT_TYPE = "application/x-amz-json-1.0"
 
 Transform = Callable[[Any], Any]
 # (member name in e.response, key in the wire body, conversion) for each modeled error member
 _ErrorMembers = tuple[tuple[str, str, Transform | None], ...]
 # (exception class, HTTP status, (member, conversion) the body's message fills, all members)
 _ErrorPlan = tuple[type[ClientError], int, tuple[str, Transform | None] | None, _ErrorMembers]
-
-
-_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-_id_prefix = ""
-_id_counter = itertools.count()
-
-
-def _reset_request_ids() -> None:
-    global _id_prefix, _id_counter
-    _id_prefix = "".join(secrets.choice(_ID_ALPHABET) for _ in range(20))
-    _id_counter = itertools.count()
-
-
-_reset_request_ids()
-os.register_at_fork(after_in_child=_reset_request_ids)  # a child must not repeat the parent's
-
-
-def new_request_id() -> str:
-    """A unique DynamoDB-style request id: 52 characters of ``[A-Z0-9]``.
-
-    A random per-process prefix and a counter: unique, and far cheaper than 52 random
-    characters per call (which cost as much as a whole direct-client call).
-    """
-    return f"{_id_prefix}{next(_id_counter):032X}"
 
 
 @functools.cache

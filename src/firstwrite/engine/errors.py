@@ -116,14 +116,38 @@ def constraint(value: Any, member: str, rule: str) -> str:
     return f"Value {shown} at '{member}' failed to satisfy constraint: {rule}"
 
 
+class _Rendered(str):
+    """Text already rendered, on :func:`_java_str`'s work stack (request strings are plain str)."""
+
+
 def _java_str(value: Any) -> str:
-    # AWS prints request values with Java's toString: lists as [a, b], null as null.
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_java_str(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={_java_str(v)}" for k, v in value.items()) + "}"
-    return str(value)
+    # AWS prints request values with Java's toString: lists as [a, b], maps as {k=v}, null as
+    # null. Iterative: a request value may nest hundreds of levels deep.
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Rendered):
+            out.append(item)
+        elif item is None:
+            out.append("null")
+        elif isinstance(item, bool):
+            out.append("true" if item else "false")
+        elif isinstance(item, list):
+            parts: list[Any] = [_Rendered("[")]
+            for index, element in enumerate(item):
+                if index:
+                    parts.append(_Rendered(", "))
+                parts.append(element)
+            parts.append(_Rendered("]"))
+            stack.extend(reversed(parts))
+        elif isinstance(item, dict):
+            parts = [_Rendered("{")]
+            for index, (key, element) in enumerate(item.items()):
+                parts.append(_Rendered(f"{', ' if index else ''}{key}="))
+                parts.append(element)
+            parts.append(_Rendered("}"))
+            stack.extend(reversed(parts))
+        else:
+            out.append(str(item))
+    return "".join(out)

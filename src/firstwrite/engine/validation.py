@@ -33,7 +33,7 @@ class F:
     min: int | None = None
     max: int | None = None
     members: tuple[F, ...] = ()  # struct members, or the element struct of a list
-    element: str | None = None  # element kind for lists of scalars
+    element: str | None = None  # element kind for lists (and map values) of scalars
     _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
     member_path: str = field(init=False, compare=False, repr=False)  # AWS's camelCase name
 
@@ -130,9 +130,14 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
             )
     elif spec.kind == "struct":
         _check_members(value, spec.members, path + ".", errors)
+    elif spec.kind == "map" and spec.element is not None:
+        for element in value.values():
+            _check_type(element, spec.element)
     elif spec.kind == "list":
         for index, element in enumerate(value, start=1):
-            if spec.members:
+            if element is None:
+                errors.append(constraint(None, f"{path}.{index}.member", "Member must not be null"))
+            elif spec.members:
                 _check_type(element, "struct")
                 _check_members(element, spec.members, f"{path}.{index}.member.", errors)
             elif spec.element is not None:
@@ -186,7 +191,7 @@ def _valid_test(spec: F) -> Valid:
             return True
 
         return valid_patterned
-    if spec.kind == "map" and spec.min_len is None and spec.max_len is None:
+    if spec.kind == "map" and spec.min_len is None and spec.max_len is None and not spec.element:
         return lambda value: isinstance(value, dict)
     if spec.kind == "bool":
         return lambda value: isinstance(value, bool)
@@ -249,7 +254,7 @@ RETURN_CONSUMED_CAPACITY = F("ReturnConsumedCapacity", enum=("INDEXES", "TOTAL",
 RETURN_ITEM_COLLECTION_METRICS = F("ReturnItemCollectionMetrics", enum=("SIZE", "NONE"))
 RETURN_VALUES_ON_CCF = F("ReturnValuesOnConditionCheckFailure", enum=("ALL_OLD", "NONE"))
 EXPRESSION_MAPS = (
-    F("ExpressionAttributeNames", kind="map"),
+    F("ExpressionAttributeNames", kind="map", element="str"),
     F("ExpressionAttributeValues", kind="map"),
 )
 CONSISTENT_READ = F("ConsistentRead", kind="bool")

@@ -47,7 +47,8 @@ TYPE_WORDS = {
     "BOOL": "BOOLEAN",
 }
 
-_NUMBER_SYNTAX = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+# ASCII digits only: DynamoDB's number grammar is ASCII (Decimal would read "١٢٣" as 123).
+_NUMBER_SYNTAX = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _EXACT = Context(prec=MAX_SIGNIFICANT_DIGITS, traps=[Inexact, InvalidOperation])
 _WIDE = Context(prec=MAX_SIGNIFICANT_DIGITS + 4)
 

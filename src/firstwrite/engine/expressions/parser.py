@@ -38,6 +38,14 @@ _LARK = Lark(
     maybe_placeholders=False,
 )
 
+# DynamoDB's limit on operators and functions in one expression (validate.py reports it in
+# order with the other errors; :func:`parse` enforces it before building the tree).
+MAX_OPERATORS = 300
+# Deeper than this, a tree with at most MAX_OPERATORS operators must nest parentheses directly
+# in parentheses (redundant): refused before the recursive passes could run out of stack.
+MAX_NESTING = 2 * MAX_OPERATORS + 100
+_OPERATOR_NODES = frozenset({"not_", "and_", "or_", "compare", "between", "in_", "call", "arith"})
+
 # The tokens DynamoDB's lexer sees, for quoting the text near an error.
 _TOKENS = re.compile(r"\s+|[A-Za-z_][A-Za-z0-9_]*|[#:][A-Za-z0-9_]*|[0-9]+|<>|<=|>=|.", re.S)
 
@@ -84,7 +92,29 @@ def parse(kind: str, text: str) -> ast.Tree:
         tree = _LARK.parse(text, start=START[kind])
     except UnexpectedInput as exc:
         raise _translate(kind, text, exc) from None
+    _check_cost(kind, tree)
     return _Builder().build(tree)
+
+
+def _check_cost(kind: str, tree: LarkTree[Token]) -> None:
+    """Refuse a tree whose operator count or depth is beyond DynamoDB's limits, before any
+    recursive pass walks it (``NOT NOT ... NOT x`` or ``((((x))))`` a thousand deep)."""
+    operators = 0
+    deepest = 0
+    stack: list[tuple[LarkTree[Token], int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if node.data in _OPERATOR_NODES:
+            operators += 1
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, LarkTree))
+    if operators > MAX_OPERATORS:
+        raise invalid(
+            kind,
+            f"The expression contains too many operators; operator count: {MAX_OPERATORS + 1}",
+        )
+    if deepest > MAX_NESTING:
+        raise invalid(kind, "The expression has redundant parentheses;")
 
 
 def _translate(kind: str, text: str, exc: UnexpectedInput) -> DynamoDBError:

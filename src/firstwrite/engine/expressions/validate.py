@@ -30,11 +30,10 @@ from typing import Any
 from ..errors import DynamoDBError, validation
 from ..values import SET_TYPES, TYPE_WORDS, AttributeValue, compare, describe
 from . import ast
-from .parser import invalid, parse, syntax_error
+from .parser import MAX_OPERATORS, invalid, parse, syntax_error
 from .reserved import is_reserved
 
 MAX_EXPRESSION_BYTES = 4096
-MAX_OPERATORS = 300
 MAX_IN_OPERANDS = 100
 MAX_PATH_DEPTH = 32
 MAX_LIST_INDEX = 2**31 - 1

@@ -54,7 +54,7 @@ _KEYS_AND_ATTRIBUTES = (
     F("AttributesToGet", kind="list", min_len=1, element="str"),
     F("ConsistentRead", kind="bool"),
     F("ProjectionExpression", kind="str"),
-    F("ExpressionAttributeNames", kind="map"),
+    F("ExpressionAttributeNames", kind="map", element="str"),
 )
 _WRITE_TOP = (
     F("RequestItems", kind="map", required=True, min_len=1),

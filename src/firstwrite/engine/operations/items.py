@@ -58,7 +58,7 @@ _GET = (
     RETURN_CONSUMED_CAPACITY,
     F("ProjectionExpression", kind="str"),
     F("AttributesToGet", kind="list", min_len=1),
-    F("ExpressionAttributeNames", kind="map"),
+    F("ExpressionAttributeNames", kind="map", element="str"),
 )
 
 ITEM_TOO_LARGE = "Item size has exceeded the maximum allowed size"

@@ -57,7 +57,7 @@ _TAIL = (
     F("FilterExpression", kind="str"),
 )
 _NAMES_VALUES = (
-    F("ExpressionAttributeNames", kind="map"),
+    F("ExpressionAttributeNames", kind="map", element="str"),
     F("ExpressionAttributeValues", kind="map"),
 )
 # Member order follows the service model, which is the order AWS lists constraint failures in.

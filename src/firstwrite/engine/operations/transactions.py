@@ -64,7 +64,10 @@ _EMPTY_KEY = "cannot contain an empty string value"
 
 # TableName in transaction actions is the TableArn shape: a name or a table ARN.
 _TABLE_REF = F("TableName", required=True, min_len=1, max_len=1024)
-_MAPS = (F("ExpressionAttributeNames", kind="map"), F("ExpressionAttributeValues", kind="map"))
+_MAPS = (
+    F("ExpressionAttributeNames", kind="map", element="str"),
+    F("ExpressionAttributeValues", kind="map"),
+)
 _ON_FAILURE = F("ReturnValuesOnConditionCheckFailure", enum=("ALL_OLD", "NONE"))
 _KEY = F("Key", kind="map", required=True)
 _CONDITION = F("ConditionExpression", kind="str")

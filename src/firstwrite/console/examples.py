@@ -1,0 +1,145 @@
+"""Example requests for every operation the engine serves, for the raw request editor.
+
+They work on a fresh database: reads and item writes use the console's examples table, table
+changes use ``console-scratch`` (run CreateTable first). ARNs, stream and shard ids are looked
+up on the engine when the page is drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from firstwrite.engine import DynamoDBError, Engine
+
+from .records import pretty
+from .seed import EXAMPLES_TABLE
+
+SCRATCH = "console-scratch"
+STREAMS_OPERATIONS = frozenset({"DescribeStream", "GetRecords", "GetShardIterator", "ListStreams"})
+
+
+def _key(pk: str) -> dict[str, Any]:
+    return {"pk": {"S": pk}}
+
+
+def examples(engine: Engine, region: str) -> dict[str, str]:
+    """Operation name -> example request body (pretty JSON), in the editor's menu order."""
+    arn = f"arn:aws:dynamodb:{region}:{engine.account_id}:table/{EXAMPLES_TABLE}"
+    stream_arn, shard_id = _stream(engine, region)
+    bodies: dict[str, dict[str, Any]] = {
+        "PutItem": {
+            "TableName": EXAMPLES_TABLE,
+            "Item": {**_key("my-item"), "note": {"S": "run me twice"}, "count": {"N": "1"}},
+            "ConditionExpression": "attribute_not_exists(pk)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        },
+        "GetItem": {"TableName": EXAMPLES_TABLE, "Key": _key("my-item"), "ConsistentRead": True},
+        "UpdateItem": {
+            "TableName": EXAMPLES_TABLE,
+            "Key": _key("my-item"),
+            "UpdateExpression": "SET #c = if_not_exists(#c, :zero) + :one",
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeNames": {"#c": "count"},
+            "ExpressionAttributeValues": {":zero": {"N": "0"}, ":one": {"N": "1"}},
+            "ReturnValues": "ALL_NEW",
+        },
+        "DeleteItem": {
+            "TableName": EXAMPLES_TABLE,
+            "Key": _key("my-item"),
+            "ReturnValues": "ALL_OLD",
+        },
+        "Query": {
+            "TableName": EXAMPLES_TABLE,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": "my-item"}},
+        },
+        "Scan": {"TableName": EXAMPLES_TABLE, "Limit": 3},
+        "BatchWriteItem": {
+            "RequestItems": {
+                EXAMPLES_TABLE: [
+                    {"PutRequest": {"Item": {**_key("batch-1"), "n": {"N": "1"}}}},
+                    {"PutRequest": {"Item": {**_key("batch-2"), "n": {"N": "2"}}}},
+                ]
+            }
+        },
+        "BatchGetItem": {
+            "RequestItems": {EXAMPLES_TABLE: {"Keys": [_key("batch-1"), _key("batch-2")]}}
+        },
+        "TransactWriteItems": {
+            "TransactItems": [
+                {
+                    "Put": {
+                        "TableName": EXAMPLES_TABLE,
+                        "Item": {**_key("transfer-1"), "amount": {"N": "1"}},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": EXAMPLES_TABLE,
+                        "Key": _key("batch-1"),
+                        "UpdateExpression": "SET n = n - :amt",
+                        "ConditionExpression": "n >= :amt",
+                        "ExpressionAttributeValues": {":amt": {"N": "1"}},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ]
+        },
+        "TransactGetItems": {
+            "TransactItems": [
+                {"Get": {"TableName": EXAMPLES_TABLE, "Key": _key("batch-1")}},
+                {"Get": {"TableName": EXAMPLES_TABLE, "Key": _key("batch-2")}},
+            ]
+        },
+        "ListTables": {"Limit": 10},
+        "DescribeTable": {"TableName": EXAMPLES_TABLE},
+        "CreateTable": {
+            "TableName": SCRATCH,
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
+        },
+        "UpdateTable": {
+            "TableName": SCRATCH,
+            "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        },
+        "DeleteTable": {"TableName": SCRATCH},
+        "DescribeTimeToLive": {"TableName": EXAMPLES_TABLE},
+        "UpdateTimeToLive": {
+            "TableName": SCRATCH,
+            "TimeToLiveSpecification": {"Enabled": True, "AttributeName": "expires_at"},
+        },
+        "TagResource": {"ResourceArn": arn, "Tags": [{"Key": "team", "Value": "payments"}]},
+        "ListTagsOfResource": {"ResourceArn": arn},
+        "UntagResource": {"ResourceArn": arn, "TagKeys": ["team"]},
+        "ListStreams": {"TableName": EXAMPLES_TABLE},
+        "DescribeStream": {"StreamArn": stream_arn},
+        "GetShardIterator": {
+            "StreamArn": stream_arn,
+            "ShardId": shard_id,
+            "ShardIteratorType": "TRIM_HORIZON",
+        },
+        "GetRecords": {
+            "ShardIterator": "paste the ShardIterator GetShardIterator returned",
+            "Limit": 10,
+        },
+    }
+    return {op: pretty(body) for op, body in bodies.items()}
+
+
+def _stream(engine: Engine, region: str) -> tuple[str, str]:
+    """The examples table's stream ARN and first shard id (placeholders when there is none)."""
+    arn, shard = "the LatestStreamArn DescribeTable returns", "the ShardId DescribeStream returns"
+    try:
+        table = engine.execute("DescribeTable", {"TableName": EXAMPLES_TABLE}, region=region)
+        arn = table["Table"].get("LatestStreamArn") or arn
+        stream = engine.execute(
+            "DescribeStream", {"StreamArn": arn}, region=region, service="streams"
+        )
+        shards = stream["StreamDescription"].get("Shards") or []
+        if shards:
+            shard = shards[0]["ShardId"]
+    except (DynamoDBError, KeyError):
+        pass
+    return arn, shard

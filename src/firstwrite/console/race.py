@@ -1,0 +1,220 @@
+"""Race N claims: N threads fire the same conditional PutItem for one key at once.
+
+Each thread's item names its writer. Exactly one put may succeed; every other one must get
+``ConditionalCheckFailedException`` carrying the winner's item
+(``ReturnValuesOnConditionCheckFailure=ALL_OLD``). The threads are released together by a
+barrier and share one boto3 client bound in process (boto3 clients are thread-safe); the
+engine's storage decides the order, under SQLite's write lock, as it would for any client.
+The items go to one dedicated table, :data:`RACE_TABLE`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+RACE_TABLE = "firstwrite-console-race"
+MIN_N = 2
+MAX_N = 128
+MAX_KEY_CHARS = 1024
+CONDITION = "attribute_not_exists(pk)"
+
+
+class RaceInputError(ValueError):
+    """The race was asked for something it will not do (N out of range, a bad key)."""
+
+
+@dataclass(slots=True)
+class Attempt:
+    thread: int
+    writer: str
+    sent: int = 0  # the order the threads sent their requests (1 = first)
+    answered: int = 0  # the order the answers came back
+    sent_us: float = 0.0  # microseconds after the barrier released the threads
+    answered_us: float = 0.0
+    code: str | None = None  # None: the put succeeded
+    message: str = ""
+    item: dict[str, Any] | None = None  # the item that came back with a failed condition
+
+    @property
+    def won(self) -> bool:
+        return self.code is None
+
+    @property
+    def writer_returned(self) -> str | None:
+        if self.item is None:
+            return None
+        value = self.item.get("writer", {}).get("S")
+        return None if value is None else str(value)
+
+
+@dataclass(slots=True)
+class RaceResult:
+    key: str
+    n: int
+    existed: dict[str, Any] | None  # the item that was already there before the race
+    attempts: list[Attempt]
+    stored: dict[str, Any] | None
+    seconds: float
+    checks: list[tuple[str, bool]] = field(default_factory=list)
+
+    @property
+    def winner(self) -> Attempt | None:
+        winners = [a for a in self.attempts if a.won]
+        return winners[0] if len(winners) == 1 else None
+
+    @property
+    def held(self) -> bool:
+        return bool(self.checks) and all(ok for _, ok in self.checks)
+
+    def request(self) -> dict[str, Any]:
+        """The request every thread sent (its own writer name in ``Item``)."""
+        return {
+            "TableName": RACE_TABLE,
+            "Item": {"pk": {"S": self.key}, "writer": {"S": "thread-NN"}},
+            "ConditionExpression": CONDITION,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "n": self.n,
+            "held": self.held,
+            "winner": None if self.winner is None else self.winner.writer,
+            "won": sum(a.won for a in self.attempts),
+            "lost": sum(a.code == "ConditionalCheckFailedException" for a in self.attempts),
+            "errors": sum(
+                not a.won and a.code != "ConditionalCheckFailedException" for a in self.attempts
+            ),
+            "losers_with_winners_item": sum(
+                (not a.won) and self.winner is not None and a.writer_returned == self.winner.writer
+                for a in self.attempts
+            ),
+            "checks": [{"text": t, "passed": ok} for t, ok in self.checks],
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def validate(n: Any, key: Any) -> tuple[int, str]:
+    """``(n, key)`` checked, with a fresh key when none is given; RaceInputError otherwise."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise RaceInputError(f"n must be a whole number between {MIN_N} and {MAX_N}, not {n!r}")
+    if not MIN_N <= n <= MAX_N:
+        raise RaceInputError(
+            f"n must be between {MIN_N} and {MAX_N} concurrent claims, not {n}: each claim is a "
+            "thread of the console's process"
+        )
+    if key is None or key == "":
+        key = f"race-{uuid.uuid4().hex[:12]}"
+    if not isinstance(key, str) or len(key) > MAX_KEY_CHARS:
+        raise RaceInputError(f"key must be a string of at most {MAX_KEY_CHARS} characters")
+    return n, key
+
+
+def ensure_table(client: Any) -> None:
+    try:
+        client.create_table(
+            TableName=RACE_TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
+            raise
+
+
+def race(client: Any, n: int, key: str) -> RaceResult:
+    """Fire ``n`` concurrent conditional puts of ``key``; ``client`` is a boto3 client."""
+    ensure_table(client)
+    existed = _read(client, key)
+    attempts = [Attempt(i + 1, f"thread-{i + 1:02d}") for i in range(n)]
+    gate = threading.Barrier(n + 1)
+    lock = threading.Lock()
+    sent_order = itertools.count(1)
+    answer_order = itertools.count(1)
+    released = [0]
+
+    def fire(attempt: Attempt) -> None:
+        item = {"pk": {"S": key}, "writer": {"S": attempt.writer}}
+        gate.wait()
+        with lock:
+            attempt.sent = next(sent_order)
+            attempt.sent_us = (time.perf_counter_ns() - released[0]) / 1000
+        try:
+            client.put_item(
+                TableName=RACE_TABLE,
+                Item=item,
+                ConditionExpression=CONDITION,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            attempt.code = str(error.get("Code") or "ClientError")
+            attempt.message = str(error.get("Message") or "")
+            attempt.item = exc.response.get("Item")
+        except Exception as exc:  # shown as that attempt's answer; the race goes on
+            attempt.code, attempt.message = type(exc).__name__, str(exc)
+        with lock:
+            attempt.answered = next(answer_order)
+            attempt.answered_us = (time.perf_counter_ns() - released[0]) / 1000
+
+    threads = [
+        threading.Thread(target=fire, args=(a,), name=f"race-{a.thread}", daemon=True)
+        for a in attempts
+    ]
+    for thread in threads:
+        thread.start()
+    started = time.perf_counter()
+    released[0] = time.perf_counter_ns()
+    gate.wait()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    attempts.sort(key=lambda a: a.answered)
+    result = RaceResult(key, n, existed, attempts, _read(client, key), seconds)
+    result.checks = _checks(result)
+    return result
+
+
+def _read(client: Any, key: str) -> dict[str, Any] | None:
+    response = client.get_item(TableName=RACE_TABLE, Key={"pk": {"S": key}}, ConsistentRead=True)
+    item: dict[str, Any] | None = response.get("Item")
+    return item
+
+
+def _checks(result: RaceResult) -> list[tuple[str, bool]]:
+    won = [a for a in result.attempts if a.won]
+    lost = [a for a in result.attempts if not a.won]
+    failed = all(a.code == "ConditionalCheckFailedException" for a in lost)
+    if result.existed is not None:
+        first = result.existed
+        return [
+            ("the key was already taken, so no attempt won", not won),
+            (f"all {len(lost)} attempts got ConditionalCheckFailedException", failed),
+            (
+                "every attempt got the stored item back",
+                all(a.item == first for a in lost),
+            ),
+            ("the stored item is unchanged", result.stored == first),
+        ]
+    winner = won[0] if len(won) == 1 else None
+    winner_item = (
+        None if winner is None else {"pk": {"S": result.key}, "writer": {"S": winner.writer}}
+    )
+    return [
+        (f"exactly one winner ({len(won)})", winner is not None),
+        (f"the other {len(lost)} got ConditionalCheckFailedException", failed),
+        (
+            "every loser got the winner's item (ALL_OLD)",
+            winner is not None and all(a.item == winner_item for a in lost),
+        ),
+        ("the stored item is the winner's", winner is not None and result.stored == winner_item),
+    ]

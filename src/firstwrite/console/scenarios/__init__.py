@@ -1,0 +1,74 @@
+"""The guided scenarios: each stages one failure case and shows the layer's defence.
+
+A scenario module has ``run(stage) -> verdict headline``, a ``STORY`` (what happens) and a
+``STAGE`` (what is set up). :func:`run` gives each run a fresh :class:`~.stage.Stage` (a scratch
+engine of its own) and turns whatever happens, including an unexpected error, into an
+:class:`~.stage.Outcome` the page can show.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+
+from firstwrite.idempotency import Metrics
+
+from . import lease, replay, replica, throttling, transaction, ttl_race
+from .stage import Outcome, Stage
+
+__all__ = ["SCENARIOS", "Outcome", "Scenario", "by_slug", "run"]
+
+log = logging.getLogger("firstwrite.console")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    number: int
+    slug: str
+    title: str
+    story: str
+    stage: tuple[str, ...]
+    runner: Callable[[Stage], str]
+    make_stage: Callable[[str, Metrics | None], Stage]
+
+
+def _scenario(number: int, slug: str, title: str, module: ModuleType) -> Scenario:
+    make = getattr(module, "make_stage", None) or (lambda slug, shared: Stage(slug, shared))
+    return Scenario(number, slug, title, module.STORY, module.STAGE, module.run, make)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    _scenario(1, "lease-takeover", "Lease expiry and takeover", lease),
+    _scenario(2, "ttl-race", "The TTL race", ttl_race),
+    _scenario(3, "throttling", "Throttling under burst", throttling),
+    _scenario(4, "transaction-cancelled", "A transaction cancelled", transaction),
+    _scenario(5, "stale-replica", "A stale replica", replica),
+    _scenario(6, "replay", "Replay", replay),
+)
+_BY_SLUG = {s.slug: s for s in SCENARIOS}
+
+
+def by_slug(slug: str) -> Scenario | None:
+    return _BY_SLUG.get(slug)
+
+
+def run(scenario: Scenario, shared: Metrics | None = None) -> Outcome:
+    """Run ``scenario`` on a scratch engine; never raises (an error becomes the outcome)."""
+    started = time.perf_counter()
+    stage = scenario.make_stage(scenario.slug, shared)
+    try:
+        with stage.working():
+            verdict = scenario.runner(stage)
+        error = None
+    except Exception as exc:  # shown on the page as "could not run", never a 500
+        log.exception("scenario %s failed", scenario.slug)
+        verdict = "The scenario could not run to its end."
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        stage.close()
+    outcome = stage.outcome(verdict, time.perf_counter() - started, error)
+    outcome.title = scenario.title
+    return outcome

@@ -1,0 +1,146 @@
+"""Where the HTTP server runs engine calls, so that the event loop never waits on one.
+
+* :class:`Lane`: one thread running the small requests' calls. An engine call is tens of
+  microseconds of CPU; handing each to a thread pool costs more than the call (a wake-up, a
+  future and a callback each), while the lane takes every call queued by the time it looks
+  and hands the results back with one wake-up. The event loop only moves bytes, and a call that waits (on SQLite's write
+  lock held by another process, say) holds up the lane, never the loop.
+* When the lane has been busy with one call for longer than :data:`STUCK_SECONDS`, new calls
+  go to the thread pool instead: one waiting write does not hold up every read.
+* :class:`ByteBudget`: big request bodies are admitted while their sizes fit in a budget, so
+  the memory a few huge requests take at once stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["STUCK_SECONDS", "ByteBudget", "Lane"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+STUCK_SECONDS = 0.02
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
+
+
+class Lane:
+    """One thread running jobs handed over from one event loop, in batches.
+
+    A job is queued at once; the lane takes every job queued by the time it looks (under load,
+    a batch), and hands the batch's results back to the loop with one wake-up.
+    """
+
+    def __init__(self, name: str = "firstwrite-lane") -> None:
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.busy_since: float | None = None  # when the running job started (None: idle)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def stuck(self) -> bool:
+        """Whether the running job has taken longer than :data:`STUCK_SECONDS` so far."""
+        since = self.busy_since
+        return since is not None and time.monotonic() - since > STUCK_SECONDS
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args)`` on the lane; await the result on the calling event loop."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((fn, args, future))
+        return future
+
+    def _run(self) -> None:
+        get, get_nowait = self._queue.get, self._queue.get_nowait
+        while True:
+            job = get()
+            results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+            while job is not None:
+                fn, args, future = job
+                self.busy_since = time.monotonic()
+                try:
+                    results.append((future, fn(*args), None))
+                except BaseException as exc:  # handed to the awaiting request
+                    results.append((future, None, exc))
+                try:
+                    job = get_nowait()
+                except queue.Empty:
+                    break
+            self.busy_since = None
+            loop = self._loop
+            if results and loop is not None and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(_deliver, results)
+                except RuntimeError:  # the loop closed meanwhile: nobody awaits these
+                    pass
+            if job is None:
+                return
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+
+def _deliver(results: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in results:
+        if future.cancelled():
+            continue
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+
+class ByteBudget:
+    """At most ``total`` bytes of admitted requests at once; a request asks for its size.
+
+    Waiters are admitted in arrival order. A request larger than the budget asks for all of it,
+    so it runs alone rather than never.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.available = total
+        self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+
+    async def acquire(self, size: int) -> int:
+        """Wait until ``size`` bytes fit; returns what to :meth:`release` afterwards."""
+        size = min(size, self.total)
+        if not self._waiters and size <= self.available:
+            self.available -= size
+            return size
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((size, future))
+        try:
+            await future
+        except BaseException:
+            if future.done() and not future.cancelled():
+                self.release(size)  # admitted just as the wait was cancelled
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove((size, future))
+                self._wake()
+            raise
+        return size
+
+    def release(self, size: int) -> None:
+        self.available += size
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._waiters[0][0] <= self.available:
+            size, future = self._waiters.popleft()
+            if not future.done():  # a cancelled waiter is skipped
+                self.available -= size
+                future.set_result(None)

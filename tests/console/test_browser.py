@@ -1,0 +1,424 @@
+"""The console in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+Every page loads without a script error; a race of 32 claims shows one winner and 31 losers
+holding the winner's item; every scenario shows its verdict; a malformed raw request shows
+DynamoDB's error and keeps the text; huge N is refused with a clear message; the keyboard
+reaches everything; a 401 opens the sign-in form. The race page and two scenarios are
+screenshotted: into ``docs/img/`` when ``FIRSTWRITE_SCREENSHOTS`` names it (``make
+screenshots``), else into the test's temporary directory.
+
+Playwright's own browsers are never downloaded: the tests use ``/usr/bin/chromium`` (``.ci/run``
+installs it) and skip, saying so, where it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstwrite.console.race import MAX_N
+from firstwrite.console.seed import EXAMPLES_TABLE
+
+from .conftest import Server
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+pytestmark = [
+    pytest.mark.skipif(  # never skipped when asked for screenshots: then it must fail loudly
+        not CHROMIUM.exists() and not os.environ.get("FIRSTWRITE_SCREENSHOTS"),
+        reason="browser tests need Debian's Chromium at /usr/bin/chromium "
+        "(apt-get install chromium; .ci/run installs it)",
+    ),
+    pytest.mark.xdist_group("console-browser"),
+]
+
+PAGES = {
+    "/": "The firstwrite console",
+    "/tables": "Tables in us-east-1",
+    f"/tables/{EXAMPLES_TABLE}": EXAMPLES_TABLE,
+    "/run": "Run an operation",
+    "/race": "Race N claims",
+    "/scenarios": "Scenarios",
+    "/scenarios/lease-takeover": "Lease expiry and takeover",
+    "/scenarios/ttl-race": "The TTL race",
+    "/scenarios/throttling": "Throttling under burst",
+    "/scenarios/transaction-cancelled": "A transaction cancelled",
+    "/scenarios/stale-replica": "A stale replica",
+    "/scenarios/replay": "Replay",
+    "/metrics": "Metrics",
+    "/login": "Sign in to the engine",
+}
+SCREENSHOTS = {"lease-takeover", "transaction-cancelled"}
+
+
+def expect(locator: Any) -> Any:
+    """Playwright's retrying assertions (imported late: the module loads without it)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture
+def open_browser(playwright: Any, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``open_browser(**context_options)``: a fresh Chromium profile (its own user-data-dir)."""
+    contexts: list[Any] = []
+
+    def launch(**options: Any) -> Any:
+        profile = tmp_path / f"profile-{len(contexts)}"
+        context = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 900},
+            **options,
+        )
+        context.set_default_timeout(60_000)
+        contexts.append(context)
+        return context
+
+    yield launch
+    for context in contexts:
+        context.close()
+
+
+class Watched:
+    """A page whose script errors and failed requests fail the test."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        page.on("pageerror", lambda exc: self.errors.append(f"script error: {exc}"))
+        page.on(
+            "console",
+            lambda m: (
+                self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+            ),
+        )
+        page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
+
+    def expect_clean(self, allowed: str | None = None) -> None:
+        errors = [e for e in self.errors if allowed is None or not re.search(allowed, e)]
+        assert errors == [], "\n".join(errors)
+
+
+@pytest.fixture
+def browser_page(open_browser: Callable[..., Any]) -> Iterator[Watched]:
+    context = open_browser()
+    watched = Watched(context.new_page())
+    yield watched
+    watched.expect_clean()
+
+
+def screenshot(page: Any, tmp_path: Path, name: str) -> Path:
+    """Save the top of the page (what a reader sees first) as ``name``."""
+    folder = Path(os.environ.get("FIRSTWRITE_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    height = page.evaluate("document.documentElement.scrollHeight")
+    page.screenshot(
+        path=str(path),
+        full_page=True,
+        clip={"x": 0, "y": 0, "width": 1280, "height": min(height, 1500)},
+        animations="disabled",
+    )
+    assert path.stat().st_size > 10_000
+    return path
+
+
+# -- every page ------------------------------------------------------------------------------
+
+
+def test_every_page_loads(browser_page: Watched, console_server: Server) -> None:
+    page = browser_page.page
+    for path, heading in PAGES.items():
+        response = page.goto(console_server.console_url + path)
+        assert response.status == 200, path
+        assert heading in page.locator("h1").inner_text(), path
+        assert page.locator("h1").count() == 1, path
+        # Accessible structure: a language, landmarks, a label for every control.
+        assert page.evaluate("document.documentElement.lang") == "en"
+        assert page.locator("main#main").count() == 1 and page.locator("nav").count() >= 1
+        unlabelled = page.evaluate(
+            """[...document.querySelectorAll('main input:not([type=hidden]), main select, main textarea')]
+                 .filter(el => el.labels.length === 0).map(el => el.name || el.id)"""
+        )
+        assert unlabelled == [], path
+        if path != "/login":
+            current = page.locator("nav a[aria-current=page]")
+            assert current.count() == 1, path
+
+
+def test_unknown_table_is_a_clear_page(browser_page: Watched, console_server: Server) -> None:
+    page = browser_page.page
+    response = page.goto(console_server.console_url + "/tables/no-such-table")
+    assert response.status == 404
+    assert "There is no table named 'no-such-table' in us-east-1" in page.inner_text("main")
+    browser_page.errors.clear()  # the 404 document itself is reported by Chromium
+
+
+# -- the race --------------------------------------------------------------------------------
+
+
+def test_race_32_claims(browser_page: Watched, console_server: Server, tmp_path: Path) -> None:
+    page = browser_page.page
+    page.goto(console_server.console_url + "/race")
+    page.fill("#race-n", "32")
+    page.get_by_role("button", name="Race").click()
+    page.wait_for_selector("#race-result .verdict")
+    assert page.locator(".verdict").get_attribute("data-held") == "true"
+    won = page.locator("tr[data-outcome=won]")
+    lost = page.locator("tr[data-outcome=lost]")
+    assert won.count() == 1 and lost.count() == 31
+    winner = won.get_attribute("data-writer")
+    rows = lost.evaluate_all(
+        "rows => rows.map(r => [r.dataset.code, r.dataset.itemWriter, r.dataset.writer])"
+    )
+    assert all(code == "ConditionalCheckFailedException" for code, _, _ in rows)
+    assert all(item_writer == winner for _, item_writer, _ in rows)
+    assert len({writer for _, _, writer in rows} | {winner}) == 32
+    assert f"One winner, {winner}; 31 losers" in page.inner_text(".verdict")
+    screenshot(page, tmp_path, "console-race.png")
+    stored = console_server.engine.execute("Scan", {"TableName": "firstwrite-console-race"})[
+        "Items"
+    ]
+    assert [item["writer"]["S"] for item in stored] == [winner]
+
+
+def test_huge_n_is_refused_and_nothing_is_lost(
+    browser_page: Watched, console_server: Server
+) -> None:
+    page = browser_page.page
+    page.goto(console_server.console_url + "/race")
+    page.fill("#race-n", "4")
+    page.get_by_role("button", name="Race").click()
+    page.wait_for_selector("#race-result .verdict")
+    page.fill("#race-n", "100000")
+    page.get_by_role("button", name="Race").click()
+    error = page.locator(".race-form .form-error")
+    error.wait_for()
+    assert f"between 2 and {MAX_N}" in error.inner_text()
+    assert page.locator("#race-n").input_value() == "100000"  # the input is kept
+    assert page.locator("tr[data-outcome]").count() == 4  # the last result is still shown
+    browser_page.expect_clean(allowed="status of 400")
+    browser_page.errors.clear()
+
+
+def test_the_keyboard_reaches_and_runs_the_race(
+    browser_page: Watched, console_server: Server
+) -> None:
+    page = browser_page.page
+    page.goto(console_server.console_url + "/race")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip"
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if (
+            page.evaluate("document.activeElement.textContent.trim()") == "Race"
+            and page.evaluate("document.activeElement.tagName") == "BUTTON"
+        ):
+            break
+    else:
+        pytest.fail("Tab never reached the Race button")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#race-result .verdict")
+    # Focus moves to the result, so a screen reader reads it next.
+    assert page.evaluate("document.activeElement.closest('#race-result') !== null")
+    expect(page.locator(".race-form .form-status")).to_have_text("Done: held.")
+
+
+# -- scenarios -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "slug",
+    [
+        "lease-takeover",
+        "ttl-race",
+        "throttling",
+        "transaction-cancelled",
+        "stale-replica",
+        "replay",
+    ],
+)
+def test_each_scenario_shows_its_verdict(
+    browser_page: Watched, console_server: Server, tmp_path: Path, slug: str
+) -> None:
+    page = browser_page.page
+    page.goto(f"{console_server.console_url}/scenarios/{slug}")
+    page.get_by_role("button", name="Run the scenario").click()
+    verdict = page.locator("#scenario-result .verdict")
+    verdict.wait_for()
+    assert verdict.get_attribute("data-held") == "true", verdict.inner_text()
+    assert verdict.inner_text().startswith("Held.")
+    assert page.locator(".checks li.fail").count() == 0
+    assert page.locator(".checks li.pass").count() >= 4
+    assert page.locator("ol.steps > li").count() >= 3
+    # Each call opens to its request and answer.
+    first_call = page.locator("li.exchange details:visible").first
+    first_call.locator("summary").click()
+    assert first_call.locator("pre.json").count() == 2
+    first_call.locator("summary").click()
+    if slug in SCREENSHOTS:
+        page.evaluate("window.scrollTo(0, 0)")
+        screenshot(page, tmp_path, f"console-scenario-{slug}.png")
+    # Reloading shows the same run without JavaScript's help.
+    page.reload()
+    assert page.locator(".verdict").get_attribute("data-held") == "true"
+
+
+# -- the raw request editor ------------------------------------------------------------------
+
+
+def test_a_malformed_raw_request_shows_dynamodbs_error(
+    browser_page: Watched, console_server: Server
+) -> None:
+    page = browser_page.page
+    page.goto(console_server.console_url + "/run")
+    broken = '{"TableName": "firstwrite-console-examples", "Item": {"pk": {"S": "x"}'
+    page.fill("#request", broken)
+    page.get_by_role("button", name="Send").click()
+    status = page.locator("#run-result .status")
+    status.wait_for()
+    assert status.inner_text() == "400 SerializationException"
+    assert page.locator("#run-result pre.wire-body").inner_text() == (
+        '{"__type":"com.amazon.coral.service#SerializationException"}'
+    )
+    assert "not valid JSON" in page.locator("#run-result .hint").inner_text()
+    assert page.locator("#request").input_value() == broken  # nothing lost
+
+
+def test_examples_drafts_and_ctrl_enter(browser_page: Watched, console_server: Server) -> None:
+    page = browser_page.page
+    page.goto(console_server.console_url + "/run")
+    page.fill("#request", '{"TableName": "firstwrite-console-examples", "Limit": 1}')
+    page.select_option("#operation", "Scan")
+    assert '"Limit": 3' in page.locator("#request").input_value()  # Scan's example
+    assert page.locator("#target").inner_text() == "DynamoDB_20120810.Scan"
+    page.select_option("#operation", "PutItem")
+    assert page.locator("#request").input_value() == (
+        '{"TableName": "firstwrite-console-examples", "Limit": 1}'
+    )  # the draft came back
+    page.select_option("#operation", "ListStreams")
+    assert page.locator("#target").inner_text() == "DynamoDBStreams_20120810.ListStreams"
+    page.locator("#request").focus()
+    page.keyboard.press("Control+Enter")
+    status = page.locator("#run-result .status")
+    status.wait_for()
+    assert status.get_attribute("data-status") == "200"
+    body = json.loads(page.locator("#run-result pre.wire-body").inner_text())
+    assert body["Streams"][0]["TableName"] == EXAMPLES_TABLE
+
+
+# -- the engine's clock ----------------------------------------------------------------------
+
+
+def test_countdowns_follow_the_engine_clock(browser_page: Watched, console_server: Server) -> None:
+    page = browser_page.page
+    page.goto(f"{console_server.console_url}/tables/{EXAMPLES_TABLE}")
+    row = page.locator('tr:has(code:text-matches("example-abandoned"))')
+    lease = row.locator("time.countdown").nth(1)
+    first = lease.inner_text()
+    assert first.startswith("in ")
+    page.wait_for_function(
+        "([el, text]) => el.textContent !== text", arg=[lease.element_handle(), first]
+    )
+    # Frozen an hour ahead: the page shows the lease as over, and the clock stands still.
+    engine = console_server.engine
+    engine.clock.freeze(engine.clock.now() + 3600)
+    page.reload()
+    assert lease.inner_text().endswith(" ago")
+    assert page.locator(".clock .tag").inner_text() == "frozen"
+    shown = page.locator("#engine-clock").inner_text()
+    page.wait_for_timeout(1500)
+    assert page.locator("#engine-clock").inner_text() == shown
+
+
+# -- readable without JavaScript -------------------------------------------------------------
+
+
+def test_pages_read_without_javascript(
+    open_browser: Callable[..., Any], console_server: Server
+) -> None:
+    import httpx
+
+    from .conftest import post_json  # a race run through the API, then read with JS off
+
+    with httpx.Client(base_url=console_server.console_url) as http:
+        post_json(http, "/api/race", {"n": 5, "key": "no-js"})
+    page = open_browser(java_script_enabled=False).new_page()
+    page.goto(console_server.console_url + "/race")
+    assert page.locator("tr[data-outcome=lost]").count() == 4
+    page.goto(f"{console_server.console_url}/tables/{EXAMPLES_TABLE}")
+    assert page.locator("tr[data-state='FAILED (final)']").count() == 1
+    page.goto(console_server.console_url + "/run?operation=GetItem")
+    assert '"ConsistentRead": true' in page.locator("#request").input_value()
+
+
+# -- signing in ------------------------------------------------------------------------------
+
+
+def test_sign_in_on_401(
+    open_browser: Callable[..., Any], served: Callable[..., Server], console_engine: Any
+) -> None:
+    server = served(console_engine, credentials={"AKIDCONSOLE": "s3cret"})
+    context = open_browser()
+    page = Watched(context.new_page())
+    # The login page is public; signing in there leads back into the console.
+    page.page.goto(server.console_url + "/login?next=/console/race")
+    page.page.fill("#access_key_id", "AKIDCONSOLE")
+    page.page.fill("#secret_access_key", "s3cret")
+    page.page.get_by_role("button", name="Sign in").click()
+    page.page.wait_for_url(server.console_url + "/race")
+    assert page.page.evaluate("document.cookie") == ""  # HttpOnly: not readable by scripts
+    assert "Signed in as AKIDCONSOLE" in page.page.inner_text("header")
+    # The session ends; the next state change gets 401 and opens the sign-in dialog.
+    context.clear_cookies()
+    page.page.get_by_role("button", name="Race").click()
+    dialog = page.page.locator("#login-dialog")
+    dialog.wait_for()
+    dialog.locator("#access_key_id").fill("AKIDCONSOLE")
+    dialog.locator("#secret_access_key").fill("wrong")
+    dialog.get_by_role("button", name="Sign in").click()
+    expect(dialog.locator(".form-error")).to_contain_text("Sign-in failed")
+    dialog.locator("#secret_access_key").fill("s3cret")
+    dialog.get_by_role("button", name="Sign in").click()
+    # Signed in again, the race that asked runs without being asked twice.
+    page.page.wait_for_selector("#race-result .verdict")
+    assert page.page.locator(".verdict").get_attribute("data-held") == "true"
+    # Signing out ends the session: the console no longer answers this browser.
+    page.page.get_by_role("button", name="Sign out").click()
+    page.page.wait_for_load_state()
+    expect(page.page.locator("body")).not_to_contain_text("Signed in as")
+    response = page.page.request.post(
+        server.console_url + "/api/race",
+        data=json.dumps({"n": 2}),
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status == 401
+    # The 401 is what Chromium reports; the page it reloaded into is not HTML, so it also
+    # asks the server for /favicon.ico, which is not there (404).
+    page.expect_clean(allowed="status of 40[14]")

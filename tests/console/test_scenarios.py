@@ -1,0 +1,191 @@
+"""The six scenarios: each holds on the real layer, says so from what it observed, and says it
+did not hold when the layer is broken. None of them touches the served engine."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from firstwrite.console import scenarios
+from firstwrite.console.scenarios.stage import Exchange, Note, Stage
+from firstwrite.console.seed import EXAMPLES_TABLE
+from firstwrite.idempotency import Idempotency, MemoryMetrics
+
+from .conftest import Server, post_json
+
+SLUGS = [s.slug for s in scenarios.SCENARIOS]
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_each_scenario_holds(slug: str) -> None:
+    scenario = scenarios.by_slug(slug)
+    assert scenario is not None
+    shared = MemoryMetrics()
+    outcome = scenarios.run(scenario, shared)
+    assert outcome.error is None
+    assert outcome.checks, "a verdict needs checks"
+    failed = [c.text for c in outcome.checks if not c.passed]
+    assert failed == [] and outcome.held
+    calls = [e for s in outcome.steps for e in s.events if isinstance(e, Exchange)]
+    assert calls, "the scenario made real DynamoDB calls"
+    assert all(c.status in (200, 400) and c.request is not None for c in calls)
+    # Its metrics went to the shared sink too.
+    assert sum(shared.counts.values()) == sum(m.value for m in outcome.metrics)
+
+
+def run(slug: str) -> Any:
+    scenario = scenarios.by_slug(slug)
+    assert scenario is not None
+    return scenarios.run(scenario)
+
+
+def events(outcome: Any, title: str) -> list[Exchange | Note]:
+    (step,) = [s for s in outcome.steps if s.title == title]
+    return list(step.events)
+
+
+def test_lease_takeover_shows_the_fence_refusing_the_stale_worker() -> None:
+    outcome = run("lease-takeover")
+    stale = events(outcome, "Worker A wakes up and tries to complete")
+    update = [e for e in stale if isinstance(e, Exchange)]
+    assert [(e.actor, e.operation, e.code) for e in update] == [
+        ("worker A", "UpdateItem", "ConditionalCheckFailedException")
+    ]
+    # The record that came back with the refusal is B's completed one.
+    assert "result" in update[0].response["Item"]
+    last = outcome.steps[-1].snapshots[0].record
+    assert last is not None and last.state == "COMPLETED" and "ch_B" in last.result
+
+
+def test_ttl_race_shows_expired_records_then_tombstones() -> None:
+    outcome = run("ttl-race")
+    by_title = {s.title: s for s in outcome.steps}
+    lagging = by_title["Retention ends, the sweeper lags"]
+    assert all(s.record is not None and s.record.expired(lagging.at) for s in lagging.snapshots)
+    swept = by_title["The sweeper catches up"].snapshots
+    assert [s.record for s in swept] == [None, None]
+    audited = by_title["The TTL audit reads the stream"]
+    states = [s.record.state if s.record else None for s in audited.snapshots]
+    assert states == ["COMPLETED (tombstone)", "COMPLETED (tombstone)"]
+    calls = [(e.operation, e.code) for e in audited.events if isinstance(e, Exchange)]
+    assert ("GetRecords", None) in calls
+    assert calls.count(("PutItem", None)) == 2  # the tombstones
+    refused = [
+        e.text
+        for e in by_title["A late duplicate after the sweep"].events
+        if isinstance(e, Note) and e.text.startswith("LateRetryError")
+    ]
+    assert refused and "removed by TTL" in refused[0]
+
+
+def test_throttling_retries_throttles_with_jitter_and_never_a_failed_condition() -> None:
+    outcome = run("throttling")
+    burst = [e for e in outcome.steps[1].events]
+    throttled = [
+        e
+        for e in burst
+        if isinstance(e, Exchange) and e.code == "ProvisionedThroughputExceededException"
+    ]
+    sleeps = [e for e in burst if isinstance(e, Note) and e.kind == "sleep"]
+    assert throttled and sleeps
+    assert len({round(s.seconds, 6) for s in sleeps}) > 1
+
+
+def test_transaction_shows_each_cancellation_reason() -> None:
+    outcome = run("transaction-cancelled")
+    notes = [
+        e.text for e in events(outcome, "A payment larger than the balance") if isinstance(e, Note)
+    ]
+    assert any(n.startswith("reason [0]") and ": None:" in n for n in notes)
+    assert any(n.startswith("reason [1]") and "ConditionalCheckFailed" in n for n in notes)
+
+
+def test_stale_replica_compares_unpinned_and_pinned() -> None:
+    outcome = run("stale-replica")
+    texts = [e.text for s in outcome.steps for e in s.events if isinstance(e, Note)]
+    assert sum("order-7 charged" in t for t in texts) == 2
+    assert sum("order-8 charged" in t for t in texts) == 1
+
+
+def test_an_error_becomes_the_outcome_not_an_exception() -> None:
+    def broken(stage: Stage) -> str:
+        stage.check("got this far", True)
+        raise RuntimeError("boom")
+
+    scenario = scenarios.Scenario(99, "broken", "Broken", "", (), broken, lambda s, m: Stage(s, m))
+    outcome = scenarios.run(scenario)
+    assert outcome.error == "RuntimeError: boom"
+    assert not outcome.held
+
+
+# -- the verdict is computed, so a broken layer fails it -------------------------------------
+
+
+def test_replay_does_not_hold_without_deduplication(monkeypatch: pytest.MonkeyPatch) -> None:
+    def naive_run(
+        self: Idempotency, key: str, fn: Callable[[], Any], payload: Any = None, **_: Any
+    ) -> Any:
+        return fn()  # what a service without the layer does
+
+    monkeypatch.setattr(Idempotency, "run", naive_run)
+    outcome = run("replay")
+    assert not outcome.held
+    failed = [c.text for c in outcome.checks if not c.passed]
+    assert "the card was charged exactly once" in failed
+
+
+def test_lease_takeover_does_not_hold_without_the_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unfenced_complete(self: Idempotency, claim: Any, result: Any = None) -> None:
+        self.client.update_item(  # the completion without its owner/version condition
+            TableName=self.config.table_name,
+            Key=claim.key,
+            UpdateExpression="SET #r = :r REMOVE lease_expires_at",
+            ExpressionAttributeNames={"#r": "result"},
+            ExpressionAttributeValues={":r": {"S": str(result)}},
+        )
+
+    monkeypatch.setattr(Idempotency, "complete", unfenced_complete)
+    outcome = run("lease-takeover")
+    assert not outcome.held
+    failed = [c.text for c in outcome.checks if not c.passed]
+    assert "A's stale completion was refused with LostClaimError" in failed
+
+
+# -- through the console, which must leave the served engine alone ----------------------------
+
+
+def test_scenarios_run_on_scratch_engines(http: httpx.Client, console_server: Server) -> None:
+    engine = console_server.engine
+    before = engine.execute("ListTables", {})["TableNames"]
+    for slug in ("lease-takeover", "ttl-race", "stale-replica"):
+        response = post_json(http, f"/api/scenarios/{slug}", {})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["held"] is True and body["error"] is None
+        assert 'data-held="true"' in body["html"]
+        # The page shows the last run without JavaScript.
+        assert 'data-held="true"' in http.get(f"/scenarios/{slug}").text
+    assert engine.execute("ListTables", {})["TableNames"] == before == [EXAMPLES_TABLE]
+    state = engine.clock.state()
+    assert state["frozen"] is False and state["offset"] == 0.0
+    assert engine.faults.describe()["faults"] == []
+    assert engine.replication.backlog() == []
+    assert engine.execute("ListTables", {}, region="eu-west-1")["TableNames"] == []
+
+
+def test_the_layers_log_lines_go_to_the_page(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="firstwrite.idempotency")
+    outcome = run("lease-takeover")
+    logged = [
+        e.text for s in outcome.steps for e in s.events if isinstance(e, Note) and e.kind == "log"
+    ]
+    assert any("WARNING: took over the abandoned claim" in t for t in logged)
+    assert any("ERROR: lost the claim" in t for t in logged)
+    assert [r for r in caplog.records if r.name.startswith("firstwrite.idempotency")] == []
+    # Outside a scenario the layer logs as it always does.
+    logging.getLogger("firstwrite.idempotency").warning("outside")
+    assert [r.getMessage() for r in caplog.records] == ["outside"]
