@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import (
+    durability,
     engine_bound,
     engine_direct,
     engine_http,
@@ -35,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "direct": engine_direct.run,
     "bound": engine_bound.run,
     "http": engine_http.run,
+    "durability": durability.run,
     "query": engine_query.run,
     "overhead": overhead.run,
     "idempotency": idempotency.run,
