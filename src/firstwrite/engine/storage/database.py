@@ -1,5 +1,8 @@
 """The database behind one engine: connections, transactions and group commit.
 
+Size: one concept, the write path's concurrency and durability contract: group commit and the
+group fsync share its locks, queues and waits, and are only correct read together.
+
 Concurrency model
 -----------------
 * One SQLite file, WAL mode. Other engines (threads or processes) may open the same file.
