@@ -34,21 +34,14 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
-import httpx
 import pytest
 from botocore.config import Config
 
@@ -58,94 +51,15 @@ if TYPE_CHECKING:
     from firstwrite.engine.api import Engine
     from firstwrite.engine.client import DirectClient
 
+from engine_process import (
+    HttpServer,
+    start_server,
+    stop_server,
+)
+
 pytest_plugins = ["pytester"]  # tests/testing runs test modules under the plugin
 
-READY_PREFIX = "firstwrite engine listening on "
 NO_RETRIES = Config(retries={"max_attempts": 0})
-SERVER_START_TIMEOUT = 60.0
-
-
-@dataclass
-class HttpServer:
-    url: str
-    process: subprocess.Popen[str]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
-        """Signal the server and wait; returns its exit status (killed after ``timeout``)."""
-        return stop_server(self, sig, timeout)
-
-
-def start_server(db_path: Path, *extra_args: str, log_path: Path | None = None) -> HttpServer:
-    """Start ``firstwrite engine serve --port 0`` and wait until ``GET /`` answers."""
-    log_path = log_path or db_path.with_suffix(".log")
-    log_file = log_path.open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "firstwrite.cli",
-            "engine",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--db",
-            str(db_path),
-            *extra_args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log_file,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    log_file.close()
-    lines: list[str] = []
-    reader = threading.Thread(
-        target=lambda: lines.append(process.stdout.readline() if process.stdout else ""),
-        daemon=True,
-    )
-    reader.start()
-    reader.join(SERVER_START_TIMEOUT)
-    line = lines[0] if lines else ""
-    if not line.startswith(READY_PREFIX):
-        process.kill()
-        process.wait()
-        raise RuntimeError(
-            f"server did not report ready (got {line!r}); log:\n{log_path.read_text()}"
-        )
-    match = re.search(r"http://\S+", line)
-    assert match, line
-    server = HttpServer(match.group(0), process, log_path)
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while True:
-        try:
-            if httpx.get(server.url + "/", timeout=2).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or process.poll() is not None:
-            stop_server(server)
-            raise RuntimeError(f"server never answered GET /; log:\n{server.log()}")
-        time.sleep(0.05)
-
-
-def stop_server(server: HttpServer, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
-    """Signal the server and wait for it; returns its exit status (kills it after ``timeout``)."""
-    if server.process.poll() is None:
-        server.process.send_signal(sig)
-        try:
-            server.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
-    if server.process.stdout:
-        server.process.stdout.close()
-    return server.process.returncode
 
 
 @pytest.fixture

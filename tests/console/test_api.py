@@ -303,6 +303,8 @@ def test_every_example_runs_on_a_fresh_database(http: httpx.Client, console_serv
         "UpdateTimeToLive",
         "DeleteTable",
         "DescribeTimeToLive",
+        "DescribeLimits",
+        "DescribeEndpoints",
         "TagResource",
         "ListTagsOfResource",
         "UntagResource",

@@ -60,8 +60,8 @@ from proofkit import (
     scale,
 )
 
-from conftest import HttpServer, start_server
 from engine.test_crash import ACCOUNTS, INITIAL_BALANCE, Writers, assert_survived, key
+from engine_process import HttpServer, start_server
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, Status
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]

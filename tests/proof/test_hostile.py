@@ -69,7 +69,7 @@ from proofkit import (
     summary_ms,
 )
 
-from conftest import HttpServer, start_server
+from engine_process import HttpServer, start_server
 
 pytestmark = pytest.mark.slow
 

@@ -189,6 +189,13 @@ class WSGIIdempotencyMiddleware:
         capture: _Capture,
         context: RequestIdempotency,
     ) -> Iterator[bytes]:
+        # A response that will never be stored gets its final answer ("not stored") now, before
+        # its bytes reach the client: a retry sent the moment the body arrives must not find the
+        # key still in progress. A release waits for the stream's end instead, so that no
+        # duplicate runs while this one still streams.
+        settled = context.claim is not None and self._keeps(context, capture.status)
+        if settled:
+            self._settle_unstored(context, capture.status, capture.reason)
         try:
             held = capture.body()
             if held:
@@ -196,7 +203,7 @@ class WSGIIdempotencyMiddleware:
             yield from iterator
         finally:
             _close(result)
-            if context.claim is not None:
+            if context.claim is not None and not settled:
                 self._settle_unstored(context, capture.status, capture.reason)
 
     def _release(self, claim: Claim, reason: str) -> None:
@@ -205,18 +212,21 @@ class WSGIIdempotencyMiddleware:
         except Exception:  # the lease will expire; the retry then takes the key over
             log.exception("could not release %s", claim.record_id)
 
+    def _keeps(self, context: RequestIdempotency, status: int | None) -> bool:
+        """Whether an unstored response keeps its key ("not stored" is its final answer)."""
+        return context.transactional or (
+            self.config.on_unstored == "keep"
+            and status is not None
+            and self.core.verdict(status) is Verdict.STORE
+        )
+
     def _settle_unstored(
         self, context: RequestIdempotency, status: int | None, reason: str
     ) -> None:
         """See the ASGI middleware's twin: release, or make "not stored" the key's answer."""
         claim = context.claim
         assert claim is not None
-        keep = context.transactional or (
-            self.config.on_unstored == "keep"
-            and status is not None
-            and self.core.verdict(status) is Verdict.STORE
-        )
-        if not keep:
+        if not self._keeps(context, status):
             self._release(claim, reason)
             return
         try:
