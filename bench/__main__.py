@@ -28,6 +28,7 @@ from . import (
     overhead,
     plugin,
     report,
+    scale,
 )
 from ._common import REPO, RESULTS, Section, Settings, dummy_aws_env, machine_info, package_version
 
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "bound": engine_bound.run,
     "http": engine_http.run,
     "durability": durability.run,
+    "scale": scale.run,
     "overhead": overhead.run,
     "idempotency": idempotency.run,
     "install_size": install_size.run,
