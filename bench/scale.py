@@ -224,9 +224,20 @@ def sweep_run(path: Path, live: int, expired: int, count: int) -> dict[str, Any]
 
 
 def run(settings: Settings, log: Callable[[str], None]) -> Section:
-    sizes = SIZES_QUICK if settings.quick else SIZES_FULL
-    expired = EXPIRED_QUICK if settings.quick else EXPIRED_FULL
-    per_slice = 300 if settings.quick else 2000
+    if settings.quick:
+        return measure(settings, log, SIZES_QUICK, EXPIRED_QUICK, SIZES_QUICK[-1], 300)
+    return measure(settings, log, SIZES_FULL, EXPIRED_FULL, EXPIRED_FULL, 2000)
+
+
+def measure(
+    settings: Settings,
+    log: Callable[[str], None],
+    sizes: tuple[int, ...],
+    expired: int,
+    live: int,
+    per_slice: int,
+) -> Section:
+    """The benchmark for these table sizes, and a sweep of ``expired`` items beside ``live``."""
     section = Section(
         key="scale",
         title="Claim latency and memory as the table grows; writers during a TTL sweep (issue 16)",
@@ -244,7 +255,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "of the slices'. Memory: the serving process's resident set (VmRSS) after its last "
             "slice.",
             f"Targets: the largest table's p50, p99 and memory within {FLAT:g}x of the smallest's.",
-            f"TTL sweep: one engine with {sizes[-1] if settings.quick else 100_000:,} live and "
+            f"TTL sweep: one engine with {live:,} live and "
             f"{expired:,} expired records; one thread claims fresh keys before, during and "
             "after `engine.ttl.sweep_now()` deletes every expired item (the background "
             "sweeper's work, in another thread of the same process, a process of its own). "
@@ -287,9 +298,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         tables = _size_tables(sizes, p50, p99, rss)
         tables[0].notes += notes
         section.tables += tables
-        count = 300 if settings.quick else 2000
-        live = sizes[-1] if settings.quick else 100_000
-        result = sweep_in_process(directory / "sweep.db", live, expired, count)
+        result = sweep_in_process(directory / "sweep.db", live, expired, per_slice)
         log(
             f"    sweep: {live:,} live + {expired:,} expired items loaded in {result['loaded']:.1f} s"
         )
