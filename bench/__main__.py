@@ -112,8 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     why_no_charts = charts.available()
     drawn: dict[str, list[tuple[str, str]]] = {}
     if why_no_charts is None:
-        for key, made in charts.draw(sections, chart_dir).items():
-            drawn[key] = [(alt, os.path.relpath(path, output.parent)) for alt, path in made]
+        try:
+            for key, made in charts.draw(sections, chart_dir).items():
+                drawn[key] = [(alt, os.path.relpath(path, output.parent)) for alt, path in made]
+        except Exception as exc:  # a chart must not cost the numbers
+            traceback.print_exc()
+            why_no_charts = f"drawing failed: {type(exc).__name__}: {exc}"
     text = report.render(
         sections,
         machine,

@@ -172,7 +172,7 @@ def test_durability() -> None:
     }
 
 
-def test_scale() -> None:
+def test_scale(tmp_path: Path) -> None:
     section = scale.measure(TINY, _log, (100, 1_000), 500, 500, 50)
     assert section.error is None
     titles = [t.title for t in section.tables]
@@ -184,6 +184,13 @@ def test_scale() -> None:
     sweep = section.tables[-1]
     assert sweep.targets[0].maximum == scale.SWEEP
     assert all(s.values[0] > 0 for s in sweep.series)
+    if charts.available() is None:
+        drawn = charts.draw([section], tmp_path)["scale"]
+        assert [path.name for _alt, path in drawn] == [
+            "scale-claim-latency.png",
+            "scale-serving-process-memory-vmrss-after-the-last-slice.png",
+            "scale-claim-latency-p99-around-a-ttl-sweep.png",
+        ]
 
 
 def test_main_writes_report(tmp_path: Path) -> None:
