@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import signal
 import sys
 import time
@@ -18,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import (
+    charts,
     durability,
     engine_bound,
     engine_direct,
@@ -29,8 +31,18 @@ from . import (
     overhead,
     plugin,
     report,
+    scale,
 )
-from ._common import REPO, RESULTS, Section, Settings, dummy_aws_env, machine_info, package_version
+from ._common import (
+    BENCH_DIR,
+    REPO,
+    RESULTS,
+    Section,
+    Settings,
+    dummy_aws_env,
+    machine_info,
+    package_version,
+)
 
 BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "direct": engine_direct.run,
@@ -38,6 +50,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "http": engine_http.run,
     "durability": durability.run,
     "query": engine_query.run,
+    "scale": scale.run,
     "overhead": overhead.run,
     "idempotency": idempotency.run,
     "install_size": install_size.run,
@@ -91,6 +104,22 @@ def main(argv: list[str] | None = None) -> int:
         name: package_version(name)
         for name in ("firstwrite", "boto3", "moto", "aws-lambda-powertools", "idemkit")
     }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    # Charts beside the report: bench/charts/ for BENCHMARKS.md, <name>-charts/ for others.
+    chart_dir = (
+        BENCH_DIR / "charts"
+        if output.resolve() == (REPO / "BENCHMARKS.md").resolve()
+        else output.parent / f"{output.stem}-charts"
+    )
+    why_no_charts = charts.available()
+    drawn: dict[str, list[tuple[str, str]]] = {}
+    if why_no_charts is None:
+        try:
+            for key, made in charts.draw(sections, chart_dir).items():
+                drawn[key] = [(alt, os.path.relpath(path, output.parent)) for alt, path in made]
+        except Exception as exc:  # a chart must not cost the numbers
+            traceback.print_exc()
+            why_no_charts = f"drawing failed: {type(exc).__name__}: {exc}"
     text = report.render(
         sections,
         machine,
@@ -99,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         started=started,
         elapsed=time.monotonic() - t0,
         quick=settings.quick,
+        charts=drawn,
+        no_charts=why_no_charts,
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     _log(f"wrote {output}")
     return 1 if any(s.error for s in sections) else 0

@@ -100,6 +100,8 @@ def render(
     started: dt.datetime,
     elapsed: float,
     quick: bool,
+    charts: dict[str, list[tuple[str, str]]] | None = None,
+    no_charts: str | None = None,
 ) -> str:
     out = [
         "# Benchmarks",
@@ -113,6 +115,7 @@ def render(
         "machine; compare the ratios (paired per repetition), not the absolute numbers "
         "across runs.",
         "",
+        *(["Charts: none drawn (" + no_charts + ").", ""] if no_charts else []),
         "## Machine",
         "",
         "| | |",
@@ -139,6 +142,8 @@ def render(
             out += [f"**This benchmark failed:** `{section.error}`", ""]
         for t in section.tables:
             out += render_table(t)
+        for alt, path in (charts or {}).get(section.key, []):
+            out += [f"![{alt}]({path})", ""]
         for label, text in section.profiles.items():
             out += [f"Hot spots, {label}:", "", "```", text, "```", ""]
     return "\n".join(out).rstrip() + "\n"

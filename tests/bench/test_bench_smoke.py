@@ -19,12 +19,15 @@ from bench import (  # noqa: E402
 )
 from bench import (  # noqa: E402
     _common,
+    charts,
+    durability,
     engine_bound,
     engine_direct,
     engine_http,
     idempotency,
     overhead,
     report,
+    scale,
 )
 
 pytestmark = pytest.mark.xdist_group("bench")
@@ -61,7 +64,11 @@ def test_direct() -> None:
     assert {s.name for s in section.tables[0].series} >= {"sqlite floor", "direct"}
     failing = section.tables[1]
     assert failing.get(engine_direct.CONFLICT_FLOOR) is not None
-    assert failing.targets[0].peer == engine_direct.CONFLICT_FLOOR  # issue 16: the restated target
+    target = failing.targets[0]
+    assert (target.peer, target.minimum) == (
+        engine_direct.CONFLICT_FLOOR,
+        engine_direct.CONFLICT_TARGET,
+    )
 
 
 def test_bound() -> None:
@@ -69,6 +76,9 @@ def test_bound() -> None:
     _check_section(section, {engine_bound.FULL})
     names = {s.name for s in section.tables[0].series}
     assert names >= {"botocore floor", engine_bound.FULL, engine_bound.NAMES["bind"]}
+    assert names >= {engine_bound.QUICK_FLOOR, "local_client"}
+    local = next(t for t in section.tables[0].targets if t.ours == "local_client")
+    assert (local.minimum, local.bound) == (engine_bound.LOCAL_TARGET, engine_bound.QUICK_FLOOR)
 
 
 def test_overhead() -> None:
@@ -144,12 +154,61 @@ def test_http_one_server() -> None:
         assert series.values and series.values[0] > 0
 
 
+@pytest.mark.skipif(
+    shutil.which("wrk") is None, reason="wrk not installed (.ci/run and make bench install it)"
+)
+def test_durability() -> None:
+    settings = _common.Settings(
+        reps=1, duration=0.02, http_duration=1.0, http_reps=1, warmup=0.01, quick=True
+    )
+    section = durability.run(settings, _log)
+    assert section.error is None, section.error
+    [table] = section.tables
+    assert {s.name for s in table.series} == {durability.FULL, durability.NORMAL, durability.FLOOR}
+    assert all(s.values[0] > 0 for s in table.series)
+    assert {(t.ours, t.peer) for t in table.targets} == {
+        (durability.FULL, durability.NORMAL),
+        (durability.FULL, durability.FLOOR),
+    }
+
+
+def test_scale(tmp_path: Path) -> None:
+    section = scale.measure(TINY, _log, (100, 1_000), 500, 500, 50)
+    assert section.error is None
+    titles = [t.title for t in section.tables]
+    assert titles[:2] == ["claim latency p50", "claim latency p99"]
+    for table in section.tables[:3]:
+        assert [s.name for s in table.series] == ["100 items", "1,000 items"]
+        assert all(v > 0 for s in table.series for v in s.values)
+        assert table.targets[0].maximum == scale.FLAT
+    sweep = section.tables[-1]
+    assert sweep.targets[0].maximum == scale.SWEEP
+    assert all(s.values[0] > 0 for s in sweep.series)
+    if charts.available() is None:
+        drawn = charts.draw([section], tmp_path)["scale"]
+        assert [path.name for _alt, path in drawn] == [
+            "scale-claim-latency.png",
+            "scale-serving-process-memory-vmrss-after-the-last-slice.png",
+            "scale-claim-latency-p99-around-a-ttl-sweep.png",
+        ]
+
+
 def test_main_writes_report(tmp_path: Path) -> None:
     output = tmp_path / "BENCHMARKS.md"
     code = bench_main.main(["--quick", "--only", "direct", "--reps", "1", "--output", str(output)])
     text = output.read_text()
     assert code == 0
     assert "## Machine" in text and "SQLite" in text and "| direct | success workload |" in text
+    if charts.available() is None:
+        drawn = sorted((tmp_path / "BENCHMARKS-charts").glob("*.png"))
+        assert [p.name for p in drawn] == [
+            "direct-failing-workload.png",
+            "direct-success-workload.png",
+        ]
+        assert all(p.read_bytes().startswith(b"\x89PNG") for p in drawn)
+        assert "![direct: success workload](BENCHMARKS-charts/direct-success-workload.png)" in text
+    else:
+        assert "Charts: none drawn (matplotlib is not installed)." in text
 
 
 def test_loadgroup_really_groups(request: pytest.FixtureRequest) -> None:

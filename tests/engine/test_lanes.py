@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import pytest
 
+from firstwrite.engine.api import Engine
+from firstwrite.engine.client import DirectClient
 from firstwrite.engine.lanes import ByteBudget, Lane
+
+TABLE = {
+    "TableName": "lane",
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+    "BillingMode": "PAY_PER_REQUEST",
+}
 
 
 def test_the_lane_runs_jobs_in_order_on_its_thread() -> None:
@@ -36,6 +46,46 @@ def test_the_lane_runs_jobs_in_order_on_its_thread() -> None:
         assert not lane.stuck()
     finally:
         lane.close()
+
+
+def test_a_batch_waits_for_its_scope_on_another_thread_while_the_lane_goes_on(
+    tmp_path: Path,
+) -> None:
+    # The real scope: an engine with durability full, its fsync held until released.
+    engine = Engine(tmp_path / "full.db", durability="full")
+    client = DirectClient(engine)
+    client.list_tables()
+    release = threading.Event()
+    storage = engine.storage
+    real_sync = storage._sync
+    held: list[int] = []
+
+    def held_sync(seq: int) -> None:
+        held.append(seq)
+        release.wait(30)
+        real_sync(seq)
+
+    storage._sync = held_sync  # type: ignore[method-assign]
+    lane = Lane(scope=storage.deferred)
+    try:
+
+        async def main() -> None:
+            write = lane.submit(lambda: client.create_table(**TABLE))
+            while not held:  # the write's batch is waiting for its fsync on the settler
+                await asyncio.sleep(0.01)
+            assert not write.done()
+            # The lane itself is free: a call touching no storage answers meanwhile.
+            assert await lane.submit(lambda: "free") == "free"
+            assert not write.done()
+            release.set()
+            assert (await write)["TableDescription"]["TableName"] == TABLE["TableName"]
+            assert storage._synced >= held[0]
+
+        asyncio.run(main())
+    finally:
+        release.set()
+        lane.close()
+        engine.close()
 
 
 def test_the_lane_says_when_it_is_stuck() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from firstwrite.engine import ttl as ttl_module
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
 from firstwrite.engine.errors import DynamoDBError
@@ -218,6 +219,32 @@ def test_expired_items_stay_readable_until_the_sweep(frozen: Engine, client: Any
     assert [(d.table, d.key) for d in deleted] == [("tbl", {"p": {"S": "old"}})]
     assert "Item" not in client.get_item(TableName="tbl", Key={"p": {"S": "old"}})
     assert frozen.ttl.sweep_now() == []
+
+
+def test_a_sweep_transaction_ends_once_its_time_slice_is_used(
+    frozen: Engine, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(client, "tbl")
+    enable(client, "tbl")
+    for n in range(6):
+        client.put_item(TableName="tbl", Item={"p": {"S": f"k{n}"}, "expires": {"N": str(NOW - 1)}})
+    # No time left after the first item: every sweep transaction deletes exactly one item (a
+    # writer waiting for the lock gets it between two of them).
+    monkeypatch.setattr(ttl_module, "SWEEP_SLICE_S", 0.0)
+    storage = frozen.storage
+    transactions: list[int] = []
+    real_write = storage.write
+
+    def write(fn: Any, **kwargs: Any) -> Any:
+        result = real_write(fn, **kwargs)
+        if isinstance(result, list):
+            transactions.append(len(result))
+        return result
+
+    monkeypatch.setattr(storage, "write", write)
+    assert len(frozen.ttl.sweep_now()) == 6
+    assert transactions == [1] * 6
+    assert keys(client, "tbl") == set()
 
 
 def test_only_numbers_in_the_past_within_five_years_expire(frozen: Engine, client: Any) -> None:

@@ -13,9 +13,10 @@ its timestamp parser, ``ResponseMetadata`` from the same headers).
 It is taken only where its result is provably the parser's: for a value whose JSON round trip
 is the identity (``str``, ``int``, ``bool``, ``float``, ``bytes`` for a blob, ``dict``
 with ``str`` keys, ``list``), on an answer the ``before-parse`` hooks left as it was, with
-botocore's (or aiobotocore's) own JSON parser. Anything else (a tuple, a ``str`` subclass, a
-NaN, a shape the converters do not know) gives up, and the client's parser runs on the body as
-before. ``tests/engine/test_binding_parse.py`` checks the equivalence, errors included, for
+botocore's (or aiobotocore's) own JSON parser. Anything else (a tuple, a ``str`` subclass,
+a non-``str`` key, a shape the converters do not know) gives up, and the client's parser runs
+on the body as before. Every container is built anew, as the parser's are: nothing the caller
+gets is shared with the engine. ``tests/engine/test_binding_parse.py`` checks the equivalence, errors included, for
 every operation's output and error shapes.
 """
 

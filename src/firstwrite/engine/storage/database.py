@@ -12,16 +12,12 @@ Concurrency model
 * Group commit: concurrent writers in one process queue their write functions; one of them (the
   leader) runs the whole queue in one transaction and commits once, then wakes the others. An
   uncontended writer leads its own batch of one, in its own thread, with no hand-off.
-* Durability ``full``: the WAL is fsynced before any write is acknowledged, by the engine rather
-  than inside SQLite's COMMIT (see :meth:`Storage._sync`). A commit no longer holds the write
-  lock through its fsync: the next batch runs while the previous one's fsync is in flight, and
-  one fsync covers every commit made before it started (a group fsync). Nothing is answered
-  before it is durable: a write returns, and a failed condition is reported, only once the WAL
-  is synced past every commit it could have seen; reads of this engine wait the same way, so
-  no answer ever shows a write a power cut could undo (readers in other processes may see a
-  commit up to one fsync early). A thread can leave several calls' fsync to one wait
-  (:meth:`Storage.deferred`: the HTTP server's lane does, per batch of requests, and runs its
-  next batch while that batch's fsync is in flight).
+* Durability ``full``: the engine fsyncs the WAL itself (:meth:`Storage._sync`), not inside
+  SQLite's COMMIT, so no commit holds the write lock through an fsync: the next batch commits
+  while one is in flight, and one fsync covers every commit made before it started. Nothing is
+  answered (a write, a failed condition, a read of this engine) before the WAL is synced past
+  every commit it wrote or saw; only readers in other processes may see a commit one fsync
+  early. :meth:`Storage.deferred` leaves several calls' fsync to one wait (the server's lane).
 * Reads use one connection per thread and see every committed write (WAL snapshots).
 * Catalog rows are cached per process and only ever used through statements that verify them
   (core.py): no cache can outlive a change made by another engine.
@@ -95,12 +91,11 @@ class Pending:
         self.seq = 0
 
     def needed(self) -> bool:
-        """Whether :meth:`wait` would wait (an fsync must still cover the block's commits)."""
         return self.seq > self.storage._synced
 
     def wait(self) -> None:
-        """Return once everything the block wrote or saw is durable (InternalServerError if
-        the fsync failed)."""
+        """Return once everything the block wrote or saw is durable (or raise
+        InternalServerError: the fsync failed)."""
         if self.seq:
             self.storage._sync(self.seq)
 
@@ -408,11 +403,9 @@ class Storage:
     def deferred(self) -> Iterator[Pending | None]:
         """Calls made by this thread inside the block return without waiting for their fsync.
 
-        Yields ``None`` when there is never anything to wait for (durability ``normal``, or a
-        block inside another), else a :class:`Pending` that, once the block is left, waits
-        for everything the block's calls wrote or saw: whoever enters the block must not pass
-        its answers on before ``pending.wait()`` returned (any thread may call it; the HTTP
-        server's lane hands it to another thread and runs its next batch meanwhile)."""
+        Yields ``None`` if there is never anything to wait for (durability ``normal``, or a
+        nested block), else a :class:`Pending`: the block's answers must not be passed on
+        before its ``wait()`` returned, once the block is left (on any thread)."""
         local = self._local
         if not self._full or getattr(local, "deferred", None) is not None:
             yield None
@@ -440,10 +433,9 @@ class Storage:
             self._local.deferred = seq
 
     def _sync(self, seq: int) -> None:
-        """Return once an fsync of the WAL covers commit ``seq`` (a group fsync: one thread
-        fsyncs everything committed so far while the others wait for it, or for the next one).
-        A failed fsync fails every write from then on: what it should have made durable
-        cannot be known to be, so nothing more is acknowledged."""
+        """Return once an fsync of the WAL covers commit ``seq``: one thread fsyncs all that
+        is committed while the others wait for it (or the next). After a failed fsync nothing
+        more is acknowledged: what it should have made durable cannot be known to be."""
         if self._synced >= seq:
             return
         with self._cond_lock:
