@@ -18,9 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import (
+    durability,
     engine_bound,
     engine_direct,
     engine_http,
+    engine_query,
     idempotency,
     install_size,
     middleware,
@@ -34,6 +36,8 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "direct": engine_direct.run,
     "bound": engine_bound.run,
     "http": engine_http.run,
+    "durability": durability.run,
+    "query": engine_query.run,
     "overhead": overhead.run,
     "idempotency": idempotency.run,
     "install_size": install_size.run,

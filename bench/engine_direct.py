@@ -22,7 +22,10 @@ from ._common import (
     try_import,
 )
 
-TARGET = 0.5  # direct >= 50% of the SQLite floor
+TARGET = 0.5  # success: direct >= 50% of the SQLite floor
+# failing: direct >= 35% of the conflict floor (issue 16). The SQLite floor's no-op insert does
+# less than any validating engine must (issue 2's 0.5x of it was measured unreachable).
+CONFLICT_TARGET = 0.35
 
 _FLOOR_SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -248,7 +251,11 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "error shapes must do when the condition fails, and nothing else: one point read "
             "that finds the item (cheaper than the no-op insert), then boto3's "
             "`ConditionalCheckFailedException` built from a fresh `e.response`, raised and "
-            "caught. If it misses the target, no implementation can meet it.",
+            "caught.",
+            f"Targets (issue 16): *success*: direct >= {TARGET:g}x the sqlite floor; *failing*: "
+            f"direct >= {CONFLICT_TARGET:g}x the {CONFLICT_FLOOR} (a no-op insert, the sqlite "
+            "floor of *failing*, is less than any engine that validates the request and "
+            "evaluates the condition can do: issue 2's 0.5x of it was measured unreachable).",
             f"**moto in-process**: `moto.mock_aws()` (moto {package_version('moto')}) + a boto3 "
             f"{package_version('boto3')} client; the mock is active only during moto's slices.",
             f"Single thread. {settings.reps} repetitions of {settings.duration:g} s per "
@@ -274,24 +281,22 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             contenders.append(MotoInProcess(workload))
             series, more = run_interleaved(contenders, settings, log=log)
             skipped.update(more)
+            floor, share = (
+                ("sqlite floor", TARGET)
+                if workload == "success"
+                else (CONFLICT_FLOOR, CONFLICT_TARGET)
+            )
             table = Table(
                 title=f"{workload} workload",
                 series=series,
                 ours=["direct", "direct, validate=True"],
-                targets=[
-                    Target(
-                        "direct",
-                        "sqlite floor",
-                        minimum=TARGET,
-                        bound=CONFLICT_FLOOR if workload == "failing" else None,
-                    )
-                ],
+                targets=[Target("direct", floor, minimum=share)],
                 skipped=skipped,
             )
-            table.budget_note("direct", "sqlite floor", TARGET)
+            table.budget_note("direct", floor, share)
             section.tables.append(table)
-            ratio = table.ratio("direct", "sqlite floor")
-            if why is None and "direct" not in skipped and not ratio >= TARGET:
+            ratio = table.ratio("direct", floor)
+            if why is None and "direct" not in skipped and not ratio >= share:
                 log("  profiling direct (target missed)")
                 section.profiles[f"direct, {workload} workload"] = profile_contender(
                     Direct(workload, directory, name=f"profile {workload}"),

@@ -451,6 +451,24 @@ class CallsAlone(Scenario):
                 raise AssertionError(f"{self.name}: a replayed call that had failed went through")
 
 
+def _own_time_note(table: Table) -> None:
+    """What each library spends beside its DynamoDB calls, and what firstwrite's share would
+    have to be for the target on these calls: the target needs ``ours + calls <= 0.8 x
+    Powertools``, so a cheaper call helps only while firstwrite's own time is small enough."""
+    ours, theirs = table.get(OURS), table.get(POWERTOOLS)
+    ours_calls, their_calls = table.get(calls_alone(OURS)), table.get(calls_alone(POWERTOOLS))
+    if not all(s is not None and s.values for s in (ours, theirs, ours_calls, their_calls)):
+        return
+    assert ours and theirs and ours_calls and their_calls
+    own, their_own = ours.median - ours_calls.median, theirs.median - their_calls.median
+    allowed = TIME_TARGET * theirs.median - ours_calls.median
+    table.notes.append(
+        f"Own time beside the DynamoDB calls (medians): {OURS} {own:.1f} µs, {POWERTOOLS} "
+        f"{their_own:.1f} µs; on these calls the target allows {OURS} "
+        + (f"{allowed:.1f} µs." if allowed > 0 else "none at all (its calls alone miss it).")
+    )
+
+
 def run(settings: Settings, log: Callable[[str], None]) -> Section:
     section = Section(
         key="idempotency",
@@ -558,6 +576,7 @@ def _run_on_client(
                         None if ours is None or theirs is None else ours <= theirs + 1e-9,
                     )
                 )
+                _own_time_note(table)
                 section.tables.append(table)
                 if OURS in table.ours and table.get(OURS) is not None:
                     ratio = table.ratio(OURS, POWERTOOLS)

@@ -61,7 +61,7 @@ def test_direct() -> None:
     assert {s.name for s in section.tables[0].series} >= {"sqlite floor", "direct"}
     failing = section.tables[1]
     assert failing.get(engine_direct.CONFLICT_FLOOR) is not None
-    assert failing.targets[0].bound == engine_direct.CONFLICT_FLOOR
+    assert failing.targets[0].peer == engine_direct.CONFLICT_FLOOR  # issue 16: the restated target
 
 
 def test_bound() -> None:

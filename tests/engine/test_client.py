@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import functools
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
+from firstwrite.engine import errors as errors_module
 from firstwrite.engine import operations
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
@@ -268,6 +271,35 @@ def test_client_error_helper() -> None:
     error = client_error(DynamoDBError("ResourceNotFoundException", "gone"), "GetItem")
     assert error.response["Error"] == {"Message": "gone", "Code": "ResourceNotFoundException"}
     assert error.response["message"] == "gone"
+
+
+@functools.cache
+def _boto3_exceptions() -> Any:
+    return local_client().exceptions
+
+
+@pytest.mark.parametrize("code", [*sorted(errors_module._SHAPES), "NoSuchErrorCode"])
+@pytest.mark.parametrize("message", ["", "it failed"])
+def test_client_error_is_botocores_parse_of_the_wire_body(code: str, message: str) -> None:
+    from botocore.parsers import create_parser
+
+    error = DynamoDBError(code, message)
+    got = client_error(error, "PutItem", request_id="RID")
+    headers = {"x-amzn-requestid": "RID", "content-type": "application/x-amz-json-1.0"}
+    response = {
+        "status_code": error.status,
+        "headers": headers,
+        "body": json.dumps(error.wire_body()).encode(),
+    }
+    parser = create_parser("json")
+    model = service_model("dynamodb")
+    want = parser.parse(response, model.operation_model("PutItem").output_shape)
+    shape = model.shape_for_error_code(code)
+    if shape is not None:
+        want.update(parser.parse(response, shape))
+    want["ResponseMetadata"]["RetryAttempts"] = 0
+    assert got.response == want
+    assert type(got) is _boto3_exceptions().from_code(code)
 
 
 # --- against the real operations ---------------------------------------------------------------

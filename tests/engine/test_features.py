@@ -1,6 +1,6 @@
 """How features plug into the engine: one explicit list, one install/start/close protocol, hooks.
 
-Tags, streams, TTL, regions and faults are :class:`~firstwrite.engine.context.Feature` objects
+Tags, streams, TTL, regions, indexes and faults are :class:`~firstwrite.engine.context.Feature` objects
 the engine lists where it is built; they register hooks through the engine's hook API and
 nothing else. The reader hook is how an interceptor changes what eventually consistent reads
 see, without the operations knowing who set it.
@@ -18,12 +18,13 @@ from firstwrite.engine.api import Engine
 from firstwrite.engine.client import DirectClient
 from firstwrite.engine.context import Context, Feature
 from firstwrite.engine.faults import FaultInjector
+from firstwrite.engine.indexes import Indexes
 from firstwrite.engine.regions import Replication
 from firstwrite.engine.streams import Streams
 from firstwrite.engine.tags import Tags
 from firstwrite.engine.ttl import TimeToLive, TTLConfig
 
-FEATURES = (Tags, Streams, TimeToLive, Replication, FaultInjector)
+FEATURES = (Tags, Streams, TimeToLive, Replication, Indexes, FaultInjector)
 
 
 @pytest.fixture
@@ -49,16 +50,23 @@ def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
         engine.streams,
         engine.ttl,
         engine.replication,
+        engine.indexes,
         engine.faults,
     )
     # The hooks in force are the features' own, in the listed order (faults: none until used).
     owners = [getattr(h, "__self__", None) or h.__module__ for h in engine.change_hooks]
-    assert owners == ["firstwrite.engine.streams", "firstwrite.engine.ttl", engine.replication]
+    assert owners == [
+        "firstwrite.engine.streams",
+        "firstwrite.engine.ttl",
+        engine.replication,
+        engine.indexes,
+    ]
     assert [h.__module__ for h in engine.table_hooks] == [
         "firstwrite.engine.tags",
         "firstwrite.engine.streams",
         "firstwrite.engine.ttl",
         "firstwrite.engine.regions",
+        "firstwrite.engine.indexes",
     ]
     assert engine.interceptors == []
 

@@ -109,3 +109,22 @@ def test_query_pages_and_batch_reads(seen: dict[str, Any]) -> None:
     assert seen["pages"] == [[10, 9, 8, 7], [6, 5, 4, 3], [2, 1]]
     assert seen["count"] == 5
     assert seen["batch"] == [2]  # the missing key is simply absent
+
+
+def test_indexes_created_queried_and_paged(seen: dict[str, Any]) -> None:
+    assert seen["indexCreated"] == {"gsi": [["by-tenant", "ACTIVE"]], "lsi": ["by-rank"]}
+    # The SDK's paginator follows LastEvaluatedKey through a KEYS_ONLY GSI, two at a time;
+    # each key carries the table's and the index's attributes.
+    keys_only = ["pk", "sk", "tenant"]
+    assert seen["indexPages"] == [
+        {"sks": [1, 2], "attributes": keys_only, "last": keys_only},
+        {"sks": [3, 4], "attributes": keys_only, "last": keys_only},
+        {"sks": [5], "attributes": keys_only, "last": None},
+    ]
+    assert seen["localRanks"] == [5, 7, 9]  # p1's items, by rank, read consistently
+    assert seen["consistentGsi"]["name"] == "ValidationException"
+    assert seen["consistentGsi"]["message"] == (
+        "Consistent reads are not supported on global secondary indexes"
+    )
+    assert seen["addedStatus"] == ["ACTIVE", "CREATING"]
+    assert seen["cityCount"] == 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import threading
 import time
@@ -354,11 +355,35 @@ def test_a_stuck_lane_hands_new_calls_to_the_pool(
     assert seen[0] == "firstwrite-lane" and seen[1].startswith("firstwrite-engine")
 
 
-def test_full_durability_uses_the_thread_pool_for_group_commit(
-    tmp_path: Path, temp_operation: Callable[..., None]
+def test_full_durability_answers_on_the_lane_once_the_wal_is_synced(
+    tmp_path: Path, temp_operation: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Engine(tmp_path / "full.db", durability="full") as full, ServerThread(full) as url:
-        assert _thread_running(url, temp_operation).startswith("firstwrite-engine")
+    db = tmp_path / "full.db"
+    real_fsync = os.fsync
+    synced: list[tuple[int, float]] = []  # (inode, when the fsync returned)
+
+    def slow_fsync(fd: int) -> None:
+        time.sleep(0.2)  # a slow disk: an answer sent before the fsync would arrive first
+        real_fsync(fd)
+        synced.append((os.fstat(fd).st_ino, time.monotonic()))
+
+    with Engine(db, durability="full") as full, ServerThread(full) as url:
+        assert _thread_running(url, temp_operation) == "firstwrite-lane"
+        with httpx.Client(base_url=url, timeout=30) as http:
+            table = {
+                "TableName": "tab",
+                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                "BillingMode": "PAY_PER_REQUEST",
+            }
+            assert post(http, TARGET + "CreateTable", json.dumps(table)).status_code == 200
+            monkeypatch.setattr(os, "fsync", slow_fsync)
+            put = {"TableName": "tab", "Item": {"pk": {"S": "a"}}}
+            assert post(http, TARGET + "PutItem", json.dumps(put)).status_code == 200
+            answered = time.monotonic()
+        wal = os.stat(str(db) + "-wal").st_ino  # gone once the engine is closed
+    assert [inode for inode, _ in synced] == [wal]
+    assert synced[0][1] <= answered
 
 
 # --- other paths --------------------------------------------------------------------------------

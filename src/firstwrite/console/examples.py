@@ -106,6 +106,8 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
         },
         "DeleteTable": {"TableName": SCRATCH},
         "DescribeTimeToLive": {"TableName": EXAMPLES_TABLE},
+        "DescribeLimits": {},
+        "DescribeEndpoints": {},
         "UpdateTimeToLive": {
             "TableName": SCRATCH,
             "TimeToLiveSpecification": {"Enabled": True, "AttributeName": "expires_at"},

@@ -29,6 +29,7 @@ from aiobotocore.session import AioSession
 from botocore.awsrequest import AWSPreparedRequest
 from botocore.model import OperationModel
 
+from .binding_parse import Answer, wire_answer
 from .binding_steps import (
     Answered,
     Call,
@@ -43,7 +44,6 @@ from .binding_steps import (
     response_headers,
     target_of,
 )
-from .wire import wire_call
 
 if TYPE_CHECKING:
     from .api import Engine
@@ -67,10 +67,10 @@ def _respond(url: str, status: int, payload: bytes) -> AioAWSResponse:
     return AioAWSResponse(url, status, response_headers(payload), _AioRaw(payload))
 
 
-async def _answer(engine: Engine, target: str | None, body: Any, region: str) -> tuple[int, bytes]:
+async def _answer(engine: Engine, target: str | None, body: Any, region: str) -> Answer:
     if engine.durability == "normal" and not engine.interceptors:
-        return wire_call(engine, target, body, region)
-    return await asyncio.to_thread(wire_call, engine, target, body, region)
+        return wire_answer(engine, target, body, region)
+    return await asyncio.to_thread(wire_answer, engine, target, body, region)
 
 
 class AioResponder(ResponderBase):
@@ -83,7 +83,9 @@ class AioResponder(ResponderBase):
         engine = self.current_engine()
         if engine is None:
             return None
-        steps = quick_steps(engine, self.region, model, params, request_signer, _respond)
+        steps = quick_steps(
+            engine, self.region, model, params, request_signer, _respond, self._shortcut
+        )
         try:
             step = next(steps)
             while True:
@@ -106,8 +108,8 @@ class AioResponder(ResponderBase):
         engine = self.current_engine()
         if engine is None:
             return None
-        status, payload = await _answer(engine, target_of(request), body, self.region)
-        return _respond(request.url, status, payload)
+        reply = await _answer(engine, target_of(request), body, self.region)
+        return _respond(request.url, reply.status, reply.payload)
 
 
 def dummy_aio_session(region: str = "us-east-1") -> AioSession:

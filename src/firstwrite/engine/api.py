@@ -27,6 +27,7 @@ from .context import (
 )
 from .errors import DynamoDBError
 from .faults import FaultInjector
+from .indexes import IndexConfig, Indexes
 from .regions import Replication
 from .storage import Storage, TableRow, Writer
 from .streams import Streams
@@ -57,6 +58,7 @@ class Engine:
         region: str = DEFAULT_REGION,
         enforce_throughput: bool = False,
         ttl_config: TTLConfig | None = None,
+        index_config: IndexConfig | None = None,
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
@@ -74,6 +76,9 @@ class Engine:
         # Per change hook (when it says): whether it acts on a table's writes at all. A write to
         # a table no hook acts on may take the single-statement fast path (see quiet()).
         self.change_watches: dict[ChangeHook, Callable[[TableRow], bool]] = {}
+        # Per change hook (when it says): whether it may refuse a table's writes with a
+        # DynamoDBError after they were made (see refusing()).
+        self.change_refusals: dict[ChangeHook, Callable[[TableRow], bool]] = {}
         self.table_hooks: list[TableHook] = []
         self.interceptors: list[Interceptor] = []
         self._hooks_lock = threading.Lock()
@@ -91,12 +96,15 @@ class Engine:
         self.ttl = TimeToLive(ttl_config)  # the sweeper; engine.ttl.sweep_now() runs one now
         self.replication = Replication()  # global tables
         self.replicas = self.replication  # the same object, by the name tests reach for
+        # Secondary indexes; after replication, whose replicas get their indexes from it.
+        self.indexes = Indexes(index_config)
         self.faults = FaultInjector(enforce_throughput=enforce_throughput)  # off until added
         self.features: tuple[Feature, ...] = (
             self.tags,
             self.streams,
             self.ttl,
             self.replication,
+            self.indexes,
             self.faults,
         )
         for feature in self.features:
@@ -134,21 +142,39 @@ class Engine:
     # hooks (context.py) -------------------------------------------------------------------
 
     def add_change_hook(
-        self, hook: ChangeHook, watches: Callable[[TableRow], bool] | None = None
+        self,
+        hook: ChangeHook,
+        watches: Callable[[TableRow], bool] | None = None,
+        *,
+        refuses: Callable[[TableRow], bool] | None = None,
     ) -> None:
         """Install ``hook``; it acts only on writes to tables for which ``watches`` holds
-        (``None``: on every table's writes, so none takes the single-statement fast path)."""
+        (``None``: on every table's writes, so none takes the single-statement fast path).
+
+        ``refuses``: the tables whose writes ``hook`` may refuse by raising a DynamoDBError
+        (e.g. the item collection size limit); writes to them run under a savepoint, so the
+        refusal undoes what the write had done (see :meth:`refusing`).
+        """
         with self._hooks_lock:
             if hook in self.change_hooks:
                 return
             if watches is not None:
                 self.change_watches[hook] = watches
+            if refuses is not None:
+                self.change_refusals = {**self.change_refusals, hook: refuses}
             self.change_hooks = [*self.change_hooks, hook]
 
     def remove_change_hook(self, hook: ChangeHook) -> None:
         with self._hooks_lock:
             self.change_hooks = [h for h in self.change_hooks if h != hook]
             self.change_watches.pop(hook, None)
+            self.change_refusals = {h: r for h, r in self.change_refusals.items() if h != hook}
+
+    def refusing(self, *rows: TableRow) -> bool:
+        """Whether a change hook may refuse a write to any of ``rows``' tables after the write
+        was made: such writes run under a savepoint (``Storage.write(savepoint=True)``)."""
+        refusals = self.change_refusals
+        return bool(refusals) and any(r(row) for row in rows for r in refusals.values())
 
     def add_table_hook(self, hook: TableHook) -> None:
         """Install ``hook`` into CreateTable, UpdateTable and DeleteTable's transaction."""

@@ -3,9 +3,10 @@
 ``bind(client, engine)`` answers each call at botocore's ``before-call`` event. By then botocore
 has done the whole client half of a call exactly as for AWS: parameter hooks, validation,
 endpoint resolution and JSON serialisation. The engine answers the serialised body
-(``wire_call``, the HTTP server's code path), and botocore's own parser, for that client, turns
-the answer into the response or into the modeled error that ``_make_api_call`` raises. The
-``after-call`` hooks run as usual.
+(``wire_call``, the HTTP server's code path), and that answer becomes the response, or the
+modeled error that ``_make_api_call`` raises, exactly as botocore's parser for that client
+would make it: built from the engine's own answer where that is provably the parser's result
+(:mod:`.binding_parse`), by the parser itself otherwise. The ``after-call`` hooks run as usual.
 
 What the quick path leaves out is botocore's HTTP half: signing, the ``request-created`` and
 ``before-send`` hooks, the CRC32 check and the retry handler. On a loopback engine they do
@@ -33,6 +34,7 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.model import OperationModel
 
+from .binding_parse import wire_answer
 from .binding_steps import (
     Answered,
     Call,
@@ -67,12 +69,14 @@ class Responder(ResponderBase):
         engine = self.current_engine()
         if engine is None:
             return None
-        steps = quick_steps(engine, self.region, model, params, request_signer, respond)
+        steps = quick_steps(
+            engine, self.region, model, params, request_signer, respond, self._shortcut
+        )
         try:
             step = next(steps)
             while True:
                 if type(step) is Call:
-                    answer: Any = wire_call(step.engine, step.target, step.body, step.region)
+                    answer: Any = wire_answer(step.engine, step.target, step.body, step.region)
                 elif type(step) is Emit:
                     answer = self._emit(step.event, **step.kwargs)
                 else:

@@ -27,6 +27,7 @@ from botocore.configprovider import (
 from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
+from .binding_parse import Answer, Shortcut
 from .client import exceptions_factory
 from .wire import CONTENT_TYPE, new_request_id
 
@@ -93,7 +94,8 @@ def respond(url: str, status: int, payload: bytes) -> AWSResponse:
 
 @dataclass(slots=True)
 class Call:
-    """Step: answer one wire request with the engine (``wire_call``'s arguments)."""
+    """Step: answer one wire request with the engine (:func:`.binding_parse.wire_answer`'s
+    arguments); the step's answer is its :class:`~.binding_parse.Answer`."""
 
     engine: Engine
     target: str | None
@@ -136,14 +138,19 @@ def quick_steps(
     params: dict[str, Any],
     request_signer: Any,
     respond: Callable[[str, int, bytes], AWSResponse],
+    shortcut: Shortcut | None = None,
 ) -> Generator[Step, Any, Answered | Handover | None]:
     """The quick path of one call, as the steps a driver performs (each step's result is sent
     back in). Returns the ``before-call`` answer, or a :data:`Handover` for botocore's full
-    path, or ``None`` when the full path must run without one (no credentials)."""
+    path, or ``None`` when the full path must run without one (no credentials).
+
+    With a ``shortcut`` (for the client's parser), a parse whose result the shortcut can build
+    from the engine's own answer skips the parser (see :mod:`.binding_parse`)."""
     if getattr(request_signer, "_credentials", True) is None:
         return None  # no credentials: botocore's signer raises NoCredentialsError
     body = params["body"]
-    status, payload = yield Call(engine, params["headers"].get("X-Amz-Target"), body, region)
+    reply: Answer = yield Call(engine, params["headers"].get("X-Amz-Target"), body, region)
+    status, payload = reply.status, reply.payload
     http = respond(params["url"], status, payload)
     response = {
         "headers": http.headers,
@@ -160,7 +167,10 @@ def quick_steps(
             "customized_response_dict": customized,
         },
     )
-    parsed: dict[str, Any] = yield Parse(response, model.output_shape)
+    output = model.output_shape
+    parsed = None if shortcut is None else shortcut.parse(response, output, reply)
+    if parsed is None:
+        parsed = yield Parse(response, output)
     if customized:
         parsed.update(customized)
     if status != 200:
@@ -170,7 +180,10 @@ def quick_steps(
             return Handover(body, http)
         shape = model.service_model.shape_for_error_code(code)
         if shape is not None:  # the error's modeled members (Item, CancellationReasons)
-            parsed.update((yield Parse(response, shape)))
+            members = None if shortcut is None else shortcut.parse(response, shape, reply)
+            if members is None:
+                members = yield Parse(response, shape)
+            parsed.update(members)
     parsed["ResponseMetadata"]["RetryAttempts"] = 0
     return http, parsed
 
@@ -204,6 +217,7 @@ class ResponderBase:
         self.engine = engine
         self.region = region
         self._parser = parser
+        self._shortcut = Shortcut.for_parser(parser)
         self._emit = emit
 
     def current_engine(self) -> Engine | None:

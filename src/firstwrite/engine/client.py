@@ -56,6 +56,8 @@ SERVICE_NAMES: dict[str, Service] = {"dynamodb": "dynamodb", "dynamodbstreams": 
 Transform = Callable[[Any], Any]
 # (member name in e.response, key in the wire body, conversion) for each modeled error member
 _ErrorMembers = tuple[tuple[str, str, Transform | None], ...]
+# (exception class, HTTP status, (member, conversion) the body's message fills, all members)
+_ErrorPlan = tuple[type[ClientError], int, tuple[str, Transform | None] | None, _ErrorMembers]
 
 
 @functools.cache
@@ -104,7 +106,7 @@ class _Codec:
         self.model = service_model(service_name)
         self.exceptions = _EXCEPTIONS_FACTORY.create_client_exceptions(self.model)
         self._serializer = JSONSerializer()
-        self._error_members: dict[str, _ErrorMembers | None] = {}
+        self._error_plans: dict[str, _ErrorPlan] = {}
         self._calls: dict[str, _OperationPlan] = {}
 
     # -- errors -------------------------------------------------------------------------------
@@ -112,39 +114,57 @@ class _Codec:
     def client_error(
         self, error: DynamoDBError, operation_name: str, request_id: str
     ) -> ClientError:
-        body = error.wire_body()
         code = error.code
-        message = body.get("message", body.get("Message", ""))
+        plan = self._error_plans.get(code)
+        if plan is None:
+            plan = self._error_plans[code] = self._error_plan(code)
+        cls, status, message_member, members = plan
+        extra = error.extra
+        if extra:
+            body = error.wire_body()
+            message = body.get("message", body.get("Message", ""))
+        else:
+            # The body is only __type and the message (absent when empty for
+            # UnknownOperationException, and then read as ""): no body to build.
+            message = error.message
         response: dict[str, Any] = {
             "Error": {"Message": message, "Code": code},
             "ResponseMetadata": {
                 "RequestId": request_id,
-                "HTTPStatusCode": error.status,
+                "HTTPStatusCode": status,
                 "HTTPHeaders": {"x-amzn-requestid": request_id, "content-type": CONTENT_TYPE},
                 "RetryAttempts": 0,
             },
         }
-        members = self._error_members.get(code, ())
-        if members == ():
-            members = self._compile_error(code)
-        if members:
+        if extra:
             for name, wire_name, transform in members:
                 value = body.get(wire_name)
                 if value is not None:
                     response[name] = value if transform is None else transform(value)
-        cls = self.exceptions.from_code(code)
+        elif message_member is not None and (message or code != "UnknownOperationException"):
+            name, transform = message_member
+            response[name] = message if transform is None else transform(message)
         return cls(response, operation_name)
 
-    def _compile_error(self, code: str) -> _ErrorMembers | None:
+    def _error_plan(self, code: str) -> _ErrorPlan:
+        """The exception class, HTTP status and modeled members of an error code, and the
+        member its body's message fills (the one member a body without extras fills)."""
+        members = self._compile_error(code)
+        message_key = next(iter(DynamoDBError(code, "?").wire_body().keys() - {"__type"}))
+        message_member = next(
+            ((name, transform) for name, wire, transform in members if wire == message_key), None
+        )
+        status = DynamoDBError(code).status
+        return self.exceptions.from_code(code), status, message_member, members
+
+    def _compile_error(self, code: str) -> _ErrorMembers:
         shape = self.model.shape_for_error_code(code)
-        members: _ErrorMembers | None = None
-        if shape is not None:
-            members = tuple(
-                (name, member.serialization.get("name", name), self._output_transform(member))
-                for name, member in shape.members.items()
-            )
-        self._error_members[code] = members
-        return members
+        if shape is None:
+            return ()
+        return tuple(
+            (name, member.serialization.get("name", name), self._output_transform(member))
+            for name, member in shape.members.items()
+        )
 
     # -- shape-driven conversions --------------------------------------------------------------
 

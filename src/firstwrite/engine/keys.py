@@ -1,4 +1,5 @@
-"""A table's key schema, and its key parts encoded as bytes whose order is DynamoDB's order.
+"""A table's key schema and its secondary indexes', and key parts encoded as bytes whose order
+is DynamoDB's order.
 
 SQLite compares BLOBs with memcmp, so a range of sort keys becomes a range of byte strings.
 Strings order by UTF-8 bytes and binary by unsigned bytes, so both encode as themselves. Numbers
@@ -32,11 +33,14 @@ class KeySchema:
         return frozenset((self.hash_name, self.range_name))
 
     @classmethod
-    def of(cls, definition: Mapping[str, Any]) -> KeySchema:
-        """The key schema of a table definition (its KeySchema and AttributeDefinitions)."""
+    def of(
+        cls, definition: Mapping[str, Any], key_schema: list[dict[str, str]] | None = None
+    ) -> KeySchema:
+        """The key schema of a table definition (its KeySchema and AttributeDefinitions), or
+        ``key_schema`` (an index's KeySchema) typed by the table's AttributeDefinitions."""
         types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
         hash_name = range_name = None
-        for element in definition["KeySchema"]:
+        for element in definition["KeySchema"] if key_schema is None else key_schema:
             if element["KeyType"] == "HASH":
                 hash_name = element["AttributeName"]
             else:
@@ -46,6 +50,57 @@ class KeySchema:
         return cls(
             hash_name, types[hash_name], range_name, types[range_name] if range_name else None
         )
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSchema:
+    """One secondary index of a table, as its catalog definition describes it.
+
+    ``id`` names its entries in storage (``index_items``); ``projected`` is the set of
+    attributes its entries hold (``None``: every attribute, projection ``ALL``); ``status`` is
+    DescribeTable's IndexStatus (LSIs are always ``ACTIVE``).
+    """
+
+    name: str
+    id: int
+    local: bool
+    key: KeySchema
+    projection: str  # ALL | KEYS_ONLY | INCLUDE
+    projected: frozenset[str] | None
+    status: str = "ACTIVE"
+
+    @property
+    def kind(self) -> str:
+        """The ConsumedCapacity member this index's units are reported under."""
+        return "LocalSecondaryIndexes" if self.local else "GlobalSecondaryIndexes"
+
+    def projects(self, names: frozenset[str] | set[str]) -> bool:
+        return self.projected is None or names <= self.projected
+
+
+def indexes_of(definition: Mapping[str, Any], table: KeySchema) -> tuple[IndexSchema, ...]:
+    """The secondary indexes of a table definition that have storage (see ``_index_ids``)."""
+    ids: Mapping[str, int] = definition.get("_index_ids") or {}
+    out: list[IndexSchema] = []
+    for members, local in (
+        (definition.get("LocalSecondaryIndexes"), True),
+        (definition.get("GlobalSecondaryIndexes"), False),
+    ):
+        for index in members or ():
+            name = index["IndexName"]
+            if name not in ids:
+                continue
+            key = KeySchema.of(definition, index["KeySchema"])
+            projection = index["Projection"]
+            kind = projection["ProjectionType"]
+            projected = None
+            if kind != "ALL":
+                projected = (
+                    table.names | key.names | frozenset(projection.get("NonKeyAttributes") or ())
+                )
+            status = "ACTIVE" if local else index.get("IndexStatus", "ACTIVE")
+            out.append(IndexSchema(name, ids[name], local, key, kind, projected, status))
+    return tuple(out)
 
 
 _NEGATIVE, _ZERO, _POSITIVE = b"\x01", b"\x02", b"\x03"

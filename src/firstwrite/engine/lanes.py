@@ -20,8 +20,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["STUCK_SECONDS", "ByteBudget", "Lane"]
 
@@ -40,7 +40,18 @@ class Lane:
     a batch), and hands the batch's results back to the loop with one wake-up.
     """
 
-    def __init__(self, name: str = "firstwrite-lane") -> None:
+    def __init__(
+        self,
+        name: str = "firstwrite-lane",
+        scope: Callable[[], contextlib.AbstractContextManager[Pending | None]] | None = None,
+    ) -> None:
+        # Entered around each batch (the engine's Storage.deferred). What it yields, if needed
+        # once the batch is done, is waited for on a second thread before the batch's results
+        # are handed back (with durability "full": the batch's fsync), while the lane runs the
+        # next batch; if the wait fails, every job of the batch gets that error.
+        self._scope = scope or _nothing_pending
+        self._settling: queue.SimpleQueue[_Settling | None] | None = None
+        self._settler: threading.Thread | None = None
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.busy_since: float | None = None  # when the running job started (None: idle)
@@ -66,33 +77,81 @@ class Lane:
         while True:
             job = get()
             results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
-            while job is not None:
-                fn, args, future = job
-                self.busy_since = time.monotonic()
-                try:
-                    results.append((future, fn(*args), None))
-                except BaseException as exc:  # handed to the awaiting request
-                    results.append((future, None, exc))
-                try:
-                    job = get_nowait()
-                except queue.Empty:
-                    break
+            with self._scope() as pending:
+                while job is not None:
+                    fn, args, future = job
+                    self.busy_since = time.monotonic()
+                    try:
+                        results.append((future, fn(*args), None))
+                    except BaseException as exc:  # handed to the awaiting request
+                        results.append((future, None, exc))
+                    try:
+                        job = get_nowait()
+                    except queue.Empty:
+                        break
             self.busy_since = None
-            loop = self._loop
-            if results and loop is not None and not loop.is_closed():
-                try:
-                    loop.call_soon_threadsafe(_deliver, results)
-                except RuntimeError:  # the loop closed meanwhile: nobody awaits these
-                    pass
+            if pending is not None and pending.needed():
+                self._settle(pending, results)
+            else:
+                self._hand_back(results)
             if job is None:
+                if self._settling is not None:
+                    self._settling.put(None)
+                    assert self._settler is not None
+                    self._settler.join()
                 return
+
+    def _hand_back(self, results: list[_Result]) -> None:
+        loop = self._loop
+        if results and loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(_deliver, results)
+            except RuntimeError:  # the loop closed meanwhile: nobody awaits these
+                pass
+
+    def _settle(self, pending: Pending, results: list[_Result]) -> None:
+        """Hand a batch's results back once ``pending`` is settled, on the settler thread."""
+        if self._settling is None:
+            self._settling = queue.SimpleQueue()
+            self._settler = threading.Thread(
+                target=self._run_settler, name=f"{self._thread.name}-settler", daemon=True
+            )
+            self._settler.start()
+        self._settling.put((pending, results))
+
+    def _run_settler(self) -> None:
+        assert self._settling is not None
+        while (entry := self._settling.get()) is not None:
+            pending, results = entry
+            try:
+                pending.wait()
+            except BaseException as exc:  # not durable: every job of the batch failed
+                results = [(future, None, exc) for future, _result, _error in results]
+            self._hand_back(results)
 
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join()
 
 
-def _deliver(results: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+_Result = tuple["asyncio.Future[Any]", Any, BaseException | None]
+_Settling = tuple["Pending", list[_Result]]
+
+
+class Pending(Protocol):
+    """What a batch's scope leaves to wait for (the engine's storage.Pending)."""
+
+    def needed(self) -> bool: ...
+
+    def wait(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _nothing_pending() -> Iterator[None]:
+    yield None
+
+
+def _deliver(results: list[_Result]) -> None:
     for future, result, error in results:
         if future.cancelled():
             continue

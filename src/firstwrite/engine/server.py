@@ -39,11 +39,13 @@ from .asgi import (
 from .auth import HostCheck, Sessions
 from .connection import Limits
 from .control import ADMIN_PREFIX, Mounted
+from .errors import DynamoDBError
 from .lanes import ByteBudget, Lane
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
     JSON_CONTENT_TYPES,
     MAX_BODY_BYTES,
+    dumps,
     new_request_id,
     response_headers,
     wire_call,
@@ -121,15 +123,15 @@ class EngineApp:
         self.max_body_bytes = max_body_bytes
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
-        # Where engine calls run (see lanes.py). With durability "normal" a call is tens of
-        # microseconds of CPU: small requests go to the lane. With "full" every commit waits for
-        # an fsync, so they go to the thread pool, where concurrent writers share commits (group
-        # commit); so do big bodies, and every call while faults are on (injected latency delays
-        # its own request only). inline=True runs small requests on the event loop itself (as
-        # the server used to: a call waiting on SQLite's lock then stalls every client);
-        # inline=False sends every call to the pool.
+        # Where engine calls run (see lanes.py). A call is tens of microseconds of CPU: small
+        # requests go to the lane, which with durability "full" waits for one fsync per batch of
+        # calls (Storage.deferred) rather than one per call. Big bodies go to the thread pool,
+        # and so does every call while faults are on (injected latency delays its own request
+        # only). inline=True runs small requests on the event loop itself (as the server used
+        # to: a call waiting on SQLite's lock then stalls every client); inline=False sends
+        # every call to the pool.
         self._inline = inline is True
-        self._lane = Lane() if inline is None and engine.durability == "normal" else None
+        self._lane = Lane(scope=engine.storage.deferred) if inline is None else None
         self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
         self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
 
@@ -241,7 +243,12 @@ class EngineApp:
             if small and self._inline:
                 start, payload = self._answer(scope, target, authorization, body)
             elif small and lane is not None and not lane.stuck():
-                start, payload = await lane.submit(self._answer, scope, target, authorization, body)
+                try:
+                    start, payload = await lane.submit(
+                        self._answer, scope, target, authorization, body
+                    )
+                except DynamoDBError as error:  # the lane's batch could not be made durable
+                    start, payload = _error_answer(error)
             else:
                 start, payload = await asyncio.get_running_loop().run_in_executor(
                     self._pool, self._answer, scope, target, authorization, body
@@ -308,6 +315,12 @@ class EngineApp:
                 raise _TooLarge
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _error_answer(error: DynamoDBError) -> tuple[Message, bytes]:
+    payload = dumps(error.wire_body())
+    headers = response_headers(payload)
+    return {"type": "http.response.start", "status": error.status, "headers": headers}, payload
 
 
 _XML_UNKNOWN = b"<UnknownOperationException/>\n"

@@ -9,8 +9,11 @@ import {
   ListTablesCommand,
   PutItemCommand,
   QueryCommand,
+  DescribeTableCommand,
+  ScanCommand,
   TransactWriteItemsCommand,
   UpdateItemCommand,
+  UpdateTableCommand,
   paginateQuery,
 } from "@aws-sdk/client-dynamodb";
 
@@ -161,6 +164,118 @@ seen.invalid = await failure(
   new PutItemCommand({ TableName, Item: item, ConditionExpression: "attribute_not_exists(" }),
 );
 seen.missing = await failure(new GetItemCommand({ TableName: "nope", Key: { pk: { S: "x" } } }));
+
+// Secondary indexes: created with the table and later, queried and paged by the SDK.
+const Indexed = "js-indexed";
+const keyOf = (name, type) => ({ AttributeName: name, KeyType: type });
+const created = await client.send(
+  new CreateTableCommand({
+    TableName: Indexed,
+    AttributeDefinitions: [
+      { AttributeName: "pk", AttributeType: "S" },
+      { AttributeName: "sk", AttributeType: "N" },
+      { AttributeName: "tenant", AttributeType: "S" },
+      { AttributeName: "rank", AttributeType: "N" },
+    ],
+    KeySchema: [keyOf("pk", "HASH"), keyOf("sk", "RANGE")],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: "by-tenant",
+        KeySchema: [keyOf("tenant", "HASH"), keyOf("sk", "RANGE")],
+        Projection: { ProjectionType: "KEYS_ONLY" },
+      },
+    ],
+    LocalSecondaryIndexes: [
+      {
+        IndexName: "by-rank",
+        KeySchema: [keyOf("pk", "HASH"), keyOf("rank", "RANGE")],
+        Projection: { ProjectionType: "ALL" },
+      },
+    ],
+    BillingMode: "PAY_PER_REQUEST",
+  }),
+);
+seen.indexCreated = {
+  gsi: created.TableDescription.GlobalSecondaryIndexes.map((i) => [i.IndexName, i.IndexStatus]),
+  lsi: created.TableDescription.LocalSecondaryIndexes.map((i) => i.IndexName),
+};
+for (let n = 1; n <= 5; n++) {
+  await client.send(
+    new PutItemCommand({
+      TableName: Indexed,
+      Item: {
+        pk: { S: `p${n % 2}` },
+        sk: { N: String(n) },
+        tenant: { S: "acme" },
+        rank: { N: String(10 - n) },
+        city: { S: n % 2 ? "Oslo" : "Lima" },
+      },
+    }),
+  );
+}
+const indexPages = [];
+for await (const page of paginateQuery(
+  { client, pageSize: 2 },
+  {
+    TableName: Indexed,
+    IndexName: "by-tenant",
+    KeyConditionExpression: "tenant = :t",
+    ExpressionAttributeValues: { ":t": { S: "acme" } },
+  },
+)) {
+  indexPages.push({
+    sks: page.Items.map((i) => Number(i.sk.N)),
+    attributes: page.Items.length ? Object.keys(page.Items[0]).sort() : [],
+    last: page.LastEvaluatedKey ? Object.keys(page.LastEvaluatedKey).sort() : null,
+  });
+}
+seen.indexPages = indexPages;
+const local = await client.send(
+  new QueryCommand({
+    TableName: Indexed,
+    IndexName: "by-rank",
+    KeyConditionExpression: "pk = :p",
+    ExpressionAttributeValues: { ":p": { S: "p1" } },
+    ConsistentRead: true,
+  }),
+);
+seen.localRanks = local.Items.map((i) => Number(i.rank.N));
+seen.consistentGsi = await failure(
+  new QueryCommand({
+    TableName: Indexed,
+    IndexName: "by-tenant",
+    KeyConditionExpression: "tenant = :t",
+    ExpressionAttributeValues: { ":t": { S: "acme" } },
+    ConsistentRead: true,
+  }),
+);
+const added = await client.send(
+  new UpdateTableCommand({
+    TableName: Indexed,
+    AttributeDefinitions: [{ AttributeName: "city", AttributeType: "S" }],
+    GlobalSecondaryIndexUpdates: [
+      {
+        Create: {
+          IndexName: "by-city",
+          KeySchema: [keyOf("city", "HASH")],
+          Projection: { ProjectionType: "ALL" },
+        },
+      },
+    ],
+  }),
+);
+seen.addedStatus = added.TableDescription.GlobalSecondaryIndexes.map((i) => i.IndexStatus);
+for (let tries = 0; ; tries++) {
+  const table = (await client.send(new DescribeTableCommand({ TableName: Indexed }))).Table;
+  if (table.GlobalSecondaryIndexes.every((i) => i.IndexStatus === "ACTIVE")) break;
+  if (tries > 500) throw new Error("by-city never became ACTIVE");
+  await new Promise((resolve) => setTimeout(resolve, 20));
+}
+const oslo = await client.send(
+  new ScanCommand({ TableName: Indexed, IndexName: "by-city", Select: "COUNT" }),
+);
+seen.cityCount = oslo.Count;
+await client.send(new DeleteTableCommand({ TableName: Indexed }));
 
 await client.send(new DeleteTableCommand({ TableName }));
 seen.tablesAfter = (await client.send(new ListTablesCommand({}))).TableNames;

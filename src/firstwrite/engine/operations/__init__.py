@@ -11,7 +11,7 @@ operation.
 from __future__ import annotations
 
 from ..context import Operation
-from . import batch, items, query, streams, tables, tags, transactions, ttl
+from . import account, batch, items, query, streams, tables, tags, transactions, ttl
 
 __all__ = ["DYNAMODB", "STREAMS", "Operation"]
 
@@ -27,6 +27,8 @@ DYNAMODB: dict[str, Operation] = {
     "TagResource": tags.tag_resource,
     "UntagResource": tags.untag_resource,
     "ListTagsOfResource": tags.list_tags_of_resource,
+    "DescribeLimits": account.describe_limits,
+    "DescribeEndpoints": account.describe_endpoints,
     # items
     "PutItem": items.put_item,
     "GetItem": items.get_item,

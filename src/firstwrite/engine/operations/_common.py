@@ -18,6 +18,7 @@ from ..expressions import (
     key_condition,
     project,
 )
+from ..schema import check_name
 from ..values import Item
 
 # Legacy (pre-expression) parameters and expression parameters, in the order DynamoDB lists
@@ -104,6 +105,12 @@ def compile_request(
             )
     names = get("ExpressionAttributeNames")
     values = get("ExpressionAttributeValues")
+    if type(names) is dict:
+        for name in names.values():
+            if type(name) is str:
+                check_name(name)
+    if present:
+        _check_legacy_names(params, present)
     if not texts:
         if names is not None:
             raise validation(
@@ -139,6 +146,16 @@ def compile_request(
     if not present:
         return compiled
     return _with_legacy(compiled, params, kinds, wire)
+
+
+def _check_legacy_names(params: Mapping[str, Any], present: list[str]) -> None:
+    """The attribute names legacy parameters carry (map keys, AttributesToGet) are held to
+    DynamoDB's name size limit like any other."""
+    for member in present:
+        value = params[member]  # AttributesToGet: a list of names; the others: maps by name
+        for name in value if isinstance(value, list | dict) else ():
+            if type(name) is str:
+                check_name(name)
 
 
 def _with_legacy(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import consumed
 from ..errors import constraint, constraint_errors, serialization, validation
-from ..schema import item_key, parse_key
+from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     RETURN_CONSUMED_CAPACITY,
@@ -24,7 +24,7 @@ from ..validation import (
     _check,
     _check_members,
 )
-from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item
+from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
 from ._common import compile_request, projected
 from .items import ITEM_TOO_LARGE
 from .tables import require_table
@@ -92,14 +92,19 @@ def _check_request_items(
 
 
 def _capacity_list(
-    params: Mapping[str, Any], units: dict[str, float], *, read: bool | None = None
+    params: Mapping[str, Any],
+    units: dict[str, float],
+    *,
+    read: bool | None = None,
+    extras: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]] | None:
     mode = params.get("ReturnConsumedCapacity")
     if mode not in ("TOTAL", "INDEXES"):
         return None
     out = []
     for table, total in units.items():
-        entry = consumed.capacity(mode, table, total, read=read)
+        indexes = None if extras is None else consumed.written_to_indexes(extras, table)
+        entry = consumed.capacity(mode, table, total, read=read, indexes=indexes)
         assert entry is not None
         out.append(entry)
     return out
@@ -191,6 +196,22 @@ def _check_write_entry(table: str, entry: Any, errors: list[str]) -> None:
     _check(entry, _WRITE_REQUESTS, path, errors)
 
 
+def _apply(
+    ctx: Context, w: Writer, planned: list[tuple[TableRow, Item | None, bytes, bytes, int]]
+) -> dict[str, float]:
+    units: dict[str, float] = {}
+    for row, item, pk, sk, size in planned:
+        old = w.get(row.id, pk, sk)
+        if item is not None:
+            w.put(row.id, pk, sk, size, item)
+        elif old is not None:
+            w.delete(row.id, pk, sk)
+        if ctx.engine.change_hooks and (item is not None or old is not None):
+            ctx.engine.emit_change(ctx, w, row, old, item)
+        units[row.name] = units.get(row.name, 0.0) + consumed.write_units(max(size, item_size(old)))
+    return units
+
+
 def batch_write_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     errors = _check_request_items(params, _WRITE_TOP, _check_write_entry)
@@ -212,7 +233,9 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
                     "exactly one of the supported datatypes"
                 )
             if put is not None:
-                entries.append((parse_item(put["Item"], wire=ctx.wire), None))
+                item, size = parse_item_sized(put["Item"], wire=ctx.wire)
+                check_attribute_names(item, size)
+                entries.append((item, None))
             elif delete is not None:
                 entries.append((None, delete["Key"]))
         parsed.append((table, entries))
@@ -231,6 +254,8 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
                     size = item_size(item)
                     if size > MAX_ITEM_SIZE:
                         raise validation(ITEM_TOO_LARGE)
+                    if row.indexes:
+                        check_index_keys(row.indexes, item)
                 else:
                     _key, pk, sk = parse_key(schema, key, wire=ctx.wire)
                     size = 0
@@ -238,23 +263,18 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
                     raise validation(_DUPLICATES)
                 seen.add((row.id, pk, sk))
                 planned.append((row, item, pk, sk, size))
-        units: dict[str, float] = {}
-        for row, item, pk, sk, size in planned:
-            old = w.get(row.id, pk, sk)
-            if item is not None:
-                w.put(row.id, pk, sk, size, item)
-            elif old is not None:
-                w.delete(row.id, pk, sk)
-            if ctx.engine.change_hooks and (item is not None or old is not None):
-                ctx.engine.emit_change(ctx, w, row, old, item)
-            units[row.name] = units.get(row.name, 0.0) + consumed.write_units(
-                max(size, item_size(old))
-            )
-        return units
+        # A change hook may refuse a write to a table with a local secondary index after it
+        # was made (the item collection limit): then the whole batch is undone.
+        with w.guarded(ctx.engine.refusing(*{row.id: row for row, *_ in planned}.values())):
+            return _apply(ctx, w, planned)
 
     units = ctx.storage.write(write)
     response: dict[str, Any] = {"UnprocessedItems": {}}
-    capacity = _capacity_list(params, units)
+    capacity = _capacity_list(params, units, extras=ctx.extras)
     if capacity is not None:
         response["ConsumedCapacity"] = capacity
+    if params.get("ReturnItemCollectionMetrics") == "SIZE":
+        metrics = ctx.extras.get(consumed.COLLECTIONS)
+        if metrics:
+            response["ItemCollectionMetrics"] = metrics
     return response

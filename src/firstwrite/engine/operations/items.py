@@ -15,8 +15,8 @@ from .. import consumed
 from ..errors import DynamoDBError, conditional_check_failed, internal_error, validation
 from ..expressions import Compiled, apply_update, evaluate, project
 from ..expressions.compiled import absent_attribute
-from ..keys import KeySchema
-from ..schema import item_key, parse_key
+from ..keys import IndexSchema, KeySchema
+from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     CONSISTENT_READ,
@@ -78,9 +78,22 @@ def check_condition(compiled: Compiled, params: Any, old: Item | None) -> None:
 
 
 def updated_item(
-    compiled: Compiled, schema: KeySchema, key: Item, old: Item | None
-) -> tuple[Item, int]:
-    """The item an UpdateExpression makes of ``old`` (or of the bare key), and its size."""
+    compiled: Compiled,
+    schema: KeySchema,
+    key: Item,
+    old: Item | None,
+    indexes: tuple[IndexSchema, ...] = (),
+) -> tuple[Item, int] | None:
+    """The item an UpdateExpression makes of ``old`` (or of the bare key), and its size;
+    refused if the table's ``indexes`` could not hold it.
+
+    ``None`` when there is no item and the update only removes or deletes attributes: as on
+    DynamoDB, that creates nothing (an update with no action at all still creates the item).
+    """
+    if old is None and compiled.update is not None:
+        plan = compiled.update.plan
+        if not plan.sets and not plan.adds:
+            return None
     base = old if old is not None else dict(key)
     new = (
         apply_update(compiled.update, base, key_names=schema.names)
@@ -90,6 +103,9 @@ def updated_item(
     size = item_size(new)
     if size > MAX_ITEM_SIZE:
         raise validation(UPDATE_TOO_LARGE)
+    check_attribute_names(new, size)
+    if indexes:
+        check_index_keys(indexes, new, update=True)
     return new, size
 
 
@@ -162,6 +178,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
     check(params, _PUT)
     return_values = return_values_put_delete(params)
     item, size = parse_item_sized(params["Item"], wire=ctx.wire)
+    check_attribute_names(item, size)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     condition = compiled.condition
     absent = absent_attribute(condition)
@@ -172,6 +189,8 @@ def put_item(ctx: Context) -> dict[str, Any]:
         pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
             raise validation(ITEM_TOO_LARGE)
+        if row.indexes:
+            check_index_keys(row.indexes, item)
         keys = (schema.hash_name, schema.range_name)
         # attribute_not_exists(<key attribute>) holds exactly when no item is stored under the
         # key: insert-if-absent in one statement, its own transaction when no hook needs one.
@@ -208,24 +227,27 @@ def put_item(ctx: Context) -> dict[str, Any]:
         ):
             return None  # else an item is there: the general path below evaluates the rest
 
+        refusing = _refusing(ctx, row)
+
         def write(w: Writer) -> Item | None:
-            if if_absent:
-                _insert_if_absent(w, row, pk, sk, size, item, params)
-                old = None
-            elif insert_first and not quiet and w.insert_checked(row, pk, sk, size, item):
-                old = None
-            else:
-                old = w.get_checked(row, pk, sk)
-                check_condition(compiled, params, old)
-                w.put(row.id, pk, sk, size, item)
-            if ctx.engine.change_hooks:
-                ctx.engine.emit_change(ctx, w, row, old, item)
-            return old
+            with w.guarded(refusing):
+                if if_absent:
+                    _insert_if_absent(w, row, pk, sk, size, item, params)
+                    old = None
+                elif insert_first and not quiet and w.insert_checked(row, pk, sk, size, item):
+                    old = None
+                else:
+                    old = w.get_checked(row, pk, sk)
+                    check_condition(compiled, params, old)
+                    w.put(row.id, pk, sk, size, item)
+                if ctx.engine.change_hooks:
+                    ctx.engine.emit_change(ctx, w, row, old, item)
+                return old
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
-    return _written(params, old if return_values == "ALL_OLD" else None, old, size)
+    return _written(ctx, old if return_values == "ALL_OLD" else None, old, size)
 
 
 def delete_item(ctx: Context) -> dict[str, Any]:
@@ -249,7 +271,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt)
-    return _written(params, old if return_values == "ALL_OLD" else None, old, 0)
+    return _written(ctx, old if return_values == "ALL_OLD" else None, old, 0)
 
 
 def update_item(ctx: Context) -> dict[str, Any]:
@@ -260,17 +282,23 @@ def update_item(ctx: Context) -> dict[str, Any]:
         params, wire=ctx.wire, kinds=("UpdateExpression", "ConditionExpression")
     )
 
-    def attempt(row: TableRow) -> tuple[Item | None, Item, int]:
+    def attempt(row: TableRow) -> tuple[Item | None, Item | None, int]:
         schema = row.key_schema
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
 
-        def write(w: Writer) -> tuple[Item | None, Item, int]:
+        refusing = _refusing(ctx, row)
+
+        def write(w: Writer) -> tuple[Item | None, Item | None, int]:
             old = w.get_checked(row, pk, sk)
             check_condition(compiled, params, old)
-            new, size = updated_item(compiled, schema, key, old)
-            w.put(row.id, pk, sk, size, new)
-            if ctx.engine.change_hooks:
-                ctx.engine.emit_change(ctx, w, row, old, new)
+            updated = updated_item(compiled, schema, key, old, row.indexes)
+            if updated is None:
+                return None, None, 0  # nothing to remove from: nothing is created
+            new, size = updated
+            with w.guarded(refusing):
+                w.put(row.id, pk, sk, size, new)
+                if ctx.engine.change_hooks:
+                    ctx.engine.emit_change(ctx, w, row, old, new)
             return old, new, size
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
@@ -285,20 +313,35 @@ def update_item(ctx: Context) -> dict[str, Any]:
         source = old if return_values == "UPDATED_OLD" else new
         if source is not None:
             attributes = project(source, compiled.update.paths)
-    return _written(params, attributes, old, new_size)
+    return _written(ctx, attributes, old, new_size)
+
+
+def _refusing(ctx: Context, row: TableRow) -> bool:
+    """Whether a write to ``row`` needs a savepoint (``Writer.guarded``): a change hook may
+    refuse it after it was made (the item collection limit of tables with local secondary
+    indexes)."""
+    return bool(row.indexes) and ctx.engine.refusing(row)
 
 
 def _written(
-    params: Any, attributes: Item | None, old: Item | None, new_size: int
+    ctx: Context, attributes: Item | None, old: Item | None, new_size: int
 ) -> dict[str, Any]:
     """A single-item write's response: ``attributes`` as its Attributes (when there are any),
-    and the ConsumedCapacity of the larger of the old and the new item, when it was asked for."""
+    the ConsumedCapacity of the larger of the old and the new item (and of each index entry
+    written) and the ItemCollectionMetrics, when they were asked for."""
+    params = ctx.params
     response: dict[str, Any] = {}
     if attributes:
         response["Attributes"] = attributes
+    name = params["TableName"]
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):  # sizes only when asked
         units = consumed.write_units(max(item_size(old), new_size))
-        consumed.attach(response, params, params["TableName"], units)
+        indexes = consumed.written_to_indexes(ctx.extras, name)
+        consumed.attach(response, params, name, units, indexes=indexes)
+    if params.get("ReturnItemCollectionMetrics") == "SIZE":
+        metrics = ctx.extras.get(consumed.COLLECTIONS, {}).get(name)
+        if metrics:
+            response["ItemCollectionMetrics"] = metrics[-1]
     return response
 
 

@@ -37,7 +37,7 @@ from .. import consumed
 from ..errors import DynamoDBError, resource_not_found, validation
 from ..expressions import Compiled
 from ..keys import KeySchema
-from ..schema import item_key, key_of, parse_key
+from ..schema import check_attribute_names, check_index_keys, item_key, key_of, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import RETURN_CONSUMED_CAPACITY, RETURN_ITEM_COLLECTION_METRICS, F, check
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item, parse_value, to_wire
@@ -171,6 +171,7 @@ def _parse_action(ctx: Context, kind: str, params: Mapping[str, Any]) -> tuple[_
     if kind == "Put":
         action.item = parse_item(params["Item"], wire=ctx.wire)
         action.size = item_size(action.item)
+        check_attribute_names(action.item, action.size)
         payload = action.size
     else:
         key = params["Key"]
@@ -220,6 +221,8 @@ def _resolve(
             if action.item is not None:
                 action.pk, action.sk = item_key(action.schema, action.item)
                 action.key = key_of(action.schema, action.item)
+                if action.row.indexes:
+                    check_index_keys(action.row.indexes, action.item)
             else:
                 action.key, action.pk, action.sk = parse_key(
                     action.schema, action.params["Key"], wire=ctx.wire
@@ -299,7 +302,10 @@ def transact_write(ctx: Context, *, token_window: float = TOKEN_WINDOW_SECONDS) 
                 check_condition(action.compiled, action.params, old)
                 if action.kind == "Update":
                     assert action.schema is not None
-                    news[index] = updated_item(action.compiled, action.schema, action.key, old)
+                    assert action.row is not None
+                    news[index] = updated_item(
+                        action.compiled, action.schema, action.key, old, action.row.indexes
+                    )
             except DynamoDBError as exc:
                 if exc.code == "ConditionalCheckFailedException":
                     reasons[index] = {"Code": "ConditionalCheckFailed", "Message": exc.message}
@@ -311,36 +317,11 @@ def transact_write(ctx: Context, *, token_window: float = TOKEN_WINDOW_SECONDS) 
         _cancel_if_invalid(invalid)
         if any(reason["Code"] != "None" for reason in reasons):
             raise _cancelled(reasons)
-        # Every check passed: from here on nothing may raise a DynamoDBError.
-        units: dict[str, float] = {}
-        keys: dict[str, list[tuple[bytes, bytes]]] = {}
-        hooks = bool(ctx.engine.change_hooks)
-        for index, action in enumerate(actions):
-            row = action.row
-            assert row is not None
-            old = olds[index]
-            new: Item | None = old
-            if action.kind == "Put":
-                assert action.item is not None
-                new, size = action.item, action.size
-                w.put(row.id, action.pk, action.sk, size, new)
-            elif action.kind == "Update":
-                written = news[index]
-                assert written is not None
-                new, size = written
-                w.put(row.id, action.pk, action.sk, size, new)
-            elif action.kind == "Delete":
-                new, size = None, 0
-                if old is not None:
-                    w.delete(row.id, action.pk, action.sk)
-            else:
-                size = 0
-            if hooks and action.kind != "ConditionCheck" and (old is not None or new is not None):
-                ctx.engine.emit_change(ctx, w, row, old, new)
-            units[row.name] = units.get(row.name, 0.0) + consumed.write_units(
-                max(size, item_size(old)), transactional=True
-            )
-            keys.setdefault(row.name, []).append((action.pk, action.sk))
+        # Every check passed: from here on only a change hook may raise a DynamoDBError (the
+        # item collection limit), and then the whole transaction is undone.
+        refusing = ctx.engine.refusing(*{a.row.id: a.row for a in actions if a.row}.values())
+        with w.guarded(refusing):
+            units, keys = _apply(ctx, w, actions, olds, news)
         if token is not None:
             stored = msgpack.packb(list(keys.items()), use_bin_type=True)
             w.save_token(ctx.region, token, fingerprint, now, stored)
@@ -352,10 +333,64 @@ def transact_write(ctx: Context, *, token_window: float = TOKEN_WINDOW_SECONDS) 
     mode = params.get("ReturnConsumedCapacity")
     if mode in ("TOTAL", "INDEXES"):
         response["ConsumedCapacity"] = [
-            consumed.capacity(mode, name, units, read=outcome.replayed)
+            consumed.capacity(
+                mode,
+                name,
+                units,
+                read=outcome.replayed,
+                indexes=None
+                if outcome.replayed
+                else consumed.written_to_indexes(ctx.extras, name, transactional=True),
+            )
             for name, units in outcome.units.items()
         ]
+    if params.get("ReturnItemCollectionMetrics") == "SIZE" and not outcome.replayed:
+        metrics = ctx.extras.get(consumed.COLLECTIONS)
+        if metrics:
+            response["ItemCollectionMetrics"] = metrics
     return response
+
+
+def _apply(
+    ctx: Context,
+    w: Writer,
+    actions: list[_Action],
+    olds: list[Item | None],
+    news: list[tuple[Item, int] | None],
+) -> tuple[dict[str, float], dict[str, list[tuple[bytes, bytes]]]]:
+    """The writes of a transaction whose every check passed: units and keys per table."""
+    units: dict[str, float] = {}
+    keys: dict[str, list[tuple[bytes, bytes]]] = {}
+    hooks = bool(ctx.engine.change_hooks)
+    for index, action in enumerate(actions):
+        row = action.row
+        assert row is not None
+        old = olds[index]
+        new: Item | None = old
+        if action.kind == "Put":
+            assert action.item is not None
+            new, size = action.item, action.size
+            w.put(row.id, action.pk, action.sk, size, new)
+        elif action.kind == "Update":
+            written = news[index]
+            if written is None:  # removals from an absent item create nothing
+                new, size = None, 0
+            else:
+                new, size = written
+                w.put(row.id, action.pk, action.sk, size, new)
+        elif action.kind == "Delete":
+            new, size = None, 0
+            if old is not None:
+                w.delete(row.id, action.pk, action.sk)
+        else:
+            size = 0
+        if hooks and action.kind != "ConditionCheck" and (old is not None or new is not None):
+            ctx.engine.emit_change(ctx, w, row, old, new)
+        units[row.name] = units.get(row.name, 0.0) + consumed.write_units(
+            max(size, item_size(old)), transactional=True
+        )
+        keys.setdefault(row.name, []).append((action.pk, action.sk))
+    return units, keys
 
 
 def transact_write_items(ctx: Context) -> dict[str, Any]:
@@ -368,7 +403,7 @@ def transact_get_items(ctx: Context) -> dict[str, Any]:
     actions = _parse_actions(ctx, params["TransactItems"], ("Get",))
 
     def read(r: Reader) -> list[Item | None]:
-        _cancel_if_invalid(_resolve(ctx, r, actions, distinct=False))
+        _cancel_if_invalid(_resolve(ctx, r, actions))
         return [r.get(a.row.id, a.pk, a.sk) if a.row is not None else None for a in actions]
 
     # One snapshot: every Get sees the same committed state, never half of a transaction.

@@ -11,10 +11,11 @@ Layout
     the catalog row, the item body codec.
 ``core.py``
     The core reads and writes: catalog, items, transaction tokens.
-``ttl.py``, ``streams.py``, ``replication.py``, ``history.py``
-    One module per feature's statements (TTL's expiry index, stream records, the replication
-    queue and item versions, the item history behind stale reads), each a reads class and a
-    writes class over the same connection, in the same style as ``core.py``.
+``indexes.py``, ``ttl.py``, ``streams.py``, ``replication.py``, ``history.py``
+    One module per feature's statements (secondary index entries, TTL's expiry index, stream
+    records, the replication queue and item versions, the item history behind stale reads),
+    each a reads class and a writes class over the same connection, in the same style as
+    ``core.py``.
 ``access.py``
     The :class:`Reader` and :class:`Writer` that ``Storage`` hands out: ``core`` plus every
     feature's statements, composed in one place.
@@ -28,11 +29,14 @@ from __future__ import annotations
 from .access import AsOfReader, Reader, Writer
 from .base import StaleTable, TableRow, pack, unpack
 from .database import Storage
+from .indexes import IndexEntry, IndexView
 from .replication import ReplicationEntry
 from .streams import StreamRow
 
 __all__ = [
     "AsOfReader",
+    "IndexEntry",
+    "IndexView",
     "Reader",
     "ReplicationEntry",
     "StaleTable",

@@ -8,8 +8,10 @@ in a module of their own beside the others and join the two lists below.
 
 from __future__ import annotations
 
+from .base import TableRow
 from .core import CoreReads, CoreWrites
 from .history import AsOfReads, HistoryWrites
+from .indexes import AsOfIndexReads, IndexReads, IndexWrites
 from .replication import ReplicationReads, ReplicationWrites
 from .streams import StreamReads, StreamWrites
 from .ttl import TTLReads, TTLWrites
@@ -17,7 +19,7 @@ from .ttl import TTLReads, TTLWrites
 __all__ = ["AsOfReader", "Reader", "Writer"]
 
 
-class Reader(CoreReads, TTLReads, StreamReads, ReplicationReads):
+class Reader(CoreReads, IndexReads, TTLReads, StreamReads, ReplicationReads):
     """Read access over one connection; every method is one consistent SQLite snapshot, or
     part of the caller's (``Storage.snapshot`` / ``Storage.write``)."""
 
@@ -27,9 +29,18 @@ class Reader(CoreReads, TTLReads, StreamReads, ReplicationReads):
         return AsOfReader(self._conn, self._catalog, instant)
 
 
-class Writer(CoreWrites, TTLWrites, StreamWrites, ReplicationWrites, HistoryWrites, Reader):
+class Writer(
+    CoreWrites, IndexWrites, TTLWrites, StreamWrites, ReplicationWrites, HistoryWrites, Reader
+):
     """Read and write access inside one write transaction (see database.py)."""
 
+    def drop_table(self, row: TableRow) -> None:
+        """Drop a table's storage whole: its indexes' entries, then its items and catalog row
+        (whoever drops it, DeleteTable or a replica's removal)."""
+        self.index_forget_table(row.id)
+        super().drop_table(row)
 
-class AsOfReader(AsOfReads, Reader):
-    """A :class:`Reader` whose item reads see the past (:class:`~.history.AsOfReads`)."""
+
+class AsOfReader(AsOfReads, AsOfIndexReads, Reader):
+    """A :class:`Reader` whose item and index reads see the past (:class:`~.history.AsOfReads`,
+    :class:`~.indexes.AsOfIndexReads`)."""

@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 
 from ..errors import DynamoDBError, internal_error
-from ..keys import KeySchema
+from ..keys import IndexSchema, KeySchema, indexes_of
 from ..values import Item
 
 __all__ = ["Catalog", "StaleTable", "Statements", "TableRow", "pack", "unpack"]
@@ -38,7 +38,8 @@ def unpack(body: bytes) -> Item:
 @dataclass(frozen=True, slots=True)
 class TableRow:
     """A catalog entry at one version: the table's storage id, its definition (DescribeTable's
-    source) and the key schema read from it. Storage builds one per (id, version) and reuses it.
+    source), and the key schema and secondary indexes read from it. Storage builds one per
+    (id, version) and reuses it.
     """
 
     id: int
@@ -47,12 +48,22 @@ class TableRow:
     version: int
     definition: dict[str, Any]
     key_schema: KeySchema
+    indexes: tuple[IndexSchema, ...] = ()
 
     @classmethod
     def build(
         cls, table_id: int, region: str, name: str, version: int, definition: dict[str, Any]
     ) -> TableRow:
-        return cls(table_id, region, name, version, definition, KeySchema.of(definition))
+        key_schema = KeySchema.of(definition)
+        indexes = indexes_of(definition, key_schema) if "_index_ids" in definition else ()
+        return cls(table_id, region, name, version, definition, key_schema, indexes)
+
+    def index(self, name: str) -> IndexSchema | None:
+        """The secondary index called ``name`` (any status), or ``None``."""
+        for index in self.indexes:
+            if index.name == name:
+                return index
+        return None
 
 
 class StaleTable(DynamoDBError):

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import sqlite3
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
+from ..errors import DynamoDBError
 from ..values import Item
 from .base import StaleTable, Statements, TableRow, pack, unpack
 
@@ -30,6 +32,27 @@ _CHECKED_INSERT = (
     "INSERT INTO items (table_id, pk, sk, size, body) SELECT ?1, ?2, ?3, ?4, ?5 "
     "WHERE EXISTS (SELECT 1 FROM tables WHERE id = ?1 AND version = ?6) ON CONFLICT DO NOTHING"
 )
+
+
+class _Savepoint:
+    """``CoreWrites.guarded``: a savepoint released on success, rolled back on a refusal."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> object:
+        self._conn.execute("SAVEPOINT guarded")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
+        if kind is not None and issubclass(kind, DynamoDBError):
+            self._conn.execute("ROLLBACK TO guarded")
+        self._conn.execute("RELEASE guarded")
+
+
+_UNGUARDED = contextlib.nullcontext()
 
 
 def key_bounds(
@@ -216,6 +239,12 @@ class CoreReads(Statements):
 class CoreWrites(CoreReads):
     """The catalog, items and transaction tokens, written (inside a write transaction, or as
     one autocommit statement: see ``database.py``)."""
+
+    def guarded(self, needed: bool = True) -> contextlib.AbstractContextManager[object]:
+        """Undo what the block wrote if it raises a DynamoDBError (a change hook refusing a
+        write it has seen): a savepoint inside the caller's write transaction. ``needed=False``
+        costs next to nothing (most writes check everything before they write)."""
+        return _Savepoint(self._conn) if needed else _UNGUARDED
 
     def put(self, table_id: int, pk: bytes, sk: bytes, size: int, item: Item) -> None:
         self._conn.execute(

@@ -1,5 +1,8 @@
 """The database behind one engine: connections, transactions and group commit.
 
+Size: one concept, the write path's concurrency and durability contract: group commit and the
+group fsync share its locks, queues and waits, and are only correct read together.
+
 Concurrency model
 -----------------
 * One SQLite file, WAL mode. Other engines (threads or processes) may open the same file.
@@ -7,9 +10,18 @@ Concurrency model
   write happens under SQLite's write lock: every single-item conditional write is linearizable,
   across threads and across processes.
 * Group commit: concurrent writers in one process queue their write functions; one of them (the
-  leader) runs the whole queue in one transaction and commits once, then wakes the others. With
-  ``durability="full"`` that is one fsync for many acknowledged writes. An uncontended writer
-  leads its own batch of one, in its own thread, with no hand-off.
+  leader) runs the whole queue in one transaction and commits once, then wakes the others. An
+  uncontended writer leads its own batch of one, in its own thread, with no hand-off.
+* Durability ``full``: the WAL is fsynced before any write is acknowledged, by the engine rather
+  than inside SQLite's COMMIT (see :meth:`Storage._sync`). A commit no longer holds the write
+  lock through its fsync: the next batch runs while the previous one's fsync is in flight, and
+  one fsync covers every commit made before it started (a group fsync). Nothing is answered
+  before it is durable: a write returns, and a failed condition is reported, only once the WAL
+  is synced past every commit it could have seen; reads of this engine wait the same way, so
+  no answer ever shows a write a power cut could undo (readers in other processes may see a
+  commit up to one fsync early). A thread can leave several calls' fsync to one wait
+  (:meth:`Storage.deferred`: the HTTP server's lane does, per batch of requests, and runs its
+  next batch while that batch's fsync is in flight).
 * Reads use one connection per thread and see every committed write (WAL snapshots).
 * Catalog rows are cached per process and only ever used through statements that verify them
   (core.py): no cache can outlive a change made by another engine.
@@ -26,6 +38,8 @@ Concurrency model
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -35,9 +49,9 @@ from ..errors import DynamoDBError, internal_error
 from ..values import Item
 from .access import Reader, Writer
 from .base import Catalog, TableRow
-from .schema import SCHEMA, SCHEMA_VERSION
+from .schema import SCHEMA, SCHEMA_UPGRADES, SCHEMA_VERSION
 
-__all__ = ["Storage"]
+__all__ = ["Pending", "Storage"]
 
 T = TypeVar("T")
 
@@ -57,15 +71,38 @@ def _statements(script: str) -> Iterator[str]:
 
 
 class _Slot:
-    __slots__ = ("autocommit", "done", "error", "fn", "result", "savepoint")
+    __slots__ = ("autocommit", "done", "error", "fn", "result", "savepoint", "seq", "taken")
 
     def __init__(self, fn: Callable[[Writer], Any], savepoint: bool, autocommit: bool) -> None:
         self.fn = fn
         self.savepoint = savepoint
         self.autocommit = autocommit
+        self.taken = False  # in a leader's batch (no longer in the queue)
         self.done = False
+        self.seq = 0  # the commit it is part of (durability "full": synced before answering)
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+class Pending:
+    """What a :meth:`Storage.deferred` block left to make durable: its last commit (written or
+    seen), synced by :meth:`wait`."""
+
+    __slots__ = ("seq", "storage")
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.seq = 0
+
+    def needed(self) -> bool:
+        """Whether :meth:`wait` would wait (an fsync must still cover the block's commits)."""
+        return self.seq > self.storage._synced
+
+    def wait(self) -> None:
+        """Return once everything the block wrote or saw is durable (InternalServerError if
+        the fsync failed)."""
+        if self.seq:
+            self.storage._sync(self.seq)
 
 
 class Storage:
@@ -87,6 +124,17 @@ class Storage:
         self._pending: list[_Slot] = []
         self._leading = False
         self._closed = False
+        # Durability "full" (file databases): commits are numbered when they start; _committed
+        # is the last finished one, _synced the last one an fsync of the WAL covers.
+        self._full = durability == "full" and path is not None
+        self._commits = 0
+        self._committed = 0
+        self._synced = 0
+        self._syncing = False
+        self._sync_waiters = 0
+        self._sync_failed: BaseException | None = None
+        self._wal_fd: int | None = None
+        self._leader: int | None = None  # the thread running the current commit
         # An in-memory database is one connection shared by all threads under a lock.
         self._memory_lock = threading.RLock()
         self._writer_conn = self._connect()
@@ -102,8 +150,9 @@ class Storage:
         )
         if not self._memory:
             conn.execute("PRAGMA journal_mode=WAL")
-            synchronous = "FULL" if self.durability == "full" else "NORMAL"
-            conn.execute(f"PRAGMA synchronous={synchronous}")
+            # NORMAL: no fsync inside COMMIT. With durability "full" the engine fsyncs the WAL
+            # itself before answering (_sync), outside the write lock.
+            conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=OFF")
         with self._connections_lock:
             self._connections.append(conn)
@@ -119,6 +168,10 @@ class Storage:
             if row is None:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                )
+            elif row[0] in SCHEMA_UPGRADES:
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
                 )
             elif row[0] != SCHEMA_VERSION:
                 raise RuntimeError(
@@ -152,7 +205,10 @@ class Storage:
         reader: Reader | None = None if self._memory else getattr(self._local, "reader", None)
         if reader is None or self._closed:
             return self.read(lambda r: r.get_checked(row, pk, sk))
-        return reader.get_checked(row, pk, sk)
+        item = reader.get_checked(row, pk, sk)
+        if self._full:
+            self._settle(self._seen())
+        return item
 
     def forget_table(self, row: TableRow) -> None:
         """Drop ``row``'s table from the catalog cache (it changed, or is about to)."""
@@ -166,7 +222,10 @@ class Storage:
         if self._memory:
             with self._memory_lock:
                 return fn(self._writer)
-        return fn(self._reader()[0])
+        result = fn(self._reader()[0])
+        if self._full:
+            self._settle(self._seen())
+        return result
 
     def snapshot(self, fn: Callable[[Reader], T]) -> T:
         """Run ``fn`` inside one read transaction: all its reads see the same committed state."""
@@ -177,9 +236,12 @@ class Storage:
         reader, conn = self._reader()
         conn.execute("BEGIN")
         try:
-            return fn(reader)
+            result = fn(reader)
         finally:
             conn.execute("COMMIT")
+        if self._full:
+            self._settle(self._seen())
+        return result
 
     # writes ------------------------------------------------------------------------------------
 
@@ -198,23 +260,33 @@ class Storage:
         """
         if self._closed:
             raise RuntimeError("the engine is closed")
+        if self._sync_failed is not None:
+            raise internal_error() from self._sync_failed
         if autocommit and not self._memory:
             with self._cond_lock:
                 alone = not self._leading and not self._pending
                 if alone:
                     self._leading = True
+                    self._commits += 1
+                    seq = self._commits
             if alone:  # uncontended: no slot, no batch, no transaction
+                self._leader = threading.get_ident()
                 try:
-                    return fn(self._writer)
+                    result = fn(self._writer)
                 except DynamoDBError:
+                    self._finish(seq, 1)
+                    if self._full:
+                        self._settle(seq)  # the failure may rest on a commit not yet synced
                     raise
-                except Exception as exc:
-                    raise internal_error() from exc
-                finally:
-                    with self._cond_lock:
-                        self._leading = False
-                        if self._pending:
-                            self._cond.notify_all()
+                except BaseException as exc:
+                    self._finish(seq, 1)
+                    if isinstance(exc, Exception):
+                        raise internal_error() from exc
+                    raise
+                self._finish(seq, 1)
+                if self._full:
+                    self._settle(seq)
+                return result
         slot = _Slot(fn, savepoint, autocommit)
         with self._cond_lock:
             if not self._leading and not self._pending:
@@ -223,23 +295,31 @@ class Storage:
                 batch = [slot]
             else:
                 self._pending.append(slot)
-                while not slot.done and self._leading:
+                while not slot.done and (self._leading or slot.taken):
                     self._cond.wait()
                 if not slot.done:
                     self._leading = True
                     batch, self._pending = self._pending, []
                 else:
                     batch = []
+            if batch:
+                self._commits += 1
+                seq = self._commits
+                for member in batch:
+                    member.taken = True
+                    member.seq = seq
         if batch:
+            self._leader = threading.get_ident()
             try:
                 self._run_batch(batch)
             finally:
-                with self._cond_lock:
-                    self._leading = False
-                    # Everyone waiting is in _pending or in this batch: an uncontended writer
-                    # (batch of one, nobody queued) has nobody to wake.
-                    if self._pending or len(batch) > 1:
-                        self._cond.notify_all()
+                self._finish(seq, len(batch))
+        if self._full and slot.seq:
+            try:
+                self._settle(slot.seq)
+            except DynamoDBError:
+                slot.result, slot.error = None, None
+                raise
         if slot.error is not None:
             # Unlink before raising: the error's traceback holds this frame, which holds the
             # slot. Left linked, every failed write (a failed condition, say) is a reference
@@ -250,6 +330,17 @@ class Storage:
             finally:
                 del error
         return slot.result  # type: ignore[no-any-return]
+
+    def _finish(self, seq: int, size: int) -> None:
+        """Hand the lead on once commit ``seq`` (a batch of ``size``) is done."""
+        with self._cond_lock:
+            self._leading = False
+            self._leader = None
+            self._committed = seq
+            # Everyone waiting is queued, in this batch, or waiting for an fsync: an uncontended
+            # writer (batch of one, nobody queued, nobody syncing) has nobody to wake.
+            if self._pending or size > 1 or self._sync_waiters:
+                self._cond.notify_all()
 
     def _run_batch(self, batch: list[_Slot]) -> None:
         lock = self._memory_lock if self._memory else None
@@ -311,6 +402,91 @@ class Storage:
             if lock is not None:
                 lock.release()
 
+    # durability "full" -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[Pending | None]:
+        """Calls made by this thread inside the block return without waiting for their fsync.
+
+        Yields ``None`` when there is never anything to wait for (durability ``normal``, or a
+        block inside another), else a :class:`Pending` that, once the block is left, waits
+        for everything the block's calls wrote or saw: whoever enters the block must not pass
+        its answers on before ``pending.wait()`` returned (any thread may call it; the HTTP
+        server's lane hands it to another thread and runs its next batch meanwhile)."""
+        local = self._local
+        if not self._full or getattr(local, "deferred", None) is not None:
+            yield None
+            return
+        pending = Pending(self)
+        local.deferred = 0
+        try:
+            yield pending
+        finally:
+            pending.seq, local.deferred = local.deferred, None
+
+    def _seen(self) -> int:
+        """The last commit a read just made may have seen: any begun so far (a commit is
+        visible before its thread marks it done), but not the reader's own unfinished one."""
+        if self._leader == threading.get_ident():
+            return self._committed
+        return self._commits
+
+    def _settle(self, seq: int) -> None:
+        """Wait until commit ``seq`` is durable, or leave that to this thread's deferred block."""
+        deferred: int | None = getattr(self._local, "deferred", None)
+        if deferred is None:
+            self._sync(seq)
+        elif seq > deferred:
+            self._local.deferred = seq
+
+    def _sync(self, seq: int) -> None:
+        """Return once an fsync of the WAL covers commit ``seq`` (a group fsync: one thread
+        fsyncs everything committed so far while the others wait for it, or for the next one).
+        A failed fsync fails every write from then on: what it should have made durable
+        cannot be known to be, so nothing more is acknowledged."""
+        if self._synced >= seq:
+            return
+        with self._cond_lock:
+            while self._synced < seq:
+                if self._sync_failed is not None:
+                    raise internal_error() from self._sync_failed
+                if self._syncing or self._committed < seq:
+                    # An fsync is running, or commit seq is not done yet.
+                    self._sync_waiters += 1
+                    try:
+                        self._cond.wait()
+                    finally:
+                        self._sync_waiters -= 1
+                    continue
+                self._syncing = True
+                target = self._committed
+                self._cond_lock.release()
+                failure: BaseException | None = None
+                try:
+                    os.fsync(self._wal())
+                except OSError as exc:
+                    failure = exc
+                finally:
+                    self._cond_lock.acquire()
+                    self._syncing = False
+                    self._cond.notify_all()
+                if failure is not None:
+                    self._sync_failed = failure
+                    raise internal_error() from failure
+                self._synced = max(self._synced, target)
+
+    def _wal(self) -> int:
+        """A descriptor of the WAL file (opened once; its directory entry synced then too)."""
+        if self._wal_fd is None:
+            assert self.path is not None
+            self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY)
+            directory = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+        return self._wal_fd
+
     # lifecycle ---------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -319,6 +495,10 @@ class Storage:
 
     def close(self) -> None:
         self._closed = True
+        if self._wal_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._wal_fd)
+            self._wal_fd = None
         with self._connections_lock:
             for conn in self._connections:
                 try:

@@ -8,10 +8,14 @@ nothing) and checks :data:`SCHEMA_VERSION` against the file's.
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION"]
+__all__ = ["SCHEMA", "SCHEMA_UPGRADES", "SCHEMA_VERSION"]
 
 # A database file written by another schema version is refused rather than misread.
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+# Older versions this schema upgrades in place: the script only adds tables (IF NOT EXISTS), so
+# opening a version-1 file creates them and stamps it 2. An engine of version 1 then refuses
+# the file rather than writing to tables with indexes it would not maintain.
+SCHEMA_UPGRADES = frozenset({"1"})
 
 SCHEMA = """
 -- Storage (database.py): the schema version of the file.
@@ -123,6 +127,34 @@ CREATE TABLE IF NOT EXISTS item_versions (
     region     TEXT NOT NULL,
     PRIMARY KEY (table_id, pk, sk)
 ) WITHOUT ROWID;
+
+-- Secondary indexes (indexes.py). index_catalog allocates each index's storage id (never reused,
+-- so a re-created index of the same name never sees its predecessor's entries) and records its
+-- table. index_items holds one entry per indexed item: the index key (ipk, isk) and the base key
+-- (pk, sk), all in the order-preserving key encoding (keys.py), so an index is read exactly like
+-- the items table; the body is the projected item. index_backfill holds the scan cursor of an
+-- index still being built from its table's items (done in chunks, like ttl_backfill).
+CREATE TABLE IF NOT EXISTS index_catalog (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_id INTEGER NOT NULL,
+    name     TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS index_items (
+    index_id INTEGER NOT NULL,
+    ipk      BLOB NOT NULL,
+    isk      BLOB NOT NULL,
+    pk       BLOB NOT NULL,
+    sk       BLOB NOT NULL,
+    size     INTEGER NOT NULL,
+    body     BLOB NOT NULL,
+    PRIMARY KEY (index_id, ipk, isk, pk, sk)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS index_backfill (
+    index_id INTEGER PRIMARY KEY,
+    table_id INTEGER NOT NULL,
+    after_pk BLOB,
+    after_sk BLOB
+);
 
 -- Stale reads (history.py): while a stale-read fault is on, every write to a table in its
 -- scope records the item as it was before the write, stamped with the write's time.
