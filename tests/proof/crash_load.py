@@ -259,8 +259,9 @@ def _effect(path: str, key: str) -> str:
 def layer_worker(url: str, seed: int, effects: str, stop: str, deadline: float) -> Counter[str]:
     """Run keys ``run-0, with-0, run-1, with-1, ...`` through the layer until the file ``stop``
     exists, then finish the keys begun (every worker walks the same keys, so each key is raced
-    by all of them); ``stop + ".abort"`` ends it at once (the test failed). Returns outcome counts; ``keys`` is how many pairs it began, ``pending``
-    how many keys the ``deadline`` (wall clock) left undone.
+    by all of them); ``stop + ".abort"`` ends it at once (the test failed). Returns outcome
+    counts; ``keys`` is how many pairs it began, ``pending`` how many keys the ``deadline``
+    (wall clock) left undone.
 
     ``run-*`` keys: ``guard.run`` with :func:`_effect`. ``with-*`` keys: ``claim`` then
     ``complete_with`` adding 1 to the key's counter in the business table (exactly once: the
