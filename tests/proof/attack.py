@@ -87,6 +87,7 @@ class _Attack:
         self.lock = threading.Lock()
         self.answers: Counter[str] = Counter()
         self.wrong: list[str] = []
+        self.busy: list[tuple[int, int]] = []  # (sent, answered) of each big request
         self.done = windows[-1][1]
 
     def window(self) -> tuple[int, int] | None:
@@ -136,6 +137,7 @@ class _Attack:
             body = bodies[i % 2]
             i += 1
             conn = _connection(self.url, timeout=120)
+            sent = time.monotonic_ns()
             try:
                 status, answer = _call(conn, "PutItem", body)
             except (OSError, http.client.HTTPException) as exc:
@@ -143,6 +145,9 @@ class _Attack:
                 status, answer = (-1, repr(exc).encode())
             finally:
                 conn.close()
+                # It may outlast its window: the quiet window after it is not quiet meanwhile.
+                with self.lock:
+                    self.busy.append((sent, time.monotonic_ns()))
             if status != -1 or len(body) <= 16 * 1024 * 1024:
                 self.judge("big", status, answer, len(body))
 
@@ -204,9 +209,10 @@ def attacker(
     corpus: list[tuple[str, bytes]],
     connections: int,
     kinds: tuple[str, ...] = KINDS,
-) -> tuple[dict[str, int], list[str]]:
+) -> tuple[dict[str, int], list[str], list[tuple[int, int]]]:
     """Attack inside ``windows`` (monotonic ns) with the ``kinds`` of attack named; the answers
-    by kind and status, and what was wrong with any of them."""
+    by kind and status, what was wrong with any of them, and when each big request was sent
+    and answered (one may run past its window)."""
     attack = _Attack(url, windows, corpus)
     threads = []
     if "junk" in kinds:
@@ -221,4 +227,4 @@ def attacker(
         thread.start()
     for thread in threads:
         thread.join()
-    return dict(attack.answers), attack.wrong
+    return dict(attack.answers), attack.wrong, attack.busy

@@ -3,7 +3,8 @@ back what survived.
 
 * :class:`TtlWriters` put items that expire while the engine clock is driven forward
   (:class:`ClockDriver`, through the admin API), so the TTL sweeper deletes items while the
-  server is killed; the table has a stream, so every delete must leave its REMOVE record.
+  server is killed; the table has a stream, so every delete must leave its REMOVE record, and a
+  global secondary index, which must hold exactly the table's items.
 * :class:`ReplicaWriters` write to a global table from two regions, so replication is queued
   and applied while the server is killed.
 * :func:`layer_worker` is a process of the idempotency layer (never killed; the server under it
@@ -31,6 +32,7 @@ from botocore.config import Config
 REGIONS = ("us-east-1", "eu-west-1")
 CRASH_TABLE = "crash"  # tests/engine/test_crash.py's writers' table
 TTL_TABLE = "ttl"
+TTL_INDEX = "by-n"  # a GSI on the TTL table: index maintenance under crashes
 GLOBAL_TABLE = "global"
 IDEM_TABLE = "crash-idem"
 BUSINESS_TABLE = "business"
@@ -81,7 +83,25 @@ def create_tables(url: str) -> None:
     ddb.create_table(
         TableName=TTL_TABLE,
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        **schema,
+        # A global secondary index kept in each write's (and each TTL delete's) transaction.
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": TTL_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "n", "KeyType": "HASH"},
+                    {"AttributeName": "exp", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        **{
+            **schema,
+            "AttributeDefinitions": [
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "n", "AttributeType": "N"},
+                {"AttributeName": "exp", "AttributeType": "N"},
+            ],
+        },
     )
     ddb.update_time_to_live(
         TableName=TTL_TABLE, TimeToLiveSpecification={"Enabled": True, "AttributeName": "exp"}
@@ -190,11 +210,15 @@ class ClockDriver:
             self.advanced += self.step
 
 
-def scan(url: str, table: str, region: str = "us-east-1") -> dict[str, dict[str, Any]]:
-    """Every item of ``table`` by pk (consistent, all pages)."""
+def scan(
+    url: str, table: str, region: str = "us-east-1", index: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every item of ``table`` (or of its GSI ``index``) by pk, all pages; consistent reads on
+    the table (a GSI has none: the engine's see every write at once unless a fault says no)."""
     paginator = client(url, region).get_paginator("scan")
     items = {}
-    for page in paginator.paginate(TableName=table, ConsistentRead=True):
+    read = {"IndexName": index} if index else {"ConsistentRead": True}
+    for page in paginator.paginate(TableName=table, **read):
         for item in page["Items"]:
             items[item["pk"]["S"]] = item
     return items
@@ -235,8 +259,9 @@ def _effect(path: str, key: str) -> str:
 def layer_worker(url: str, seed: int, effects: str, stop: str, deadline: float) -> Counter[str]:
     """Run keys ``run-0, with-0, run-1, with-1, ...`` through the layer until the file ``stop``
     exists, then finish the keys begun (every worker walks the same keys, so each key is raced
-    by all of them); ``stop + ".abort"`` ends it at once (the test failed). Returns outcome counts; ``keys`` is how many pairs it began, ``pending``
-    how many keys the ``deadline`` (wall clock) left undone.
+    by all of them); ``stop + ".abort"`` ends it at once (the test failed). Returns outcome
+    counts; ``keys`` is how many pairs it began, ``pending`` how many keys the ``deadline``
+    (wall clock) left undone.
 
     ``run-*`` keys: ``guard.run`` with :func:`_effect`. ``with-*`` keys: ``claim`` then
     ``complete_with`` adding 1 to the key's counter in the business table (exactly once: the

@@ -7,14 +7,16 @@ previous kill left, then loads it from every side at once and kills it with SIGK
   TransactWriteItems (with ``--durability full`` concurrent writers share commits: group
   commit);
 * TTL: items expiring while the engine clock is driven forward, swept (``--ttl-sweep-interval
-  0.05``) into a stream as the server dies;
+  0.05``) into a stream as the server dies, on a table with a global secondary index (index
+  maintenance);
 * replication: writes from two regions to a global table, queued and applied as it dies;
 * the idempotency layer: worker processes (never killed) running every key once, riding
   through the crashes on the layer's own retries.
 
 After every restart: every acknowledged write present, every transaction whole, both replicas
 equal and holding every acknowledged write (after a flush), every TTL item present or removed
-with exactly one REMOVE record (and every item with its INSERT record). At the end: the clock
+with exactly one REMOVE record (and every item with its INSERT record), the GSI holding exactly
+the table's items. At the end: the clock
 is moved past every expiry and the sweeper must delete every TTL item left (the expiry index
 survived), every layer key is COMPLETED, its side effect ran exactly once (the line in an
 fsynced file), and its business write, committed with its completion, exactly once.
@@ -42,6 +44,7 @@ from crash_load import (
     GLOBAL_TABLE,
     IDEM_TABLE,
     REGIONS,
+    TTL_INDEX,
     TTL_TABLE,
     ClockDriver,
     ReplicaWriters,
@@ -104,6 +107,7 @@ def verify(url: str, run: Run) -> None:
     assert replicas[0] == replicas[1], "the replicas diverged"
 
     items = scan(url, TTL_TABLE)
+    assert scan(url, TTL_TABLE, index=TTL_INDEX) == items, "the GSI differs from its table"
     records = stream_records(url, TTL_TABLE)
     inserts = Counter(
         r["dynamodb"]["Keys"]["pk"]["S"] for r in records if r["eventName"] == "INSERT"
@@ -221,6 +225,7 @@ def test_every_acknowledgement_survives_repeated_sigkill(tmp_path: Path, durabil
         while scan(url, TTL_TABLE) and time.monotonic() < sweep_deadline:
             time.sleep(0.2)
         assert scan(url, TTL_TABLE) == {}, "TTL items the sweeper never found"
+        assert scan(url, TTL_TABLE, index=TTL_INDEX) == {}, "GSI entries of deleted items"
         verify(url, run)
 
         lines = Counter(effects.read_text().split())
