@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import _workload as w
-from ._common import Section, Series, Settings, Table, Target, free_port, scratch_dir
+from ._common import Section, Series, Settings, Table, Target, scratch_dir
 from .engine_direct import _FLOOR_INSERT, _FLOOR_SCHEMA
-from .engine_http import CONNECTIONS, Server, _running, ensure_wrk, run_wrk
+from .engine_http import CONNECTIONS, Server, ensure_wrk, firstwrite_server, run_wrk, started
 
 FULL, NORMAL, FLOOR = "firstwrite (full)", "firstwrite (normal)", "sqlite fsync floor"
 TARGET_NORMAL = 0.8  # full >= 0.8x normal
@@ -24,21 +24,9 @@ TARGET_FLOOR = 1.0  # full above one writer's fsync per insert
 
 
 def _server(directory: Path, durability: str) -> Server:
-    import sys
-
-    port = free_port()
-    name = f"firstwrite ({durability})"
-    return Server(
-        name,
-        [
-            sys.executable,
-            *("-m", "firstwrite.cli", "engine", "serve"),
-            *("--port", str(port), "--db", str(directory / f"durability-{durability}.db")),
-            *("--durability", durability),
-        ],
-        directory / f"durability-{durability}.log",
-        port,
-    )
+    stem = f"durability-{durability}"
+    options = ("--durability", durability)
+    return firstwrite_server(f"firstwrite ({durability})", directory, stem, *options)
 
 
 def fsync_floor(path: Path, seconds: float, start: int) -> tuple[float, int]:
@@ -105,7 +93,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             skipped=skipped,
         )
         p99: dict[str, list[float]] = {NORMAL: [], FULL: []}
-        with _running(servers, skipped, log) as live:
+        with started(servers, Server.prepare, skipped, log) as live:
             by_name = {s.name: s for s in live}
             contenders = [NORMAL, FULL, FLOOR]
             floor_key = 0

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,8 +70,13 @@ def ensure_wrk(log: Callable[[str], None]) -> tuple[str | None, str]:
     return (found, "") if found else (None, f"apt-get install wrk failed: {out[-300:]}")
 
 
-def ensure_dynalite(log: Callable[[str], None]) -> tuple[Path | None, str]:
-    """dynalite's cli.js, installed by ``npm ci`` from bench/package-lock.json, or (None, why)."""
+def ensure_dynalite(
+    log: Callable[[str], None], wanted: Collection[str] | None = None
+) -> tuple[Path | None, str]:
+    """dynalite's cli.js, installed by ``npm ci`` from bench/package-lock.json, or (None, why);
+    not installed when ``wanted`` (server names, ``None``: all) leaves it out."""
+    if wanted is not None and "dynalite" not in wanted:
+        return None, "not selected"
     if shutil.which("node") is None or shutil.which("npm") is None:
         return None, "node/npm not installed"
     target = RESULTS / "node"
@@ -183,6 +188,32 @@ class Server:
             raise RuntimeError(f"a put on an existing key answered {status} {body}")
 
 
+def firstwrite_server(name: str, directory: Path, stem: str, *options: str) -> Server:
+    """``firstwrite engine serve`` on a free port, its database ``<stem>.db`` in ``directory``."""
+    port = free_port()
+    db = str(directory / f"{stem}.db")
+    command = [sys.executable, "-m", "firstwrite.cli", "engine", "serve"]
+    command += ["--port", str(port), "--db", db, *options]
+    return Server(name, command, directory / f"{stem}.log", port)
+
+
+def peer_servers(directory: Path, suffix: str, dynalite: Path | None) -> list[Server]:
+    """moto_server and dynalite (when installed), on free ports, logging into ``directory``
+    (``<name><suffix>.log``); moto's absence is left to the caller to report."""
+    servers = []
+    moto_server = Path(sys.executable).with_name("moto_server")
+    if moto_server.exists():
+        port = free_port()
+        command = [str(moto_server), "-H", "127.0.0.1", "-p", str(port)]
+        servers.append(Server("moto_server", command, directory / f"moto{suffix}.log", port))
+    if dynalite is not None:
+        port = free_port()
+        command = ["node", str(dynalite), "--host", "127.0.0.1", "--port", str(port)]
+        command += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
+        servers.append(Server("dynalite", command, directory / f"dynalite{suffix}.log", port))
+    return servers
+
+
 def _servers(directory: Path, dynalite: Path | None) -> tuple[list[Server], dict[str, str]]:
     servers: list[Server] = []
     skipped: dict[str, str] = {}
@@ -194,55 +225,12 @@ def _servers(directory: Path, dynalite: Path | None) -> tuple[list[Server], dict
         if why is not None:
             skipped[name] = why
             continue
-        port = free_port()
-        servers.append(
-            Server(
-                name,
-                [
-                    sys.executable,
-                    "-m",
-                    "firstwrite.cli",
-                    "engine",
-                    "serve",
-                    "--port",
-                    str(port),
-                    "--db",
-                    str(directory / f"server-{durability}.db"),
-                    "--durability",
-                    durability,
-                ],
-                directory / f"server-{durability}.log",
-                port,
-            )
-        )
+        stem = f"server-{durability}"
+        servers.append(firstwrite_server(name, directory, stem, "--durability", durability))
+    servers += peer_servers(directory, "", dynalite)
     moto_server = Path(sys.executable).with_name("moto_server")
-    if moto_server.exists():
-        port = free_port()
-        servers.append(
-            Server(
-                "moto_server",
-                [str(moto_server), "-H", "127.0.0.1", "-p", str(port)],
-                directory / "moto.log",
-                port,
-            )
-        )
-    else:
+    if not moto_server.exists():
         skipped["moto_server"] = f"{moto_server} not found"
-    if dynalite is not None:
-        port = free_port()
-        servers.append(
-            Server(
-                "dynalite",
-                [
-                    "node",
-                    str(dynalite),
-                    *("--host", "127.0.0.1", "--port", str(port)),
-                    *("--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"),
-                ],
-                directory / "dynalite.log",
-                port,
-            )
-        )
     return servers, skipped
 
 
@@ -302,15 +290,20 @@ def run_wrk(wrk: str, server: Server, workload: str, seconds: int, run_id: str) 
 
 
 @contextlib.contextmanager
-def _running(
-    servers: list[Server], skipped: dict[str, str], log: Callable[[str], None]
+def started(
+    servers: list[Server],
+    prepare: Callable[[Server], None],
+    skipped: dict[str, str],
+    log: Callable[[str], None],
 ) -> Iterator[list[Server]]:
+    """The servers that started and that ``prepare`` made ready; one that fails is skipped
+    (the reason in ``skipped``) and the others go on. Every server is stopped on exit."""
     live: list[Server] = []
     try:
         for server in servers:
             try:
                 server.start()
-                server.prepare()
+                prepare(server)
             except Exception as exc:
                 skipped[server.name] = f"could not start/prepare: {exc}"
                 log(f"    skip {server.name}: {skipped[server.name]}")
@@ -361,10 +354,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         section.error = why_wrk
         return section
     wanted = settings.http_servers
-    if wanted is None or "dynalite" in wanted:
-        dynalite, why_dynalite = ensure_dynalite(log)
-    else:
-        dynalite, why_dynalite = None, "not selected"
+    dynalite, why_dynalite = ensure_dynalite(log, wanted)
     with scratch_dir("http-") as directory:
         servers, skipped = _servers(directory, dynalite)
         if settings.http_servers is not None:
@@ -372,7 +362,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             skipped = {k: v for k, v in skipped.items() if k in settings.http_servers}
         if dynalite is None and (wanted is None or "dynalite" in wanted):
             skipped["dynalite"] = why_dynalite
-        with _running(servers, skipped, log) as live:
+        with started(servers, Server.prepare, skipped, log) as live:
             tables: dict[str, Table] = {}
             latency: dict[str, dict[str, list[float]]] = {}
             for workload in w.WORKLOADS:

@@ -4,14 +4,13 @@ index must cost at most 1.2x the table: its entries are stored like the items)."
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import http.client
 import json
 import random
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,18 @@ from ._common import (
     Settings,
     Table,
     Target,
-    free_port,
     package_version,
     run_interleaved,
     scratch_dir,
 )
-from .engine_http import HEADERS, Server, ensure_dynalite
+from .engine_http import (
+    HEADERS,
+    Server,
+    ensure_dynalite,
+    firstwrite_server,
+    peer_servers,
+    started,
+)
 
 SIZES = (10_000, 100_000)
 PER_PARTITION = 100  # items per table partition and per index partition
@@ -278,73 +283,6 @@ def measure(
     return list(series.values())
 
 
-def _firstwrite(directory: Path, size: int) -> Server:
-    port = free_port()
-    db = directory / f"firstwrite-{size}.db"
-    return Server(
-        "firstwrite",
-        [
-            sys.executable,
-            *("-m", "firstwrite.cli", "engine", "serve", "--port", str(port), "--db", str(db)),
-        ],
-        directory / f"firstwrite-{size}.log",
-        port,
-    )
-
-
-def _peers(directory: Path, size: int, dynalite: Path | None) -> list[Server]:
-    servers = []
-    moto_server = Path(sys.executable).with_name("moto_server")
-    if moto_server.exists():
-        port = free_port()
-        servers.append(
-            Server(
-                "moto_server",
-                [str(moto_server), "-H", "127.0.0.1", "-p", str(port)],
-                directory / f"moto-{size}.log",
-                port,
-            )
-        )
-    if dynalite is not None:
-        port = free_port()
-        servers.append(
-            Server(
-                "dynalite",
-                [
-                    "node",
-                    str(dynalite),
-                    *("--host", "127.0.0.1", "--port", str(port)),
-                    *("--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"),
-                ],
-                directory / f"dynalite-{size}.log",
-                port,
-            )
-        )
-    return servers
-
-
-@contextlib.contextmanager
-def _loaded(
-    servers: list[Server], size: int, skipped: dict[str, str], log: Callable[[str], None]
-) -> Iterator[list[Server]]:
-    live = []
-    try:
-        for server in servers:
-            try:
-                server.start()
-                load(server, size, log)
-            except Exception as exc:
-                skipped[server.name] = f"could not start/load: {exc}"
-                log(f"    skip {server.name}: {skipped[server.name]}")
-                server.stop()
-                continue
-            live.append(server)
-        yield live
-    finally:
-        for server in servers:
-            server.stop()
-
-
 def run(
     settings: Settings, log: Callable[[str], None], *, sizes: tuple[int, ...] = SIZES
 ) -> Section:
@@ -383,20 +321,18 @@ def run(
         ],
     )
     wanted = settings.http_servers
-    if wanted is None or "dynalite" in wanted:
-        dynalite, why_dynalite = ensure_dynalite(log)
-    else:
-        dynalite, why_dynalite = None, "not selected"
+    dynalite, why_dynalite = ensure_dynalite(log, wanted)
     with scratch_dir("query-") as directory:
         for size in sizes:
             skipped: dict[str, str] = {}
             if dynalite is None:
                 skipped["dynalite"] = why_dynalite
-            ours = _firstwrite(directory, size)
-            servers = [ours, *_peers(directory, size, dynalite)]
+            ours = firstwrite_server("firstwrite", directory, f"firstwrite-{size}")
+            servers = [ours, *peer_servers(directory, f"-{size}", dynalite)]
             if wanted is not None:
                 servers = [s for s in servers if s.name in wanted]
-            with _loaded(servers, size, skipped, log) as live:
+            prepare = functools.partial(load, size=size, log=log)
+            with started(servers, prepare, skipped, log) as live:
                 for workload in WORKLOADS:
                     log(f"  {size:,} items, {workload} over HTTP")
                     contenders = [HttpQueries(s, workload, size) for s in live]

@@ -138,6 +138,20 @@ class Shared:
                 events.unregister(event, unique_id=f"bench-record-{event}")
         return [(name, params, failed) for name, params, failed in calls]
 
+    def replayable(self, recorded: list[Recorded], *, fresh: bool) -> list[Replayed]:
+        """``recorded`` calls bound to the shared client's methods, for :func:`replay`;
+        ``fresh``: each replay writes a new key value (the table's partition key)."""
+        client = self.client
+        keys: dict[str, str] = {}
+        calls: list[Replayed] = []
+        for method, params, failed in recorded:
+            table = params["TableName"]
+            if fresh and table not in keys:
+                schema = client.describe_table(TableName=table)["Table"]["KeySchema"]
+                keys[table] = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
+            calls.append((getattr(client, method), params, failed, keys.get(table)))
+        return calls
+
     def bound_resource(self) -> Any:
         """A boto3 DynamoDB resource whose client answers from the same engine."""
         import boto3
@@ -169,6 +183,31 @@ class Shared:
 
     def close(self) -> None:
         self.engine.close()
+
+
+# A recorded call, ready to replay: (bound method, params, whether it failed its condition,
+# the partition key attribute given a new value on each replay, or None).
+Replayed = tuple[Callable[..., Any], dict[str, Any], bool, str | None]
+
+
+def replay(calls: list[Replayed], i: int, ccf: type[BaseException], name: str) -> None:
+    """Make ``calls`` again (replay number ``i``); each must end as the recorded one did:
+    written, or its condition failed (``ccf``)."""
+    for method, params, failed, fresh in calls:
+        request = params
+        if fresh is not None:  # a new key value, in the item or key the call names
+            request = dict(params)
+            part = "Item" if "Item" in request else "Key"
+            attributes = request[part] = dict(request[part])
+            attributes[fresh] = {"S": f"{attributes[fresh]['S']}#{i}"}
+        try:
+            method(**request)
+        except ccf:
+            if failed:
+                continue
+            raise
+        if failed:
+            raise AssertionError(f"{name}: a replayed call that had failed went through")
 
 
 def _order(order_id: str, *, block: bool = False) -> dict[str, Any]:
@@ -412,7 +451,7 @@ class CallsAlone(Scenario):
     def __init__(self, shared: Shared, factory: Callable[[Shared], Library], scenario: str):
         super().__init__(shared, factory, scenario)
         self.name = calls_alone(self.name)
-        self._calls: list[tuple[Callable[..., Any], dict[str, Any], bool, str | None]] = []
+        self._calls: list[Replayed] = []
         self._ccf: type[BaseException] = Exception
 
     def setup(self) -> None:
@@ -423,32 +462,11 @@ class CallsAlone(Scenario):
         self.requests = 0
         if not recorded:
             raise RuntimeError(f"{self.name}: the library made no DynamoDB call")
-        keys: dict[str, str] = {}
-        for method, params, failed in recorded:
-            table = params["TableName"]
-            if table not in keys:
-                schema = client.describe_table(TableName=table)["Table"]["KeySchema"]
-                keys[table] = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
-            fresh = keys[table] if self.scenario == "first call" else None
-            self._calls.append((getattr(client, method), params, failed, fresh))
+        self._calls = self.shared.replayable(recorded, fresh=self.scenario == "first call")
 
     def op(self, i: int) -> None:
         self.requests += 1
-        for method, params, failed, fresh in self._calls:
-            request = params
-            if fresh is not None:  # a new key value, in the item or key the call names
-                request = dict(params)
-                part = "Item" if "Item" in request else "Key"
-                attributes = request[part] = dict(request[part])
-                attributes[fresh] = {"S": f"{attributes[fresh]['S']}#{i}"}
-            try:
-                method(**request)
-            except self._ccf:
-                if failed:
-                    continue
-                raise
-            if failed:
-                raise AssertionError(f"{self.name}: a replayed call that had failed went through")
+        replay(self._calls, i, self._ccf, self.name)
 
 
 def _own_time_note(table: Table) -> None:

@@ -31,7 +31,7 @@ from ._common import (
     scratch_dir,
     try_import,
 )
-from .idempotency import Shared, _AsyncTable
+from .idempotency import Replayed, Shared, _AsyncTable, replay
 
 SCENARIOS = ("first call", "replay")
 TIME_TARGET = 0.8  # firstwrite's overhead <= 0.8x the faster peer's
@@ -316,7 +316,7 @@ class CallsAlone(AppScenario):
     def __init__(self, shared: Shared, name: str, factory: Callable[[Shared], Any], scenario: str):
         super().__init__(shared, calls_alone(name), factory, scenario)
         self._bare: _Driver | None = None
-        self._steps: list[list[tuple[Callable[..., Any], dict[str, Any], bool, str | None]]] = []
+        self._steps: list[list[Replayed]] = []
         self._ccf: type[BaseException] = Exception
 
     def setup(self) -> None:
@@ -330,13 +330,7 @@ class CallsAlone(AppScenario):
         recorded = self.shared.record(lambda: driver.post(_body(key), key))
         if not recorded:
             raise RuntimeError(f"{self.name}: the app made no DynamoDB call")
-        calls = []
-        for method, params, failed in recorded:
-            fresh = None
-            if self.scenario == "first call":
-                schema = client.describe_table(TableName=params["TableName"])["Table"]["KeySchema"]
-                fresh = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
-            calls.append((getattr(client, method), params, failed, fresh))
+        calls = self.shared.replayable(recorded, fresh=self.scenario == "first call")
         # One guard step per call here (claim; complete): each gets its own hop.
         self._steps = [[call] for call in calls]
 
@@ -357,24 +351,8 @@ class CallsAlone(AppScenario):
         for step in steps[1:]:
             await asyncio.to_thread(self._replay, step, i)
 
-    def _replay(
-        self, calls: list[tuple[Callable[..., Any], dict[str, Any], bool, str | None]], i: int
-    ) -> None:
-        for method, params, failed, fresh in calls:
-            request = params
-            if fresh is not None:
-                request = dict(params)
-                part = "Item" if "Item" in request else "Key"
-                attributes = request[part] = dict(request[part])
-                attributes[fresh] = {"S": f"{attributes[fresh]['S']}#{i}"}
-            try:
-                method(**request)
-            except self._ccf:
-                if failed:
-                    continue
-                raise
-            if failed:
-                raise AssertionError(f"{self.name}: a replayed call that had failed went through")
+    def _replay(self, calls: list[Replayed], i: int) -> None:
+        replay(calls, i, self._ccf, self.name)
 
     def teardown(self) -> None:
         super().teardown()

@@ -30,6 +30,9 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
 ``temp_operation``
     ``temp_operation(name, fn, service="dynamodb")``: replace an engine operation for one test,
     to drive the adapters with operations of known behaviour.
+``playwright``
+    Playwright's sync API, started once per module, for the browser tests (``tests/browser.py``
+    launches Debian's Chromium with it).
 """
 
 from __future__ import annotations
@@ -127,6 +130,14 @@ def ddb(request: pytest.FixtureRequest, make_ddb: Callable[..., Any]) -> Any:
 def table_name(request: pytest.FixtureRequest) -> str:
     stem = re.sub(r"[^a-zA-Z0-9_.-]+", "-", request.node.name).strip("-")[:200]
     return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as started:
+        yield started
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ service itself is tested end to end with the demo)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
 from collections.abc import Callable
@@ -29,7 +30,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     """A stand-in ``firstwrite.demo`` that records what it was asked to serve."""
     calls: list[tuple[Any, ...]] = []
     module = types.ModuleType("firstwrite.demo")
-    module.serve = lambda *args: calls.append(args)  # type: ignore[attr-defined]
+    module.serve = lambda *args, **kw: calls.append(args + ((kw,) if kw else ()))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "firstwrite.demo", module)
     return calls
 
@@ -41,6 +42,28 @@ def test_options_reach_the_service(
     result = cli("demo", "--host", "0.0.0.0", "--port", "9090", "--engine-port", "0", "--db", db)
     assert result.code == 0, result.err
     assert served == [("0.0.0.0", 9090, 0, db)]
+
+
+def test_aws_runs_it_on_dynamodb_with_no_local_database(
+    cli: Callable[..., Any], served: list[tuple[Any, ...]]
+) -> None:
+    # No engine: the --db directory and the engine port are not the demo's concern then.
+    result = cli("demo", "--aws", "--db", "/no/such/dir/demo.db", "--engine-port", "8080")
+    assert result.code == 0, result.err
+    assert served == [("127.0.0.1", 8080, 8080, "/no/such/dir/demo.db", {"aws": True})]
+
+
+def test_python_dash_m_is_the_same_command(tmp_path: Path) -> None:
+    # `python -m firstwrite.demo` is `firstwrite demo`: the same options, errors and statuses.
+    run = [sys.executable, "-m", "firstwrite.demo"]
+    shown = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "--aws" in shown.stdout and "--engine-port" in shown.stdout
+    db = str(tmp_path / "no" / "demo.db")
+    refused = subprocess.run([*run, "--db", db], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"firstwrite: --db {db}: directory {tmp_path / 'no'} does not exist"
+    )
 
 
 @pytest.mark.parametrize(

@@ -22,28 +22,15 @@ from typing import Any
 
 import pytest
 
+from browser import launch_persistent, needs_chromium
 from firstwrite.console.race import MAX_N
 from firstwrite.console.seed import EXAMPLES_TABLE
 
 from .conftest import Server
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 pytestmark = [
-    pytest.mark.skipif(  # never skipped when asked for screenshots: then it must fail loudly
-        not CHROMIUM.exists() and not os.environ.get("FIRSTWRITE_SCREENSHOTS"),
-        reason="browser tests need Debian's Chromium at /usr/bin/chromium "
-        "(apt-get install chromium; .ci/run installs it)",
-    ),
+    # Never skipped when asked for screenshots: then it must fail loudly.
+    needs_chromium(unless_env="FIRSTWRITE_SCREENSHOTS"),
     pytest.mark.xdist_group("console-browser"),
 ]
 
@@ -73,14 +60,6 @@ def expect(locator: Any) -> Any:
     return playwright_expect(locator)
 
 
-@pytest.fixture(scope="module")
-def playwright() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        yield p
-
-
 @pytest.fixture
 def open_browser(playwright: Any, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """``open_browser(**context_options)``: a fresh Chromium profile (its own user-data-dir)."""
@@ -88,13 +67,8 @@ def open_browser(playwright: Any, tmp_path: Path) -> Iterator[Callable[..., Any]
 
     def launch(**options: Any) -> Any:
         profile = tmp_path / f"profile-{len(contexts)}"
-        context = playwright.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1280, "height": 900},
-            **options,
+        context = launch_persistent(
+            playwright, profile, viewport={"width": 1280, "height": 900}, **options
         )
         context.set_default_timeout(60_000)
         contexts.append(context)
@@ -422,3 +396,36 @@ def test_sign_in_on_401(
     # The 401 is what Chromium reports; the page it reloaded into is not HTML, so it also
     # asks the server for /favicon.ico, which is not there (404).
     page.expect_clean(allowed="status of 40[14]")
+
+
+def test_repeated_wrong_pairs_are_told_to_wait(
+    open_browser: Callable[..., Any], served: Callable[..., Server], console_engine: Any
+) -> None:
+    from firstwrite.engine.session import LoginThrottle
+
+    apps: list[Any] = []
+    server = served(
+        console_engine,
+        credentials={"AKIDCONSOLE": "s3cret"},
+        wrap=lambda app: apps.append(app) or app,
+    )
+    apps[0].sessions.throttle = LoginThrottle(clock=lambda: 1000.0)  # frozen: the wait holds
+    page = Watched(open_browser().new_page())
+    page.page.goto(server.console_url + "/login?next=/console/race")
+    form_error = page.page.locator(".form-error")
+    page.page.fill("#access_key_id", "AKIDCONSOLE")
+    for n in range(6):
+        page.page.fill("#secret_access_key", f"guess-{n}")
+        page.page.get_by_role("button", name="Sign in").click()
+        expect(form_error).to_contain_text("Sign-in failed")
+        if n < 5:
+            expect(form_error).not_to_contain_text("next try")
+        else:  # the sixth starts the wait
+            expect(form_error).to_contain_text("next try in 1 s")
+        page.page.evaluate("document.querySelector('.form-error').textContent = ''")
+    # The right pair now meets the wait the sixth wrong one started, and the page says so.
+    page.page.fill("#secret_access_key", "s3cret")
+    page.page.get_by_role("button", name="Sign in").click()
+    expect(form_error).to_contain_text("too many failed logins from this address: try again in 1 s")
+    assert page.page.url.endswith("/login?next=/console/race")  # not signed in
+    page.expect_clean(allowed="status of 4(01|29)")

@@ -14,7 +14,6 @@ import inspect
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +31,8 @@ from sybil.integration.pytest import SybilFile, SybilItem
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer
 
+from engine_process import SERVER_START_TIMEOUT, start_server
+
 REPO = Path(__file__).resolve().parents[2]
 ENV_FIXTURE = "doc_env"
 
@@ -48,8 +49,6 @@ ILLUSTRATIONS = ("", "text", "mermaid", "json", "http", "toml", "ini")
 DOC_ADDRESS = re.compile(r"\b(?:localhost|127\.0\.0\.1):8000\b")
 
 BLOCK_TIMEOUT = 300.0
-SERVER_START_TIMEOUT = 60.0
-READY_PREFIX = "firstwrite engine listening on "
 
 #: Commands a shell block may show but the harness must not run as written, each with what is
 #: run instead. ``make run`` serves until stopped and ``make test`` is this very suite: both are
@@ -59,58 +58,6 @@ READY_PREFIX = "firstwrite engine listening on "
 #: address, stands in for it.
 _MAKE = re.compile(r"^make(?P<args>(?:\s+[\w.=/:-]+)+)\s*(?:#.*)?$")
 _SERVE = re.compile(r"^firstwrite\s+engine\s+serve\b(?!.*(?:\s-h\b|--help))")
-
-
-class DocServer:
-    """A ``firstwrite engine serve`` subprocess on a free loopback port."""
-
-    def __init__(self, db: Path, log: Path) -> None:
-        self.log_path = log
-        with log.open("w") as log_file:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "firstwrite.cli",
-                    "engine",
-                    "serve",
-                    "--port=0",
-                    f"--db={db}",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        first_line: list[str] = []
-        assert self.process.stdout is not None
-        reader = threading.Thread(
-            target=lambda: first_line.append(self.process.stdout.readline()),  # type: ignore[union-attr]
-            daemon=True,
-        )
-        reader.start()
-        reader.join(SERVER_START_TIMEOUT)
-        line = first_line[0] if first_line else ""
-        match = re.search(r"http://(\S+)", line) if line.startswith(READY_PREFIX) else None
-        if match is None:
-            self.stop()
-            raise RuntimeError(f"the docs' server did not start ({line!r}): {self.log()}")
-        self.address = match.group(1)
-        self.url = "http://" + self.address
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
 
 
 def _address(text: str) -> re.Pattern[str]:
@@ -185,7 +132,8 @@ class DocEnvironment:
         self.cwd = root / "cwd"
         self.cwd.mkdir(parents=True, exist_ok=True)
         self.local_db = root / "local.db"
-        self.server = DocServer(root / "server.db", root / "server.log")
+        self.server = start_server(root / "server.db", log_path=root / "server.log")
+        self.server_address = self.server.url.removeprefix("http://")
         self._runner: asyncio.Runner | None = None
         self.namespace: dict[str, Any] = {}  # the document's, set by its first item
         self.apps: list[tuple[re.Pattern[str], AppServer]] = []
@@ -204,7 +152,7 @@ class DocEnvironment:
         }
 
     def rewrite(self, source: str) -> str:
-        source = DOC_ADDRESS.sub(self.server.address, source)
+        source = DOC_ADDRESS.sub(self.server_address, source)
         for pattern, app in self.apps:
             source = pattern.sub(app.address, source)
         return source

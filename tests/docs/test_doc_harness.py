@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 
 CONFTEST = f"""
 import sys
-sys.path.insert(0, {str(HERE)!r})
+sys.path[:0] = [{str(HERE)!r}, {str(HERE.parent)!r}]  # doc_harness, and the engine_process it uses
 from doc_harness import DocumentSuite, doc_env
 
 def pytest_pycollect_makemodule(module_path, parent):

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    target = target_of(args) if hasattr(args, "aws") else None
+    target = target_of(args) if hasattr(args, "endpoint_url") else None  # the target options
     try:
         code = int(args.handler(args))
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit

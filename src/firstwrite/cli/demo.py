@@ -1,7 +1,8 @@
 """``firstwrite demo``: the payments demo service on the middleware (``make run``).
 
 Parses its options and hands them to :func:`firstwrite.demo.serve`, imported only when the
-command runs so the rest of the CLI works without the web stack installed.
+command runs so the rest of the CLI works without the web stack installed. ``python -m
+firstwrite.demo`` is this command too.
 """
 
 from __future__ import annotations
@@ -41,15 +42,22 @@ def add_commands(commands: Any) -> None:
         default=DEFAULT_DB,
         help="the local engine database file (default: %(default)s)",
     )
+    demo.add_argument(
+        "--aws",
+        action="store_true",
+        help="run on DynamoDB with the standard AWS settings (AWS_REGION, credentials, "
+        "AWS_ENDPOINT_URL) instead of the local engine; no engine is started",
+    )
     demo.set_defaults(handler=demo_command)
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    parent = os.path.dirname(os.path.abspath(args.db))
-    if not os.path.isdir(parent):
-        raise CLIError(f"--db {args.db}: directory {parent} does not exist")
-    if args.port != 0 and args.port == args.engine_port:
-        raise CLIError(f"--port and --engine-port are both {args.port}")
+    if not args.aws:
+        parent = os.path.dirname(os.path.abspath(args.db))
+        if not os.path.isdir(parent):
+            raise CLIError(f"--db {args.db}: directory {parent} does not exist")
+        if args.port != 0 and args.port == args.engine_port:
+            raise CLIError(f"--port and --engine-port are both {args.port}")
     try:
         demo = importlib.import_module("firstwrite.demo")
     except ImportError as exc:
@@ -57,5 +65,8 @@ def demo_command(args: argparse.Namespace) -> int:
             f"the demo service cannot start: {exc} "
             "(install firstwrite with the [engine] extra, or run `make run`)"
         ) from None
-    demo.serve(args.host, args.port, args.engine_port, args.db)
+    if args.aws:
+        demo.serve(args.host, args.port, args.engine_port, args.db, aws=True)
+    else:
+        demo.serve(args.host, args.port, args.engine_port, args.db)
     return 0

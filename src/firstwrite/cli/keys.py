@@ -31,7 +31,15 @@ from ._common import (
     table,
 )
 from .progress import Progress
-from .target import add_target_args, connect, describe_table, error_code, key_schema, target_of
+from .target import (
+    Target,
+    add_target_args,
+    connect,
+    describe_table,
+    error_code,
+    key_schema,
+    target_of,
+)
 
 SUMMARY_CHARS = 60
 PAGE = 500
@@ -268,7 +276,7 @@ def render_record(view: dict[str, Any]) -> str:
 # -- commands ---------------------------------------------------------------------------------
 
 
-def _locate(args: argparse.Namespace, keys: dict[str, str]) -> dict[str, Any]:
+def _locate(client: Any, args: argparse.Namespace, keys: dict[str, str]) -> dict[str, Any]:
     """The DynamoDB ``Key`` of the record the arguments name."""
     if (args.key is None) == (args.id is None):
         raise CLIError("give either KEY or --id RECORD_ID", ExitCode.USAGE)
@@ -282,7 +290,7 @@ def _locate(args: argparse.Namespace, keys: dict[str, str]) -> dict[str, Any]:
                 )
             key[sort_key] = {"S": args.sort_id}
         return key
-    from firstwrite.idempotency.keys import KeyBuilder
+    from firstwrite.idempotency import Idempotency
 
     try:
         config = IdempotencyConfig(
@@ -292,20 +300,21 @@ def _locate(args: argparse.Namespace, keys: dict[str, str]) -> dict[str, Any]:
             partition_key=keys["HASH"],
             sort_key=sort_key,
         )
+        # The key exactly as the application's guard builds it (no call is made here).
+        return Idempotency(config, client=client).dynamodb_key(args.key)
     except ValueError as exc:
         raise CLIError(str(exc), ExitCode.USAGE) from None
-    builder = KeyBuilder(
-        prefix=config.key_prefix,
-        scope=config.scope,
-        partition_key=config.partition_key,
-        sort_key=config.sort_key,
-        max_key_length=config.max_key_length,
-        hash_function=config.hash_function,
-    )
-    try:
-        return builder.key(args.key)[0]
-    except ValueError as exc:
-        raise CLIError(str(exc), ExitCode.USAGE) from None
+
+
+def _read(
+    client: Any, args: argparse.Namespace, target: Target
+) -> tuple[dict[str, str], dict[str, Any], dict[str, Any] | None]:
+    """The table's key schema, the named record's ``Key``, and its item (``None``: absent),
+    read strongly consistent."""
+    keys = key_schema(describe_table(client, args.table, target))
+    key = _locate(client, args, keys)
+    item = client.get_item(TableName=args.table, Key=key, ConsistentRead=True).get("Item")
+    return keys, key, item
 
 
 def _absent(args: argparse.Namespace, key: dict[str, Any]) -> int:
@@ -319,9 +328,7 @@ def _absent(args: argparse.Namespace, key: dict[str, Any]) -> int:
 def get_command(args: argparse.Namespace) -> int:
     target = target_of(args)
     with connect(target) as client:
-        keys = key_schema(describe_table(client, args.table, target))
-        key = _locate(args, keys)
-        item = client.get_item(TableName=args.table, Key=key, ConsistentRead=True).get("Item")
+        keys, key, item = _read(client, args, target)
     if item is None:
         return _absent(args, key)
     view = decode(item, keys, time.time())
@@ -409,9 +416,7 @@ def _matches(view: dict[str, Any], wanted: set[str]) -> bool:
 def delete_command(args: argparse.Namespace) -> int:
     target = target_of(args)
     with connect(target) as client:
-        keys = key_schema(describe_table(client, args.table, target))
-        key = _locate(args, keys)
-        item = client.get_item(TableName=args.table, Key=key, ConsistentRead=True).get("Item")
+        keys, key, item = _read(client, args, target)
         if item is None:
             return _absent(args, key)
         view = decode(item, keys, time.time())

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -44,6 +44,9 @@ from .target import (
     key_schema,
     target_of,
 )
+
+if TYPE_CHECKING:
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
 LEASE = 60.0
 FINGERPRINT = "firstwrite-race"  # one request, sent by every contender
@@ -69,6 +72,23 @@ class Spec:
     scope: str
     keys: int
     contenders: int
+
+    def guard(self, client: Any) -> Idempotency:
+        """The layer's guard for the raced table on ``client``: its keys and claims are the
+        ones an application with this configuration makes."""
+        from firstwrite.idempotency import Idempotency
+
+        return Idempotency(self.config(), client=client)
+
+    def config(self) -> IdempotencyConfig:
+        from firstwrite.idempotency import IdempotencyConfig
+
+        return IdempotencyConfig(
+            table_name=self.table,
+            scope=self.scope,
+            partition_key=self.partition_key,
+            sort_key=self.sort_key,
+        )
 
 
 def add_commands(commands: Any) -> None:
@@ -117,19 +137,12 @@ def add_commands(commands: Any) -> None:
 
 
 def _contend(spec: Spec, client: Any, contender: str, barrier: Any, out: Any) -> None:
-    from firstwrite.idempotency import Idempotency, IdempotencyConfig
     from firstwrite.idempotency.machine import new_token
     from firstwrite.idempotency.record import A_OWNER
     from firstwrite.idempotency.requests import Requests, fence
 
-    config = IdempotencyConfig(
-        table_name=spec.table,
-        scope=spec.scope,
-        partition_key=spec.partition_key,
-        sort_key=spec.sort_key,
-    )
-    guard = Idempotency(config, client=client)
-    requests = Requests(config)  # the layer's own claim request, as a first call sends it
+    guard = spec.guard(client)
+    requests = Requests(guard.config)  # the layer's own claim request, as a first call sends it
     try:
         for index in range(spec.keys):
             key = guard.dynamodb_key(f"key-{index}")
@@ -205,8 +218,6 @@ def _exit_with(parent: int) -> None:
 
 
 def race_command(args: argparse.Namespace) -> int:
-    from firstwrite.idempotency import Idempotency, IdempotencyConfig
-
     contenders = args.processes * args.threads
     if contenders < 2:
         raise CLIError(
@@ -226,7 +237,7 @@ def race_command(args: argparse.Namespace) -> int:
         )
         try:
             if temporary:
-                Idempotency(IdempotencyConfig(table_name=name), client=client).ensure_table()
+                spec.guard(client).ensure_table()
             fatal, window = _race(spec, client, args.processes, args.threads, results)
             _read_back(spec, client, results)
         except BaseException:
@@ -366,15 +377,7 @@ def _record(results: dict[int, KeyResult], window: Window, outcome: Outcome) -> 
 
 def _key_of(spec: Spec, client: Any) -> Callable[[int], dict[str, Any]]:
     """The DynamoDB ``Key`` of key number ``i``, built as the contenders built it."""
-    from firstwrite.idempotency import Idempotency, IdempotencyConfig
-
-    config = IdempotencyConfig(
-        table_name=spec.table,
-        scope=spec.scope,
-        partition_key=spec.partition_key,
-        sort_key=spec.sort_key,
-    )
-    guard = Idempotency(config, client=client)
+    guard = spec.guard(client)
     return lambda index: guard.dynamodb_key(f"key-{index}")
 
 

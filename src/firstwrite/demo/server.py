@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
+from firstwrite.engine import runner
+
 from .app import create_app
 from .bank import Bank
 
@@ -80,7 +82,7 @@ def serve(
             console = True
         Bank(client).setup()
         app = create_app(client, guard=guard, mounts=mounts)
-        url = _url(api_socket)
+        url = runner.url_of(api_socket)
 
         def announce() -> None:
             _print_banner(out, url, where, endpoint, console=console)
@@ -112,60 +114,36 @@ def _aws_client() -> Any:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        return runner.bind(host, port)
     except OSError as exc:
-        sock.close()
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def _url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
-    """uvicorn on ``sock`` until SIGINT/SIGTERM (a second one stops waiting for requests)."""
+    """uvicorn on ``sock`` until SIGINT/SIGTERM (a second one stops waiting for requests), run
+    the way the engine's own server runs it (:mod:`firstwrite.engine.runner`)."""
     import uvicorn
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield  # ours below: uvicorn's re-raises the signal after shutdown
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started:
-                on_ready()
 
     config = uvicorn.Config(
         app,
-        lifespan="on",
+        # Off, as for the engine's server: the app has nothing to start or stop, and a lifespan
+        # task is one more thing a signal can leave behind to be cancelled (and logged) at exit.
+        lifespan="off",
         log_config=None,
         log_level="warning",
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=10,
     )
-    server = Server(config)
-
-    def stop() -> None:
-        if server.should_exit:
-            server.force_exit = True
-        server.should_exit = True
+    server = runner.server_class()(config)
+    server.ready_callback = on_ready
 
     async def main() -> None:
         if threading.current_thread() is threading.main_thread():
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop)
+                loop.add_signal_handler(sig, runner.request_exit, server)
         await server.serve(sockets=[sock])
 
     asyncio.run(main())

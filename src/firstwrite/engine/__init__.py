@@ -2,7 +2,8 @@
 
 - :class:`DirectClient`: boto3's low-level API answered in-process, no JSON (the fast path).
 - :func:`local_client` / :func:`local_resource` / :func:`bind`: real boto3 clients whose
-  requests are answered in-process through the whole botocore stack.
+  requests are answered in-process through the whole botocore stack; :func:`local_aio_client`,
+  the same for aiobotocore (``async with local_aio_client(engine) as client``).
 - :func:`serve` / :class:`ServerThread` / :func:`create_app`: DynamoDB's JSON 1.0 protocol over
   HTTP, for any SDK or language.
 
@@ -16,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .aio_binding import local_aio_client
     from .api import Engine
     from .binding import bind, local_client, local_resource, unbind
     from .client import DirectClient, client_error
@@ -34,6 +36,7 @@ __all__ = [
     "bind",
     "client_error",
     "create_app",
+    "local_aio_client",
     "local_client",
     "local_resource",
     "serve",
@@ -48,6 +51,7 @@ _WHERE = {
     "bind": "binding",
     "unbind": "binding",
     "local_client": "binding",
+    "local_aio_client": "aio_binding",
     "local_resource": "binding",
     "EngineApp": "server",
     "Mounted": "server",

@@ -62,7 +62,10 @@ class Engine:
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
-        self.path = None if path is None else os.fspath(path)
+        # Resolved once, here: SQLite opens a relative path against the working directory of the
+        # moment, and connections are opened later (per thread, by the TTL sweeper...), so a
+        # chdir() in between would open a second, empty database elsewhere.
+        self.path = None if path is None else os.path.abspath(os.fspath(path))
         self.durability: Durability = durability
         self.clock = clock or Clock()
         self.account_id = account_id

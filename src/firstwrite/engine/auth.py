@@ -12,57 +12,32 @@ Every request to ``/_firstwrite/...`` or to a mounted app passes :class:`Guard`,
    type, must be ``application/json`` (or ``+json``): the content types a cross-site form or
    ``fetch`` can send without a CORS preflight (text/plain, forms, multipart) are refused. 415.
 4. **Credentials**, when the server has any (``--require-auth``): a valid SigV4 signature (the
-   data plane's), or the session cookie ``POST /_firstwrite/session`` sets. 401. The session
-   route itself needs none (it is the login), nor the public paths a mounted app declares (its
-   login page and the files that page needs).
+   data plane's), or the session cookie ``POST /_firstwrite/session`` sets (:mod:`.session`,
+   which also slows down repeated failed logins). 401. The session route itself needs none (it
+   is the login), nor the public paths a mounted app declares (its login page and the files that
+   page needs).
 
-The authenticated caller is in the ASGI scope under :data:`PRINCIPAL_SCOPE_KEY` as a
-:class:`Principal` (``None`` when the server requires no credentials), for mounted apps to read.
+The authenticated caller is in the ASGI scope under :data:`~.session.PRINCIPAL_SCOPE_KEY` as a
+:class:`~.session.Principal` (``None`` when the server requires no credentials), for mounted
+apps to read.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
-import secrets
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from http.cookies import SimpleCookie
-from typing import Any, Literal
+from collections.abc import Iterable
 from urllib.parse import quote
 
 from .asgi import ASGIApp, Headers, Message, Problem, Receive, Scope, Send, header, respond
 from .errors import DynamoDBError
+from .session import PRINCIPAL_SCOPE_KEY, SESSION_PATH, Principal, Sessions, session_cookie
 from .sigv4 import SigV4Verifier
 
-__all__ = [
-    "PRINCIPAL_SCOPE_KEY",
-    "SESSION_PATH",
-    "Guard",
-    "HostCheck",
-    "Principal",
-    "Sessions",
-    "session_routes",
-]
+__all__ = ["Guard", "HostCheck"]
 
-PRINCIPAL_SCOPE_KEY = "firstwrite.principal"
-SESSION_PATH = "/_firstwrite/session"
-SESSION_LIFETIME = 8 * 3600.0
-MAX_SESSIONS = 1024
 MAX_SIGNED_BODY_BYTES = 16 * 1024 * 1024
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _SAME_SITE = frozenset({b"same-origin", b"none"})
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who made a request: the access key id, and how it proved it."""
-
-    access_key_id: str
-    via: Literal["sigv4", "session"]
 
 
 # --- hosts -----------------------------------------------------------------------------------
@@ -120,81 +95,6 @@ class HostCheck:
             "answers to localhost, *.localhost, 127.0.0.1 and [::1] (and the hosts it is told "
             "to allow)",
         )
-
-
-# --- sessions --------------------------------------------------------------------------------
-
-
-class Sessions:
-    """Server-side session tokens: random, expiring, at most :data:`MAX_SESSIONS` alive.
-
-    Only a hash of each token is kept, so the table does not hold usable tokens.
-    """
-
-    def __init__(
-        self,
-        lifetime: float = SESSION_LIFETIME,
-        *,
-        limit: int = MAX_SESSIONS,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.lifetime = lifetime
-        self.limit = limit
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._by_digest: dict[str, tuple[str, float]] = {}  # digest -> (access key id, expiry)
-
-    @staticmethod
-    def _digest(token: str) -> str:
-        return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
-
-    def create(self, access_key_id: str) -> tuple[str, float]:
-        """A new session for ``access_key_id``: ``(token, expiry as a Unix time)``."""
-        token = secrets.token_urlsafe(32)
-        now = self.clock()
-        expires = now + self.lifetime
-        with self._lock:
-            for digest, (_, expiry) in list(self._by_digest.items()):
-                if expiry <= now:
-                    del self._by_digest[digest]
-            while len(self._by_digest) >= self.limit:  # the oldest first (insertion order)
-                del self._by_digest[next(iter(self._by_digest))]
-            self._by_digest[self._digest(token)] = (access_key_id, expires)
-        return token, expires
-
-    def lookup(self, token: str) -> tuple[str, float] | None:
-        """``(access key id, expiry)`` of a live session, or None."""
-        digest = self._digest(token)
-        with self._lock:
-            found = self._by_digest.get(digest)
-            if found is not None and found[1] <= self.clock():
-                del self._by_digest[digest]
-                return None
-        return found
-
-    def revoke(self, token: str) -> None:
-        with self._lock:
-            self._by_digest.pop(self._digest(token), None)
-
-
-def cookie_name(scope: Scope) -> str:
-    """The session cookie's name: per port, as cookies are shared by every port of a host."""
-    server = scope.get("server")
-    port = server[1] if server and server[1] else ""
-    return f"firstwrite_session{port}"
-
-
-def _cookie(scope: Scope) -> str | None:
-    raw = header(scope, b"cookie")
-    if raw is None:
-        return None
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(raw.decode("latin-1"))
-    except Exception:  # a malformed Cookie header is no session
-        return None
-    morsel = jar.get(cookie_name(scope))
-    return None if morsel is None else morsel.value
 
 
 # --- the guard -------------------------------------------------------------------------------
@@ -313,7 +213,7 @@ class Guard:
         scope[PRINCIPAL_SCOPE_KEY] = None
         if self.verifier is None:
             return receive
-        token = _cookie(scope)
+        token = session_cookie(scope)
         if token is not None:
             found = self.sessions.lookup(token)
             if found is not None:
@@ -411,80 +311,3 @@ def _hardened(send: Send) -> Send:
         await send(message)
 
     return send_hardened
-
-
-# --- the session routes ----------------------------------------------------------------------
-
-
-def session_routes(credentials: Mapping[str, str] | None, sessions: Sessions) -> list[Any]:
-    """``GET``/``POST``/``DELETE`` :data:`SESSION_PATH` (Starlette routes)."""
-    from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.routing import Route
-
-    from .admin import json_response, read_body
-    from .wire import loads
-
-    secrets_by_key = dict(credentials or {})
-
-    def state(principal: Principal | None, expires: float | None = None) -> dict[str, Any]:
-        return {
-            "auth_required": bool(secrets_by_key),
-            "principal": None if principal is None else principal.access_key_id,
-            "via": None if principal is None else principal.via,
-            "expires": expires,
-        }
-
-    async def session(request: Request) -> Response:
-        scope = request.scope
-        principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
-        name = cookie_name(scope)
-        secure = "; Secure" if scope.get("scheme") == "https" else ""
-        if request.method in ("GET", "HEAD"):
-            token = _cookie(scope)
-            found = None if token is None else sessions.lookup(token)
-            return json_response(state(principal, None if found is None else found[1]))
-        if request.method == "DELETE":
-            token = _cookie(scope)
-            if token is not None:
-                sessions.revoke(token)
-            response = json_response(state(None))
-            response.headers.append(
-                "set-cookie", f"{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{secure}"
-            )
-            return response
-        try:
-            body = loads(await read_body(request) or b"{}")
-        except ValueError:
-            raise Problem(400, "Bad Request", "the body is not JSON") from None
-        if not isinstance(body, dict) or set(body) - {"access_key_id", "secret_access_key"}:
-            raise Problem(
-                400,
-                "Bad Request",
-                'the body is {"access_key_id": "...", "secret_access_key": "..."}',
-            )
-        key_id, secret = body.get("access_key_id"), body.get("secret_access_key")
-        if not isinstance(key_id, str) or not isinstance(secret, str):
-            raise Problem(400, "Bad Request", "access_key_id and secret_access_key must be strings")
-        if not secrets_by_key:
-            return json_response(state(None))  # nothing to log in to
-        expected = secrets_by_key.get(key_id, "")
-        # Compared even for an unknown key, so the time taken does not tell which keys exist.
-        if not hmac.compare_digest(expected.encode(), secret.encode()) or key_id not in (
-            secrets_by_key
-        ):
-            raise Problem(
-                401,
-                "Unauthorized",
-                "the access key id and secret access key are not a pair this server knows",
-            )
-        token, expires = sessions.create(key_id)
-        response = json_response(state(Principal(key_id, "session"), expires))
-        response.headers.append(
-            "set-cookie",
-            f"{name}={token}; Path=/; Max-Age={int(sessions.lifetime)}; HttpOnly; "
-            f"SameSite=Strict{secure}",
-        )
-        return response
-
-    return [Route(SESSION_PATH, session, methods=["GET", "POST", "DELETE"])]

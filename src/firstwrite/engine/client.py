@@ -34,6 +34,7 @@ from botocore.waiter import NormalizedOperationMethod, Waiter, WaiterModel
 
 from . import operations
 from .errors import DynamoDBError
+from .surrogates import UNREADABLE, holds_surrogate
 from .wire import CONTENT_TYPE, new_request_id
 
 if TYPE_CHECKING:
@@ -422,6 +423,8 @@ class DirectClient:
                 report = validator.validate(kwargs, input_shape)
                 if report.has_errors():
                     raise ParamValidationError(report=report.generate_report())
+            if holds_surrogate(kwargs):  # as over HTTP, where no such body can be sent
+                raise codec.client_error(UNREADABLE, operation_name, new_request_id())
             request: Mapping[str, Any] = kwargs if transform_in is None else transform_in(kwargs)
             try:
                 result = execute(

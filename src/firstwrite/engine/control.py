@@ -1,6 +1,6 @@
 """Everything the server serves besides the data plane, composed explicitly behind one guard.
 
-The admin API (:mod:`.admin`), the browser session (:mod:`.auth`), extra admin apps under
+The admin API (:mod:`.admin`), the browser session (:mod:`.session`), extra admin apps under
 ``/_firstwrite/`` and apps mounted under a path prefix (``mounts={"/console": app}``) make one
 Starlette app, whose errors are all ``application/problem+json``. In front of it sits
 :class:`~.auth.Guard`: the host, same-origin, JSON-only and credential checks. A mounted app is
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .asgi import ASGIApp, problem_handlers
-from .auth import Guard, HostCheck, Sessions
+from .auth import Guard, HostCheck
+from .session import Sessions, session_routes
 from .sigv4 import SigV4Verifier
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def compose(
     from starlette.applications import Starlette
     from starlette.routing import BaseRoute, Mount
 
-    from . import admin, auth
+    from . import admin
 
     for prefix in routes:
         if not prefix.startswith(ADMIN_PREFIX):
@@ -67,7 +68,7 @@ def compose(
                 f"a mount prefix looks like '/console': it starts with '/', does not end "
                 f"with one and is not under {ADMIN_PREFIX}; got {prefix!r}"
             )
-    composed: list[BaseRoute] = [*admin.routes(engine), *auth.session_routes(credentials, sessions)]
+    composed: list[BaseRoute] = [*admin.routes(engine), *session_routes(credentials, sessions)]
     # Longest prefix first, so /_firstwrite/faults/x beats /_firstwrite/faults.
     for prefix in sorted(routes, key=len, reverse=True):
         composed.append(Mount(prefix, routes[prefix]))

@@ -36,11 +36,12 @@ from .asgi import (
     problem,
     respond,
 )
-from .auth import HostCheck, Sessions
+from .auth import HostCheck
 from .connection import Limits
 from .control import ADMIN_PREFIX, Mounted
 from .errors import DynamoDBError
 from .lanes import ByteBudget, Lane
+from .session import Sessions
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
     JSON_CONTENT_TYPES,

@@ -15,25 +15,16 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from security_helpers import KEY, SECRET
 
+from browser import launch, needs_chromium
 from firstwrite.engine.api import Engine
 from firstwrite.engine.server import Mounted, ServerThread
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-pytestmark = [
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="browser tests need Debian's Chromium at /usr/bin/chromium "
-        "(apt-get install chromium; .ci/run installs it)",
-    ),
-    pytest.mark.xdist_group("engine-browser"),
-]
+pytestmark = [needs_chromium(), pytest.mark.xdist_group("engine-browser")]
 
 YEAR = 31536000
 
@@ -113,13 +104,10 @@ class _Attacker(http.server.ThreadingHTTPServer):
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        yield launched
-        launched.close()
+def browser(playwright: Any) -> Iterator[Any]:
+    launched = launch(playwright)
+    yield launched
+    launched.close()
 
 
 @pytest.mark.parametrize("auth", [False, True], ids=["auth-off", "auth-on"])

@@ -14,8 +14,9 @@ import pytest
 from security_helpers import KEY, SECRET, EchoApp, sign
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.auth import PRINCIPAL_SCOPE_KEY, Guard, HostCheck, Principal, Sessions
+from firstwrite.engine.auth import Guard, HostCheck
 from firstwrite.engine.server import Mounted, ServerThread
+from firstwrite.engine.session import PRINCIPAL_SCOPE_KEY, Principal, Sessions
 
 LOGIN = {"access_key_id": KEY, "secret_access_key": SECRET}
 
