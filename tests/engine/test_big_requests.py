@@ -5,6 +5,8 @@ screening worker process, boto3 for the legitimate requests.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from botocore.exceptions import ClientError
 from firstwrite.engine import wire
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import dummy_session
+from firstwrite.engine.screening import Screener
 from firstwrite.engine.server import ServerThread
 
 TARGET = "DynamoDB_20120810."
@@ -214,3 +217,28 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def test_a_worker_that_dies_is_replaced(served: tuple[ServerThread, str]) -> None:
+    server, url = served
+    body = tiny_values_body("big", 2 << 20)
+    assert _post(url, "PutItem", body).status_code == 400
+    first = server.app.screener.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    response = _post(url, "PutItem", body)
+    assert response.json()["message"] == "Item size has exceeded the maximum allowed size"
+    assert server.app.screener.pid not in (None, first)
+    assert server.app.screener.counts["request"] == 2
+
+
+def test_a_body_the_worker_cannot_hold_is_decoded_by_the_server() -> None:
+    screener = Screener(address_space=64 * 1024 * 1024)  # less than a 16 MiB body needs
+    try:
+        verdict = screener.screen(tiny_values_body("big"), TARGET + "PutItem", frozenset({"pk"}))
+        assert verdict.kind == "decode"  # MemoryError in the worker: the server's decoder
+        assert screener.pid is not None and screener.failures == 0  # and the worker lives on
+        small = screener.screen(b"{", TARGET + "PutItem", frozenset())
+        assert small.kind == "invalid"
+    finally:
+        screener.close()

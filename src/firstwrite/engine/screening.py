@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import pickle
 import resource
 import signal
@@ -55,6 +54,7 @@ WORKER_ADDRESS_SPACE = 2 * 1024 * 1024 * 1024
 WORKER_NICE = 10  # the server's own threads come first on a busy machine
 # A stand-in of more JSON values than this is not worth it: the body is decoded as it is.
 MAX_STAND_IN_VALUES = 20_000
+MAX_FAILURES = 5
 _WRITES = frozenset({"PutItem", "BatchWriteItem", "TransactWriteItems"})
 
 
@@ -104,6 +104,7 @@ class Screener:
         self._closed = False
         self.counts: dict[str, int] = dict.fromkeys(("invalid", "answer", "request", "decode"), 0)
         self.failures = 0
+        self._failing = 0  # in a row: past MAX_FAILURES, no worker is started again
 
     @property
     def pid(self) -> int | None:
@@ -137,12 +138,14 @@ class Screener:
         """The worker's verdict on ``body`` (blocks the calling thread, not the GIL)."""
         with self._lock:
             verdict = DECODE
-            if not self._closed and sys.executable:
+            if not self._closed and sys.executable and self._failing < MAX_FAILURES:
                 try:
                     verdict = self._exchange(body, target, keys)
+                    self._failing = 0
                 except (OSError, EOFError, ValueError, pickle.UnpicklingError):
                     log.warning("the screening worker failed; the body is decoded by the server")
                     self.failures += 1
+                    self._failing += 1
                     self._stop()
             self.counts[verdict.kind] += 1
         return verdict
@@ -187,7 +190,10 @@ class Screener:
 
 
 _LENGTH = struct.Struct("!Q")
-_WORKER_MAIN = "from firstwrite.engine.screening import main; main()"
+# Niced before its imports, which take a CPU for a second on a machine that may have two.
+_WORKER_MAIN = (
+    f"import os; os.nice({WORKER_NICE}); from firstwrite.engine.screening import main; main()"
+)
 
 
 def _read(stream: IO[bytes], size: int) -> bytes:
@@ -205,8 +211,6 @@ _scratch: Engine | None = None
 def main() -> None:
     """The worker process: verdicts on the bodies read from stdin, until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops it, by closing its stdin
-    with contextlib.suppress(OSError, ValueError):
-        os.nice(WORKER_NICE)
     with contextlib.suppress(OSError, ValueError, IndexError):
         limit = int(sys.argv[1])
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -218,7 +222,15 @@ def main() -> None:
         except EOFError:
             return
         size, target, keys = pickle.loads(_read(requests, _LENGTH.unpack(head)[0]))
-        verdict = screen(_read(requests, size), target, keys)
+        try:
+            body = _read(requests, size)
+        except MemoryError:  # past the address space: skip it, the server decodes it
+            while size > 0:
+                size -= len(_read(requests, min(size, 1 << 16)))
+            verdict = DECODE
+        else:
+            verdict = screen(body, target, keys)
+            del body
         data = pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL)
         answers.write(_LENGTH.pack(len(data)) + data)
         answers.flush()
