@@ -24,6 +24,7 @@ from firstwrite.engine.wire import wire_call
 
 TARGET = "DynamoDB_20120810."
 BIG = 409_600
+PAD = {"S": "x" * 390_000}
 
 
 def _create(engine: Engine, name: str, *, sort: bool = False, index: bool = False) -> None:
@@ -88,7 +89,7 @@ def tiny(count: int) -> dict[str, Any]:
 
 def test_the_hole_3_body_is_answered_from_a_stand_in(engine: Engine) -> None:
     """Issue 15's body, smaller: one list of tiny numbers, an item far over 400 KB."""
-    item = {"pk": {"S": "h"}, "l": tiny(200_000)}
+    item = {"pk": {"S": "h"}, "l": tiny(140_000)}
     body = json.dumps({"TableName": "one", "Item": item}).encode()
     kind, answer = both_ways(engine, "PutItem", body)
     assert kind == "request"
@@ -106,7 +107,7 @@ def test_the_hole_3_body_is_answered_from_a_stand_in(engine: Engine) -> None:
 
 
 def test_many_top_level_attributes_keep_only_the_key_names(engine: Engine) -> None:
-    item = {f"a{i}": {"N": "1"} for i in range(150_000)}
+    item = {f"a{i}": {"N": "1"} for i in range(60_000)}
     item["pk"] = {"S": "k"}
     kind, answer = both_ways(
         engine, "PutItem", json.dumps({"TableName": "one", "Item": item}).encode()
@@ -147,6 +148,24 @@ def test_valid_big_requests_are_decoded_by_the_server(engine: Engine) -> None:
     assert len(got["Item"]["l"]["L"]) == 100_000
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        [{"N": "1"}] * 50_000,  # a list where an AttributeValue belongs
+        {"S": [{"N": "1"}] * 50_000},
+        {"L": {f"k{i}": 1 for i in range(50_000)}},
+        {"NS": [str(i) for i in range(50_000)] + ["x"]},
+        {"L": [{"N": "1"}] * 50_000, "S": "two types"},
+    ],
+)
+def test_a_huge_invalid_value_is_answered_by_the_worker(engine: Engine, value: Any) -> None:
+    item = {"pk": {"S": "k"}, "v": value}
+    kind, answer = both_ways(
+        engine, "PutItem", json.dumps({"TableName": "one", "Item": item}).encode()
+    )
+    assert kind == "answer", answer
+
+
 def test_a_huge_set_with_duplicates_cannot_be_shrunk(engine: Engine) -> None:
     numbers = [str(i) for i in range(5_000)] + ["7"]
     item = {"pk": {"S": "k"}, "s": {"NS": numbers}, "pad": {"S": "x" * BIG}}
@@ -158,7 +177,7 @@ def test_a_huge_set_with_duplicates_cannot_be_shrunk(engine: Engine) -> None:
 
 def test_a_transaction_over_4_mb_is_refused_by_the_worker(engine: Engine) -> None:
     puts = [
-        {"Put": {"TableName": "one", "Item": {"pk": {"S": f"t{i}"}, "l": tiny(130_000)}}}
+        {"Put": {"TableName": "one", "Item": {"pk": {"S": f"t{i}"}, "l": tiny(300), "s": PAD}}}
         for i in range(11)
     ]
     body = json.dumps({"TransactItems": puts}).encode()
@@ -250,7 +269,16 @@ def heavy_values(draw: st.DrawFn) -> dict[str, Any]:
     elements: list[Any] = [{"N": "1"}] * count
     if draw(st.integers(0, 2)) == 0:
         bad = draw(
-            st.sampled_from([*BAD_VALUES, _deep(40), {"NS": [str(i) for i in range(400)] + ["3"]}])
+            st.sampled_from(
+                [
+                    *BAD_VALUES,
+                    _deep(40),
+                    {"NS": [str(i) for i in range(400)] + ["3"]},
+                    {"NS": [str(i) for i in range(400)] + ["three"]},
+                    [{"N": "1"}] * 300,
+                    {"B": [{"N": "1"}] * 300},
+                ]
+            )
         )
         elements[draw(st.integers(0, count - 1))] = bad
     if draw(st.booleans()):

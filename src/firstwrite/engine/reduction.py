@@ -177,6 +177,8 @@ def _refused_alike(value: Any, depth: int, error: DynamoDBError) -> Any:
     if weight(value, LIGHT_VALUES + 1) <= LIGHT_VALUES:
         return value
     candidates: list[Any] = []
+    if type(value) in (list, dict):  # not an AttributeValue at all: its JSON type is all it says
+        candidates.append(type(value)())
     if type(value) is dict and len(value) == 1:
         ((kind, raw),) = value.items()
         if type(raw) in (list, dict):
