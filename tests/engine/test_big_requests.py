@@ -183,11 +183,40 @@ def test_big_requests_over_the_limits_are_refused_as_before(
     assert max(decoded, default=0) < 1024 * 1024, decoded
 
 
-def test_a_big_body_is_screened_only_once_its_signature_holds(engine: Engine) -> None:
-    with ServerThread(engine, credentials={"AKIDEXAMPLE": "secret"}) as url:
-        response = _post(url, "PutItem", tiny_values_body("big", 1024 * 1024))
-    assert response.status_code == 400
-    assert response.json()["__type"].endswith("#MissingAuthenticationTokenException")
+def test_a_big_body_is_answered_only_once_its_signature_holds(engine: Engine) -> None:
+    engine.execute(
+        "CreateTable",
+        {
+            "TableName": "big",
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
+        },
+    )
+    server = ServerThread(engine, credentials={"AKIDEXAMPLE": "secret"})
+    with server as url:
+        response = _post(url, "PutItem", tiny_values_body("big", 2 << 20))
+        assert response.status_code == 400
+        assert response.json()["__type"].endswith("#MissingAuthenticationTokenException")
+        session = boto3.session.Session(botocore_session=dummy_session("us-east-1"))
+        ddb = session.client(
+            "dynamodb",
+            region_name="us-east-1",
+            endpoint_url=url,
+            aws_access_key_id="AKIDEXAMPLE",
+            aws_secret_access_key="secret",
+            config=Config(retries={"max_attempts": 0}),
+        )
+        over = {"pk": {"S": "k"}, "l": {"L": [{"N": "1"}] * 1_000}, "s": {"S": "x" * MAX_ITEM}}
+        with pytest.raises(ClientError) as caught:
+            ddb.put_item(TableName="big", Item=over)
+        assert caught.value.response["Error"]["Message"] == (
+            "Item size has exceeded the maximum allowed size"
+        )
+        with pytest.raises(ClientError) as caught:
+            ddb.put_item(TableName="nope", Item=over)
+        assert caught.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert server.app.screener.counts["request"] == 3
 
 
 def test_the_worker_is_started_once_and_stopped_with_the_server(engine: Engine) -> None:
