@@ -144,7 +144,7 @@ def test_a_hostile_body_does_not_delay_other_clients(cli_server: Callable[..., A
             response = http.post(
                 "/", content=body, headers={**HEADERS, "X-Amz-Target": TARGET + "PutItem"}
             )
-            answers.append((response.status_code, response.json()["__type"]))
+            answers.append((response.status_code, response.json()["message"]))
 
     # Three at once (four at once reached 2.8 GB before): the byte budget admits one at a time.
     attackers = [threading.Thread(target=attack) for _ in range(3)]
@@ -162,7 +162,7 @@ def test_a_hostile_body_does_not_delay_other_clients(cli_server: Callable[..., A
     watcher.join()
 
     # The hostile request is answered as DynamoDB would (a 400, never a 500 or a stall) ...
-    assert answers == [(400, "com.amazon.coral.validate#ValidationException")] * 3
+    assert answers == [(400, "Item size has exceeded the maximum allowed size")] * 3
     # ... and health checks during it wait at most a little longer than in a quiet run: not for
     # the request's seconds of decoding and validation (2.8-10 s before), only for the GIL's
     # turns and the few C calls that cannot yield (freeing a million objects, a few tenths).
@@ -175,10 +175,26 @@ def test_a_hostile_body_does_not_delay_other_clients(cli_server: Callable[..., A
     print(report)
     assert loud_p90 < max(50 * quiet_typical, 0.25), report
     assert max(loud) < 3.0, report  # before: up to 16 s
-    # Memory: the server process peaked well under what four such requests at once took before.
-    status = Path(f"/proc/{server.process.pid}/status").read_text()
-    peak_kib = int(
-        next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1]
-    )
-    print(f"server peak RSS {peak_kib / 1024:.0f} MiB")
-    assert peak_kib < 1_200_000, f"peak RSS {peak_kib / 1024:.0f} MiB"
+    # Memory: the bodies were decoded by the screening worker (one at a time), not the server,
+    # which only held their bytes; together they peaked far under the gigabyte one such body
+    # took in the server before (2.8 GB for four at once before that).
+    server_peak = _peak_kib(server.process.pid)
+    workers = _children(server.process.pid)
+    assert len(workers) == 1, workers
+    worker_peak = _peak_kib(workers[0])
+    print(f"peak RSS: server {server_peak // 1024} MiB, worker {worker_peak // 1024} MiB")
+    assert server_peak < 300 * 1024, f"server peak RSS {server_peak // 1024} MiB"
+    assert server_peak + worker_peak < 600 * 1024
+
+
+def _peak_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1])
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").glob("*")
+        for child in (task / "children").read_text().split()
+    ]

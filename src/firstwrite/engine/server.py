@@ -9,12 +9,14 @@ explicitly, with Starlette's routing. Anything else is a 4xx with an
 
 The data plane's hot path avoids frameworks: headers are picked out of the raw ASGI scope, and
 the blocking part (JSON decode, signature check, :meth:`Engine.execute`, JSON encode, CRC32)
-runs as one job, so the event loop only moves bytes.
+runs as one job, so the event loop only moves bytes. Big bodies are decoded in a worker process
+first (:mod:`.screening`): this one decodes only those that must be.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import signal
@@ -41,11 +43,13 @@ from .connection import Limits
 from .control import ADMIN_PREFIX, Mounted
 from .errors import DynamoDBError
 from .lanes import ByteBudget, Lane
+from .screening import Screener
 from .session import Sessions
 from .sigv4 import SigV4Verifier, region_from_authorization
 from .wire import (
     JSON_CONTENT_TYPES,
     MAX_BODY_BYTES,
+    Decode,
     dumps,
     new_request_id,
     response_headers,
@@ -124,22 +128,22 @@ class EngineApp:
         self.max_body_bytes = max_body_bytes
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="firstwrite-engine")
-        # Where engine calls run (see lanes.py). A call is tens of microseconds of CPU: small
-        # requests go to the lane, which with durability "full" waits for one fsync per batch of
-        # calls (Storage.deferred) rather than one per call. Big bodies go to the thread pool,
-        # and so does every call while faults are on (injected latency delays its own request
-        # only). inline=True runs small requests on the event loop itself (as the server used
-        # to: a call waiting on SQLite's lock then stalls every client); inline=False sends
-        # every call to the pool.
+        # Where engine calls run (lanes.py). Small requests go to the lane (with durability
+        # "full", one fsync per batch of calls); big bodies (screened first, screening.py) and
+        # every call while faults are on to the thread pool. inline=True runs small requests on
+        # the event loop (a call waiting on SQLite's lock then stalls every client);
+        # inline=False sends every call to the pool.
         self._inline = inline is True
         self._lane = Lane(scope=engine.storage.deferred) if inline is None else None
         self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
+        self.screener = Screener()  # decodes big bodies in a worker process first
         self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
 
     def close(self) -> None:
         if self._lane is not None:
             self._lane.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.screener.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -179,10 +183,9 @@ class EngineApp:
             await self._lifespan(receive, send)
 
     def _mounted(self, path: str) -> bool:
-        for prefix in self.mounts:
-            if path.startswith(prefix) and (len(path) == len(prefix) or path[len(prefix)] == "/"):
-                return True
-        return False
+        return any(
+            path.startswith(p) and (len(path) == len(p) or path[len(p)] == "/") for p in self.mounts
+        )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -251,9 +254,10 @@ class EngineApp:
                 except DynamoDBError as error:  # the lane's batch could not be made durable
                     start, payload = _error_answer(error)
             else:
-                start, payload = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, self._answer, scope, target, authorization, body
-                )
+                call = functools.partial(self._answer, scope, target, authorization, body)
+                if big and body:  # screened in a worker process first: decoded here if need be
+                    call = functools.partial(self.screener.answer, self.engine, body, target, call)
+                start, payload = await asyncio.get_running_loop().run_in_executor(self._pool, call)
             await send(start)
             await send({"type": "http.response.body", "body": payload})
         finally:
@@ -271,7 +275,12 @@ class EngineApp:
         )
 
     def _answer(
-        self, scope: Scope, target: bytes | None, authorization: bytes | None, body: bytes
+        self,
+        scope: Scope,
+        target: bytes | None,
+        authorization: bytes | None,
+        body: bytes,
+        decode: Decode | None = None,
     ) -> tuple[Message, bytes]:
         # Runs on the lane or the thread pool: everything that costs CPU or blocks, so that the
         # event loop only moves bytes.
@@ -279,7 +288,7 @@ class EngineApp:
         target_text = None if target is None else target.decode("latin-1")
         if verifier is None:
             region = region_from_authorization(authorization)
-            status, payload = wire_call(self.engine, target_text, body, region)
+            status, payload = wire_call(self.engine, target_text, body, region, decode=decode)
         else:
 
             def authorize() -> str:
@@ -291,7 +300,7 @@ class EngineApp:
                     body,
                 )
 
-            status, payload = wire_call(self.engine, target_text, body, authorize=authorize)
+            status, payload = wire_call(self.engine, target_text, body, None, authorize, decode)
         start = {
             "type": "http.response.start",
             "status": status,

@@ -16,6 +16,7 @@ import re
 import secrets
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import DynamoDBError
@@ -29,6 +30,8 @@ __all__ = [
     "JSON_CONTENT_TYPES",
     "MAX_BODY_BYTES",
     "TARGETS",
+    "Answer",
+    "Decode",
     "dumps",
     "loads",
     "new_request_id",
@@ -108,12 +111,13 @@ def _float(text: str) -> float:
 _YIELDING = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_int, parse_float=_float)
 
 
-def loads(body: bytes | str) -> Any:
+def loads(body: bytes | str, *, yielding: bool = True) -> Any:
     """The request body's JSON value, or ``ValueError`` for a body DynamoDB cannot read.
 
     Refused: invalid JSON, text that is not UTF-8/16/32 (a lone surrogate, encoded or as a
     ``\\uD800`` escape, included: no Unicode encoding can carry one), and JSON nested deeper than
     the decoder's recursion allows (about a thousand levels; DynamoDB's items nest 32 at most).
+    ``yielding=False``: a big body is decoded in one C call all the same (the same value).
     """
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     try:
@@ -123,7 +127,7 @@ def loads(body: bytes | str) -> Any:
         text = raw.decode("utf-8" if utf8 else json.detect_encoding(raw))
         if ("\\ud" in text or "\\uD" in text) and _lone_surrogate_escape(text):
             raise ValueError("a lone surrogate escape")
-        if len(raw) < YIELDING_DECODE_BYTES:
+        if not yielding or len(raw) < YIELDING_DECODE_BYTES:
             return json.loads(text)
         return _YIELDING.decode(text)
     except RecursionError:
@@ -180,22 +184,37 @@ UNKNOWN_OPERATION_BODY = b'{"__type":"com.amazon.coral.service#UnknownOperationE
 INTERNAL_BODY = dumps(DynamoDBError("InternalServerError", "Internal server error").wire_body())
 
 
+# How wire_call reads a body (loads by default): a request, or an Answer.
+Decode = Callable[[bytes | str], Any]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a ``decode`` function of :func:`wire_call` returns for a request whose answer is
+    already known (:mod:`.screening`): it is given once the target and signature are checked."""
+
+    status: int
+    payload: bytes
+
+
 def wire_call(
     engine: Engine,
     target: str | None,
     body: bytes | str | None,
     region: str | None = None,
     authorize: Callable[[], str] | None = None,
+    decode: Decode | None = None,
 ) -> tuple[int, bytes]:
     """Answer one DynamoDB JSON 1.0 request: ``(HTTP status, response body)``.
 
     Checks run in DynamoDB's order: the JSON body, then the target, then ``authorize`` (which
     returns the region of a verified signature or raises), then the engine. Anything the
-    engine did not anticipate becomes DynamoDB's 500 ``InternalServerError``.
+    engine did not anticipate becomes DynamoDB's 500 ``InternalServerError``. ``decode``
+    (default :func:`loads`) turns the body into the request, or an :class:`Answer`.
     """
     try:
         try:
-            request = loads(body) if body else {}
+            request = (decode or loads)(body) if body else {}
         except ValueError:
             return 400, SERIALIZATION_BODY
         prefix, _, operation = (target or "").partition(".")
@@ -204,6 +223,8 @@ def wire_call(
             return 400, UNKNOWN_OPERATION_BODY
         if authorize is not None:
             region = authorize()
+        if type(request) is Answer:
+            return request.status, request.payload
         result = engine.execute(operation, request, region=region, wire=True, service=service)
         return 200, dumps(result)
     except DynamoDBError as error:
