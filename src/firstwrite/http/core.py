@@ -252,14 +252,17 @@ class Core:
 
     def streams(self, headers: Headers) -> bool:
         """A response whose content type is in ``stream_types``: passed through as it comes."""
-        types = self.config.stream_types
-        if not types:
-            return False
         for name, value in headers:
             if name.lower() == b"content-type":
-                media = value.decode("latin-1").split(";", 1)[0].strip().lower()
-                return media in types
+                return self.streams_media(value.decode("latin-1"))
         return False
+
+    def streams_media(self, content_type: str) -> bool:
+        """Whether a ``Content-Type`` value is one of ``stream_types`` (parameters ignored;
+        of repeated values joined with ", ", the first decides)."""
+        types = self.config.stream_types
+        media = content_type.split(",", 1)[0].split(";", 1)[0]
+        return bool(types) and media.strip().lower() in types
 
     def unstored_data(self, status: int, reason: str) -> dict[str, Any]:
         return {"status": status, "reason": reason}
