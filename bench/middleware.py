@@ -207,6 +207,7 @@ def _table(
                 found = bound if table.get(bound) is not None else None
                 table.targets.append(Target(ours, faster.name, maximum=TIME_TARGET, bound=found))
         table.notes.append(f"The faster peer here: {faster.name}.")
+        table.notes.append(_cpu_note(cpu))
     for ours in BOUNDS:
         mine = calls.get(ours)
         if mine is None:
@@ -222,3 +223,21 @@ def _table(
                 )
             )
     return table
+
+
+def _cpu_note(cpu: dict[str, float]) -> str:
+    """The same comparison by CPU time over the bare app's, against the peer using less: steadier
+    than wall time on a busy machine, where the scheduler decides much of a waiting thread's
+    time."""
+    bare = cpu.get(BARE)
+    peers = {name: cpu[name] for name in (POWERTOOLS, IDEMKIT) if name in cpu}
+    if bare is None or not peers:
+        return "By CPU time: no peer measured."
+    peer = min(peers, key=lambda name: peers[name])
+    theirs = peers[peer] - bare
+    ratios = [
+        f"{name} {(cpu[name] - bare) / theirs:.2f}x"
+        for name in (OURS_ASYNC, ON_LOOP, OURS, IN_THREADS)
+        if name in cpu and theirs > 0
+    ]
+    return f"By CPU time over the bare app's (all threads), vs {peer}: " + ", ".join(ratios) + "."
