@@ -138,6 +138,9 @@ def test_the_scope_is_principal_method_and_path_and_cannot_be_forged() -> None:
     assert _plan(core, "alice POST /pay").scope != _plan(core, "alice").scope
     assert _plan(core, "a b").scope == "a%20b POST /pay"
     assert _plan(core, "*").scope == "%2A POST /pay"
+    assert _plan(core, "bob@example.com").scope == "bob%40example.com POST /pay"
+    assert _plan(core, "caf\u00e9").scope == "caf%C3%A9 POST /pay"
+    assert _plan(core, "A.b_c~d-9").scope == "A.b_c~d-9 POST /pay"  # unreserved: as it is
     anonymous = Core(HttpConfig())
     assert _plan(anonymous, None).scope == "* POST /pay"  # no principal configured: one namespace
     long_path = "/" + "p" * 600
@@ -157,6 +160,11 @@ def test_the_stored_form_round_trips_and_detects_corruption() -> None:
     body = bytes(range(256)) + b"\n\nafter newlines"
     raw = encode_response(
         201, [["content-type", "application/octet-stream"], ["etag", '"x"']], body
+    )
+    # The exact bytes: records stored by any version replay in every other.
+    assert raw == (
+        b'{"v":1,"s":201,"h":[["content-type","application/octet-stream"],["etag","\\"x\\""]]}\n'
+        + body
     )
     assert decode_response(raw) == (
         201,

@@ -104,7 +104,7 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, send)
             return
         raw_headers = scope.get("headers", ())
-        header_value = _header(raw_headers, core.header_bytes)
+        header_value, declared = _headers(raw_headers, core.header_bytes, b"content-length")
         request = HttpRequest(
             method,
             path,
@@ -120,7 +120,6 @@ class IdempotencyMiddleware:
             await _respond(send, *plan)
             return
         limit = self.config.max_request_body
-        declared = _header(raw_headers, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await _respond(send, *core.too_large(limit))
             return
@@ -298,14 +297,20 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
     return inner
 
 
-def _header(headers: Sequence[tuple[bytes, bytes]] | Any, name: bytes) -> str | None:
-    """A request header's value (repeated ones joined with ", "), or ``None``."""
-    found: str | None = None
+def _headers(
+    headers: Sequence[tuple[bytes, bytes]] | Any, first: bytes, second: bytes
+) -> tuple[str | None, str | None]:
+    """Two headers' values (``first`` and ``second`` in lower case; repeated headers joined
+    with ", "; ``None`` when absent), in one pass."""
+    found: list[str | None] = [None, None]
+    wanted = (first, second)
     for key, value in headers:
-        if key == name or key.lower() == name:
+        if key in wanted or (key := key.lower()) in wanted:
+            slot = 0 if key == first else 1
             text = value.decode("latin-1")
-            found = text if found is None else f"{found}, {text}"
-    return found
+            seen = found[slot]
+            found[slot] = text if seen is None else f"{seen}, {text}"
+    return found[0], found[1]
 
 
 async def _respond(send: Send, status: int, headers: Headers, body: bytes) -> None:
@@ -337,8 +342,8 @@ class _Capture:
             self._start = message
             self.status = int(message["status"])
             self.headers = [(bytes(n), bytes(v)) for n, v in message.get("headers", ())]
-            declared = _header(self.headers, b"content-length")
-            if self._core.streams(self.headers):
+            declared, media = _headers(self.headers, b"content-length", b"content-type")
+            if media is not None and self._core.streams_media(media):
                 await self._pass_through("streaming")
             elif declared is not None and declared.isdigit() and int(declared) > self._limit:
                 await self._pass_through("size-exceeded")

@@ -13,6 +13,7 @@ import enum
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, Headers, bytes]
 
 UNSTORED_HEADER = b"idempotency-replay-unavailable"  # on a first response that was not stored
+# What quote() leaves alone: a principal made only of these is its own quoted form.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]+", re.ASCII)
 MAX_SCOPE_LENGTH = 512  # longer scopes are hashed: DynamoDB keys hold 2,048 bytes
 
 
@@ -78,6 +81,9 @@ class Core:
         self.header = config.header.lower()
         self.header_bytes = self.header.encode("latin-1")
         self.durations = Durations()
+        self._replay_header_bytes = frozenset(
+            name.encode("latin-1") for name in config.replay_headers
+        )
         default_route = Route(
             "/*", methods=config.methods, require_key=config.require_key, lease=config.lease
         )
@@ -138,7 +144,8 @@ class Core:
                     "idempotent requests are scoped to the caller, and this request does not "
                     "identify one (authenticate first)",
                 )
-            principal = quote(str(who), safe="")
+            who = str(who)
+            principal = who if _UNRESERVED.fullmatch(who) else quote(who, safe="")
         scope = f"{principal} {request.method} {request.path}"
         if len(scope) > MAX_SCOPE_LENGTH:
             scope = "sha256:" + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
@@ -242,24 +249,25 @@ class Core:
 
     def stored_form(self, status: int, headers: Headers, body: bytes) -> bytes:
         """What is stored for a response: its status, its allowed headers, its body."""
-        allowed = self.config.replay_headers
+        allowed = self._replay_header_bytes
         kept = [
-            [n.decode("latin-1"), v.decode("latin-1")]
-            for n, v in headers
-            if n.lower().decode("latin-1") in allowed
+            [n.decode("latin-1"), v.decode("latin-1")] for n, v in headers if n.lower() in allowed
         ]
         return encode_response(status, kept, body)
 
     def streams(self, headers: Headers) -> bool:
         """A response whose content type is in ``stream_types``: passed through as it comes."""
-        types = self.config.stream_types
-        if not types:
-            return False
         for name, value in headers:
             if name.lower() == b"content-type":
-                media = value.decode("latin-1").split(";", 1)[0].strip().lower()
-                return media in types
+                return self.streams_media(value.decode("latin-1"))
         return False
+
+    def streams_media(self, content_type: str) -> bool:
+        """Whether a ``Content-Type`` value is one of ``stream_types`` (parameters ignored;
+        of repeated values joined with ", ", the first decides)."""
+        types = self.config.stream_types
+        media = content_type.split(",", 1)[0].split(";", 1)[0]
+        return bool(types) and media.strip().lower() in types
 
     def unstored_data(self, status: int, reason: str) -> dict[str, Any]:
         return {"status": status, "reason": reason}
@@ -285,9 +293,12 @@ def _fields(body: bytes, names: tuple[str, ...]) -> Any:
 # -- the stored form: one JSON line of metadata, then the body bytes --------------------------
 
 
+_META = json.JSONEncoder(separators=(",", ":"))  # json.dumps() makes one per call otherwise
+
+
 def encode_response(status: int, headers: list[list[str]], body: bytes) -> bytes:
-    meta = json.dumps({"v": 1, "s": status, "h": headers}, separators=(",", ":"))
-    return meta.encode("utf-8") + b"\n" + body
+    meta = _META.encode({"v": 1, "s": status, "h": headers})
+    return b"".join((meta.encode("utf-8"), b"\n", body))
 
 
 def decode_response(raw: bytes) -> tuple[int, Headers, bytes]:
