@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 from .errors import DynamoDBError, invalid_parameters, resource_not_found, validation
 from .secondary import (
     MAX_GSIS,
-    check_index_key_schema,
+    check_gsi_key_schema,
     check_projection,
     gsi_description,
-    unsupported_multi_attribute_key,
 )
 from .storage import TableRow, Writer
 
@@ -309,9 +308,6 @@ def _create_gsi(
     }
     if name in names:
         raise invalid_parameters(f"Duplicate index name: {name}")
-    refusal = unsupported_multi_attribute_key(action)
-    if refusal is not None:
-        raise refusal
     provided = params.get("AttributeDefinitions")
     if provided is None:
         raise validation(f"AttributeDefinitions is not specified for index: {name}")  # 162
@@ -327,7 +323,7 @@ def _create_gsi(
                 {"AttributeName": attribute, "AttributeType": spec.get("AttributeType")}
             )
             known.add(attribute)
-    check_index_key_schema(action, [d["AttributeName"] for d in attributes])
+    check_gsi_key_schema(action, [d["AttributeName"] for d in attributes])
     check_projection(action["Projection"])
     mode = billing(definition)
     if mode == "PAY_PER_REQUEST" and action.get("ProvisionedThroughput") is not None:

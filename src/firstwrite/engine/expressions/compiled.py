@@ -15,7 +15,7 @@ from ..errors import DynamoDBError, validation
 from ..values import AttributeValue, Item, parse_value
 from . import ast
 from .evaluate import Predicate, Values, compile_condition
-from .keycondition import KeyTerm, RangeCondition, key_terms, match_schema
+from .keycondition import KeyMatch, KeyTerm, key_terms, match_schema
 from .projection import Trie, build_trie, project_item
 from .update import Plan, apply, plan
 from .validate import ValueCheck, analyse, check_name_map, check_value_keys, resolve
@@ -365,7 +365,10 @@ def project(item: Item, projection: Projection | Sequence[ast.Path]) -> Item:
 
 
 def key_condition_range(
-    key_condition: KeyCondition, hash_key: str, range_key: str | None = None
-) -> tuple[AttributeValue, RangeCondition | None]:
-    """The partition-key value and sort-key condition of a Query, checked against the schema."""
-    return match_schema(key_condition.terms, key_condition.values, hash_key, range_key)
+    key_condition: KeyCondition, hash_keys: tuple[str, ...], range_keys: tuple[str, ...] = ()
+) -> KeyMatch:
+    """The key values and sort-key condition of a Query, checked against the schema."""
+    legacy = key_condition.text == "KeyConditions"
+    return match_schema(
+        key_condition.terms, key_condition.values, hash_keys, range_keys, legacy=legacy
+    )

@@ -311,7 +311,8 @@ def key_condition(conditions: Any, *, wire: bool = False) -> KeyCondition:
     """``KeyConditions`` as the KeyCondition a KeyConditionExpression compiles to."""
     values = _Values(wire)
     entries = _conditions(conditions, "keyConditions", values)
-    if len(entries) not in (1, 2):
+    # A multi-attribute GSI key takes up to eight; the schema decides (match_schema).
+    if not 1 <= len(entries) <= 8:
         raise validation("Conditions can be of length 1 or 2 only")
     terms: list[KeyTerm] = []
     for name, operator, operands in entries:
