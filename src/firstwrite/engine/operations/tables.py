@@ -61,6 +61,7 @@ _CREATE = (
             F("AttributeName", required=True, min_len=1, max_len=255),
             F("KeyType", required=True, enum=("HASH", "RANGE")),
         ),
+        shape="KeySchemaElement",
     ),
     F("LocalSecondaryIndexes", kind="list", members=LSI_MEMBERS),
     F("GlobalSecondaryIndexes", kind="list", members=GSI_MEMBERS),
@@ -206,7 +207,7 @@ def _throughput(params: dict[str, Any], billing: str) -> dict[str, Any]:
 
 def create_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
-    check(params, _CREATE)
+    check(params, _CREATE, name_first=True)
     _validate_key_schema(params)
     billing = params.get("BillingMode") or "PROVISIONED"
     throughput = _throughput(params, billing)
@@ -261,7 +262,7 @@ def create_table(ctx: Context) -> dict[str, Any]:
 
 
 def describe_table(ctx: Context) -> dict[str, Any]:
-    check(ctx.params, _NAME_ONLY)
+    check(ctx.params, _NAME_ONLY, name_first=True)
     name = ctx.params["TableName"]
 
     def read(r: Reader) -> dict[str, Any]:
@@ -285,7 +286,7 @@ def list_tables(ctx: Context) -> dict[str, Any]:
 
 
 def delete_table(ctx: Context) -> dict[str, Any]:
-    check(ctx.params, _NAME_ONLY)
+    check(ctx.params, _NAME_ONLY, name_first=True)
     name = ctx.params["TableName"]
 
     def write(w: Writer) -> dict[str, Any]:
@@ -309,7 +310,7 @@ def delete_table(ctx: Context) -> dict[str, Any]:
 
 def update_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
-    check(params, _UPDATE)
+    check(params, _UPDATE, name_first=True)
     name = params["TableName"]
     changes = [
         k

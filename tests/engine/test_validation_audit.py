@@ -1,0 +1,140 @@
+"""The validation audit of issue 13: how DynamoDB words a missing or mis-sized TableName on the
+table operations apart from constraint violations, how it prints a list of structures in a
+constraint message, and how many constraint errors it reports at once. Through boto3 (its
+own parameter validation off, so the engine sees what a raw client could send), in process and
+over HTTP.
+
+Sources: dynalite's validations (``required``/``tableName``, ``checkValidations``) and its tests
+test/describeTable.js, test/createTable.js, which run against DynamoDB; moto's
+test_too_many_key_schema_attributes for the ``KeySchemaElement(...)`` form.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from firstwrite.engine.api import Engine
+from firstwrite.engine.wire import wire_call
+
+RAW = Config(retries={"total_max_attempts": 1}, parameter_validation=False)
+REQUIRED = "The parameter 'TableName' is required but was not present in the request"
+LENGTH = "TableName must be at least 3 characters long and at most 255 characters long"
+PATTERN = (
+    "1 validation error detected: Value 'abc;' at 'tableName' failed to satisfy constraint: "
+    "Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+"
+)
+
+
+@pytest.fixture(params=["inprocess", "http"])
+def raw(request: pytest.FixtureRequest, make_ddb: Callable[..., Any]) -> Any:
+    return make_ddb(request.param, config=RAW)
+
+
+def failure(call: Any, **kw: Any) -> tuple[str, str]:
+    with pytest.raises(ClientError) as info:
+        call(**kw)
+    error = info.value.response["Error"]
+    return error["Code"], error["Message"]
+
+
+KEY = [{"AttributeName": "pk", "KeyType": "HASH"}]
+DEFINITIONS = [{"AttributeName": "pk", "AttributeType": "S"}]
+CREATE = {"AttributeDefinitions": DEFINITIONS, "KeySchema": KEY, "BillingMode": "PAY_PER_REQUEST"}
+
+
+@pytest.mark.parametrize(
+    ("operation", "extra"),
+    [
+        ("describe_table", {}),
+        ("delete_table", {}),
+        ("describe_time_to_live", {}),
+        ("update_table", {"BillingMode": "PAY_PER_REQUEST"}),
+        ("create_table", CREATE),
+    ],
+)
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [(None, REQUIRED), ("ab", LENGTH), ("", LENGTH), ("a" * 256, LENGTH), ("abc;", PATTERN)],
+)
+def test_table_operations_word_the_table_name_apart(
+    raw: Any, operation: str, extra: dict[str, Any], name: str | None, message: str
+) -> None:
+    params = dict(extra)
+    if name is not None:
+        params["TableName"] = name
+    assert failure(getattr(raw, operation), **params) == ("ValidationException", message)
+
+
+def test_the_table_name_rule_comes_before_other_constraints(raw: Any) -> None:
+    # KeySchema over its length and a bad enum: still the TableName sentence alone.
+    bad = {**CREATE, "KeySchema": [*KEY, *KEY, *KEY], "BillingMode": "FREE"}
+    assert failure(raw.create_table, **bad) == ("ValidationException", REQUIRED)
+    assert failure(raw.create_table, TableName="x", **bad) == ("ValidationException", LENGTH)
+
+
+def test_a_member_of_the_wrong_json_type_comes_first(engine: Engine) -> None:
+    # (boto3 cannot send these: its endpoint rules want a string TableName.)
+    for request in ({"TableName": 5}, {"TableName": 5, "KeySchema": "x"}, {"KeySchema": "x"}):
+        status, payload = wire_call(engine, "DynamoDB_20120810.CreateTable", json.dumps(request))
+        assert status == 400
+        assert json.loads(payload)["__type"].endswith("#SerializationException"), request
+
+
+def test_item_operations_keep_the_constraint_form(raw: Any) -> None:
+    assert failure(raw.get_item, TableName="ab", Key={"pk": {"S": "x"}}) == (
+        "ValidationException",
+        "1 validation error detected: Value 'ab' at 'tableName' failed to satisfy constraint: "
+        "Member must have length greater than or equal to 3",
+    )
+    assert failure(raw.get_item, Key={"pk": {"S": "x"}}) == (
+        "ValidationException",
+        "1 validation error detected: Value null at 'tableName' failed to satisfy constraint: "
+        "Member must not be null",
+    )
+
+
+def test_a_list_of_structures_is_printed_by_its_shape(raw: Any, table_name: str) -> None:
+    three = [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+        {"AttributeName": "other", "KeyType": "RANGE"},
+    ]
+    code, message = failure(
+        raw.create_table,
+        TableName=table_name,
+        AttributeDefinitions=DEFINITIONS,
+        KeySchema=three,
+        BillingMode="PAY_PER_REQUEST",
+    )
+    assert (code, message) == (
+        "ValidationException",
+        "1 validation error detected: Value '[KeySchemaElement(attributeName=pk, keyType=HASH), "
+        "KeySchemaElement(attributeName=sk, keyType=RANGE), "
+        "KeySchemaElement(attributeName=other, keyType=RANGE)]' at 'keySchema' failed to "
+        "satisfy constraint: Member must have length less than or equal to 2",
+    )
+
+
+def test_at_most_ten_constraint_errors_in_member_order(raw: Any, table_name: str) -> None:
+    definitions = [{"AttributeName": f"a{n}", "AttributeType": "X"} for n in range(12)]
+    code, message = failure(
+        raw.create_table,
+        TableName=table_name,
+        AttributeDefinitions=definitions,
+        KeySchema=KEY,
+        BillingMode="PAY_PER_REQUEST",
+    )
+    assert code == "ValidationException"
+    assert message.startswith("10 validation errors detected: ")
+    entries = message.removeprefix("10 validation errors detected: ").split("; ")
+    assert entries == [
+        f"Value 'X' at 'attributeDefinitions.{n}.member.attributeType' failed to satisfy "
+        "constraint: Member must satisfy enum value set: [B, N, S]"
+        for n in range(1, 11)
+    ]
