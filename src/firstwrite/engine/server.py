@@ -38,6 +38,7 @@ from .asgi import (
 )
 from .auth import HostCheck, Sessions
 from .connection import Limits
+from .content_coding import decoded_body
 from .control import ADMIN_PREFIX, Mounted
 from .errors import DynamoDBError
 from .lanes import ByteBudget, Lane
@@ -193,7 +194,7 @@ class EngineApp:
                 return
 
     async def _dynamodb(self, scope: Scope, receive: Receive, send: Send) -> None:
-        target = authorization = content_type = host = length = None
+        target = authorization = content_type = host = length = coding = None
         for name, value in scope["headers"]:
             if name == b"x-amz-target":
                 target = value
@@ -205,6 +206,8 @@ class EngineApp:
                 host = value
             elif name == b"content-length":
                 length = value
+            elif name == b"content-encoding":
+                coding = value
         if self.hosts is not None and not self.hosts.allows(host):
             await respond(send, *self.hosts.refusal(host).encode())
             return
@@ -214,10 +217,11 @@ class EngineApp:
             big = header(scope, b"transfer-encoding") is not None
         else:
             big = len(length) > 6 or int(length) > BIG_BODY_BYTES
+        big = big or coding is not None  # a compressed body may decode to the limit
         granted = 0
         try:
             if big:
-                size = int(length) if length is not None else self.max_body_bytes
+                size = self.max_body_bytes if length is None or coding else int(length)
                 if size > self.max_body_bytes:
                     await self._too_large(send)
                     return
@@ -276,9 +280,12 @@ class EngineApp:
         # event loop only moves bytes.
         verifier = self.verifier
         target_text = None if target is None else target.decode("latin-1")
+        decoded, refused = decoded_body(scope, body, self.max_body_bytes)  # signed: body
+        if refused is not None:
+            return refused
         if verifier is None:
             region = region_from_authorization(authorization)
-            status, payload = wire_call(self.engine, target_text, body, region)
+            status, payload = wire_call(self.engine, target_text, decoded, region)
         else:
 
             def authorize() -> str:
@@ -290,7 +297,7 @@ class EngineApp:
                     body,
                 )
 
-            status, payload = wire_call(self.engine, target_text, body, authorize=authorize)
+            status, payload = wire_call(self.engine, target_text, decoded, authorize=authorize)
         start = {
             "type": "http.response.start",
             "status": status,
