@@ -138,3 +138,35 @@ def test_at_most_ten_constraint_errors_in_member_order(raw: Any, table_name: str
         "constraint: Member must satisfy enum value set: [B, N, S]"
         for n in range(1, 11)
     ]
+
+
+def test_tags_on_the_arn_of_no_table(raw: Any) -> None:
+    # DynamoDB's words, its "ResourcArn" typo included (dynalite actions/tagResource.js).
+    arn = "arn:aws:dynamodb:us-east-1:000000000000:table/never-created"
+    expected = (
+        "ResourceNotFoundException",
+        f"Requested resource not found: ResourcArn: {arn} not found",
+    )
+    assert failure(raw.tag_resource, ResourceArn=arn, Tags=[{"Key": "k", "Value": "v"}]) == (
+        expected
+    )
+    assert failure(raw.untag_resource, ResourceArn=arn, TagKeys=["k"]) == expected
+    assert failure(raw.list_tags_of_resource, ResourceArn=arn) == expected
+
+
+def test_an_update_table_that_changes_nothing(raw: Any, table_name: str) -> None:
+    raw.create_table(TableName=table_name, **CREATE)
+    nothing = (
+        "ValidationException",
+        "At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, "
+        "GlobalSecondaryIndexUpdates or SSESpecification or ReplicaUpdates is required",
+    )
+    assert failure(raw.update_table, TableName=table_name) == nothing
+    # An empty GlobalSecondaryIndexUpdates alone counts as absent (DDB-TABLE-160).
+    assert failure(raw.update_table, TableName=table_name, GlobalSecondaryIndexUpdates=[]) == (
+        nothing
+    )
+    # AttributeDefinitions alone changes nothing either (DDB-TABLE-162).
+    assert failure(raw.update_table, TableName=table_name, AttributeDefinitions=DEFINITIONS) == (
+        nothing
+    )
