@@ -170,3 +170,54 @@ def test_an_update_table_that_changes_nothing(raw: Any, table_name: str) -> None
     assert failure(raw.update_table, TableName=table_name, AttributeDefinitions=DEFINITIONS) == (
         nothing
     )
+
+
+def test_key_values_are_checked_before_the_table_is_looked_for(raw: Any) -> None:
+    # dynalite's getItem/deleteItem/updateItem/batchGetItem tests of DynamoDB: a value with
+    # two types set is reported even when the table does not exist.
+    two_types = (
+        "ValidationException",
+        "Supplied AttributeValue has more than one datatypes set, must contain exactly one of "
+        "the supported datatypes",
+    )
+    key = {"a": {"S": "a", "N": "1"}}
+    assert failure(raw.get_item, TableName="no-such-table", Key=key) == two_types
+    assert failure(raw.delete_item, TableName="no-such-table", Key=key) == two_types
+    assert failure(raw.update_item, TableName="no-such-table", Key=key) == two_types
+    assert failure(raw.batch_get_item, RequestItems={"no-such-table": {"Keys": [key]}}) == (
+        two_types
+    )
+    # A valid key for a table that does not exist is the usual not-found.
+    code, _ = failure(raw.get_item, TableName="no-such-table", Key={"a": {"S": "a"}})
+    assert code == "ResourceNotFoundException"
+
+
+def test_an_item_too_large_is_reported_before_the_table_is_looked_for(raw: Any) -> None:
+    item = {"a": {"S": "a"}, "b": {"S": "x" * 409_600}}
+    assert failure(raw.put_item, TableName="no-such-table", Item=item) == (
+        "ValidationException",
+        "Item size has exceeded the maximum allowed size",
+    )
+
+
+def test_an_empty_binary_key_is_called_binary(raw: Any, table_name: str) -> None:
+    raw.create_table(
+        TableName=table_name,
+        AttributeDefinitions=[
+            {"AttributeName": "a", "AttributeType": "S"},
+            {"AttributeName": "b", "AttributeType": "B"},
+        ],
+        KeySchema=[
+            {"AttributeName": "a", "KeyType": "HASH"},
+            {"AttributeName": "b", "KeyType": "RANGE"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    binary = (
+        "ValidationException",
+        "One or more parameter values are not valid. The AttributeValue for a key attribute "
+        "cannot contain an empty binary value. Key: b",
+    )
+    key = {"a": {"S": "a"}, "b": {"B": b""}}
+    assert failure(raw.put_item, TableName=table_name, Item=key) == binary
+    assert failure(raw.get_item, TableName=table_name, Key=key) == binary

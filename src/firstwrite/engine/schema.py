@@ -24,9 +24,11 @@ _KEY_MISMATCH = "The provided key element does not match the schema"
 def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
     ((kind, raw),) = value.items()
     if kind in ("S", "B") and len(raw) == 0:
+        # "binary" for B (dynalite's tests of DynamoDB, GetItem and PutItem).
+        what = "string" if kind == "S" else "binary"
         raise validation(
             "One or more parameter values are not valid. The AttributeValue for a key attribute "
-            f"cannot contain an empty string value. Key: {name}"
+            f"cannot contain an empty {what} value. Key: {name}"
         )
     encoded = encode_key_value(value)
     size = len(encoded)  # S encodes as its UTF-8 bytes and B as itself: their sizes

@@ -28,7 +28,7 @@ from ..validation import (
     F,
     check,
 )
-from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
+from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized, parse_value
 from ._common import compile_request, projected, return_values_put_delete
 from .tables import with_table
 
@@ -246,7 +246,11 @@ def put_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old = with_table(ctx, params["TableName"], attempt)
+    def missing() -> None:
+        if size > MAX_ITEM_SIZE:  # checked before the table (dynalite's tests of DynamoDB)
+            raise validation(ITEM_TOO_LARGE)
+
+    old = with_table(ctx, params["TableName"], attempt, missing)
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, size)
 
 
@@ -270,7 +274,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old = with_table(ctx, params["TableName"], attempt)
+    old = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, 0)
 
 
@@ -303,7 +307,7 @@ def update_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old, new, new_size = with_table(ctx, params["TableName"], attempt)
+    old, new, new_size = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     attributes: Item | None = None
     if return_values == "ALL_OLD":
         attributes = old
@@ -345,6 +349,19 @@ def _written(
     return response
 
 
+def _key_values(ctx: Context) -> Callable[[], None]:
+    """The Key's AttributeValues are checked before the table is looked for (dynalite's tests
+    of DynamoDB: a value with two types set is reported for a table that does not exist)."""
+
+    def check_values() -> None:
+        key = ctx.params["Key"]
+        if isinstance(key, dict):
+            for value in key.values():
+                parse_value(value, wire=ctx.wire)
+
+    return check_values
+
+
 def get_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _GET)
@@ -363,7 +380,7 @@ def get_item(ctx: Context) -> dict[str, Any]:
 
         return ctx.storage.read(read)
 
-    item = with_table(ctx, params["TableName"], attempt)
+    item = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     response: dict[str, Any] = {}
     if item is not None:
         response["Item"] = projected(item, compiled)

@@ -116,14 +116,22 @@ T = TypeVar("T")
 _STALE_RETRIES = 5
 
 
-def with_table(ctx: Context, name: str, attempt: Callable[[TableRow], T]) -> T:
+def with_table(
+    ctx: Context,
+    name: str,
+    attempt: Callable[[TableRow], T],
+    missing: Callable[[], None] | None = None,
+) -> T:
     """``attempt(row)`` with the table's cached catalog row (see storage/core.py), which
     ``attempt`` must only use through the ``*_checked`` statements; again with a fresh row when
     those find it stale (another engine changed the table). ResourceNotFoundException if there
-    is none."""
+    is none, after ``missing()``: the checks DynamoDB makes before it looks for the table that
+    ``attempt`` makes later (run only then, so a valid request pays nothing for them)."""
     for _ in range(_STALE_RETRIES):
         row = ctx.storage.cached_table(ctx.region, name)
         if row is None:
+            if missing is not None:
+                missing()
             raise resource_not_found()
         try:
             return attempt(row)
