@@ -29,7 +29,7 @@ from ..validation import (
     check,
 )
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized, parse_value
-from ._common import compile_request, projected, return_values_put_delete
+from ._common import check_combination, compile_request, projected, return_values_put_delete
 from .tables import with_table
 
 if TYPE_CHECKING:
@@ -177,7 +177,13 @@ def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
     return_values = return_values_put_delete(params)
-    item, size = parse_item_sized(params["Item"], wire=ctx.wire)
+    try:
+        item, size = parse_item_sized(params["Item"], wire=ctx.wire)
+    except DynamoDBError:
+        # DynamoDB checks the members' combination before the item's values (dynalite's
+        # validations/putItem.js and its tests); only a refused item pays for the check.
+        check_combination(params, ("ConditionExpression",))
+        raise
     check_attribute_names(item, size)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     condition = compiled.condition
