@@ -221,3 +221,60 @@ def test_an_empty_binary_key_is_called_binary(raw: Any, table_name: str) -> None
     key = {"a": {"S": "a"}, "b": {"B": b""}}
     assert failure(raw.put_item, TableName=table_name, Item=key) == binary
     assert failure(raw.get_item, TableName=table_name, Key=key) == binary
+
+
+def test_enum_sets_print_in_dynamodbs_order(raw: Any, table_name: str) -> None:
+    # DynamoDB lists some enum sets in its own (Java set) order (dynalite's tests).
+    _, message = failure(raw.scan, TableName=table_name, ScanFilter={}, ConditionalOperator="AN")
+    assert message == (
+        "1 validation error detected: Value 'AN' at 'conditionalOperator' failed to satisfy "
+        "constraint: Member must satisfy enum value set: [OR, AND]"
+    )
+    gsi = {
+        "IndexName": "gsi",
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "Projection": {"ProjectionType": "SOME"},
+    }
+    _, message = failure(
+        raw.create_table, TableName=table_name, GlobalSecondaryIndexes=[gsi], **CREATE
+    )
+    assert message == (
+        "1 validation error detected: Value 'SOME' at "
+        "'globalSecondaryIndexes.1.member.projection.projectionType' failed to satisfy "
+        "constraint: Member must satisfy enum value set: [ALL, INCLUDE, KEYS_ONLY]"
+    )
+
+
+def test_member_combinations_come_before_later_checks(raw: Any) -> None:
+    # dynalite's validations/query.js and scan.js order, recorded against DynamoDB.
+    assert failure(raw.query, TableName="abc", ExpressionAttributeNames={"#a": "a"}) == (
+        "ValidationException",
+        "ExpressionAttributeNames can only be specified when using expressions",
+    )
+    assert failure(raw.query, TableName="abc", ExpressionAttributeValues={":a": {"S": "a"}}) == (
+        "ValidationException",
+        "ExpressionAttributeValues can only be specified when using expressions: "
+        "FilterExpression and KeyConditionExpression are null",
+    )
+    both = failure(raw.scan, TableName="abc", Segment=1, FilterExpression="a = b", ScanFilter={})
+    assert both == (
+        "ValidationException",
+        "Can not use both expression and non-expression parameters in the same request: "
+        "Non-expression parameters: {ScanFilter} Expression parameters: {FilterExpression}",
+    )
+    item = {"a": {"S": "a", "N": "1"}}  # refused too, but reported after the combination
+    assert failure(
+        raw.put_item, TableName="abc", Item=item, Expected={}, ConditionExpression="a = b"
+    ) == (
+        "ValidationException",
+        "Can not use both expression and non-expression parameters in the same request: "
+        "Non-expression parameters: {Expected} Expression parameters: {ConditionExpression}",
+    )
+
+
+def test_repeated_batch_keys_before_the_table_is_looked_for(raw: Any) -> None:
+    key = {"a": {"S": "x"}, "b": {"N": "1"}}
+    assert failure(
+        raw.batch_get_item,
+        RequestItems={"no-such-table": {"Keys": [key, dict(reversed(key.items()))]}},
+    ) == ("ValidationException", "Provided list of item keys contains duplicates")

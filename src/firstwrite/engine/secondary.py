@@ -58,7 +58,7 @@ PROJECTION = F(
     kind="struct",
     required=True,
     members=(
-        F("ProjectionType", enum=("ALL", "KEYS_ONLY", "INCLUDE")),
+        F("ProjectionType", enum=("ALL", "INCLUDE", "KEYS_ONLY")),  # in DynamoDB's order
         F("NonKeyAttributes", kind="list", min_len=1, max_len=20, element="str"),
     ),
 )

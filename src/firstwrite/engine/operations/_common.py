@@ -141,22 +141,21 @@ def _check_mixing(legacy: bool, present: list[str], texts: dict[str, str]) -> No
             )
 
 
+_VALUE_EXPRESSIONS = (
+    "UpdateExpression",
+    "ConditionExpression",
+    "FilterExpression",
+    "KeyConditionExpression",
+)
+
+
 def _check_without_expressions(params: Mapping[str, Any], kinds: tuple[str, ...]) -> None:
     """ExpressionAttributeNames and -Values need an expression to be used in."""
     if params.get("ExpressionAttributeNames") is not None:
         raise validation("ExpressionAttributeNames can only be specified when using expressions")
     if params.get("ExpressionAttributeValues") is not None:
-        nulls = [
-            k
-            for k in kinds
-            if k
-            in (
-                "UpdateExpression",
-                "ConditionExpression",
-                "KeyConditionExpression",
-                "FilterExpression",
-            )
-        ]
+        # DynamoDB's order (dynalite's tests): Update, Condition, Filter, KeyCondition.
+        nulls = [k for k in _VALUE_EXPRESSIONS if k in kinds]
         described = " and ".join(nulls)
         verb = "is" if len(nulls) == 1 else "are"
         raise validation(

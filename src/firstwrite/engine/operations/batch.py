@@ -8,6 +8,7 @@ UnprocessedItems are empty except when BatchGetItem's 16 MB response limit cuts 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -138,10 +139,16 @@ def batch_get_item(ctx: Context) -> dict[str, Any]:
         for table, entry in request_items.items():
             row = r.table(ctx.region, table)
             if row is None:
-                # Key values are checked before the table is looked for (dynalite's tests).
+                # Key values, and keys repeated, are checked before the table is looked for
+                # (dynalite's tests of DynamoDB).
+                seen: set[str] = set()
                 for key in entry["Keys"]:
                     for value in key.values() if isinstance(key, dict) else ():
                         parse_value(value, wire=ctx.wire)
+                    text = json.dumps(key, sort_keys=True, default=str)
+                    if text in seen:
+                        raise validation(_DUPLICATES)
+                    seen.add(text)
                 raise resource_not_found()
             schema = row.key_schema
             keys = [parse_key(schema, key, wire=ctx.wire) for key in entry["Keys"]]

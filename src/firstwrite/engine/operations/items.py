@@ -45,7 +45,7 @@ _WRITE_COMMON = (
     RETURN_CONSUMED_CAPACITY,
     RETURN_ITEM_COLLECTION_METRICS,
     RETURN_VALUES_ON_CCF,
-    F("ConditionalOperator", enum=("AND", "OR")),
+    F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     *EXPRESSION_MAPS,
 )
 _PUT = (F("Item", kind="map", required=True), *_WRITE_COMMON)

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import invalid_parameters, validation
+from ..errors import DynamoDBError, invalid_parameters, validation
 from ..expressions import evaluate, key_condition_range
 from ..keys import KeySchema, composite_part, encode_key_value, successor
 from ..schema import key_bytes, key_parts
@@ -27,7 +27,7 @@ from ..validation import (
     check,
 )
 from ..values import AttributeValue, Item, compare, describe, value_type
-from ._common import compile_request, projected
+from ._common import check_combination, compile_request, projected
 from ._source import Row, Source, open_source
 from .tables import require_table
 
@@ -65,7 +65,7 @@ _QUERY = (
     *_COMMON,
     F("KeyConditions", kind="map"),
     F("QueryFilter", kind="map"),
-    F("ConditionalOperator", enum=("AND", "OR")),
+    F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     F("ScanIndexForward", kind="bool"),
     *_TAIL,
     F("KeyConditionExpression", kind="str"),
@@ -74,12 +74,16 @@ _QUERY = (
 _SCAN = (
     *_COMMON,
     F("ScanFilter", kind="map"),
-    F("ConditionalOperator", enum=("AND", "OR")),
+    F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     *_TAIL,
     *_NAMES_VALUES,
     F("TotalSegments", kind="int", min=1, max=1_000_000),
     F("Segment", kind="int", min=0, max=999_999),
 )
+
+
+_QUERY_KINDS = ("KeyConditionExpression", "FilterExpression", "ProjectionExpression")
+_SCAN_KINDS = ("FilterExpression", "ProjectionExpression")
 
 
 # --- request checks --------------------------------------------------------------------------
@@ -288,15 +292,12 @@ def query(ctx: Context) -> dict[str, Any]:
     check(params, _QUERY)
     select = _check_select(params, query=True)
     if params.get("KeyConditionExpression") is None and params.get("KeyConditions") is None:
+        check_combination(params, _QUERY_KINDS)  # DynamoDB's order (dynalite validations)
         raise validation(
             "Either the KeyConditions or KeyConditionExpression parameter must be specified in "
             "the request."
         )
-    compiled = compile_request(
-        params,
-        wire=ctx.wire,
-        kinds=("KeyConditionExpression", "FilterExpression", "ProjectionExpression"),
-    )
+    compiled = compile_request(params, wire=ctx.wire, kinds=_QUERY_KINDS)
     name = params["TableName"]
     limit = params.get("Limit")
     forward = params.get("ScanIndexForward", True) is not False
@@ -411,10 +412,12 @@ def scan(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _SCAN)
     select = _check_select(params, query=False)
-    segments = _check_segments(params)
-    compiled = compile_request(
-        params, wire=ctx.wire, kinds=("FilterExpression", "ProjectionExpression")
-    )
+    try:
+        segments = _check_segments(params)
+    except DynamoDBError:
+        check_combination(params, _SCAN_KINDS)  # DynamoDB's order (dynalite validations)
+        raise
+    compiled = compile_request(params, wire=ctx.wire, kinds=_SCAN_KINDS)
     name = params["TableName"]
     limit = params.get("Limit")
     consistent = bool(params.get("ConsistentRead", False))
