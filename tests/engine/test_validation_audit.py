@@ -278,3 +278,31 @@ def test_repeated_batch_keys_before_the_table_is_looked_for(raw: Any) -> None:
         raw.batch_get_item,
         RequestItems={"no-such-table": {"Keys": [key, dict(reversed(key.items()))]}},
     ) == ("ValidationException", "Provided list of item keys contains duplicates")
+
+
+def test_tag_requests_in_dynamodbs_words_and_order(raw: Any, table_name: str) -> None:
+    # dynalite's tagResource/untagResource/listTagsOfResource tests, recorded against DynamoDB.
+    arn = raw.create_table(TableName=table_name, **CREATE)["TableDescription"]["TableArn"]
+    invalid = ("ValidationException", "Invalid TableArn")
+    assert failure(raw.tag_resource, Tags=[{"Key": "k", "Value": "v"}]) == invalid
+    assert failure(raw.untag_resource, TagKeys=["k"]) == invalid
+    assert failure(raw.list_tags_of_resource) == invalid
+    assert failure(raw.tag_resource, ResourceArn=arn) == (
+        "ValidationException",
+        "1 validation error detected: Value null at 'tags' failed to satisfy constraint: "
+        "Member must not be null",
+    )
+    assert failure(raw.tag_resource, ResourceArn=arn, Tags=[]) == (
+        "ValidationException",
+        "Atleast one Tag needs to be provided as Input.",
+    )
+    assert failure(raw.untag_resource, ResourceArn=arn, TagKeys=[]) == (
+        "ValidationException",
+        "Atleast one Tag Key needs to be provided as Input.",
+    )
+    # The ARN's form is checked before the empty list.
+    bad = "arn:aws:dynamodb:us-east-1:000000000000:stream/x"
+    assert failure(raw.tag_resource, ResourceArn=bad, Tags=[]) == (
+        "ValidationException",
+        f"Invalid TableArn: Invalid ResourceArn provided as input {bad}",
+    )
