@@ -306,3 +306,26 @@ def test_tag_requests_in_dynamodbs_words_and_order(raw: Any, table_name: str) ->
         "ValidationException",
         f"Invalid TableArn: Invalid ResourceArn provided as input {bad}",
     )
+
+
+def test_legacy_condition_operators_join_the_constraint_envelope(raw: Any) -> None:
+    # dynalite's query.js "incorrect attributes" test of DynamoDB: the operators of
+    # KeyConditions and QueryFilter entries are constraints like any other member's.
+    code, message = failure(
+        raw.query,
+        TableName="abc",
+        Limit=0,
+        KeyConditions={"a": {}},
+        QueryFilter={"b": {"ComparisonOperator": "SOME"}},
+    )
+    assert code == "ValidationException"
+    assert message.startswith("3 validation errors detected: ")
+    assert set(message.removeprefix("3 validation errors detected: ").split("; ")) == {
+        "Value '0' at 'limit' failed to satisfy constraint: Member must have value greater "
+        "than or equal to 1",
+        "Value null at 'keyConditions.a.member.comparisonOperator' failed to satisfy "
+        "constraint: Member must not be null",
+        "Value 'SOME' at 'queryFilter.b.member.comparisonOperator' failed to satisfy "
+        "constraint: Member must satisfy enum value set: [IN, NULL, BETWEEN, LT, NOT_CONTAINS, "
+        "EQ, GT, NOT_NULL, NE, LE, BEGINS_WITH, GE, CONTAINS]",
+    }

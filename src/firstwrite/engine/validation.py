@@ -136,6 +136,13 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
     elif spec.kind == "map" and spec.element is not None:
         for element in value.values():
             _check_type(element, spec.element)
+    elif spec.kind == "map" and spec.members:
+        # A map of structures (KeyConditions, QueryFilter, ScanFilter): each value's members
+        # at ``<path>.<key>.member.<member>`` (a value of another JSON type is left to the
+        # operation, which words it).
+        for key, element in value.items():
+            if isinstance(element, dict):
+                _check_members(element, spec.members, f"{path}.{key}.member.", errors)
     elif spec.kind == "list":
         for index, element in enumerate(value, start=1):
             if element is None:
@@ -207,7 +214,13 @@ def _valid_test(spec: F) -> Valid:
             return True
 
         return valid_patterned
-    if spec.kind == "map" and spec.min_len is None and spec.max_len is None and not spec.element:
+    if (
+        spec.kind == "map"
+        and spec.min_len is None
+        and spec.max_len is None
+        and not spec.element
+        and not spec.members
+    ):
         return lambda value: isinstance(value, dict)
     if spec.kind == "bool":
         return lambda value: isinstance(value, bool)

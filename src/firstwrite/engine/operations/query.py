@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, invalid_parameters, validation
 from ..expressions import evaluate, key_condition_range
+from ..expressions.legacy import COMPARISON_OPERATORS
 from ..keys import KeySchema, composite_part, encode_key_value, successor
 from ..schema import key_bytes, key_parts
 from ..storage import Reader
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 # A page stops once the items read would pass 1 MB (a single larger item is still returned).
 MAX_PAGE_BYTES = 1024 * 1024
 
+# A legacy condition's operator, reported with the request's other constraints.
+_CONDITION = (F("ComparisonOperator", required=True, enum=COMPARISON_OPERATORS),)
 _SELECT = F(
     "Select", enum=("SPECIFIC_ATTRIBUTES", "COUNT", "ALL_ATTRIBUTES", "ALL_PROJECTED_ATTRIBUTES")
 )
@@ -63,8 +66,8 @@ _NAMES_VALUES = (
 # Member order follows the service model, which is the order AWS lists constraint failures in.
 _QUERY = (
     *_COMMON,
-    F("KeyConditions", kind="map"),
-    F("QueryFilter", kind="map"),
+    F("KeyConditions", kind="map", members=_CONDITION),
+    F("QueryFilter", kind="map", members=_CONDITION),
     F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     F("ScanIndexForward", kind="bool"),
     *_TAIL,
@@ -73,7 +76,7 @@ _QUERY = (
 )
 _SCAN = (
     *_COMMON,
-    F("ScanFilter", kind="map"),
+    F("ScanFilter", kind="map", members=_CONDITION),
     F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     *_TAIL,
     *_NAMES_VALUES,
