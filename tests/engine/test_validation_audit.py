@@ -329,3 +329,29 @@ def test_legacy_condition_operators_join_the_constraint_envelope(raw: Any) -> No
         "constraint: Member must satisfy enum value set: [IN, NULL, BETWEEN, LT, NOT_CONTAINS, "
         "EQ, GT, NOT_NULL, NE, LE, BEGINS_WITH, GE, CONTAINS]",
     }
+
+
+def test_gsi_update_shapes_before_the_table_is_looked_for(raw: Any) -> None:
+    # dynalite's updateTable tests of DynamoDB (messages: DDB-TABLE-160), on a missing table.
+    invalid = "One or more parameter values were invalid: "
+    assert failure(
+        raw.update_table, TableName="no-such-table", GlobalSecondaryIndexUpdates=[{}]
+    ) == (
+        "ValidationException",
+        invalid + "One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, "
+        "GlobalSecondaryIndexUpdate.Delete must not be null",
+    )
+    twice = [{"Delete": {"IndexName": "abc"}}, {"Delete": {"IndexName": "abc"}}]
+    assert failure(
+        raw.update_table, TableName="no-such-table", GlobalSecondaryIndexUpdates=twice
+    ) == (
+        "ValidationException",
+        invalid + "Only one global secondary index update per index is allowed simultaneously. "
+        "Index: abc",
+    )
+    code, _ = failure(
+        raw.update_table,
+        TableName="no-such-table",
+        GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": "abc"}}],
+    )
+    assert code == "ResourceNotFoundException"

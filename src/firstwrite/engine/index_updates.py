@@ -19,6 +19,7 @@ from .secondary import (
     check_gsi_key_schema,
     check_projection,
     gsi_description,
+    gsi_update_actions,
 )
 from .storage import TableRow, Writer
 
@@ -169,30 +170,7 @@ def gsi_updates(
     updates = params["GlobalSecondaryIndexUpdates"]
     if not updates:
         raise invalid_parameters("List of GlobalSecondaryIndexUpdates is empty")
-    actions: list[tuple[str, Mapping[str, Any]]] = []
-    seen: set[str] = set()
-    for update in updates:
-        present = [k for k in ("Update", "Create", "Delete") if update.get(k) is not None]
-        if not present:
-            # dynalite validations/updateTable.js.
-            raise invalid_parameters(
-                "One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, "
-                "GlobalSecondaryIndexUpdate.Delete must not be null"
-            )
-        if len(present) > 1:
-            raise invalid_parameters(  # DDB-TABLE-160
-                "Only one global secondary index action is allowed per "
-                "GlobalSecondaryIndexUpdate object"
-            )
-        action = update[present[0]]
-        name = action["IndexName"]
-        if name in seen:
-            raise invalid_parameters(
-                "Only one global secondary index update per index is allowed simultaneously. "
-                f"Index: {name}"
-            )
-        seen.add(name)
-        actions.append((present[0], action))
+    actions = gsi_update_actions(updates)
     online = [(kind, action) for kind, action in actions if kind != "Update"]
     if online:
         for member, message in _ALONE:

@@ -32,6 +32,7 @@ __all__ = [
     "check_projection",
     "describe_indexes",
     "gsi_description",
+    "gsi_update_actions",
     "java_set_order",
     "lsi_description",
 ]
@@ -145,6 +146,37 @@ def check_gsi_key_schema(index: Mapping[str, Any], defined: list[str]) -> None:
     names = [k["AttributeName"] for k in schema]
     if len(set(names)) != len(names):
         raise validation("The KeySchema contains multiple key attributes with the same name")
+
+
+def gsi_update_actions(updates: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """UpdateTable's GlobalSecondaryIndexUpdates as ``(Update|Create|Delete, action)``, after the
+    rules that need no table (checked before the table is looked for: dynalite's tests of
+    DynamoDB; DDB-TABLE-160's messages)."""
+    actions: list[tuple[str, Mapping[str, Any]]] = []
+    seen: set[str] = set()
+    for update in updates:
+        present = [k for k in ("Update", "Create", "Delete") if update.get(k) is not None]
+        if not present:
+            # dynalite validations/updateTable.js.
+            raise invalid_parameters(
+                "One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, "
+                "GlobalSecondaryIndexUpdate.Delete must not be null"
+            )
+        if len(present) > 1:
+            raise invalid_parameters(  # DDB-TABLE-160
+                "Only one global secondary index action is allowed per "
+                "GlobalSecondaryIndexUpdate object"
+            )
+        action = update[present[0]]
+        name = action["IndexName"]
+        if name in seen:
+            raise invalid_parameters(
+                "Only one global secondary index update per index is allowed simultaneously. "
+                f"Index: {name}"
+            )
+        seen.add(name)
+        actions.append((present[0], action))
+    return actions
 
 
 def check_projection(projection: Mapping[str, Any]) -> None:

@@ -22,6 +22,7 @@ from ..secondary import (
     check_create_indexes,
     describe_indexes,
     gsi_description,
+    gsi_update_actions,
     lsi_description,
 )
 from ..storage import Reader, StaleTable, TableRow, Writer
@@ -343,6 +344,8 @@ def update_table(ctx: Context) -> dict[str, Any]:
             "At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, "
             "GlobalSecondaryIndexUpdates or SSESpecification or ReplicaUpdates is required"
         )
+    if params.get("GlobalSecondaryIndexUpdates"):
+        gsi_update_actions(params["GlobalSecondaryIndexUpdates"])  # before the table lookup
 
     def write(w: Writer) -> dict[str, Any]:
         row = require_table(ctx, w, name, control_plane=True)
