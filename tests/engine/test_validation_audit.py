@@ -355,3 +355,41 @@ def test_gsi_update_shapes_before_the_table_is_looked_for(raw: Any) -> None:
         GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": "abc"}}],
     )
     assert code == "ResourceNotFoundException"
+
+
+def test_an_unindexable_key_operator_after_the_index_rules(raw: Any, table_name: str) -> None:
+    # dynalite's query tests of DynamoDB: ConsistentRead on a GSI is refused first; the
+    # operator no key takes, once the key attribute is found.
+    raw.create_table(
+        TableName=table_name,
+        AttributeDefinitions=[*DEFINITIONS, {"AttributeName": "c", "AttributeType": "S"}],
+        KeySchema=KEY,
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-c",
+                "KeySchema": [{"AttributeName": "c", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    null = {"ComparisonOperator": "NULL"}
+    assert failure(
+        raw.query,
+        TableName=table_name,
+        IndexName="by-c",
+        ConsistentRead=True,
+        KeyConditions={"c": null},
+    ) == ("ValidationException", "Consistent reads are not supported on global secondary indexes")
+    assert failure(
+        raw.query, TableName=table_name, IndexName="by-c", KeyConditions={"z": null}
+    ) == (
+        "ValidationException",
+        "Query condition missed key schema element: c",
+    )
+    assert failure(
+        raw.query, TableName=table_name, IndexName="by-c", KeyConditions={"c": null}
+    ) == (
+        "ValidationException",
+        "Attempted conditional constraint is not an indexable operation",
+    )

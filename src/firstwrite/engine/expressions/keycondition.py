@@ -15,6 +15,8 @@ from ..values import AttributeValue
 from . import ast
 
 _PREFIX = "Invalid KeyConditionExpression: "
+# The operator of a legacy KeyConditions entry no key can be queried by (NE, IN, NULL, ...).
+UNINDEXABLE = "UNINDEXABLE"
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -149,6 +151,8 @@ def match_schema(
     for name in hash_keys:
         if name not in by_name:
             raise validation(f"Query condition missed key schema element: {name}")
+    if any(by_name[n].operator == UNINDEXABLE for n in (*hash_keys, *range_keys) if n in by_name):
+        raise validation("Attempted conditional constraint is not an indexable operation")
     if any(t.attribute not in hash_keys and t.attribute not in range_keys for t in terms):
         missing = next((n for n in range_keys if n not in by_name), hash_keys[0])
         raise validation(f"Query condition missed key schema element: {missing}")
