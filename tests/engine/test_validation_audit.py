@@ -393,3 +393,27 @@ def test_an_unindexable_key_operator_after_the_index_rules(raw: Any, table_name:
         "ValidationException",
         "Attempted conditional constraint is not an indexable operation",
     )
+
+
+def test_other_expressions_before_the_key_conditions_shape(raw: Any, table_name: str) -> None:
+    # dynalite's query tests of DynamoDB: an empty FilterExpression or ProjectionExpression is
+    # reported before the KeyConditionExpression's operator is judged.
+    raw.create_table(TableName=table_name, **CREATE)
+    common = {
+        "TableName": table_name,
+        "KeyConditionExpression": "attribute_type(pk, :a)",
+        "ExpressionAttributeValues": {":a": {"S": "N"}},
+    }
+    assert failure(raw.query, FilterExpression="", ProjectionExpression="", **common) == (
+        "ValidationException",
+        "Invalid FilterExpression: The expression can not be empty;",
+    )
+    assert failure(raw.query, FilterExpression="v > w", ProjectionExpression="", **common) == (
+        "ValidationException",
+        "Invalid ProjectionExpression: The expression can not be empty;",
+    )
+    assert failure(raw.query, **common) == (
+        "ValidationException",
+        "Invalid KeyConditionExpression: Invalid operator used in KeyConditionExpression: "
+        "attribute_type",
+    )

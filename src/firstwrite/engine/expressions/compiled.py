@@ -105,7 +105,12 @@ def _prepare(
         paths = resolved.extra["paths"]
         runnable = (paths, build_trie(paths))
     elif kind == "KeyConditionExpression":
-        runnable = key_terms(tree)
+        try:
+            runnable = key_terms(tree)
+        except DynamoDBError as error:
+            # Its shape is judged after every expression's own checks (an empty FilterExpression
+            # is reported first: dynalite's tests of DynamoDB): compile_expressions.
+            runnable = error
     else:
         runnable = compile_condition(tree)
         absent = absent_names(tree)
@@ -226,7 +231,8 @@ def _bind(
     if not unused_values:
         unused_values = None
     constant = None
-    if not values_given and unused_names is None:
+    shaped = not any(isinstance(item.runnable, DynamoDBError) for item in prepared)
+    if not values_given and unused_names is None and shaped:
         constant = _assemble(prepared, _NO_VALUES)
     return _Bound(prepared, unused_names, unused_values, constant)
 
@@ -247,6 +253,8 @@ def _assemble(prepared: tuple[_Prepared, ...], values: Mapping[str, AttributeVal
         elif kind == "ProjectionExpression":
             parts["projection"] = Projection(item.text, *item.runnable)
         else:
+            if isinstance(item.runnable, DynamoDBError):
+                raise item.runnable
             parts["key_condition"] = KeyCondition(item.text, item.runnable, values)
     return Compiled(**parts)
 
@@ -282,6 +290,9 @@ def compile_expressions(
             error = check(parsed_values)
             if error is not None:
                 raise error
+    for item in bound.prepared:
+        if isinstance(item.runnable, DynamoDBError):  # a KeyConditionExpression's shape
+            raise item.runnable
     if bound.constant is not None:
         if names is None and len(_CONSTANTS) < 4096:
             _CONSTANTS[texts] = bound.constant
