@@ -50,10 +50,13 @@ def entry_of(table: dict[str, Any], index: dict[str, Any], item: Item) -> Item |
 
 
 def sort_key(table: dict[str, Any], index: dict[str, Any], entry: Item) -> tuple[Any, ...]:
-    index_hash, index_range = _key_names(index["KeySchema"])
+    """Index partition (every HASH attribute), index sort key (every RANGE attribute, in
+    KeySchema order: a multi-attribute key orders attribute by attribute), then table key."""
+    index_hashes = [k["AttributeName"] for k in index["KeySchema"] if k["KeyType"] == "HASH"]
+    index_ranges = [k["AttributeName"] for k in index["KeySchema"] if k["KeyType"] == "RANGE"]
     table_hash, table_range = _key_names(table["KeySchema"])
-    parts = [order_of(entry[index_hash])]
-    parts.append(order_of(entry[index_range]) if index_range else ())
+    parts = [tuple(order_of(entry[name]) for name in index_hashes)]
+    parts.append(tuple(order_of(entry[name]) for name in index_ranges))
     parts.append(order_of(entry[table_hash]))
     parts.append(order_of(entry[table_range]) if table_range else ())
     return tuple(parts)

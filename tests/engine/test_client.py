@@ -162,7 +162,9 @@ def test_param_validation_is_optional(engine: Engine) -> None:
     with pytest.raises(ClientError) as info:
         DirectClient(engine).describe_table()
     assert info.value.response["Error"]["Code"] == "ValidationException"
-    assert "Value null at 'tableName'" in info.value.response["Error"]["Message"]
+    assert info.value.response["Error"]["Message"] == (
+        "The parameter 'TableName' is required but was not present in the request"
+    )
     with pytest.raises(
         ParamValidationError, match='Missing required parameter in input: "TableName"'
     ):

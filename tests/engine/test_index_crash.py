@@ -1,6 +1,7 @@
 """The crash proof for secondary indexes: SIGKILL a server while clients write to a table with
-two GSIs and an LSI (and while a third GSI is being backfilled); after a restart every index
-agrees exactly with its table, entry for entry, projection included.
+three GSIs (one with a multi-attribute key) and an LSI, and while another GSI (its sort key two
+attributes) is being backfilled; after a restart every index agrees exactly with its table,
+entry for entry, projection included.
 
 Index entries are written in the transaction of the item write that changes them, and a
 backfill's cursor in the transaction of the entries it wrote, so no kill can leave an index
@@ -148,6 +149,12 @@ def test_indexes_agree_with_their_table_after_sigkill(
                     "by-tenant", [("tenant", "HASH"), ("ts", "RANGE")], {"ProjectionType": "ALL"}
                 ),
                 _index("by-ts", [("ts", "HASH")], {"ProjectionType": "KEYS_ONLY"}),
+                # A multi-attribute key: two HASH and two RANGE attributes.
+                _index(
+                    "multi",
+                    [("tenant", "HASH"), ("rank", "HASH"), ("ts", "RANGE"), ("pk", "RANGE")],
+                    {"ProjectionType": "KEYS_ONLY"},
+                ),
             ],
             LocalSecondaryIndexes=[
                 _index(
@@ -188,7 +195,7 @@ def test_indexes_agree_with_their_table_after_sigkill(
                         {
                             "Create": _index(
                                 late[-1],
-                                [("late", "HASH"), ("pk", "RANGE")],
+                                [("late", "HASH"), ("pk", "RANGE"), ("sk", "RANGE")],
                                 {"ProjectionType": "KEYS_ONLY"},
                             )
                         }
@@ -226,7 +233,7 @@ def test_indexes_agree_with_their_table_after_sigkill(
                 break
             assert time.monotonic() < deadline, indexes
             time.sleep(0.05)
-        assert [i["IndexName"] for i in indexes] == ["by-tenant", "by-ts", *late]
+        assert [i["IndexName"] for i in indexes] == ["by-tenant", "by-ts", "multi", *late]
         checked = assert_indexes_agree(check, TABLE)
         assert checked > SEEDED  # every index was compared, entry by entry
     finally:

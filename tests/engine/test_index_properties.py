@@ -44,13 +44,22 @@ GSIS = [
     ),
     _index("by-h", [("h", "HASH")], ProjectionType="KEYS_ONLY"),
     _index("bin-g", [("bin", "HASH"), ("g", "RANGE")], ProjectionType="ALL"),
+    # A multi-attribute key: two HASH and three RANGE attributes of all three types.
+    _index(
+        "multi",
+        [("g", "HASH"), ("h", "HASH"), ("r2", "RANGE"), ("bin", "RANGE"), ("r", "RANGE")],
+        ProjectionType="INCLUDE",
+        NonKeyAttributes=["w"],
+    ),
 ]
+MULTI_RANGE = ("r2", "bin", "r")
+OPERATORS = st.sampled_from(["=", "<", "<=", ">", ">=", "BETWEEN", "begins_with"])
 LSIS = [_index("by-r2", [("pk", "HASH"), ("r2", "RANGE")], ProjectionType="KEYS_ONLY")]
 
 # Small domains, so that index keys collide, items move between partitions and order matters.
-STRINGS = st.sampled_from(["a", "b", "ab", "é", "Z", "a b"])
+STRINGS = st.sampled_from(["a", "b", "ab", "é", "Z", "a b", "a\x00"])  # NUL: a key byte 00
 NUMBERS = st.sampled_from(["-10", "-1.5", "0", "2", "10", "100", "1e3"])
-BINARIES = st.sampled_from([b"\x00", b"\x01", b"\xff", b"\x00\x01"])
+BINARIES = st.sampled_from([b"\x00", b"\x01", b"\xff", b"\x00\x01", b"\xff\x00"])
 VALUES = {
     "g": STRINGS,
     "r": NUMBERS,
@@ -226,9 +235,15 @@ def query_all(
     operations=st.lists(OPERATIONS, min_size=1, max_size=25),
     limit=st.integers(1, 4),
     bounds=st.tuples(NUMBERS, NUMBERS),
+    conditions=st.lists(st.tuples(st.integers(0, 2), OPERATORS), max_size=4),
+    data=st.data(),
 )
 def test_every_index_answers_as_its_model(
-    operations: list[tuple[Any, ...]], limit: int, bounds: tuple[str, str]
+    operations: list[tuple[Any, ...]],
+    limit: int,
+    bounds: tuple[str, str],
+    conditions: list[tuple[int, str]],
+    data: st.DataObject,
 ) -> None:
     with Engine() as engine:
         client = DirectClient(engine)
@@ -260,21 +275,23 @@ def test_every_index_answers_as_its_model(
                 if i["IndexName"] == index["IndexName"]
             )
             entries = model(description, described, items)
-            hash_name = index["KeySchema"][0]["AttributeName"]
-            partitions = {repr(e[hash_name]): e[hash_name] for e in entries}
-            for value in partitions.values():
-                expected = [e for e in entries if e[hash_name] == value]
+            hash_names = [k["AttributeName"] for k in index["KeySchema"] if k["KeyType"] == "HASH"]
+            partitions = {repr([e[n] for n in hash_names]): e for e in entries}
+            for sample in partitions.values():
+                expected = [e for e in entries if all(e[n] == sample[n] for n in hash_names)]
+                names = {f"#h{i}": n for i, n in enumerate(hash_names)}
                 for forward in (True, False):
                     got = query_all(
                         client,
                         index["IndexName"],
-                        "#h = :h",
-                        {":h": value},
-                        names={"#h": hash_name},
+                        " AND ".join(f"#h{i} = :h{i}" for i in range(len(hash_names))),
+                        {f":h{i}": sample[n] for i, n in enumerate(hash_names)},
+                        names=names,
                         limit=limit,
                         forward=forward,
                     )
                     assert got == (expected if forward else expected[::-1]), index["IndexName"]
+        _query_multi(client, description, items, conditions, data, limit)
         # A sort key range on g-r: BETWEEN the two drawn bounds.
         low, high = sorted(bounds, key=lambda n: order_of({"N": n}))
         entries = model(description, description["GlobalSecondaryIndexes"][0], items)
@@ -294,3 +311,72 @@ def test_every_index_answers_as_its_model(
                 forward=True,
             )
             assert got == expected
+
+
+def _meets(value: dict[str, Any], operator: str, operands: list[dict[str, Any]]) -> bool:
+    """The model of one sort-key condition, in DynamoDB's order."""
+    have = order_of(value)
+    bounds = [order_of(o) for o in operands]
+    if operator == "begins_with":
+        ((_, raw),) = value.items()
+        ((_, prefix),) = operands[0].items()
+        return bool(raw.startswith(prefix))
+    if operator == "BETWEEN":
+        return bounds[0] <= have <= bounds[1]
+    return {
+        "=": have == bounds[0],
+        "<": have < bounds[0],
+        "<=": have <= bounds[0],
+        ">": have > bounds[0],
+        ">=": have >= bounds[0],
+    }[operator]
+
+
+def _query_multi(
+    client: DirectClient,
+    description: dict[str, Any],
+    items: list[dict[str, Any]],
+    conditions: list[tuple[int, str]],
+    data: st.DataObject,
+    limit: int,
+) -> None:
+    """Queries on the multi-attribute GSI: = on both HASH attributes, = on the first ``used``
+    RANGE attributes of a drawn entry, and a drawn condition on the next one."""
+    described = next(i for i in description["GlobalSecondaryIndexes"] if i["IndexName"] == "multi")
+    entries = model(description, described, items)
+    for used, operator in conditions:
+        if not entries:
+            return
+        sample = data.draw(st.sampled_from(entries))
+        attribute = MULTI_RANGE[used]
+        if operator == "begins_with" and attribute == "r":
+            operator = ">="  # begins_with takes S and B only
+        domain = VALUES[attribute]
+        count = 2 if operator == "BETWEEN" else 1
+        operands = sorted(
+            (_typed(attribute, data.draw(domain)) for _ in range(count)), key=order_of
+        )
+        if operator == "begins_with" and attribute == "r2":
+            operands = [{"S": operands[0]["S"][:1]}]
+        fixed = {"g": sample["g"], "h": sample["h"]}
+        fixed.update({n: sample[n] for n in MULTI_RANGE[:used]})
+        expected = [
+            e
+            for e in entries
+            if all(e[n] == v for n, v in fixed.items()) and _meets(e[attribute], operator, operands)
+        ]
+        values = {f":{n}": v for n, v in fixed.items()}
+        terms = [f"{n} = :{n}" for n in fixed]
+        refs = [f":c{i}" for i in range(count)]
+        values.update(zip(refs, operands, strict=True))
+        if operator == "BETWEEN":
+            terms.append(f"{attribute} BETWEEN :c0 AND :c1")
+        elif operator == "begins_with":
+            terms.append(f"begins_with({attribute}, :c0)")
+        else:
+            terms.append(f"{attribute} {operator} :c0")
+        for forward in (True, False):
+            got = query_all(
+                client, "multi", " AND ".join(terms), values, limit=limit, forward=forward
+            )
+            assert got == (expected if forward else expected[::-1]), (terms, values)

@@ -112,7 +112,11 @@ def test_query_pages_and_batch_reads(seen: dict[str, Any]) -> None:
 
 
 def test_indexes_created_queried_and_paged(seen: dict[str, Any]) -> None:
-    assert seen["indexCreated"] == {"gsi": [["by-tenant", "ACTIVE"]], "lsi": ["by-rank"]}
+    assert seen["indexCreated"] == {
+        "gsi": [["by-tenant", "ACTIVE"], ["multi", "ACTIVE"]],
+        "multiKey": ["tenant:HASH", "pk:HASH", "rank:RANGE", "sk:RANGE"],
+        "lsi": ["by-rank"],
+    }
     # The SDK's paginator follows LastEvaluatedKey through a KEYS_ONLY GSI, two at a time;
     # each key carries the table's and the index's attributes.
     keys_only = ["pk", "sk", "tenant"]
@@ -126,5 +130,18 @@ def test_indexes_created_queried_and_paged(seen: dict[str, Any]) -> None:
     assert seen["consistentGsi"]["message"] == (
         "Consistent reads are not supported on global secondary indexes"
     )
-    assert seen["addedStatus"] == ["ACTIVE", "CREATING"]
+    # The multi-attribute GSI: p1's items with rank > 5 in rank order (sk 3 has rank 7, sk 1
+    # rank 9), one a page; each LastEvaluatedKey carries every key attribute.
+    multi_keys = ["pk", "rank", "sk", "tenant"]
+    assert seen["multiPages"] == [
+        {"sks": [3], "last": multi_keys},
+        {"sks": [1], "last": multi_keys},
+        {"sks": [], "last": None},
+    ]
+    assert seen["multiSkip"]["name"] == "ValidationException"
+    assert seen["multiSkip"]["message"] == (
+        "RANGE key attributes rank must have equality conditions specified in the query because "
+        "a condition is present on key attribute sk"
+    )
+    assert seen["addedStatus"] == ["ACTIVE", "ACTIVE", "CREATING"]
     assert seen["cityCount"] == 5

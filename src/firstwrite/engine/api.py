@@ -41,6 +41,22 @@ Service = Literal["dynamodb", "streams"]
 _QUIET_CACHE_MAX = 4096
 
 
+def not_an_object(operation: str, value: Any) -> DynamoDBError:
+    """What DynamoDB answers a request body that is JSON but not an object (``null``, a list,
+    a string, a number, a boolean): its deserializer's SerializationException for a value that
+    cannot be the operation's input structure (the messages dynalite's tests recorded from
+    DynamoDB for a structure member; the top-level input is one). ``null`` gets the bare
+    SerializationException of a body that cannot be read (no message member)."""
+    if value is None:
+        return DynamoDBError("SerializationException")
+    if isinstance(value, list):
+        return DynamoDBError(
+            "SerializationException",
+            f"Unrecognized collection type class com.amazonaws.dynamodb.v20120810.{operation}Input",
+        )
+    return DynamoDBError("SerializationException", "Unexpected field type")
+
+
 class Engine:
     """A local DynamoDB on one SQLite file (or in memory when ``path`` is ``None``).
 
@@ -129,10 +145,10 @@ class Engine:
         fn = table.get(operation)
         if fn is None:
             raise DynamoDBError("UnknownOperationException", "")
-        if request is None:
+        if request is None and not wire:
             request = {}
         elif type(request) is not dict and not isinstance(request, Mapping):
-            raise DynamoDBError("SerializationException", "Start of list found where not expected")
+            raise not_an_object(operation, request)
         ctx = Context(self, request, region or self.default_region, wire, operation)
         if self.interceptors:
             for intercept in self.interceptors:

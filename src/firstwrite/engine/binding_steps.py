@@ -27,9 +27,12 @@ from botocore.configprovider import (
 from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
+from .asgi import Problem
 from .binding_parse import Answer, Shortcut
 from .client import exceptions_factory
-from .wire import CONTENT_TYPE, new_request_id
+from .content_coding import decode_body
+from .errors import DynamoDBError
+from .wire import CONTENT_TYPE, MAX_BODY_BYTES, new_request_id
 
 if TYPE_CHECKING:
     from .api import Engine
@@ -204,9 +207,19 @@ def target_of(request: AWSPreparedRequest) -> str | None:
 
 
 def body_of(request: AWSPreparedRequest) -> bytes | str | None:
+    """The request's body as the engine reads it: decompressed when botocore compressed it
+    (``requestcompression``, applied after ``before-call``), as the HTTP server does."""
     body: Any = request.body
     if body is not None and not isinstance(body, (bytes, str)):
         body = body.read()  # a file-like body (never for JSON protocols, but harmless)
+    coding: bytes | str | None = request.headers.get("Content-Encoding")
+    if coding is not None and isinstance(body, bytes):
+        if isinstance(coding, str):
+            coding = coding.encode("latin-1")
+        try:
+            body = decode_body(body, coding, MAX_BODY_BYTES)
+        except (DynamoDBError, Problem):
+            pass  # answered as the bytes they are: not JSON
     return cast("bytes | str | None", body)
 
 

@@ -44,6 +44,11 @@ _SHAPES: dict[str, tuple[str, int, str]] = {
 }
 
 
+# Sent without a message member when they have none (an unknown target; a body that cannot be
+# read as the operation's input).
+_BARE = frozenset({"UnknownOperationException", "SerializationException"})
+
+
 class DynamoDBError(Exception):
     """An error DynamoDB would return: ``code`` is the part of ``__type`` after ``#``.
 
@@ -65,7 +70,7 @@ class DynamoDBError(Exception):
         """The JSON body DynamoDB sends for this error (``__type``, message, members)."""
         namespace, _status, message_key = _SHAPES.get(self.code, (_DYNAMODB, 400, "message"))
         body: dict[str, Any] = {"__type": namespace + self.code}
-        if self.message or self.code != "UnknownOperationException":
+        if self.message or self.code not in _BARE:
             body[message_key] = self.message
         body.update(self.extra)
         return body
@@ -103,17 +108,32 @@ def conditional_check_failed(item: dict[str, Any] | None = None) -> DynamoDBErro
     )
 
 
+MAX_CONSTRAINT_ERRORS = 10  # AWS lists at most ten (dynalite's checkValidations)
+
+
 def constraint_errors(errors: list[str]) -> DynamoDBError:
-    """AWS's ``N validation error(s) detected: a; b`` message for request-shape constraints."""
+    """AWS's ``N validation error(s) detected: a; b`` message for request-shape constraints:
+    the first ten, in request-member order."""
+    errors = errors[:MAX_CONSTRAINT_ERRORS]
     count = len(errors)
     noun = "error" if count == 1 else "errors"
     return validation(f"{count} validation {noun} detected: " + "; ".join(errors))
 
 
-def constraint(value: Any, member: str, rule: str) -> str:
-    """One entry of a :func:`constraint_errors` list, worded as AWS words it."""
-    shown = "null" if value is None else f"'{_java_str(value)}'"
-    return f"Value {shown} at '{member}' failed to satisfy constraint: {rule}"
+def constraint(value: Any, member: str, rule: str, *, shown: str | None = None) -> str:
+    """One entry of a :func:`constraint_errors` list, worded as AWS words it (``shown``: the
+    value as already rendered, for values Java prints by their model shape)."""
+    if shown is None:
+        shown = "null" if value is None else _java_str(value)
+        if value is None:
+            return f"Value null at '{member}' failed to satisfy constraint: {rule}"
+    return f"Value '{shown}' at '{member}' failed to satisfy constraint: {rule}"
+
+
+def java_str(value: Any) -> str:
+    """``value`` as Java's toString prints it in AWS messages (lists ``[a, b]``, maps
+    ``{k=v}``, ``null``)."""
+    return _java_str(value)
 
 
 class _Rendered(str):

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from .errors import DynamoDBError, invalid_parameters, resource_not_found, validation
 from .secondary import (
     MAX_GSIS,
-    check_index_key_schema,
+    check_gsi_key_schema,
     check_projection,
     gsi_description,
-    unsupported_multi_attribute_key,
+    gsi_update_actions,
 )
 from .storage import TableRow, Writer
 
@@ -170,30 +170,7 @@ def gsi_updates(
     updates = params["GlobalSecondaryIndexUpdates"]
     if not updates:
         raise invalid_parameters("List of GlobalSecondaryIndexUpdates is empty")
-    actions: list[tuple[str, Mapping[str, Any]]] = []
-    seen: set[str] = set()
-    for update in updates:
-        present = [k for k in ("Update", "Create", "Delete") if update.get(k) is not None]
-        if not present:
-            # dynalite validations/updateTable.js.
-            raise invalid_parameters(
-                "One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, "
-                "GlobalSecondaryIndexUpdate.Delete must not be null"
-            )
-        if len(present) > 1:
-            raise invalid_parameters(  # DDB-TABLE-160
-                "Only one global secondary index action is allowed per "
-                "GlobalSecondaryIndexUpdate object"
-            )
-        action = update[present[0]]
-        name = action["IndexName"]
-        if name in seen:
-            raise invalid_parameters(
-                "Only one global secondary index update per index is allowed simultaneously. "
-                f"Index: {name}"
-            )
-        seen.add(name)
-        actions.append((present[0], action))
+    actions = gsi_update_actions(updates)
     online = [(kind, action) for kind, action in actions if kind != "Update"]
     if online:
         for member, message in _ALONE:
@@ -309,9 +286,6 @@ def _create_gsi(
     }
     if name in names:
         raise invalid_parameters(f"Duplicate index name: {name}")
-    refusal = unsupported_multi_attribute_key(action)
-    if refusal is not None:
-        raise refusal
     provided = params.get("AttributeDefinitions")
     if provided is None:
         raise validation(f"AttributeDefinitions is not specified for index: {name}")  # 162
@@ -327,7 +301,7 @@ def _create_gsi(
                 {"AttributeName": attribute, "AttributeType": spec.get("AttributeType")}
             )
             known.add(attribute)
-    check_index_key_schema(action, [d["AttributeName"] for d in attributes])
+    check_gsi_key_schema(action, [d["AttributeName"] for d in attributes])
     check_projection(action["Projection"])
     mode = billing(definition)
     if mode == "PAY_PER_REQUEST" and action.get("ProvisionedThroughput") is not None:

@@ -19,18 +19,43 @@ from .values import AttributeValue
 
 @dataclass(frozen=True, slots=True)
 class KeySchema:
-    """The key attributes of a table (or of a query's hash-key part): names and types."""
+    """The key attributes of a table (or of a query's hash-key part): names and types.
+
+    A global secondary index may have up to four HASH and four RANGE attributes (DynamoDB's
+    multi-attribute keys): ``hash_name``/``range_name`` are the first of each, ``more_hash`` and
+    ``more_range`` the others as ``(name, type)`` in KeySchema order. Tables and local indexes
+    have at most one of each.
+    """
 
     hash_name: str
     hash_type: str
     range_name: str | None = None
     range_type: str | None = None
+    more_hash: tuple[tuple[str, str], ...] = ()
+    more_range: tuple[tuple[str, str], ...] = ()
 
     @property
     def names(self) -> frozenset[str]:
-        if self.range_name is None:
+        if self.range_name is None and not self.more_hash:
             return frozenset((self.hash_name,))
-        return frozenset((self.hash_name, self.range_name))
+        return frozenset(n for n, _ in (*self.hash_attributes, *self.range_attributes))
+
+    @property
+    def hash_attributes(self) -> tuple[tuple[str, str], ...]:
+        """Every partition-key attribute as ``(name, type)``, in KeySchema order."""
+        return ((self.hash_name, self.hash_type), *self.more_hash)
+
+    @property
+    def range_attributes(self) -> tuple[tuple[str, str], ...]:
+        """Every sort-key attribute as ``(name, type)``, in KeySchema order (maybe none)."""
+        if self.range_name is None or self.range_type is None:
+            return ()
+        return ((self.range_name, self.range_type), *self.more_range)
+
+    @property
+    def composite(self) -> bool:
+        """Whether the partition or the sort key has more than one attribute."""
+        return bool(self.more_hash or self.more_range)
 
     @classmethod
     def of(
@@ -39,16 +64,17 @@ class KeySchema:
         """The key schema of a table definition (its KeySchema and AttributeDefinitions), or
         ``key_schema`` (an index's KeySchema) typed by the table's AttributeDefinitions."""
         types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
-        hash_name = range_name = None
+        hashes: list[tuple[str, str]] = []
+        ranges: list[tuple[str, str]] = []
         for element in definition["KeySchema"] if key_schema is None else key_schema:
-            if element["KeyType"] == "HASH":
-                hash_name = element["AttributeName"]
-            else:
-                range_name = element["AttributeName"]
-        if hash_name is None:
+            name = element["AttributeName"]
+            (hashes if element["KeyType"] == "HASH" else ranges).append((name, types[name]))
+        if not hashes:
             raise ValueError(f"a key schema without a HASH key: {definition['KeySchema']!r}")
+        (hash_name, hash_type), *more_hash = hashes
+        range_name, range_type = ranges[0] if ranges else (None, None)
         return cls(
-            hash_name, types[hash_name], range_name, types[range_name] if range_name else None
+            hash_name, hash_type, range_name, range_type, tuple(more_hash), tuple(ranges[1:])
         )
 
 
@@ -136,6 +162,18 @@ def encode_key_value(value: AttributeValue) -> bytes:
     if kind == "N":
         return encode_number(raw)
     return bytes(raw)
+
+
+def composite_part(encoded: bytes, *, terminated: bool = True) -> bytes:
+    """One attribute of a multi-attribute key, as it is laid end to end with the others.
+
+    A zero byte is escaped as ``00 FF`` and a part ends with ``00 00``: the end sorts before an
+    escaped zero, which sorts before every other byte, so the concatenation orders attribute by
+    attribute (a value before a longer one it begins) and a part never runs into the next.
+    ``terminated=False`` gives the part without its end: a prefix, for ``begins_with``.
+    """
+    escaped = encoded.replace(b"\x00", b"\x00\xff")
+    return escaped + b"\x00\x00" if terminated else escaped
 
 
 def successor(prefix: bytes) -> bytes | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import invalid_parameters, validation
-from .keys import IndexSchema, KeySchema, encode_key_value
+from .keys import IndexSchema, KeySchema, composite_part, encode_key_value
 from .values import AttributeValue, Item, item_size, parse_value, value_type
 
 MAX_NAME_BYTES = 65535  # the longest attribute name (64 KB itself is refused)
@@ -24,9 +24,11 @@ _KEY_MISMATCH = "The provided key element does not match the schema"
 def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
     ((kind, raw),) = value.items()
     if kind in ("S", "B") and len(raw) == 0:
+        # "binary" for B (dynalite's tests of DynamoDB, GetItem and PutItem).
+        what = "string" if kind == "S" else "binary"
         raise validation(
             "One or more parameter values are not valid. The AttributeValue for a key attribute "
-            f"cannot contain an empty string value. Key: {name}"
+            f"cannot contain an empty {what} value. Key: {name}"
         )
     encoded = encode_key_value(value)
     size = len(encoded)  # S encodes as its UTF-8 bytes and B as itself: their sizes
@@ -93,6 +95,12 @@ def parse_key(schema: KeySchema, key: Any, *, wire: bool) -> tuple[Item, bytes, 
     parsed = {name: parse_value(value, wire=wire) for name, value in key.items()}
     if parsed.keys() != schema.names:
         raise validation(_KEY_MISMATCH)
+    if schema.composite:
+        for name, kind in (*schema.hash_attributes, *schema.range_attributes):
+            if value_type(parsed[name]) != kind:
+                raise validation(_KEY_MISMATCH)
+        pk = key_bytes(schema.hash_attributes, parsed, is_hash=True)
+        return parsed, pk, key_bytes(schema.range_attributes, parsed, is_hash=False)
     if value_type(parsed[schema.hash_name]) != schema.hash_type:
         raise validation(_KEY_MISMATCH)
     if schema.range_name is not None and value_type(parsed[schema.range_name]) != schema.range_type:
@@ -104,11 +112,30 @@ def parse_key(schema: KeySchema, key: Any, *, wire: bool) -> tuple[Item, bytes, 
     return parsed, pk, sk
 
 
+def key_bytes(attributes: tuple[tuple[str, str], ...], values: Item, *, is_hash: bool) -> bytes:
+    """The stored partition or sort key of ``values`` (which hold every attribute named, of
+    the right types): one attribute's encoding, or several laid end to end (``keys.py``)."""
+    parts = key_parts(attributes, values, is_hash=is_hash)
+    if len(parts) == 1:
+        return parts[0]
+    return b"".join(composite_part(part) for part in parts)
+
+
+def key_parts(
+    attributes: tuple[tuple[str, str], ...], values: Item, *, is_hash: bool
+) -> list[bytes]:
+    """Each named key attribute of ``values`` encoded, after the key checks (empty value,
+    size limit)."""
+    return [_encoded(name, values[name], is_hash=is_hash) for name, _ in attributes]
+
+
 def key_of(schema: KeySchema, item: Item) -> Item:
     """The key attributes of a stored item (LastEvaluatedKey, stream Keys)."""
     key = {schema.hash_name: item[schema.hash_name]}
     if schema.range_name is not None:
         key[schema.range_name] = item[schema.range_name]
+    for name, _ in (*schema.more_hash, *schema.more_range):
+        key[name] = item[name]
     return key
 
 
@@ -123,9 +150,8 @@ def check_index_keys(indexes: tuple[IndexSchema, ...], item: Item, *, update: bo
         if index.status == "DELETING":
             continue
         key = index.key
-        for name, kind in ((key.hash_name, key.hash_type), (key.range_name, key.range_type)):
-            if name is None:
-                continue
+        hash_names = {n for n, _ in key.hash_attributes}
+        for name, kind in (*key.hash_attributes, *key.range_attributes):
             value = item.get(name)
             if value is None:
                 continue
@@ -152,7 +178,7 @@ def check_index_keys(indexes: tuple[IndexSchema, ...], item: Item, *, update: bo
                     f"attribute cannot contain an empty string value. IndexName: {index.name}, "
                     f"IndexKey: {name}"
                 )
-            _encoded(name, value, is_hash=name == key.hash_name)
+            _encoded(name, value, is_hash=name in hash_names)
 
 
 def index_entry(
@@ -165,24 +191,46 @@ def index_entry(
     has another type (an index added later) is left out too, as DynamoDB's backfill does.
     """
     key = index.key
-    hash_value = item.get(key.hash_name)
-    if hash_value is None or value_type(hash_value) != key.hash_type:
-        return None
-    isk = b""
-    if key.range_name is not None:
-        range_value = item.get(key.range_name)
-        if range_value is None or value_type(range_value) != key.range_type:
+    if key.composite:
+        for name, kind in (*key.hash_attributes, *key.range_attributes):
+            value = item.get(name)
+            if value is None or value_type(value) != kind or not _has_content(value):
+                return None
+        ipk = _joined(key.hash_attributes, item)
+        isk = _joined(key.range_attributes, item)
+    else:
+        hash_value = item.get(key.hash_name)
+        if hash_value is None or value_type(hash_value) != key.hash_type:
             return None
-        isk = encode_key_value(range_value)
-        if not isk and key.range_type != "N":
+        isk = b""
+        if key.range_name is not None:
+            range_value = item.get(key.range_name)
+            if range_value is None or value_type(range_value) != key.range_type:
+                return None
+            isk = encode_key_value(range_value)
+            if not isk and key.range_type != "N":
+                return None
+        ipk = encode_key_value(hash_value)
+        if not ipk and key.hash_type != "N":
             return None
-    ipk = encode_key_value(hash_value)
-    if not ipk and key.hash_type != "N":
-        return None
     pk, sk = item_key(table, item)
     projected = index.projected
     body = item if projected is None else {k: v for k, v in item.items() if k in projected}
     return ipk, isk, pk, sk, item_size(body), body
+
+
+def _has_content(value: AttributeValue) -> bool:
+    """An index key value an index can hold (S and B keys may not be empty)."""
+    ((kind, raw),) = value.items()
+    return kind == "N" or len(raw) > 0
+
+
+def _joined(attributes: tuple[tuple[str, str], ...], item: Item) -> bytes:
+    """A multi-attribute index key part of an item already checked to have it (no size
+    checks: items are checked on the way in, and an old item is indexed as it is)."""
+    if len(attributes) == 1:
+        return encode_key_value(item[attributes[0][0]])
+    return b"".join(composite_part(encode_key_value(item[name])) for name, _ in attributes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from .asgi import (
 )
 from .auth import HostCheck
 from .connection import Limits
+from .content_coding import decoded_body
 from .control import ADMIN_PREFIX, Mounted
 from .errors import DynamoDBError
 from .lanes import ByteBudget, Lane
@@ -197,7 +198,7 @@ class EngineApp:
                 return
 
     async def _dynamodb(self, scope: Scope, receive: Receive, send: Send) -> None:
-        target = authorization = content_type = host = length = None
+        target = authorization = content_type = host = length = coding = None
         for name, value in scope["headers"]:
             if name == b"x-amz-target":
                 target = value
@@ -209,6 +210,8 @@ class EngineApp:
                 host = value
             elif name == b"content-length":
                 length = value
+            elif name == b"content-encoding":
+                coding = value
         if self.hosts is not None and not self.hosts.allows(host):
             await respond(send, *self.hosts.refusal(host).encode())
             return
@@ -218,10 +221,11 @@ class EngineApp:
             big = header(scope, b"transfer-encoding") is not None
         else:
             big = len(length) > 6 or int(length) > BIG_BODY_BYTES
+        big = big or coding is not None  # a compressed body may decode to the limit
         granted = 0
         try:
             if big:
-                size = int(length) if length is not None else self.max_body_bytes
+                size = self.max_body_bytes if length is None or coding else int(length)
                 if size > self.max_body_bytes:
                     await self._too_large(send)
                     return
@@ -255,7 +259,7 @@ class EngineApp:
                     start, payload = _error_answer(error)
             else:
                 call = functools.partial(self._answer, scope, target, authorization, body)
-                if big and body:  # screened in a worker process first: decoded here if need be
+                if big and body and coding is None:  # screened in a worker process first
                     call = functools.partial(self.screener.answer, self.engine, body, target, call)
                 start, payload = await asyncio.get_running_loop().run_in_executor(self._pool, call)
             await send(start)
@@ -286,9 +290,12 @@ class EngineApp:
         # event loop only moves bytes.
         verifier = self.verifier
         target_text = None if target is None else target.decode("latin-1")
+        decoded, refused = decoded_body(scope, body, self.max_body_bytes)  # signed: body
+        if refused is not None:
+            return refused
         if verifier is None:
             region = region_from_authorization(authorization)
-            status, payload = wire_call(self.engine, target_text, body, region, decode=decode)
+            status, payload = wire_call(self.engine, target_text, decoded, region, decode=decode)
         else:
 
             def authorize() -> str:
@@ -300,7 +307,7 @@ class EngineApp:
                     body,
                 )
 
-            status, payload = wire_call(self.engine, target_text, body, None, authorize, decode)
+            status, payload = wire_call(self.engine, target_text, decoded, None, authorize, decode)
         start = {
             "type": "http.response.start",
             "status": status,

@@ -13,7 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import DynamoDBError, constraint, constraint_errors, serialization
+from .errors import (
+    DynamoDBError,
+    constraint,
+    constraint_errors,
+    java_str,
+    serialization,
+    validation,
+)
 from .values import json_kind
 
 TABLE_NAME_PATTERN = "[a-zA-Z0-9_.-]+"
@@ -34,6 +41,7 @@ class F:
     max: int | None = None
     members: tuple[F, ...] = ()  # struct members, or the element struct of a list
     element: str | None = None  # element kind for lists (and map values) of scalars
+    shape: str | None = None  # the model's name for the struct elements of a list (messages)
     _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
     member_path: str = field(init=False, compare=False, repr=False)  # AWS's camelCase name
 
@@ -91,18 +99,13 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
     _check_type(value, spec.kind)
     if spec.kind in ("str", "list", "map"):
         length = len(value)
+        shown = _structs(value, spec) if spec.shape is not None else None
         if spec.min_len is not None and length < spec.min_len:
-            errors.append(
-                constraint(
-                    value, path, f"Member must have length greater than or equal to {spec.min_len}"
-                )
-            )
+            rule = f"Member must have length greater than or equal to {spec.min_len}"
+            errors.append(constraint(value, path, rule, shown=shown))
         if spec.max_len is not None and length > spec.max_len:
-            errors.append(
-                constraint(
-                    value, path, f"Member must have length less than or equal to {spec.max_len}"
-                )
-            )
+            rule = f"Member must have length less than or equal to {spec.max_len}"
+            errors.append(constraint(value, path, rule, shown=shown))
     if spec.kind == "str":
         regex = spec.regex()
         if regex is not None and not regex.match(value):
@@ -133,6 +136,13 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
     elif spec.kind == "map" and spec.element is not None:
         for element in value.values():
             _check_type(element, spec.element)
+    elif spec.kind == "map" and spec.members:
+        # A map of structures (KeyConditions, QueryFilter, ScanFilter): each value's members
+        # at ``<path>.<key>.member.<member>`` (a value of another JSON type is left to the
+        # operation, which words it).
+        for key, element in value.items():
+            if isinstance(element, dict):
+                _check_members(element, spec.members, f"{path}.{key}.member.", errors)
     elif spec.kind == "list":
         for index, element in enumerate(value, start=1):
             if element is None:
@@ -142,6 +152,19 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
                 _check_members(element, spec.members, f"{path}.{index}.member.", errors)
             elif spec.element is not None:
                 _check_type(element, spec.element)
+
+
+def _structs(value: list[Any], spec: F) -> str:
+    """A list of structures as AWS prints it in a constraint message: Java's toString of each,
+    ``KeySchemaElement(attributeName=a, keyType=HASH)`` (every member, ``null`` when absent)."""
+
+    def one(element: Any) -> str:
+        if not isinstance(element, dict):
+            return "null" if element is None else java_str(element)
+        fields = ", ".join(f"{m.member_path}={java_str(element.get(m.name))}" for m in spec.members)
+        return f"{spec.shape}({fields})"
+
+    return "[" + ", ".join(one(e) for e in value) + "]"
 
 
 def _check_members(
@@ -191,7 +214,13 @@ def _valid_test(spec: F) -> Valid:
             return True
 
         return valid_patterned
-    if spec.kind == "map" and spec.min_len is None and spec.max_len is None and not spec.element:
+    if (
+        spec.kind == "map"
+        and spec.min_len is None
+        and spec.max_len is None
+        and not spec.element
+        and not spec.members
+    ):
         return lambda value: isinstance(value, dict)
     if spec.kind == "bool":
         return lambda value: isinstance(value, bool)
@@ -219,11 +248,18 @@ def _plan(members: tuple[F, ...]) -> tuple[tuple[str, ...], dict[str, Valid]]:
     return entry[1], entry[2]
 
 
-def check(params: Mapping[str, Any], members: tuple[F, ...], *, prefix: str = "") -> None:
+def check(
+    params: Mapping[str, Any],
+    members: tuple[F, ...],
+    *,
+    prefix: str = "",
+    name_first: bool = False,
+) -> None:
     """Validate ``params`` against ``members``; raise DynamoDB's error for the first problem kind.
 
     ``prefix`` is the AWS member path of ``params`` inside a larger request, with its trailing
-    dot (e.g. ``"requestItems.T.member."``).
+    dot (e.g. ``"requestItems.T.member."``). ``name_first``: the table operations' TableName
+    rule (:func:`_table_name_first`).
     """
     # Fast path: most requests are valid, and proving it needs no member paths or error list;
     # any doubt goes to the full check below, which builds DynamoDB's exact error.
@@ -243,9 +279,25 @@ def check(params: Mapping[str, Any], members: tuple[F, ...], *, prefix: str = ""
         if valid:
             return
     errors: list[str] = []
-    _check_members(params, members, prefix, errors)
+    _check_members(params, members, prefix, errors)  # a member of the wrong JSON type raises
+    if name_first:
+        _table_name_first(params)
     if errors:
         raise constraint_errors(errors)
+
+
+def _table_name_first(params: Mapping[str, Any]) -> None:
+    """CreateTable, DeleteTable, DescribeTable, UpdateTable and DescribeTimeToLive report a
+    missing TableName, or one of the wrong length, in words of their own and before any other
+    constraint (dynalite's validations, ``required``/``tableName``, and its tests, which run
+    against DynamoDB); its pattern is an ordinary constraint."""
+    name = params.get("TableName")
+    if name is None:
+        raise validation("The parameter 'TableName' is required but was not present in the request")
+    if not 3 <= len(name) <= 255:
+        raise validation(
+            "TableName must be at least 3 characters long and at most 255 characters long"
+        )
 
 
 # Members shared by many operations.

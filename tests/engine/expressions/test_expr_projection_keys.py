@@ -41,7 +41,10 @@ class TestKeyCondition:
             values={":p": S("a"), ":q": S("b")} if ":q" in expression else {":p": S("a")},
         )
         assert compiled.key_condition is not None
-        return key_condition_range(compiled.key_condition, hash_key="pk", range_key=range_key)
+        ranges = () if range_key is None else (range_key,)
+        match = key_condition_range(compiled.key_condition, ("pk",), ranges)
+        assert match.equal == ()
+        return match.hash_values[0], match.condition
 
     @pytest.mark.parametrize(
         ("expression", "operator"),
@@ -65,11 +68,40 @@ class TestKeyCondition:
             values={":p": S("a"), ":a": N(1), ":b": N(2)},
         )
         assert compiled.key_condition is not None
-        assert key_condition_range(compiled.key_condition, "pk", "sk") == (
-            S("a"),
+        match = key_condition_range(compiled.key_condition, ("pk",), ("sk",))
+        assert (match.hash_values, match.condition) == (
+            (S("a"),),
             RangeCondition("BETWEEN", (N(1), N(2))),
         )
         assert self.analyse("pk = :p", None) == (S("a"), None)
+
+    def test_multi_attribute_keys(self) -> None:
+        """Every HASH attribute by =, RANGE attributes left to right, = before the last."""
+        compiled = compile_(
+            key_condition="b = :b AND a = :a AND x = :x AND y > :y",
+            values={":a": S("1"), ":b": N(2), ":x": S("x"), ":y": N(3)},
+        )
+        assert compiled.key_condition is not None
+        match = key_condition_range(compiled.key_condition, ("a", "b"), ("x", "y", "z"))
+        assert match.hash_values == (S("1"), N(2))  # in KeySchema order
+        assert match.equal == (S("x"),)
+        assert match.condition == RangeCondition(">", (N(3),))
+        values = {":a": S("1"), ":b": N(2), ":x": S("x"), ":y": N(3)}
+        for text, message in [
+            (
+                "a = :a AND b = :b AND y = :y",
+                "RANGE key attributes x must have equality conditions specified in the query "
+                "because a condition is present on key attribute y",
+            ),
+            ("a = :a AND b = :b AND x > :x AND y = :y", "Query key condition not supported"),
+            ("a = :a AND x = :x", "Query condition missed key schema element: b"),
+        ]:
+            used = {k: v for k, v in values.items() if k in text}
+            compiled = compile_(key_condition=text, values=used)
+            assert compiled.key_condition is not None
+            with pytest.raises(DynamoDBError) as info:
+                key_condition_range(compiled.key_condition, ("a", "b"), ("x", "y", "z"))
+            assert info.value.message == message
 
     @pytest.mark.parametrize(
         ("expression", "range_key", "message"),

@@ -184,6 +184,17 @@ const created = await client.send(
         KeySchema: [keyOf("tenant", "HASH"), keyOf("sk", "RANGE")],
         Projection: { ProjectionType: "KEYS_ONLY" },
       },
+      {
+        // A multi-attribute key: two HASH and two RANGE attributes.
+        IndexName: "multi",
+        KeySchema: [
+          keyOf("tenant", "HASH"),
+          keyOf("pk", "HASH"),
+          keyOf("rank", "RANGE"),
+          keyOf("sk", "RANGE"),
+        ],
+        Projection: { ProjectionType: "KEYS_ONLY" },
+      },
     ],
     LocalSecondaryIndexes: [
       {
@@ -197,6 +208,9 @@ const created = await client.send(
 );
 seen.indexCreated = {
   gsi: created.TableDescription.GlobalSecondaryIndexes.map((i) => [i.IndexName, i.IndexStatus]),
+  multiKey: created.TableDescription.GlobalSecondaryIndexes[1].KeySchema.map(
+    (k) => `${k.AttributeName}:${k.KeyType}`,
+  ),
   lsi: created.TableDescription.LocalSecondaryIndexes.map((i) => i.IndexName),
 };
 for (let n = 1; n <= 5; n++) {
@@ -230,6 +244,31 @@ for await (const page of paginateQuery(
   });
 }
 seen.indexPages = indexPages;
+const multiPages = [];
+for await (const page of paginateQuery(
+  { client, pageSize: 1 },
+  {
+    TableName: Indexed,
+    IndexName: "multi",
+    KeyConditionExpression: "tenant = :t AND pk = :p AND #rank > :r",
+    ExpressionAttributeNames: { "#rank": "rank" }, // a reserved word
+    ExpressionAttributeValues: { ":t": { S: "acme" }, ":p": { S: "p1" }, ":r": { N: "5" } },
+  },
+)) {
+  multiPages.push({
+    sks: page.Items.map((i) => Number(i.sk.N)),
+    last: page.LastEvaluatedKey ? Object.keys(page.LastEvaluatedKey).sort() : null,
+  });
+}
+seen.multiPages = multiPages;
+seen.multiSkip = await failure(
+  new QueryCommand({
+    TableName: Indexed,
+    IndexName: "multi",
+    KeyConditionExpression: "tenant = :t AND pk = :p AND sk = :s",
+    ExpressionAttributeValues: { ":t": { S: "acme" }, ":p": { S: "p1" }, ":s": { N: "1" } },
+  }),
+);
 const local = await client.send(
   new QueryCommand({
     TableName: Indexed,

@@ -15,7 +15,7 @@ from ..errors import DynamoDBError, validation
 from ..values import AttributeValue, Item, parse_value
 from . import ast
 from .evaluate import Predicate, Values, compile_condition
-from .keycondition import KeyTerm, RangeCondition, key_terms, match_schema
+from .keycondition import KeyMatch, KeyTerm, key_terms, match_schema
 from .projection import Trie, build_trie, project_item
 from .update import Plan, apply, plan
 from .validate import ValueCheck, analyse, check_name_map, check_value_keys, resolve
@@ -105,7 +105,12 @@ def _prepare(
         paths = resolved.extra["paths"]
         runnable = (paths, build_trie(paths))
     elif kind == "KeyConditionExpression":
-        runnable = key_terms(tree)
+        try:
+            runnable = key_terms(tree)
+        except DynamoDBError as error:
+            # Its shape is judged after every expression's own checks (an empty FilterExpression
+            # is reported first: dynalite's tests of DynamoDB): compile_expressions.
+            runnable = error
     else:
         runnable = compile_condition(tree)
         absent = absent_names(tree)
@@ -226,7 +231,8 @@ def _bind(
     if not unused_values:
         unused_values = None
     constant = None
-    if not values_given and unused_names is None:
+    shaped = not any(isinstance(item.runnable, DynamoDBError) for item in prepared)
+    if not values_given and unused_names is None and shaped:
         constant = _assemble(prepared, _NO_VALUES)
     return _Bound(prepared, unused_names, unused_values, constant)
 
@@ -247,6 +253,8 @@ def _assemble(prepared: tuple[_Prepared, ...], values: Mapping[str, AttributeVal
         elif kind == "ProjectionExpression":
             parts["projection"] = Projection(item.text, *item.runnable)
         else:
+            if isinstance(item.runnable, DynamoDBError):
+                raise item.runnable
             parts["key_condition"] = KeyCondition(item.text, item.runnable, values)
     return Compiled(**parts)
 
@@ -282,6 +290,9 @@ def compile_expressions(
             error = check(parsed_values)
             if error is not None:
                 raise error
+    for item in bound.prepared:
+        if isinstance(item.runnable, DynamoDBError):  # a KeyConditionExpression's shape
+            raise item.runnable
     if bound.constant is not None:
         if names is None and len(_CONSTANTS) < 4096:
             _CONSTANTS[texts] = bound.constant
@@ -365,7 +376,10 @@ def project(item: Item, projection: Projection | Sequence[ast.Path]) -> Item:
 
 
 def key_condition_range(
-    key_condition: KeyCondition, hash_key: str, range_key: str | None = None
-) -> tuple[AttributeValue, RangeCondition | None]:
-    """The partition-key value and sort-key condition of a Query, checked against the schema."""
-    return match_schema(key_condition.terms, key_condition.values, hash_key, range_key)
+    key_condition: KeyCondition, hash_keys: tuple[str, ...], range_keys: tuple[str, ...] = ()
+) -> KeyMatch:
+    """The key values and sort-key condition of a Query, checked against the schema."""
+    legacy = key_condition.text == "KeyConditions"
+    return match_schema(
+        key_condition.terms, key_condition.values, hash_keys, range_keys, legacy=legacy
+    )

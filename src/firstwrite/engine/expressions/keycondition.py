@@ -15,6 +15,8 @@ from ..values import AttributeValue
 from . import ast
 
 _PREFIX = "Invalid KeyConditionExpression: "
+# The operator of a legacy KeyConditions entry no key can be queried by (NE, IN, NULL, ...).
+UNINDEXABLE = "UNINDEXABLE"
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -112,29 +114,64 @@ def _term(node: ast.Node) -> KeyTerm:
     return KeyTerm(attribute, name, values)
 
 
+@dataclass(frozen=True, slots=True)
+class KeyMatch:
+    """A key condition matched to a key schema: the partition-key values (in KeySchema order),
+    the values of the sort-key attributes compared with ``=`` before the last one used, and the
+    condition on that last one (``None``: the sort key is not used)."""
+
+    hash_values: tuple[AttributeValue, ...]
+    equal: tuple[AttributeValue, ...]
+    condition: RangeCondition | None
+
+
 def match_schema(
     terms: tuple[KeyTerm, ...],
     values: Mapping[str, AttributeValue],
-    hash_key: str,
-    range_key: str | None,
-) -> tuple[AttributeValue, RangeCondition | None]:
-    keys = 1 if range_key is None else 2
+    hash_keys: tuple[str, ...],
+    range_keys: tuple[str, ...],
+    *,
+    legacy: bool = False,
+) -> KeyMatch:
+    """Match a Query's key conditions to a key schema, with DynamoDB's checks and messages.
+
+    A multi-attribute key (a GSI's, up to four HASH and four RANGE attributes) takes ``=`` on
+    every partition-key attribute and conditions on a leading run of its sort-key attributes,
+    ``=`` on all but the last (moto's AWS-verified tests, test_dynamodb_multi_attribute_gsi.py).
+    """
+    keys = len(hash_keys) + len(range_keys)
+    if legacy and keys <= 2 and len(terms) > 2:
+        raise validation("Conditions can be of length 1 or 2 only")
     if len(terms) > keys:
         raise validation(
             f"The number of query conditions ({len(terms)}) exceeds the number of key "
             f"attributes defined in the schema ({keys})"
         )
     by_name = {t.attribute: t for t in terms}
-    hash_term = by_name.get(hash_key)
-    if hash_term is None:
-        raise validation(f"Query condition missed key schema element: {hash_key}")
-    others = [t for t in terms if t.attribute != hash_key]
-    if others and others[0].attribute != range_key:
-        raise validation(f"Query condition missed key schema element: {range_key or hash_key}")
-    if hash_term.operator != "=":
+    for name in hash_keys:
+        if name not in by_name:
+            raise validation(f"Query condition missed key schema element: {name}")
+    if any(by_name[n].operator == UNINDEXABLE for n in (*hash_keys, *range_keys) if n in by_name):
+        raise validation("Attempted conditional constraint is not an indexable operation")
+    if any(t.attribute not in hash_keys and t.attribute not in range_keys for t in terms):
+        missing = next((n for n in range_keys if n not in by_name), hash_keys[0])
+        raise validation(f"Query condition missed key schema element: {missing}")
+    if any(by_name[name].operator != "=" for name in hash_keys):
         raise validation("Query key condition not supported")
-    hash_value = values[hash_term.operands[0]]
-    if not others:
-        return hash_value, None
-    term = others[0]
-    return hash_value, RangeCondition(term.operator, tuple(values[n] for n in term.operands))
+    used = [name for name in range_keys if name in by_name]
+    for position, name in enumerate(range_keys[: len(used)]):
+        if name not in by_name:
+            # moto's wording; AWS-verified to name the skipped attribute.
+            raise validation(
+                f"RANGE key attributes {name} must have equality conditions specified in the "
+                f"query because a condition is present on key attribute {used[position]}"
+            )
+    if any(by_name[name].operator != "=" for name in used[:-1]):
+        raise validation("Query key condition not supported")
+    hash_values = tuple(values[by_name[name].operands[0]] for name in hash_keys)
+    equal = tuple(values[by_name[name].operands[0]] for name in used[:-1])
+    if not used:
+        return KeyMatch(hash_values, equal, None)
+    term = by_name[used[-1]]
+    condition = RangeCondition(term.operator, tuple(values[n] for n in term.operands))
+    return KeyMatch(hash_values, equal, condition)

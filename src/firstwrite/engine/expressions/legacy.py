@@ -26,7 +26,7 @@ from ..values import SET_TYPES, AttributeValue, compare, parse_value
 from . import ast
 from .compiled import Condition, KeyCondition, Projection, Update, absent_names
 from .evaluate import compile_condition
-from .keycondition import KeyTerm
+from .keycondition import UNINDEXABLE, KeyTerm
 from .projection import build_trie
 from .update import plan
 
@@ -311,13 +311,14 @@ def key_condition(conditions: Any, *, wire: bool = False) -> KeyCondition:
     """``KeyConditions`` as the KeyCondition a KeyConditionExpression compiles to."""
     values = _Values(wire)
     entries = _conditions(conditions, "keyConditions", values)
-    if len(entries) not in (1, 2):
+    # A multi-attribute GSI key takes up to eight; the schema decides (match_schema).
+    if not 1 <= len(entries) <= 8:
         raise validation("Conditions can be of length 1 or 2 only")
     terms: list[KeyTerm] = []
     for name, operator, operands in entries:
-        key_operator = _KEY_OPERATORS.get(operator)
-        if key_operator is None:
-            raise validation("Attempted conditional constraint is not an indexable operation")
+        # An operator no key can take is refused once the schema is known, after the table,
+        # the index and a missing key attribute (dynalite actions/query.js): match_schema.
+        key_operator = _KEY_OPERATORS.get(operator, UNINDEXABLE)
         refs = tuple(values.bind(v).name for v in operands)
         terms.append(KeyTerm(name, key_operator, refs))
     return KeyCondition("KeyConditions", tuple(terms), values.values)

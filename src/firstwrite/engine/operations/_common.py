@@ -76,6 +76,37 @@ def compile_request(
     ``legacy=False`` (transactions, whose actions have no legacy members) refuses them.
     """
     kinds = tuple(kinds)
+    present, texts = _members(params, kinds, legacy)
+    _check_mixing(legacy, present, texts)
+    names = params.get("ExpressionAttributeNames")
+    values = params.get("ExpressionAttributeValues")
+    if type(names) is dict:
+        for name in names.values():
+            if type(name) is str:
+                check_name(name)
+    if present:
+        _check_legacy_names(params, present)
+    if not texts:
+        _check_without_expressions(params, kinds)
+    compiled = compile_expressions(
+        condition=texts.get("ConditionExpression"),
+        update=texts.get("UpdateExpression"),
+        projection=texts.get("ProjectionExpression"),
+        filter=texts.get("FilterExpression"),
+        key_condition=texts.get("KeyConditionExpression"),
+        names=names,
+        values=values,
+        wire=wire,
+    )
+    if not present:
+        return compiled
+    return _with_legacy(compiled, params, kinds, wire)
+
+
+def _members(
+    params: Mapping[str, Any], kinds: tuple[str, ...], legacy: bool
+) -> tuple[list[str], dict[str, str]]:
+    """The legacy members present, and the expressions given (by member)."""
     legacy_members, expression_members = _plan(kinds, legacy)
     get = params.get
     # Plain loops: cheaper than comprehensions for these few members, on every item call.
@@ -88,6 +119,11 @@ def compile_request(
         text = get(k)
         if text is not None:
             texts[k] = text
+    return present, texts
+
+
+def _check_mixing(legacy: bool, present: list[str], texts: dict[str, str]) -> None:
+    """Expression and legacy members may not come together."""
     if present:  # the checks below concern legacy members only: most requests have none
         used = list(texts)
         # KeyConditions may be combined with the other expressions, only not with its own.
@@ -103,49 +139,39 @@ def compile_request(
                 f"The legacy parameter {present[0]} is not supported in this operation; "
                 "use the equivalent expression parameter"
             )
-    names = get("ExpressionAttributeNames")
-    values = get("ExpressionAttributeValues")
-    if type(names) is dict:
-        for name in names.values():
-            if type(name) is str:
-                check_name(name)
-    if present:
-        _check_legacy_names(params, present)
+
+
+_VALUE_EXPRESSIONS = (
+    "UpdateExpression",
+    "ConditionExpression",
+    "FilterExpression",
+    "KeyConditionExpression",
+)
+
+
+def _check_without_expressions(params: Mapping[str, Any], kinds: tuple[str, ...]) -> None:
+    """ExpressionAttributeNames and -Values need an expression to be used in."""
+    if params.get("ExpressionAttributeNames") is not None:
+        raise validation("ExpressionAttributeNames can only be specified when using expressions")
+    if params.get("ExpressionAttributeValues") is not None:
+        # DynamoDB's order (dynalite's tests): Update, Condition, Filter, KeyCondition.
+        nulls = [k for k in _VALUE_EXPRESSIONS if k in kinds]
+        described = " and ".join(nulls)
+        verb = "is" if len(nulls) == 1 else "are"
+        raise validation(
+            "ExpressionAttributeValues can only be specified when using expressions: "
+            f"{described} {verb} null"
+        )
+
+
+def check_combination(params: Mapping[str, Any], kinds: Iterable[str]) -> None:
+    """The member-combination rules of :func:`compile_request` alone: DynamoDB checks them
+    before the values of an item (see PutItem)."""
+    kinds = tuple(kinds)
+    present, texts = _members(params, kinds, True)
+    _check_mixing(True, present, texts)
     if not texts:
-        if names is not None:
-            raise validation(
-                "ExpressionAttributeNames can only be specified when using expressions"
-            )
-        if values is not None:
-            nulls = [
-                k
-                for k in kinds
-                if k
-                in (
-                    "UpdateExpression",
-                    "ConditionExpression",
-                    "KeyConditionExpression",
-                    "FilterExpression",
-                )
-            ]
-            described = " and ".join(nulls)
-            verb = "is" if len(nulls) == 1 else "are"
-            raise validation(
-                f"ExpressionAttributeValues can only be specified when using expressions: {described} {verb} null"
-            )
-    compiled = compile_expressions(
-        condition=texts.get("ConditionExpression"),
-        update=texts.get("UpdateExpression"),
-        projection=texts.get("ProjectionExpression"),
-        filter=texts.get("FilterExpression"),
-        key_condition=texts.get("KeyConditionExpression"),
-        names=names,
-        values=values,
-        wire=wire,
-    )
-    if not present:
-        return compiled
-    return _with_legacy(compiled, params, kinds, wire)
+        _check_without_expressions(params, kinds)
 
 
 def _check_legacy_names(params: Mapping[str, Any], present: list[str]) -> None:

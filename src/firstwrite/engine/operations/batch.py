@@ -8,12 +8,13 @@ UnprocessedItems are empty except when BatchGetItem's 16 MB response limit cuts 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import consumed
-from ..errors import constraint, constraint_errors, serialization, validation
+from ..errors import constraint, constraint_errors, resource_not_found, serialization, validation
 from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
@@ -24,7 +25,7 @@ from ..validation import (
     _check,
     _check_members,
 )
-from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
+from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized, parse_value
 from ._common import compile_request, projected
 from .items import ITEM_TOO_LARGE
 from .tables import require_table
@@ -136,7 +137,19 @@ def batch_get_item(ctx: Context) -> dict[str, Any]:
         # Validate every table and key before reading anything, as DynamoDB does.
         plans: list[tuple[str, TableRow, list[tuple[Item, bytes, bytes]]]] = []
         for table, entry in request_items.items():
-            row = require_table(ctx, r, table)
+            row = r.table(ctx.region, table)
+            if row is None:
+                # Key values, and keys repeated, are checked before the table is looked for
+                # (dynalite's tests of DynamoDB).
+                seen: set[str] = set()
+                for key in entry["Keys"]:
+                    for value in key.values() if isinstance(key, dict) else ():
+                        parse_value(value, wire=ctx.wire)
+                    text = json.dumps(key, sort_keys=True, default=str)
+                    if text in seen:
+                        raise validation(_DUPLICATES)
+                    seen.add(text)
+                raise resource_not_found()
             schema = row.key_schema
             keys = [parse_key(schema, key, wire=ctx.wire) for key in entry["Keys"]]
             if len({(pk, sk) for _key, pk, sk in keys}) != len(keys):

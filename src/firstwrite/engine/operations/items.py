@@ -28,8 +28,8 @@ from ..validation import (
     F,
     check,
 )
-from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized
-from ._common import compile_request, projected, return_values_put_delete
+from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized, parse_value
+from ._common import check_combination, compile_request, projected, return_values_put_delete
 from .tables import with_table
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ _WRITE_COMMON = (
     RETURN_CONSUMED_CAPACITY,
     RETURN_ITEM_COLLECTION_METRICS,
     RETURN_VALUES_ON_CCF,
-    F("ConditionalOperator", enum=("AND", "OR")),
+    F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     *EXPRESSION_MAPS,
 )
 _PUT = (F("Item", kind="map", required=True), *_WRITE_COMMON)
@@ -177,7 +177,13 @@ def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
     return_values = return_values_put_delete(params)
-    item, size = parse_item_sized(params["Item"], wire=ctx.wire)
+    try:
+        item, size = parse_item_sized(params["Item"], wire=ctx.wire)
+    except DynamoDBError:
+        # DynamoDB checks the members' combination before the item's values (dynalite's
+        # validations/putItem.js and its tests); only a refused item pays for the check.
+        check_combination(params, ("ConditionExpression",))
+        raise
     check_attribute_names(item, size)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     condition = compiled.condition
@@ -246,7 +252,11 @@ def put_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old = with_table(ctx, params["TableName"], attempt)
+    def missing() -> None:
+        if size > MAX_ITEM_SIZE:  # checked before the table (dynalite's tests of DynamoDB)
+            raise validation(ITEM_TOO_LARGE)
+
+    old = with_table(ctx, params["TableName"], attempt, missing)
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, size)
 
 
@@ -270,7 +280,7 @@ def delete_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old = with_table(ctx, params["TableName"], attempt)
+    old = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, 0)
 
 
@@ -303,7 +313,7 @@ def update_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old, new, new_size = with_table(ctx, params["TableName"], attempt)
+    old, new, new_size = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     attributes: Item | None = None
     if return_values == "ALL_OLD":
         attributes = old
@@ -345,6 +355,19 @@ def _written(
     return response
 
 
+def _key_values(ctx: Context) -> Callable[[], None]:
+    """The Key's AttributeValues are checked before the table is looked for (dynalite's tests
+    of DynamoDB: a value with two types set is reported for a table that does not exist)."""
+
+    def check_values() -> None:
+        key = ctx.params["Key"]
+        if isinstance(key, dict):
+            for value in key.values():
+                parse_value(value, wire=ctx.wire)
+
+    return check_values
+
+
 def get_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _GET)
@@ -363,7 +386,7 @@ def get_item(ctx: Context) -> dict[str, Any]:
 
         return ctx.storage.read(read)
 
-    item = with_table(ctx, params["TableName"], attempt)
+    item = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     response: dict[str, Any] = {}
     if item is not None:
         response["Item"] = projected(item, compiled)

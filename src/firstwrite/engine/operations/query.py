@@ -13,10 +13,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import invalid_parameters, validation
+from ..errors import DynamoDBError, invalid_parameters, validation
 from ..expressions import evaluate, key_condition_range
-from ..keys import KeySchema, encode_key_value, successor
-from ..schema import parse_key
+from ..expressions.legacy import COMPARISON_OPERATORS
+from ..keys import KeySchema, composite_part, encode_key_value, successor
+from ..schema import key_bytes, key_parts
 from ..storage import Reader
 from ..validation import (
     CONSISTENT_READ,
@@ -27,7 +28,7 @@ from ..validation import (
     check,
 )
 from ..values import AttributeValue, Item, compare, describe, value_type
-from ._common import compile_request, projected
+from ._common import check_combination, compile_request, projected
 from ._source import Row, Source, open_source
 from .tables import require_table
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 # A page stops once the items read would pass 1 MB (a single larger item is still returned).
 MAX_PAGE_BYTES = 1024 * 1024
 
+# A legacy condition's operator, reported with the request's other constraints.
+_CONDITION = (F("ComparisonOperator", required=True, enum=COMPARISON_OPERATORS),)
 _SELECT = F(
     "Select", enum=("SPECIFIC_ATTRIBUTES", "COUNT", "ALL_ATTRIBUTES", "ALL_PROJECTED_ATTRIBUTES")
 )
@@ -63,9 +66,9 @@ _NAMES_VALUES = (
 # Member order follows the service model, which is the order AWS lists constraint failures in.
 _QUERY = (
     *_COMMON,
-    F("KeyConditions", kind="map"),
-    F("QueryFilter", kind="map"),
-    F("ConditionalOperator", enum=("AND", "OR")),
+    F("KeyConditions", kind="map", members=_CONDITION),
+    F("QueryFilter", kind="map", members=_CONDITION),
+    F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     F("ScanIndexForward", kind="bool"),
     *_TAIL,
     F("KeyConditionExpression", kind="str"),
@@ -73,13 +76,17 @@ _QUERY = (
 )
 _SCAN = (
     *_COMMON,
-    F("ScanFilter", kind="map"),
-    F("ConditionalOperator", enum=("AND", "OR")),
+    F("ScanFilter", kind="map", members=_CONDITION),
+    F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order
     *_TAIL,
     *_NAMES_VALUES,
     F("TotalSegments", kind="int", min=1, max=1_000_000),
     F("Segment", kind="int", min=0, max=999_999),
 )
+
+
+_QUERY_KINDS = ("KeyConditionExpression", "FilterExpression", "ProjectionExpression")
+_SCAN_KINDS = ("FilterExpression", "ProjectionExpression")
 
 
 # --- request checks --------------------------------------------------------------------------
@@ -172,6 +179,43 @@ def sort_range(operator: str, operands: tuple[AttributeValue, ...]) -> SortRange
     raise AssertionError(f"unexpected sort key operator {operator!r}")
 
 
+def composite_range(
+    prefix: bytes, condition: tuple[str, tuple[AttributeValue, ...]] | None
+) -> SortRange:
+    """Bounds over a multi-attribute sort key (``keys.composite_part``): the keys that begin
+    with ``prefix`` (the attributes given by =) and whose next attribute meets ``condition``."""
+
+    def upper(key: bytes) -> tuple[bytes, bool] | None:
+        after = successor(key)  # the first key past every key that begins with ``key``
+        return None if after is None else (after, False)
+
+    def starting(key: bytes) -> SortRange:
+        return SortRange((key, True) if key else None, upper(key) if key else None)
+
+    if condition is None:
+        return starting(prefix)
+    operator, operands = condition
+    if operator == "begins_with":
+        raw = encode_key_value(operands[0])
+        return starting(prefix + composite_part(raw, terminated=False))
+    keys = [prefix + composite_part(encode_key_value(v)) for v in operands]
+    whole = starting(prefix)
+    if operator == "=":
+        return starting(keys[0])
+    if operator == "<":
+        return SortRange(whole.low, (keys[0], False))
+    if operator == "<=":
+        return SortRange(whole.low, upper(keys[0]))
+    if operator == ">":
+        past = upper(keys[0])
+        return SortRange(None if past is None else (past[0], True), whole.high)
+    if operator == ">=":
+        return SortRange((keys[0], True), whole.high)
+    if operator == "BETWEEN":
+        return SortRange((keys[0], True), upper(keys[1]))
+    raise AssertionError(f"unexpected sort key operator {operator!r}")
+
+
 def _range_condition(range_condition: Any) -> tuple[str, tuple[AttributeValue, ...]] | None:
     """The expressions package's range condition as ``(operator, operands)``."""
     if range_condition is None:
@@ -234,7 +278,7 @@ def _filter_on_key(compiled: Compiled, schema: KeySchema) -> None:
     if compiled.filter is None:
         return
     for name in sorted(compiled.filter.top_level_names):
-        if name in (schema.hash_name, schema.range_name):
+        if name in schema.names:
             # DynamoDB names the parameter the filter came from.
             label = "QueryFilter" if compiled.filter.text == "QueryFilter" else "Filter Expression"
             raise validation(
@@ -251,15 +295,12 @@ def query(ctx: Context) -> dict[str, Any]:
     check(params, _QUERY)
     select = _check_select(params, query=True)
     if params.get("KeyConditionExpression") is None and params.get("KeyConditions") is None:
+        check_combination(params, _QUERY_KINDS)  # DynamoDB's order (dynalite validations)
         raise validation(
             "Either the KeyConditions or KeyConditionExpression parameter must be specified in "
             "the request."
         )
-    compiled = compile_request(
-        params,
-        wire=ctx.wire,
-        kinds=("KeyConditionExpression", "FilterExpression", "ProjectionExpression"),
-    )
+    compiled = compile_request(params, wire=ctx.wire, kinds=_QUERY_KINDS)
     name = params["TableName"]
     limit = params.get("Limit")
     forward = params.get("ScanIndexForward", True) is not False
@@ -271,17 +312,23 @@ def query(ctx: Context) -> dict[str, Any]:
         if source.index is not None and params.get("ExclusiveStartKey") is not None:
             source.start_index_key(params, wire=ctx.wire)  # before the key condition
         assert compiled.key_condition is not None  # KeyConditionExpression is required above
-        hash_value, range_condition = key_condition_range(
-            compiled.key_condition, hash_key=schema.hash_name, range_key=schema.range_name
+        hash_keys = tuple(n for n, _ in schema.hash_attributes)
+        range_attributes = schema.range_attributes
+        match = key_condition_range(
+            compiled.key_condition, hash_keys, tuple(n for n, _ in range_attributes)
         )
-        condition = _range_condition(range_condition)
-        if condition is not None and condition[0] == "begins_with" and schema.range_type == "N":
+        condition = _range_condition(match.condition)
+        # The attribute the condition is on: the one after the sort-key attributes given by =.
+        range_type = range_attributes[len(match.equal)][1] if condition is not None else None
+        if condition is not None and condition[0] == "begins_with" and range_type == "N":
             raise validation(
                 "Invalid KeyConditionExpression: Incorrect operand type for operator or function; "
                 "operator or function: begins_with, operand type: N"
             )
-        if value_type(hash_value) != schema.hash_type or (
-            condition is not None and any(value_type(v) != schema.range_type for v in condition[1])
+        given = (*match.hash_values, *match.equal)
+        kinds = [kind for _, kind in (*schema.hash_attributes, *range_attributes)]
+        if any(value_type(v) != kind for v, kind in zip(given, kinds, strict=False)) or (
+            condition is not None and any(value_type(v) != range_type for v in condition[1])
         ):
             raise invalid_parameters("Condition parameter type does not match schema type")
         if condition is not None and condition[0] == "BETWEEN":
@@ -293,13 +340,19 @@ def query(ctx: Context) -> dict[str, Any]:
                     f"{describe(low)}, upper bound operand: AttributeValue: {describe(high)}"
                 )
         _filter_on_key(compiled, schema)
-        # parse_key on the hash part alone applies the key checks (empty value, size limit).
-        _, pk, _ = parse_key(
-            KeySchema(schema.hash_name, schema.hash_type),
-            {schema.hash_name: hash_value},
-            wire=False,
+        # key_bytes applies the key checks (empty value, size limit) to the values given.
+        pk = key_bytes(
+            schema.hash_attributes,
+            dict(zip(hash_keys, match.hash_values, strict=True)),
+            is_hash=True,
         )
-        bounds = SortRange() if condition is None else sort_range(*condition)
+        if len(range_attributes) > 1:
+            # The attributes given by = as the start of every stored key they match.
+            equal = dict(zip((n for n, _ in range_attributes), match.equal, strict=False))
+            parts = key_parts(range_attributes[: len(equal)], equal, is_hash=False)
+            bounds = composite_range(b"".join(map(composite_part, parts)), condition)
+        else:
+            bounds = SortRange() if condition is None else sort_range(*condition)
         start = source.start(params, wire=ctx.wire, query=True)
         if start is not None:
             start_pk, start_sk = start[0], start[1]
@@ -362,10 +415,12 @@ def scan(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _SCAN)
     select = _check_select(params, query=False)
-    segments = _check_segments(params)
-    compiled = compile_request(
-        params, wire=ctx.wire, kinds=("FilterExpression", "ProjectionExpression")
-    )
+    try:
+        segments = _check_segments(params)
+    except DynamoDBError:
+        check_combination(params, _SCAN_KINDS)  # DynamoDB's order (dynalite validations)
+        raise
+    compiled = compile_request(params, wire=ctx.wire, kinds=_SCAN_KINDS)
     name = params["TableName"]
     limit = params.get("Limit")
     consistent = bool(params.get("ConsistentRead", False))

@@ -22,6 +22,7 @@ from ..secondary import (
     check_create_indexes,
     describe_indexes,
     gsi_description,
+    gsi_update_actions,
     lsi_description,
 )
 from ..storage import Reader, StaleTable, TableRow, Writer
@@ -61,6 +62,7 @@ _CREATE = (
             F("AttributeName", required=True, min_len=1, max_len=255),
             F("KeyType", required=True, enum=("HASH", "RANGE")),
         ),
+        shape="KeySchemaElement",
     ),
     F("LocalSecondaryIndexes", kind="list", members=LSI_MEMBERS),
     F("GlobalSecondaryIndexes", kind="list", members=GSI_MEMBERS),
@@ -115,14 +117,22 @@ T = TypeVar("T")
 _STALE_RETRIES = 5
 
 
-def with_table(ctx: Context, name: str, attempt: Callable[[TableRow], T]) -> T:
+def with_table(
+    ctx: Context,
+    name: str,
+    attempt: Callable[[TableRow], T],
+    missing: Callable[[], None] | None = None,
+) -> T:
     """``attempt(row)`` with the table's cached catalog row (see storage/core.py), which
     ``attempt`` must only use through the ``*_checked`` statements; again with a fresh row when
     those find it stale (another engine changed the table). ResourceNotFoundException if there
-    is none."""
+    is none, after ``missing()``: the checks DynamoDB makes before it looks for the table that
+    ``attempt`` makes later (run only then, so a valid request pays nothing for them)."""
     for _ in range(_STALE_RETRIES):
         row = ctx.storage.cached_table(ctx.region, name)
         if row is None:
+            if missing is not None:
+                missing()
             raise resource_not_found()
         try:
             return attempt(row)
@@ -206,7 +216,7 @@ def _throughput(params: dict[str, Any], billing: str) -> dict[str, Any]:
 
 def create_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
-    check(params, _CREATE)
+    check(params, _CREATE, name_first=True)
     _validate_key_schema(params)
     billing = params.get("BillingMode") or "PROVISIONED"
     throughput = _throughput(params, billing)
@@ -261,7 +271,7 @@ def create_table(ctx: Context) -> dict[str, Any]:
 
 
 def describe_table(ctx: Context) -> dict[str, Any]:
-    check(ctx.params, _NAME_ONLY)
+    check(ctx.params, _NAME_ONLY, name_first=True)
     name = ctx.params["TableName"]
 
     def read(r: Reader) -> dict[str, Any]:
@@ -285,7 +295,7 @@ def list_tables(ctx: Context) -> dict[str, Any]:
 
 
 def delete_table(ctx: Context) -> dict[str, Any]:
-    check(ctx.params, _NAME_ONLY)
+    check(ctx.params, _NAME_ONLY, name_first=True)
     name = ctx.params["TableName"]
 
     def write(w: Writer) -> dict[str, Any]:
@@ -309,7 +319,7 @@ def delete_table(ctx: Context) -> dict[str, Any]:
 
 def update_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
-    check(params, _UPDATE)
+    check(params, _UPDATE, name_first=True)
     name = params["TableName"]
     changes = [
         k
@@ -334,6 +344,8 @@ def update_table(ctx: Context) -> dict[str, Any]:
             "At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, "
             "GlobalSecondaryIndexUpdates or SSESpecification or ReplicaUpdates is required"
         )
+    if params.get("GlobalSecondaryIndexUpdates"):
+        gsi_update_actions(params["GlobalSecondaryIndexUpdates"])  # before the table lookup
 
     def write(w: Writer) -> dict[str, Any]:
         row = require_table(ctx, w, name, control_plane=True)

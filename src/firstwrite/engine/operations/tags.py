@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, invalid_parameters, validation
@@ -42,12 +43,25 @@ _UNTAG_RESOURCE = (_ARN, F("TagKeys", kind="list", required=True, element="str")
 _LIST = (_ARN, F("NextToken", kind="str"))
 
 
-def _require_table(ctx: Context, reader: Reader, arn: str) -> TableRow:
+def _checked(params: Mapping[str, Any], members: tuple[F, ...]) -> re.Match[str]:
+    """The request's checks in DynamoDB's order (dynalite's validations/*Resource.js and their
+    tests, recorded against DynamoDB): no ResourceArn at all, the members' constraints, then
+    the ARN's form; the table ARN's parts."""
+    if params.get("ResourceArn") is None:
+        raise validation("Invalid TableArn")
+    check(params, members)
+    arn = params["ResourceArn"]
     if not arn.startswith("arn:"):
         raise validation(f"Invalid TableArn: ARNs must start with 'arn:': {arn}")
     match = _TABLE_ARN.match(arn)
     if match is None:
         raise validation(f"Invalid TableArn: Invalid ResourceArn provided as input {arn}")
+    return match
+
+
+def _require_table(ctx: Context, reader: Reader, arn: str) -> TableRow:
+    match = _TABLE_ARN.match(arn)
+    assert match is not None  # _checked
     row = None
     if match["region"] == ctx.region and match["account"] == ctx.engine.account_id:
         row = reader.table(ctx.region, match["table"])
@@ -61,10 +75,10 @@ def _require_table(ctx: Context, reader: Reader, arn: str) -> TableRow:
 
 def tag_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
-    check(params, _TAG_RESOURCE)
+    _checked(params, _TAG_RESOURCE)
     tags = [{"Key": t["Key"], "Value": t["Value"]} for t in params["Tags"]]
     if not tags:
-        raise invalid_parameters("Atleast one tag must be specified")
+        raise validation("Atleast one Tag needs to be provided as Input.")
     check_tags(tags)
 
     def write(w: Writer) -> None:
@@ -79,10 +93,10 @@ def tag_resource(ctx: Context) -> dict[str, Any]:
 
 def untag_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
-    check(params, _UNTAG_RESOURCE)
+    _checked(params, _UNTAG_RESOURCE)
     keys = set(params["TagKeys"])
     if not keys:
-        raise invalid_parameters("Atleast one tag key must be specified")
+        raise validation("Atleast one Tag Key needs to be provided as Input.")
     for key in keys:
         if not 1 <= len(key) <= 128:
             raise invalid_parameters(f"Tag key length must be between 1 and 128: {key}")
@@ -102,7 +116,7 @@ def untag_resource(ctx: Context) -> dict[str, Any]:
 
 def list_tags_of_resource(ctx: Context) -> dict[str, Any]:
     params = ctx.params
-    check(params, _LIST)
+    _checked(params, _LIST)
     token = params.get("NextToken")
     row = ctx.storage.read(lambda r: _require_table(ctx, r, params["ResourceArn"]))
     # Key order makes NextToken (the last key returned) stable across tag changes.

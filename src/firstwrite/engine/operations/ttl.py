@@ -83,7 +83,7 @@ def update_time_to_live(ctx: Context) -> dict[str, Any]:
 
 
 def describe_time_to_live(ctx: Context) -> dict[str, Any]:
-    check(ctx.params, _DESCRIBE)
+    check(ctx.params, _DESCRIBE, name_first=True)
     name = ctx.params["TableName"]
 
     def read(r: Reader) -> dict[str, Any]:
