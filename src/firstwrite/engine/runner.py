@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,15 @@ if TYPE_CHECKING:
 
     from .server import EngineApp
 
-__all__ = ["bind", "new_loop", "request_exit", "server_class", "url_of", "uvicorn_config"]
+__all__ = [
+    "bind",
+    "new_loop",
+    "request_exit",
+    "serve_until_signalled",
+    "server_class",
+    "url_of",
+    "uvicorn_config",
+]
 
 
 def uvicorn_config(app: EngineApp, host: str, port: int, limits: Limits) -> uvicorn.Config:
@@ -104,3 +114,18 @@ def request_exit(server: uvicorn.Server) -> None:
     if server.should_exit:
         server.force_exit = True  # a second signal: stop waiting for in-flight requests
     server.should_exit = True
+
+
+def serve_until_signalled(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Run ``server`` on ``sock`` on a new event loop until it exits; on the main thread,
+    SIGINT/SIGTERM ask it to (a second one stops waiting for in-flight requests)."""
+
+    async def main() -> None:
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, request_exit, server)
+        await server.serve(sockets=[sock])
+
+    with asyncio.Runner(loop_factory=new_loop) as loop_runner:
+        loop_runner.run(main())

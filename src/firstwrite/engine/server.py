@@ -19,7 +19,6 @@ import asyncio
 import functools
 import json
 import logging
-import signal
 import socket
 import threading
 import zlib
@@ -413,16 +412,8 @@ def serve(
     if ready is not None:
         server.ready_callback = lambda: ready(url)
 
-    async def main() -> None:
-        if threading.current_thread() is threading.main_thread():
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, runner.request_exit, server)
-        await server.serve(sockets=[sock])
-
     try:
-        with asyncio.Runner(loop_factory=runner.new_loop) as loop_runner:
-            loop_runner.run(main())
+        runner.serve_until_signalled(server, sock)
     finally:
         sock.close()
         app.close()
