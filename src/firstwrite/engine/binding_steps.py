@@ -28,6 +28,7 @@ from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
 from .binding_parse import Answer, Shortcut
+from .binding_validate import QuickValidation
 from .client import exceptions_factory
 from .wire import CONTENT_TYPE, new_request_id
 
@@ -262,6 +263,9 @@ def install(client: Any, responder: Any, *, full_stack: bool = False) -> Any:
     if not full_stack:
         # Last, so that the caller's own before-call hooks (counters, stubs) still run first.
         events.register_last("before-call", responder.before_call, unique_id=_QUICK_ID)
+        # botocore's validator's verdict, compiled (see .binding_validate); full_stack keeps
+        # botocore's own walk, as it keeps every other part of botocore's path.
+        client._serializer = QuickValidation.wrap(client._serializer)
     return client
 
 
@@ -274,6 +278,9 @@ def unbind(client: Any) -> Any:
     """Undo :func:`bind`: the client talks to its endpoint again."""
     client.meta.events.unregister("before-send", unique_id=_HANDLER_ID)
     client.meta.events.unregister("before-call", unique_id=_QUICK_ID)
+    serializer = getattr(client, "_serializer", None)
+    if isinstance(serializer, QuickValidation):
+        client._serializer = serializer.decorated
     return client
 
 
