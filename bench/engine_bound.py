@@ -234,7 +234,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "`before-call`, after validation and serialisation, the answer built as the "
             "client's own parser would build it (from the engine's answer where provably the "
             "same, by the parser otherwise); signing, `before-send` and the retry handler run "
-            "only for answers botocore might retry. **local_client**: `local_client(engine)` as "
+            "only for answers botocore might retry; parameters are validated with botocore's rules "
+            "compiled (accepting exactly what botocore's validator accepts, the rest left to it). "
+            "**local_client**: `local_client(engine)` as "
             f"users call it (the same quick path), with its own target (>= {LOCAL_TARGET:g}x the "
             "botocore floor, issue 16): both skip botocore's HTTP half, which the floor runs.",
             "**botocore floor**: the same client with a `before-send` handler returning a fixed "
@@ -242,9 +244,12 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "`ConditionalCheckFailedException` body, with the same headers incl. CRC32): "
             "everything boto3 does, nothing behind it.",
             f"**{QUICK_FLOOR}**: the same client with a `before-call` handler returning a fixed "
-            "parsed answer (as the quick path does, with no engine behind it): what any binding "
-            "answering at `before-call` must pay. It bounds the `local_client` target: if it "
-            f"misses {LOCAL_TARGET:g}x too, no such binding can meet it.",
+            "parsed answer (no engine behind it): botocore's client half as botocore runs it "
+            "(its own validator included), what a binding answering at `before-call` pays when "
+            "it leaves that half to botocore. It bounds the `local_client` target for such a "
+            f"binding: if it misses {LOCAL_TARGET:g}x too, none can meet it. (The quick path "
+            "itself validates with botocore's rules compiled, `binding_validate`, so it can be "
+            "faster than this floor's validation.)",
             f"**{ENGINE_FLOOR}**: the floor's client whose `before-send` handler first runs "
             "the request through the engine as the HTTP server does (`wire_call`: decode the "
             "body, execute, encode the answer; its status is checked), then returns the floor's "
