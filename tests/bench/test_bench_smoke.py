@@ -69,6 +69,10 @@ def test_direct() -> None:
         engine_direct.CONFLICT_FLOOR,
         engine_direct.CONFLICT_TARGET,
     )
+    # The engine called with no client bounds both targets, measured in the same run.
+    for table in section.tables:
+        assert table.targets[0].bound == engine_direct.ENGINE_ALONE
+        assert table.get(engine_direct.ENGINE_ALONE) is not None
 
 
 def test_bound() -> None:
@@ -79,6 +83,11 @@ def test_bound() -> None:
     assert names >= {engine_bound.QUICK_FLOOR, "local_client"}
     local = next(t for t in section.tables[0].targets if t.ours == "local_client")
     assert (local.minimum, local.bound) == (engine_bound.LOCAL_TARGET, engine_bound.QUICK_FLOOR)
+    # The floor plus the engine's own work (no binding) bounds the full-stack target.
+    for table in section.tables:
+        full = next(t for t in table.targets if t.ours == engine_bound.FULL)
+        assert full.bound == engine_bound.ENGINE_FLOOR
+        assert table.get(engine_bound.ENGINE_FLOOR) is not None
 
 
 def test_overhead() -> None:

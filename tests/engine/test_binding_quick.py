@@ -9,6 +9,8 @@ Retries, hooks and credentials are then checked against what botocore does on it
 from __future__ import annotations
 
 import datetime
+import gc
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,7 @@ from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import bind, local_client
 from firstwrite.engine.binding_steps import FINAL_ERRORS
 from firstwrite.engine.clock import Clock
+from firstwrite.engine.errors import DynamoDBError
 
 KEY = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
 ATTRS = [
@@ -303,4 +306,46 @@ def test_no_credentials_fail_as_botocore_fails(full_stack: bool) -> None:
     client._request_signer._credentials = None  # what botocore holds when it found none
     with pytest.raises(NoCredentialsError):
         client.list_tables()
+    engine.close()
+
+
+@pytest.mark.parametrize("full_stack", [False, True])
+def test_a_modeled_error_leaves_no_garbage_cycle(full_stack: bool) -> None:
+    # An error the quick path kept with its traceback (the engine's frames, one holding the
+    # error) made a reference cycle per failed call, only freed by the garbage collector: a
+    # collection every few failed calls in a test suite's worth of conditional writes.
+    engine = Engine()
+    client = bind(local_client(engine), engine, full_stack=full_stack)
+    client.create_table(
+        TableName=TABLE, KeySchema=KEY, AttributeDefinitions=ATTRS, BillingMode="PAY_PER_REQUEST"
+    )
+    item = {"pk": {"S": "a"}, "sk": {"N": "1"}}
+    client.put_item(TableName=TABLE, Item=item)
+    ccf = client.exceptions.ConditionalCheckFailedException
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(5):
+            with pytest.raises(ccf):
+                client.put_item(
+                    TableName=TABLE,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(pk)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+        gc.collect()
+        ours = [
+            o
+            for o in gc.garbage
+            if isinstance(o, DynamoDBError)
+            or (isinstance(o, types.FrameType) and "firstwrite" in o.f_code.co_filename)
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert ours == []
     engine.close()

@@ -2,7 +2,9 @@
 
 ``bind(client, engine)`` answers each call at botocore's ``before-call`` event. By then botocore
 has done the whole client half of a call exactly as for AWS: parameter hooks, validation,
-endpoint resolution and JSON serialisation. The engine answers the serialised body
+endpoint resolution and JSON serialisation (validation asks a check compiled from botocore's
+rules first, which accepts exactly what botocore's validator accepts and leaves everything
+else to it: :mod:`.binding_validate`). The engine answers the serialised body
 (``wire_call``, the HTTP server's code path), and that answer becomes the response, or the
 modeled error that ``_make_api_call`` raises, exactly as botocore's parser for that client
 would make it: built from the engine's own answer where that is provably the parser's result

@@ -79,7 +79,12 @@ def wire_answer(
     """``wire_call``'s answer, with the engine's own answer kept beside it."""
     kept = _Kept(engine)
     status, payload = wire_call(cast("Engine", kept), target, body, region)
-    return Answer(status, payload, kept.outcome)
+    outcome = kept.outcome
+    if isinstance(outcome, DynamoDBError):
+        # The error's traceback holds the engine's frames, one of which holds ``kept``, which
+        # holds the error: a cycle only the garbage collector frees. Only its body is read.
+        outcome.__traceback__ = None
+    return Answer(status, payload, outcome)
 
 
 class _GiveUp(Exception):

@@ -29,6 +29,7 @@ from botocore.parsers import create_parser
 
 from .asgi import Problem
 from .binding_parse import Answer, Shortcut
+from .binding_validate import QuickValidation
 from .client import exceptions_factory
 from .content_coding import decode_body
 from .errors import DynamoDBError
@@ -275,6 +276,9 @@ def install(client: Any, responder: Any, *, full_stack: bool = False) -> Any:
     if not full_stack:
         # Last, so that the caller's own before-call hooks (counters, stubs) still run first.
         events.register_last("before-call", responder.before_call, unique_id=_QUICK_ID)
+        # botocore's validator's verdict, compiled (see .binding_validate); full_stack keeps
+        # botocore's own walk, as it keeps every other part of botocore's path.
+        client._serializer = QuickValidation.wrap(client._serializer)
     return client
 
 
@@ -287,6 +291,9 @@ def unbind(client: Any) -> Any:
     """Undo :func:`bind`: the client talks to its endpoint again."""
     client.meta.events.unregister("before-send", unique_id=_HANDLER_ID)
     client.meta.events.unregister("before-call", unique_id=_QUICK_ID)
+    serializer = getattr(client, "_serializer", None)
+    if isinstance(serializer, QuickValidation):
+        client._serializer = serializer.decorated
     return client
 
 
