@@ -11,6 +11,7 @@ import pytest
 from firstwrite.engine.api import Engine
 from firstwrite.engine.client import DirectClient
 from firstwrite.engine.lanes import ByteBudget, Lane
+from firstwrite.engine.ttl import TTLConfig
 
 TABLE = {
     "TableName": "lane",
@@ -52,7 +53,9 @@ def test_a_batch_waits_for_its_scope_on_another_thread_while_the_lane_goes_on(
     tmp_path: Path,
 ) -> None:
     # The real scope: an engine with durability full, its fsync held until released.
-    engine = Engine(tmp_path / "full.db", durability="full")
+    # No TTL sweeper: its reads sync too, and an fsync held on its thread would let the test
+    # see "held" before the lane has even run the write (then batched with the next call).
+    engine = Engine(tmp_path / "full.db", durability="full", ttl_config=TTLConfig(None))
     client = DirectClient(engine)
     client.list_tables()
     release = threading.Event()
@@ -61,8 +64,9 @@ def test_a_batch_waits_for_its_scope_on_another_thread_while_the_lane_goes_on(
     held: list[int] = []
 
     def held_sync(seq: int) -> None:
-        held.append(seq)
-        release.wait(30)
+        if threading.current_thread().name.endswith("-settler"):  # only the lane's settler
+            held.append(seq)
+            release.wait(30)
         real_sync(seq)
 
     storage._sync = held_sync  # type: ignore[method-assign]
