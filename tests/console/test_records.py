@@ -141,13 +141,16 @@ def test_the_race_verdict_fails_on_two_winners() -> None:
     winner = {"pk": {"S": "k"}, "writer": {"S": "thread-01"}}
     attempts = [race.Attempt(1, "thread-01"), race.Attempt(2, "thread-02")]
     result = race.RaceResult("k", 2, None, attempts, winner, 0.0)
-    checks = dict(race._checks(result))
-    assert checks["exactly one winner (2)"] is False
+    checks = dict(result.checks)
+    assert checks["exactly one winner (2)"] is False and not result.held
     attempts[1].code = "ConditionalCheckFailedException"
     attempts[1].item = {"pk": {"S": "k"}, "writer": {"S": "thread-02"}}  # not the winner's
-    checks = dict(race._checks(result))
+    checks = dict(result.checks)
     assert checks["exactly one winner (1)"] is True
-    assert checks["every loser got the winner's item (ALL_OLD)"] is False
+    assert checks["every loser got the winner's item (ALL_OLD)"] is False and not result.held
+    attempts[1].item = winner
+    assert all(dict(result.checks).values()) and result.held
+    assert result.summary()["losers_with_winners_item"] == 1
 
 
 def test_a_tombstone_is_shown_as_one() -> None:
