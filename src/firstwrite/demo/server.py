@@ -19,10 +19,8 @@ import asyncio
 import contextlib
 import os
 import secrets
-import signal
 import socket
 import sys
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
@@ -138,15 +136,7 @@ def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     )
     server = runner.server_class()(config)
     server.ready_callback = on_ready
-
-    async def main() -> None:
-        if threading.current_thread() is threading.main_thread():
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, runner.request_exit, server)
-        await server.serve(sockets=[sock])
-
-    asyncio.run(main())
+    asyncio.run(runner.serve(server, sock))
 
 
 def _print_banner(

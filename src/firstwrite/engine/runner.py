@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,15 @@ if TYPE_CHECKING:
 
     from .server import EngineApp
 
-__all__ = ["bind", "new_loop", "request_exit", "server_class", "url_of", "uvicorn_config"]
+__all__ = [
+    "bind",
+    "new_loop",
+    "request_exit",
+    "serve",
+    "server_class",
+    "url_of",
+    "uvicorn_config",
+]
 
 
 def uvicorn_config(app: EngineApp, host: str, port: int, limits: Limits) -> uvicorn.Config:
@@ -98,6 +108,16 @@ def server_class() -> Any:
                 self.ready_callback()
 
     return _Server
+
+
+async def serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Serve on ``sock`` until SIGINT or SIGTERM (on the main thread; a second signal stops
+    waiting for requests), or until ``server.should_exit`` is set."""
+    if threading.current_thread() is threading.main_thread():
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, request_exit, server)
+    await server.serve(sockets=[sock])
 
 
 def request_exit(server: uvicorn.Server) -> None:
