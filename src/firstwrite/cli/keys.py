@@ -12,6 +12,7 @@ import argparse
 import re
 import sys
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -159,7 +160,6 @@ def decode(item: dict[str, Any], keys: dict[str, str], now: float) -> dict[str, 
         return address | {"key": pk, "scope": "", "state": None}
     claimed = rec.claimed_at
     lease = rec.lease_expires_at
-    result, error = rec.result, rec.error
     return address | {
         "state": rec.status.value,
         "label": rec.state,  # e.g. FAILED (retryable), COMPLETED (tombstone)
@@ -177,16 +177,8 @@ def decode(item: dict[str, Any], keys: dict[str, str], now: float) -> dict[str, 
         "removed_at": _iso(rec.removed_at),
         "fingerprint": rec.fingerprint,
         "region": rec.region,
-        "result": None
-        if result is None
-        else {
-            "format": result.format,
-            "stored_bytes": result.stored_bytes,
-            "summary": result.summary,
-        },
-        "error": None
-        if error is None
-        else {"type": error.type, "message": error.message, "data": error.data},
+        "result": None if rec.result is None else asdict(rec.result),  # format, size, summary
+        "error": None if rec.error is None else asdict(rec.error),  # type, message, data
         "outcome": rec.outcome,
         "duplicate_gets": rec.condition(now),
     }
