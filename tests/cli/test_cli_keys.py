@@ -241,3 +241,39 @@ def test_keys_over_http(cli: Callable[..., Any], cli_server: Callable[..., Any])
     assert result.json()["result"]["summary"] == "[1, 2, 3]"
     listed = cli("keys", "list", "--endpoint-url", server.url, "--json").json()
     assert [r["key"] for r in listed["records"]] == ["over-http"]
+
+
+def test_a_typed_result_and_a_tombstone(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """A result holding a Decimal (stored as typed JSON) is summarised, not a crash; a tombstone
+    of the TTL audit is shown as one, not as the live record it stands for."""
+    import decimal
+
+    from firstwrite.idempotency import record as r
+
+    path = tmp_path / "typed.db"
+    with quiet_engine(path) as engine:
+        g = guard(engine)
+        g.ensure_table()
+        g.run("typed", lambda: {"amount": decimal.Decimal("19.99")})
+        local_client(engine).put_item(
+            TableName="firstwrite-idempotency",
+            Item={
+                "pk": {"S": "IDEMPOTENCY##gone"},
+                r.A_OWNER: {"S": "0190aaaaaaaa0123456789abcdef0123:1"},
+                r.A_EXPIRES: {"N": str(int(time.time() + DAY))},
+                r.A_REMOVED_STATUS: {"S": "COMPLETED"},
+                r.A_REMOVED_AT: {"N": str(int(time.time()))},
+            },
+        )
+    records = by_key(cli("keys", "list", "--db", str(path), "--json").json()["records"])
+    assert records["typed"]["result"] == {
+        "format": "typed JSON",
+        "stored_bytes": records["typed"]["result"]["stored_bytes"],
+        "summary": '{"amount": "19.99"}',
+    }
+    assert records["typed"]["duplicate_gets"] == "a duplicate gets the stored result"
+    gone = records["gone"]
+    assert gone["label"] == "COMPLETED (tombstone)" and gone["removed_at"] is not None
+    assert gone["outcome"].startswith("(removed by TTL")
+    text = cli("keys", "get", "gone", "--db", str(path)).out
+    assert "COMPLETED (tombstone)" in text and "by TTL" in text

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from firstwrite.cli.race_verdict import KeyResult, Verdict
+from firstwrite.cli.race_verdict import Verdict
 from firstwrite.engine import Engine, local_client
+from firstwrite.first_writer_wins import Answers
 
 
 def _checks(report: dict[str, Any]) -> None:
@@ -174,15 +175,15 @@ def test_an_endpoint_without_all_old_is_caught(
 
 def test_the_verdict_on_every_kind_of_answer() -> None:
     keys = [
-        KeyResult(winners=[("a", None)], losers=["a", "a"], stored="a"),  # fine
-        KeyResult(winners=[("a", None)], losers=["b", "a"], stored="a"),  # a loser saw another
-        KeyResult(winners=[("a", None)], losers=["a", "a"], stored="b"),  # overwritten later
-        KeyResult(winners=[("a", "z")], losers=["a", "a"], stored="a"),  # replaced an item
-        KeyResult(losers=["x", "x", "x"]),  # nobody won
-        KeyResult(losers=["x", "x"], errors=["ThrottlingException"]),  # unverifiable
-        KeyResult(losers=["x", "x"]),  # a contender never answered: unverifiable
-        KeyResult(winners=[("a", None), ("b", "a")]),  # two winners, even with one missing
-        KeyResult(),  # never raced (the race was aborted before this key)
+        Answers[str](winners=[("a", None)], losers=["a", "a"], stored="a"),  # fine
+        Answers[str](winners=[("a", None)], losers=["b", "a"], stored="a"),  # a loser saw another
+        Answers[str](winners=[("a", None)], losers=["a", "a"], stored="b"),  # overwritten later
+        Answers[str](winners=[("a", "z")], losers=["a", "a"], stored="a"),  # replaced an item
+        Answers[str](losers=["x", "x", "x"]),  # nobody won
+        Answers[str](losers=["x", "x"], errors=["ThrottlingException"]),  # unverifiable
+        Answers[str](losers=["x", "x"]),  # a contender never answered: unverifiable
+        Answers[str](winners=[("a", None), ("b", "a")]),  # two winners, even with one missing
+        Answers[str](),  # never raced (the race was aborted before this key)
     ]
     verdict = Verdict(dict(enumerate(keys)), 3, fatal=[]).judge()
     assert verdict.violation_counts() == {
@@ -198,7 +199,9 @@ def test_the_verdict_on_every_kind_of_answer() -> None:
     assert verdict.violated
     examples = {v["kind"]: v["detail"] for v in verdict.violations}
     assert examples["multiple winners"] == "2 claims succeeded, 1 replacing another's item"
-    clean = Verdict({0: KeyResult(winners=[("a", None)], losers=["a"], stored="a")}, 2, []).judge()
+    clean = Verdict(
+        {0: Answers[str](winners=[("a", None)], losers=["a"], stored="a")}, 2, []
+    ).judge()
     assert not clean.violated and clean.counts["keys_with_one_winner"] == 1
 
 

@@ -58,7 +58,7 @@ def test_lease_takeover_shows_the_fence_refusing_the_stale_worker() -> None:
     # The record that came back with the refusal is B's completed one.
     assert "result" in update[0].response["Item"]
     last = outcome.steps[-1].snapshots[0].record
-    assert last is not None and last.state == "COMPLETED" and "ch_B" in last.result
+    assert last is not None and last.state == "COMPLETED" and "ch_B" in last.outcome
 
 
 def test_ttl_race_shows_expired_records_then_tombstones() -> None:

@@ -9,16 +9,16 @@ layer reads them on its callers' clocks.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from firstwrite.idempotency import IdempotencyConfig, Record, Status
+from firstwrite.idempotency import IdempotencyConfig, Status, record_view
 
 from ._common import (
     CLIError,
@@ -148,51 +148,25 @@ def split_record_id(pk: str, sk: str | None) -> tuple[str, str]:
     return _unescape(scope), _unescape(key)
 
 
-def _result_summary(raw: str | bytes) -> dict[str, Any]:
-    from firstwrite.idempotency import SerializationError
-    from firstwrite.idempotency.serialization import decode
-
-    stored = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
-    try:
-        value = decode(raw)
-    except SerializationError as exc:  # corrupt: say so, never crash the listing
-        return {"format": "unreadable", "stored_bytes": stored, "summary": str(exc)}
-    if isinstance(value, bytes):
-        text = f"{len(value)} bytes: {value[:16].hex()}" + ("…" if len(value) > 16 else "")
-        kind = "bytes"
-    else:
-        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-        kind = "JSON" if isinstance(raw, str) else "JSON, zlib-compressed"
-    if len(text) > SUMMARY_CHARS:
-        text = text[: SUMMARY_CHARS - 1] + "…"
-    return {"format": kind, "stored_bytes": stored, "summary": text}
-
-
-def _error_summary(text: str | None) -> dict[str, Any]:
-    from firstwrite.idempotency.serialization import read_error
-
-    kind, message, data = read_error(text)
-    return {"type": kind, "message": message, "data": data}
-
-
 def decode(item: dict[str, Any], keys: dict[str, str], now: float) -> dict[str, Any]:
     """One stored item as a JSON-ready dict; ``state`` is ``None`` for a foreign item."""
     pk_name, sk_name = keys["HASH"], keys.get("RANGE")
     pk = str(next(iter(item.get(pk_name, {}).values()), ""))  # a foreign table's may be N or B
     sk = str(next(iter(item.get(sk_name, {}).values()), "")) if sk_name else None
     scope, key = split_record_id(pk, sk)
-    view: dict[str, Any] = {"record_id": pk, "sort_id": sk, "key": key, "scope": scope}
-    try:
-        rec = Record.from_item(item)
-    except (KeyError, ValueError, TypeError):
-        return view | {"key": pk, "scope": "", "state": None}
+    address: dict[str, Any] = {"record_id": pk, "sort_id": sk, "key": key, "scope": scope}
+    rec = record_view.decode(item, limit=SUMMARY_CHARS)
+    if rec is None:
+        return address | {"key": pk, "scope": "", "state": None}
     claimed = rec.claimed_at
-    lease = None if rec.lease_expires_at is None else rec.lease_expires_at / 1000
-    return view | {
+    lease = rec.lease_expires_at
+    return address | {
         "state": rec.status.value,
+        "label": rec.state,  # e.g. FAILED (retryable), COMPLETED (tombstone)
         "retryable": rec.retryable if rec.status is Status.FAILED else None,
         "expired": rec.expired(now),
         "owner": rec.owner,
+        "owner_short": rec.owner_short,
         "version": rec.version,
         "claimed_at": _iso(claimed),
         "claimed_ago_s": None if claimed is None else round(now - claimed, 3),
@@ -200,20 +174,20 @@ def decode(item: dict[str, Any], keys: dict[str, str], now: float) -> dict[str, 
         "lease_remaining_s": None if lease is None else round(lease - now, 3),
         "expires_at": _iso(rec.expires_at),
         "expires_in_s": round(rec.expires_at - now, 3),
+        "removed_at": _iso(rec.removed_at),
         "fingerprint": rec.fingerprint,
         "region": rec.region,
-        "result": None if rec.result is None else _result_summary(rec.result),
-        "error": None if rec.error is None else _error_summary(rec.error),
+        "result": None if rec.result is None else asdict(rec.result),  # format, size, summary
+        "error": None if rec.error is None else asdict(rec.error),  # type, message, data
+        "outcome": rec.outcome,
+        "duplicate_gets": rec.condition(now),
     }
 
 
 def _state(view: dict[str, Any]) -> str:
-    state: str | None = view["state"]
-    if state is None:
+    if view["state"] is None:
         return "not a firstwrite record"
-    if state == "FAILED":
-        state += " (retryable)" if view["retryable"] else " (final)"
-    return state + (", expired" if view["expired"] else "")
+    return str(view["label"]) + (", expired" if view["expired"] else "")
 
 
 def _lease(view: dict[str, Any]) -> str:
@@ -230,15 +204,6 @@ def _expiry(view: dict[str, Any]) -> str:
     if left >= 0:
         return f"in {duration(left)}"
     return f"{duration(left)} ago (awaiting TTL)"
-
-
-def _outcome(view: dict[str, Any]) -> str:
-    if view.get("result"):
-        return str(view["result"]["summary"])
-    if view.get("error"):
-        error = view["error"]
-        return f"{error['type']}: {error['message']}"[:SUMMARY_CHARS]
-    return "-"
 
 
 def render_record(view: dict[str, Any]) -> str:
@@ -262,6 +227,8 @@ def render_record(view: dict[str, Any]) -> str:
     ]
     if view["region"]:
         pairs.append(("region", view["region"]))
+    if view["removed_at"]:
+        pairs.append(("removed", f"{view['removed_at']} by TTL (a tombstone of the audit)"))
     if view["result"]:
         result = view["result"]
         pairs.append(
@@ -270,6 +237,7 @@ def render_record(view: dict[str, Any]) -> str:
     if view["error"]:
         error = view["error"]
         pairs.append(("error", f"{error['type']}: {error['message']}"))
+    pairs.append(("now", view["duplicate_gets"]))
     return fields(pairs)
 
 
@@ -388,11 +356,11 @@ def list_command(args: argparse.Namespace) -> int:
             claimed = v["claimed_ago_s"]
             row += [
                 v["version"],
-                "…" + v["owner"][-8:],
+                v["owner_short"],
                 "?" if claimed is None else f"{duration(claimed)} ago",
                 _lease(v),
                 _expiry(v),
-                _outcome(v),
+                v["outcome"] or "-",
             ]
         rows.append(row)
     print(table(headers, rows))

@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from firstwrite.first_writer_wins import Answers
+
 from ._common import CLIError, ExitCode, add_json_flag, positive_int, print_json
 from .progress import Progress
-from .race_verdict import KeyResult, Verdict, Window, render, report
+from .race_verdict import Verdict, Window, render, report
 from .target import (
     Target,
     add_target_args,
@@ -228,7 +230,7 @@ def race_command(args: argparse.Namespace) -> int:
     temporary = args.table is None
     name = args.table or f"firstwrite-race-{run}"
     schema = {"HASH": "pk"}
-    results: dict[int, KeyResult] = {}  # by key index, as answers come
+    results: dict[int, Answers[str]] = {}  # by key index, as answers come
     with connect(target, create=True, pool=args.threads) as client, _terminate_as_interrupt():
         if not temporary:
             schema = _schema(client, name, target)
@@ -295,7 +297,7 @@ def _schema(client: Any, name: str, target: Target) -> dict[str, str]:
 
 
 def _race(
-    spec: Spec, client: Any, processes: int, threads: int, results: dict[int, KeyResult]
+    spec: Spec, client: Any, processes: int, threads: int, results: dict[int, Answers[str]]
 ) -> tuple[list[str], Window]:
     """Run the contenders, recording their answers into ``results`` as they come."""
     window = Window()
@@ -363,10 +365,10 @@ def _reap(workers: list[Any], names: list[list[str]], finished: set[str], fatal:
         finished.update(missing)
 
 
-def _record(results: dict[int, KeyResult], window: Window, outcome: Outcome) -> None:
+def _record(results: dict[int, Answers[str]], window: Window, outcome: Outcome) -> None:
     index, _contender, owner, kind, detail, sent, answered = outcome
     window.add(sent, answered)
-    key = results.setdefault(index, KeyResult())
+    key = results.setdefault(index, Answers[str]())
     if kind == "won":
         key.winners.append((owner, detail))
     elif kind == "lost":
@@ -381,7 +383,7 @@ def _key_of(spec: Spec, client: Any) -> Callable[[int], dict[str, Any]]:
     return lambda index: guard.dynamodb_key(f"key-{index}")
 
 
-def _read_back(spec: Spec, client: Any, results: dict[int, KeyResult]) -> None:
+def _read_back(spec: Spec, client: Any, results: dict[int, Answers[str]]) -> None:
     from firstwrite.idempotency.record import A_OWNER
 
     key_of = _key_of(spec, client)
@@ -391,7 +393,7 @@ def _read_back(spec: Spec, client: Any, results: dict[int, KeyResult]) -> None:
         result.stored = None if item is None else item.get(A_OWNER, {}).get("S")
 
 
-def _clean_up(spec: Spec, client: Any, temporary: bool, results: dict[int, KeyResult]) -> None:
+def _clean_up(spec: Spec, client: Any, temporary: bool, results: dict[int, Answers[str]]) -> None:
     if temporary:
         client.delete_table(TableName=spec.table)
         return

@@ -1,7 +1,8 @@
 """The verdict of ``firstwrite race`` and its report: pure, no I/O.
 
-:class:`Verdict` judges every key's answers (see :mod:`.race` for what first-writer-wins
-requires); :func:`report` and :func:`render` turn it into ``--json`` and text.
+:class:`Verdict` counts the judgments of every key (:func:`firstwrite.first_writer_wins.judge`
+says what first-writer-wins requires); :func:`report` and :func:`render` turn them into
+``--json`` and text.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from firstwrite.first_writer_wins import Answers, judge
 
 from ._common import number, table
 
@@ -32,27 +35,10 @@ class Window:
 
 
 @dataclass
-class KeyResult:
-    winners: list[tuple[str, str | None]] = field(default_factory=list)  # (owner, replaced)
-    losers: list[str | None] = field(default_factory=list)  # owner seen in ALL_OLD
-    errors: list[str] = field(default_factory=list)
-    stored: str | None = None
-
-    @property
-    def answers(self) -> int:
-        return len(self.winners) + len(self.losers) + len(self.errors)
-
-    @property
-    def raced(self) -> bool:
-        """Any answer came back (an aborted race leaves later keys untouched)."""
-        return bool(self.winners or self.losers or self.errors)
-
-
-@dataclass
 class Verdict:
     """Judges the answers; ``contenders`` is how many answers a key gets in a complete race."""
 
-    keys: dict[int, KeyResult]  # by key index; keys nobody answered for are absent
+    keys: dict[int, Answers[str]]  # by key index, items named by owner; unanswered: absent
     contenders: int
     fatal: list[str]
     violations: list[dict[str, Any]] = field(default_factory=list)
@@ -60,46 +46,21 @@ class Verdict:
     errors: Counter[str] = field(default_factory=Counter)
 
     def judge(self) -> Verdict:
-        for index, key in sorted(self.keys.items()):
-            if not key.raced:
+        for index, answers in sorted(self.keys.items()):
+            if not answers.raced:
                 continue
+            key = judge(answers, self.contenders)
             self.counts["keys_raced"] += 1
             self.errors.update(key.errors)
-            self.counts["losers"] += len(key.losers)
-            self.counts["losers_with_item"] += sum(seen is not None for seen in key.losers)
-            if len(key.winners) > 1:
-                replacing = sum(old is not None for _, old in key.winners)
-                detail = f"{len(key.winners)} claims succeeded"
-                if replacing:
-                    detail += f", {replacing} replacing another's item"
-                self._violate("multiple winners", index, detail)
-                continue
-            if key.answers < self.contenders:  # a contender died mid-claim: no verdict
-                self.counts["unverified_keys"] += 1
-                continue
-            if not key.winners:
-                if key.errors:
-                    self.counts["unverified_keys"] += 1
-                else:
-                    self._violate("no winner", index, "every claim failed its condition")
-                continue
-            winner, replaced = key.winners[0]
-            self.counts["keys_with_one_winner"] += 1
-            if replaced is not None:
-                self._violate("winner replaced an item", index, f"ALL_OLD owner {replaced}")
-            right = sum(seen == winner for seen in key.losers)
-            self.counts["losers_with_winner_item"] += right
-            missing = sum(seen is None for seen in key.losers)
-            if missing:
-                self._violate("loser without the winner's item", index, f"{missing} losers")
-            if len(key.losers) - right - missing:
-                self._violate(
-                    "loser saw another item", index, f"{len(key.losers) - right - missing} losers"
-                )
-            if key.stored == winner:
-                self.counts["stored_is_winner"] += 1
-            else:
-                self._violate("stored item is not the winner's", index, f"stored {key.stored}")
+            self.counts["losers"] += key.losers
+            self.counts["losers_with_item"] += key.losers_with_item
+            self.counts["unverified_keys"] += key.unverified
+            if key.first is not None:
+                self.counts["keys_with_one_winner"] += 1
+                self.counts["losers_with_winner_item"] += key.losers_with_first
+                self.counts["stored_is_winner"] += key.stored_is_first
+            for kind, detail in key.violations:
+                self._violate(kind.value, index, detail)
         return self
 
     def _violate(self, kind: str, index: int, detail: str) -> None:

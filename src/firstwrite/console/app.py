@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from firstwrite.engine import DynamoDBError, Engine
-from firstwrite.idempotency import MemoryMetrics
+from firstwrite.idempotency import MemoryMetrics, record_view
 
 from . import records
 from .api import Api, problem
@@ -45,7 +45,7 @@ def _templates() -> Jinja2Templates:
     env.filters.update(
         iso=records.iso,
         span=records.span,
-        shorten=records.shorten,
+        shorten=record_view.shorten,
         wire_json=records.wire_json,
         pretty=records.pretty,
     )

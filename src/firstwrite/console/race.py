@@ -2,7 +2,9 @@
 
 Each thread's item names its writer. Exactly one put may succeed; every other one must get
 ``ConditionalCheckFailedException`` carrying the winner's item
-(``ReturnValuesOnConditionCheckFailure=ALL_OLD``). The threads are released together by a
+(``ReturnValuesOnConditionCheckFailure=ALL_OLD``): judged by
+:func:`firstwrite.first_writer_wins.judge`, as ``firstwrite race`` judges its keys, and shown
+as a checklist. The threads are released together by a
 barrier and share one boto3 client bound in process (boto3 clients are thread-safe); the
 engine's storage decides the order, under SQLite's write lock, as it would for any client.
 The items go to one dedicated table, :data:`RACE_TABLE`.
@@ -14,10 +16,12 @@ import itertools
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from firstwrite.first_writer_wins import Answers, KeyVerdict, judge
 
 RACE_TABLE = "firstwrite-console-race"
 MIN_N = 2
@@ -62,7 +66,16 @@ class RaceResult:
     attempts: list[Attempt]
     stored: dict[str, Any] | None
     seconds: float
-    checks: list[tuple[str, bool]] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> KeyVerdict[dict[str, Any]]:
+        """First-writer-wins judged on the answers (items compared whole)."""
+        return judge(_answers(self), self.n)
+
+    @property
+    def checks(self) -> list[tuple[str, bool]]:
+        """The verdict as a checklist: each line passes or fails, as the page shows it."""
+        return _checklist(self, self.verdict)
 
     @property
     def winner(self) -> Attempt | None:
@@ -71,7 +84,7 @@ class RaceResult:
 
     @property
     def held(self) -> bool:
-        return bool(self.checks) and all(ok for _, ok in self.checks)
+        return self.verdict.held
 
     def request(self) -> dict[str, Any]:
         """The request every thread sent (its own writer name in ``Item``)."""
@@ -83,21 +96,18 @@ class RaceResult:
         }
 
     def summary(self) -> dict[str, Any]:
+        verdict = self.verdict
         return {
             "key": self.key,
             "n": self.n,
-            "held": self.held,
+            "held": verdict.held,
             "winner": None if self.winner is None else self.winner.writer,
             "won": sum(a.won for a in self.attempts),
-            "lost": sum(a.code == "ConditionalCheckFailedException" for a in self.attempts),
-            "errors": sum(
-                not a.won and a.code != "ConditionalCheckFailedException" for a in self.attempts
-            ),
-            "losers_with_winners_item": sum(
-                (not a.won) and self.winner is not None and a.writer_returned == self.winner.writer
-                for a in self.attempts
-            ),
-            "checks": [{"text": t, "passed": ok} for t, ok in self.checks],
+            "lost": verdict.losers,
+            "errors": len(verdict.errors),
+            # handed the first writer's item: the winner's, or the one stored before the race
+            "losers_with_winners_item": verdict.losers_with_first,
+            "checks": [{"text": t, "passed": ok} for t, ok in _checklist(self, verdict)],
             "seconds": round(self.seconds, 4),
         }
 
@@ -143,7 +153,7 @@ def race(client: Any, n: int, key: str) -> RaceResult:
     released = [0]
 
     def fire(attempt: Attempt) -> None:
-        item = {"pk": {"S": key}, "writer": {"S": attempt.writer}}
+        item = _item(key, attempt.writer)
         gate.wait()
         with lock:
             attempt.sent = next(sent_order)
@@ -179,9 +189,7 @@ def race(client: Any, n: int, key: str) -> RaceResult:
         thread.join()
     seconds = time.perf_counter() - started
     attempts.sort(key=lambda a: a.answered)
-    result = RaceResult(key, n, existed, attempts, _read(client, key), seconds)
-    result.checks = _checks(result)
-    return result
+    return RaceResult(key, n, existed, attempts, _read(client, key), seconds)
 
 
 def _read(client: Any, key: str) -> dict[str, Any] | None:
@@ -190,31 +198,38 @@ def _read(client: Any, key: str) -> dict[str, Any] | None:
     return item
 
 
-def _checks(result: RaceResult) -> list[tuple[str, bool]]:
-    won = [a for a in result.attempts if a.won]
-    lost = [a for a in result.attempts if not a.won]
-    failed = all(a.code == "ConditionalCheckFailedException" for a in lost)
+def _item(key: str, writer: str) -> dict[str, Any]:
+    """The item the thread named ``writer`` puts."""
+    return {"pk": {"S": key}, "writer": {"S": writer}}
+
+
+def _answers(result: RaceResult) -> Answers[dict[str, Any]]:
+    """The race's answers for the shared judgment; items are compared whole."""
+    answers = Answers[dict[str, Any]](stored=result.stored, before=result.existed)
+    for attempt in result.attempts:
+        if attempt.won:
+            answers.winners.append((_item(result.key, attempt.writer), None))  # no ALL_OLD asked
+        elif attempt.code == "ConditionalCheckFailedException":
+            answers.losers.append(attempt.item)
+        else:
+            answers.errors.append(attempt.code or "error")
+    return answers
+
+
+def _checklist(result: RaceResult, verdict: KeyVerdict[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """Four lines that all pass exactly when ``verdict.held``."""
+    lost = sum(not a.won for a in result.attempts)
     if result.existed is not None:
-        first = result.existed
         return [
-            ("the key was already taken, so no attempt won", not won),
-            (f"all {len(lost)} attempts got ConditionalCheckFailedException", failed),
-            (
-                "every attempt got the stored item back",
-                all(a.item == first for a in lost),
-            ),
-            ("the stored item is unchanged", result.stored == first),
+            ("the key was already taken, so no attempt won", verdict.first is not None),
+            (f"all {lost} attempts got ConditionalCheckFailedException", not verdict.errors),
+            ("every attempt got the stored item back", verdict.losers_saw_first),
+            ("the stored item is unchanged", verdict.stored_is_first),
         ]
-    winner = won[0] if len(won) == 1 else None
-    winner_item = (
-        None if winner is None else {"pk": {"S": result.key}, "writer": {"S": winner.writer}}
-    )
+    won = sum(a.won for a in result.attempts)
     return [
-        (f"exactly one winner ({len(won)})", winner is not None),
-        (f"the other {len(lost)} got ConditionalCheckFailedException", failed),
-        (
-            "every loser got the winner's item (ALL_OLD)",
-            winner is not None and all(a.item == winner_item for a in lost),
-        ),
-        ("the stored item is the winner's", winner is not None and result.stored == winner_item),
+        (f"exactly one winner ({won})", verdict.first is not None),
+        (f"the other {lost} got ConditionalCheckFailedException", not verdict.errors),
+        ("every loser got the winner's item (ALL_OLD)", verdict.losers_saw_first),
+        ("the stored item is the winner's", verdict.stored_is_first),
     ]

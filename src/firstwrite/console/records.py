@@ -1,9 +1,7 @@
-"""Idempotency records as the console shows them, decoded with the layer's own types.
+"""What the console's pages write about items and records: DynamoDB JSON, keys, time in words.
 
-An item is a record when :meth:`firstwrite.idempotency.Record.from_item` can read it (an
-``owner`` of the form ``<token>:<version>`` and an ``expires_at``); anything else in a table is
-shown as a plain item. Stored results and failures are decoded through
-:class:`firstwrite.idempotency.Replay`, exactly as a duplicate request would see them.
+Records themselves are decoded by the layer's :mod:`firstwrite.idempotency.record_view`, as
+``firstwrite keys`` decodes them; anything else in a table is shown as a plain item.
 """
 
 from __future__ import annotations
@@ -12,14 +10,9 @@ import base64
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from firstwrite.idempotency import Record, Replay, ReplayedFailureError, Status
-
 Item = Mapping[str, Any]
-
-SUMMARY_CHARS = 120
 
 
 def wire_json(value: Any, *, indent: int | None = None) -> str:
@@ -52,10 +45,6 @@ def _wire_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} has no JSON form")
 
 
-def shorten(text: str, limit: int = SUMMARY_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def key_text(item: Item, key_names: Sequence[str]) -> str:
     """The item's key as one line: ``pk`` alone, or ``pk | sk``."""
     parts = []
@@ -67,127 +56,6 @@ def key_text(item: Item, key_names: Sequence[str]) -> str:
         else:
             parts.append("?")
     return " | ".join(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordView:
-    """One record, decoded for display. Times are epoch seconds; ``None`` when absent."""
-
-    key: str
-    status: Status
-    retryable: bool
-    owner: str
-    version: int
-    claimed_at: float | None
-    lease_expires_ms: int | None
-    expires_at: float
-    fingerprint: str | None
-    region: str | None
-    result: str
-    removed_at: float | None = None  # a tombstone: TTL removed the record, the audit kept this
-
-    @property
-    def state(self) -> str:
-        """PENDING, COMPLETED, or FAILED with whether the same request may claim it again."""
-        if self.removed_at is not None:
-            return f"{self.status.value} (tombstone)"
-        if self.status is Status.FAILED:
-            return "FAILED (retryable)" if self.retryable else "FAILED (final)"
-        return str(self.status.value)
-
-    @property
-    def state_class(self) -> str:
-        if self.removed_at is not None:
-            return "tombstone"
-        if self.status is Status.FAILED:
-            return "failed-retryable" if self.retryable else "failed-final"
-        return str(self.status.value).lower()
-
-    @property
-    def owner_short(self) -> str:
-        """The owner token's random tail (its head is the claim time, alike in every token)."""
-        return "…" + self.owner[-8:] if len(self.owner) > 9 else self.owner
-
-    def expired(self, now: float) -> bool:
-        """Past retention (what the claim condition's ``#exp < :now`` says)."""
-        return self.expires_at < int(now)
-
-    @property
-    def lease_expires_at(self) -> float | None:
-        return None if self.lease_expires_ms is None else self.lease_expires_ms / 1000
-
-    def lease_over(self, now: float) -> bool:
-        """Mirrors the claim condition's ``#lease < :now_ms``."""
-        return self.lease_expires_ms is not None and self.lease_expires_ms < int(now * 1000)
-
-    def condition(self, now: float) -> str:
-        """What a duplicate of the same request would get now, in words."""
-        if self.removed_at is not None and not self.expired(now):
-            return "TTL removed this record; the audit's tombstone marks a retry of it as late"
-        if self.expired(now):
-            return "past retention: a retry of it is late, whether or not TTL deleted it"
-        if self.status is Status.COMPLETED:
-            return "a duplicate gets the stored result"
-        if self.status is Status.FAILED and not self.retryable:
-            return "a duplicate gets the stored failure"
-        if self.status is Status.FAILED:
-            return "the same request may claim it again at once"
-        if self.lease_over(now):
-            return "lease over: the same request may take it over"
-        return "in progress: a duplicate is told to retry later"
-
-
-def decode(item: Item, key_names: Sequence[str]) -> RecordView | None:
-    """The record in ``item``, or ``None`` when the item is not an idempotency record."""
-    try:
-        record = Record.from_item(dict(item))
-    except (KeyError, ValueError, TypeError, AttributeError, IndexError):
-        return None
-    return view(record, key_text(item, key_names))
-
-
-def view(record: Record, key: str) -> RecordView:
-    """``record`` (as :meth:`Idempotency.get` returns it) for display under ``key``."""
-    return RecordView(
-        key=key,
-        status=record.status,
-        retryable=record.retryable,
-        owner=record.owner,
-        version=record.version,
-        claimed_at=record.claimed_at,
-        lease_expires_ms=record.lease_expires_at,
-        expires_at=float(record.expires_at),
-        fingerprint=record.fingerprint,
-        region=record.region,
-        result=result_summary(record),
-        removed_at=None if record.removed_at is None else float(record.removed_at),
-    )
-
-
-def result_summary(record: Record) -> str:
-    """The stored outcome as a duplicate would get it, shortened: the result's JSON, or the
-    failure's type and message."""
-    if record.status is Status.PENDING:
-        return ""
-    if record.removed_at is not None:
-        return "(removed by TTL; a tombstone keeps only owner, fingerprint and status)"
-    replay = Replay("", record.status, record.result, record.error, record.expires_at)
-    try:
-        value = replay.value()
-    except ReplayedFailureError as failure:
-        return shorten(f"{failure.error_type}: {failure.message}")
-    except Exception as exc:  # a foreign or damaged record: say so, never fail the page
-        return f"(cannot decode: {type(exc).__name__})"
-    if isinstance(value, (bytes, bytearray)):
-        return f"{len(value)} bytes"
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        text = repr(value)
-    stored = "compressed, " if isinstance(record.result, bytes) else ""
-    return shorten(text) + (
-        f" ({stored}{len(record.result or b'')} bytes stored)" if stored else ""
-    )
 
 
 # --- time, in words ---------------------------------------------------------------------------

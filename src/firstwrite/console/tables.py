@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from firstwrite.engine import DynamoDBError, Engine
+from firstwrite.idempotency import record_view
 
-from .records import RecordView, decode, key_text, wire_json
+from .records import key_text, wire_json
 
 PAGE_SIZE = 25
 _REGION = re.compile(r"[a-z0-9-]{1,32}\Z")
@@ -69,7 +70,7 @@ class TableDetail:
 @dataclass(frozen=True, slots=True)
 class ItemRow:
     key: str
-    record: RecordView | None
+    record: record_view.RecordView | None
     json: str
 
 
@@ -175,7 +176,7 @@ def items(
         raise
     names = [a for a, _, _ in detail.key_schema]
     rows = [
-        ItemRow(key_text(item, names), decode(item, names), wire_json(item))
+        ItemRow(key_text(item, names), record_view.decode(item), wire_json(item))
         for item in page.get("Items", [])
     ]
     last = page.get("LastEvaluatedKey")

@@ -34,6 +34,13 @@ _RAW = 2
 _ZRAW = 3
 _TJSON = 4
 _ZTJSON = 5
+_FORMATS = {
+    _ZJSON: "JSON, zlib-compressed",
+    _RAW: "bytes",
+    _ZRAW: "bytes, zlib-compressed",
+    _TJSON: "typed JSON",
+    _ZTJSON: "typed JSON, zlib-compressed",
+}
 
 _dumps = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=lambda o: _default(o)
@@ -156,6 +163,14 @@ def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
     if result_type is None or result_type is Any or _json_native(result_type):
         return value
     return rebuild(result_type, value)
+
+
+def stored_format(raw: str | bytes) -> str:
+    """The stored form of a ``result`` value, in words (``"JSON"``, ``"bytes, zlib-compressed"``
+    ...), ``"unknown"`` for a tag :func:`decode` does not know."""
+    if isinstance(raw, str):
+        return "JSON"
+    return _FORMATS.get(raw[0], "unknown") if raw else "unknown"
 
 
 # Types json.loads already produces as they were returned (JSON keeps 1 and 1.0 apart).

@@ -35,9 +35,10 @@ from firstwrite.idempotency import (
     Metrics,
     MultiMetrics,
     Record,
+    record_view,
 )
 
-from ..records import RecordView, decode, key_text, pretty, relative, view, wire_json
+from ..records import key_text, pretty, relative, wire_json
 
 ONE_ATTEMPT = Config(retries={"total_max_attempts": 1})
 _CONTEXT_KEY = "firstwrite.console.call"
@@ -137,7 +138,7 @@ class Snapshot:
     label: str
     key: str
     region: str
-    record: RecordView | None
+    record: record_view.RecordView | None
     item: Mapping[str, Any] | None
 
     @property
@@ -365,7 +366,7 @@ class Stage:
 
         def shoot() -> Snapshot:
             item = self.read(table, key, region)
-            record = None if item is None else decode(item, names)
+            record = None if item is None else record_view.decode(item)
             return Snapshot(label, key_text(key, names), region, record, item)
 
         self._watches.append(shoot)
@@ -378,7 +379,9 @@ class Stage:
 
         def shoot() -> Snapshot:
             record = self.record(config, key, region)
-            return Snapshot(label, key, region, None if record is None else view(record, key), None)
+            return Snapshot(
+                label, key, region, None if record is None else record_view.view(record), None
+            )
 
         self._watches.append(shoot)
 
