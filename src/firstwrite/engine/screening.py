@@ -305,7 +305,9 @@ def _refused(operation: str, request: Any, service: Any) -> DynamoDBError | None
     try:
         _scratch_engine().execute(operation, request, wire=True, service=service)
     except DynamoDBError as error:
-        return error
+        # Without its traceback: its frames reach back to the caller's, which hold the body
+        # and would keep it (16 MiB, say) in a cycle until the garbage collector ran.
+        return error.with_traceback(None)
     return None
 
 
