@@ -196,8 +196,8 @@ def test_broken_or_unknown_codings_are_a_400(
     response = _signed(server, "PutItem", body, **{"Content-Encoding": coding})
     assert response.status_code == 400  # DynamoDB: 500, which SDKs would retry
     error = response.json()
-    assert error["__type"] == "com.amazonaws.dynamodb.v20120810#SerializationException"
-    assert error["message"].startswith("The request body could not be decoded: ")
+    assert error["__type"] == SERIALIZATION
+    assert error["Message"].startswith("The request body could not be decoded: ")
     assert int(response.headers["x-amz-crc32"]) == zlib.crc32(response.content)
     assert _stored(engine, "bad") is None  # nothing applied
 

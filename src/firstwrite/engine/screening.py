@@ -12,8 +12,11 @@ the body itself:
   without tables in the worker, the engine's own code): this answer, after the server's own
   target and signature checks, in the order :func:`.wire.wire_call` makes them;
 * ``request``: a write with an item over 400 KB, refused by the engine whatever the tables hold
-  but with an error that depends on them (an unknown table, a missing key): a small stand-in
-  the engine answers the same way (:mod:`.reduction`), decoded in the worker;
+  but with an error that depends on them: a small stand-in the engine answers the same way
+  (:mod:`.reduction`), decoded in the worker. PutItem reports the item's size before it looks
+  for the table, but an existing table's key checks (a missing key, a key of the wrong type)
+  come first; BatchWriteItem and TransactWriteItems look for their tables and check keys
+  before sizes;
 * ``decode``: none of those (a valid big request, say): the server decodes the body as before.
   A legitimate big request costs what it costs, once: the byte budget admits one 16 MiB body
   at a time.
@@ -35,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
 from . import operations
 from .errors import DynamoDBError
+from .operations.items import ITEM_TOO_LARGE
 from .reduction import Unreducible, reduce_request, weight
 from .wire import TARGETS, Answer, Decode, dumps, loads
 
@@ -279,31 +283,45 @@ def _screen(body: bytes, target: str | None, keys: frozenset[str]) -> Verdict:
     del request  # the heavy items are referenced only from here: free them now
     if reduced is None:
         return DECODE
-    refusal = _refusal(operation, reduced.scratch, service)
-    if refusal is not None or not reduced.over:
-        return refusal or DECODE
-    # Refused by the engine once it has looked at the tables (it never writes an item over
-    # 400 KB). The stand-in must get this far too, and be small.
-    scratch = _scratch_engine()
-    try:
-        scratch.execute(operation, reduced.server, wire=True)
-    except DynamoDBError as error:
-        if error.code != "ResourceNotFoundException":
-            return DECODE
-    else:
+    refused = _refused(operation, reduced.scratch, service)
+    if refused is None:
+        return DECODE
+    if not _table_dependent(refused):
+        return Verdict("answer", refused.status, dumps(refused.wire_body()))
+    if not reduced.over:
+        return DECODE  # maybe valid once the tables are there: the server decodes it
+    # Refused whatever the tables hold (no engine writes an item over 400 KB), with an answer
+    # that depends on them. The smaller stand-in must get as far as the first, and be small.
+    again = _refused(operation, reduced.server, service)
+    if again is None or (again.code, again.message) != (refused.code, refused.message):
         return DECODE
     if weight(reduced.server, MAX_STAND_IN_VALUES + 1) > MAX_STAND_IN_VALUES:
         return DECODE
     return Verdict("request", request=reduced.server)
 
 
-def _refusal(operation: str, request: Any, service: Any) -> Verdict | None:
-    """The scratch engine's answer, when it refuses ``request`` before looking for a table
-    (it has none: ResourceNotFoundException means it looked); else ``None``."""
+def _refused(operation: str, request: Any, service: Any) -> DynamoDBError | None:
+    """The scratch engine's refusal of ``request`` (``None``: it accepted it)."""
     try:
         _scratch_engine().execute(operation, request, wire=True, service=service)
     except DynamoDBError as error:
-        if error.code == "ResourceNotFoundException":
-            return None
-        return Verdict("answer", error.status, dumps(error.wire_body()))
+        # Without its traceback: its frames reach back to the caller's, which hold the body
+        # and would keep it (16 MiB, say) in a cycle until the garbage collector ran.
+        return error.with_traceback(None)
     return None
+
+
+def _table_dependent(error: DynamoDBError) -> bool:
+    """Whether an engine with tables may answer otherwise than the scratch engine did: it has
+    none, so ResourceNotFoundException means it looked for one, and so does an item over
+    400 KB (PutItem reports it just before a missing table; an existing table's key checks
+    come first)."""
+    return error.code == "ResourceNotFoundException" or error.message == ITEM_TOO_LARGE
+
+
+def _refusal(operation: str, request: Any, service: Any) -> Verdict | None:
+    """The scratch engine's answer, when it refuses ``request`` whatever the tables hold."""
+    error = _refused(operation, request, service)
+    if error is None or _table_dependent(error):
+        return None
+    return Verdict("answer", error.status, dumps(error.wire_body()))
