@@ -222,8 +222,9 @@ def test_moto_server_reference(moto_url: str, tmp_path: Path) -> None:
     transaction's writes become visible, a TransactGetItems sees half of a transaction, and
     TransactWriteItems sometimes answers 500 (``RuntimeError: dictionary changed size during
     iteration`` while it copies the table for its rollback). Its request handlers share the
-    tables without a lock. The test asserts that finding: if a moto release fixes it, this
-    fails, and docs/reliability.md must be updated.
+    tables without a lock. The long form asserts that finding: if a moto release fixes it, it
+    fails, and docs/reliability.md must be updated (the short form skips when its few rounds
+    happen to find nothing).
     """
     violations = []
     for round_ in range(MOTO_ROUNDS):
@@ -237,5 +238,9 @@ def test_moto_server_reference(moto_url: str, tmp_path: Path) -> None:
             if not LONG:
                 break
     report("linearizability", target="moto-server", rounds=MOTO_ROUNDS, violations=len(violations))
+    if not violations and not LONG:
+        # Three short rounds do not always catch moto's races (a quiet, fast machine rarely
+        # interleaves them); the long form's rounds always have, so it keeps the assertion.
+        pytest.skip(f"moto's server showed no violation in {MOTO_ROUNDS} short rounds")
     assert violations, "moto's server was linearizable on every round: update the docs"
     print(violations[0])
