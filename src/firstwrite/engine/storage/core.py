@@ -19,7 +19,7 @@ from ..errors import DynamoDBError
 from ..values import Item
 from .base import StaleTable, Statements, TableRow, pack, unpack
 
-__all__ = ["CoreReads", "CoreWrites", "key_bounds"]
+__all__ = ["CoreReads", "CoreWrites", "column_bounds", "key_bounds"]
 
 # The item statements of the single-item hot paths, each verifying in the same statement that
 # the cached catalog row (?1 = id, version) is still current: ids are never reused
@@ -55,22 +55,30 @@ class _Savepoint:
 _UNGUARDED = contextlib.nullcontext()
 
 
-def key_bounds(
-    pk: bytes | None, low: tuple[bytes, bool] | None, high: tuple[bytes, bool] | None
+def column_bounds(
+    column: str, low: tuple[bytes, bool] | None, high: tuple[bytes, bool] | None
 ) -> tuple[list[str], list[Any]]:
-    """SQL conditions and arguments for :meth:`CoreReads.range`'s partition and key bounds."""
+    """SQL conditions and arguments bounding ``column`` by ``(bytes, inclusive)`` ends."""
     where: list[str] = []
     args: list[Any] = []
-    column = "sk" if pk is not None else "pk"
-    if pk is not None:
-        where.append("pk = ?")
-        args.append(pk)
     if low is not None:
         where.append(f"{column} {'>=' if low[1] else '>'} ?")
         args.append(low[0])
     if high is not None:
         where.append(f"{column} {'<=' if high[1] else '<'} ?")
         args.append(high[0])
+    return where, args
+
+
+def key_bounds(
+    pk: bytes | None, low: tuple[bytes, bool] | None, high: tuple[bytes, bool] | None
+) -> tuple[list[str], list[Any]]:
+    """SQL conditions and arguments for :meth:`CoreReads.range`'s partition and key bounds."""
+    if pk is None:
+        return column_bounds("pk", low, high)
+    where, args = column_bounds("sk", low, high)
+    where.insert(0, "pk = ?")
+    args.insert(0, pk)
     return where, args
 
 

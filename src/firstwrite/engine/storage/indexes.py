@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Generator, Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..values import Item
 from .base import Statements, pack, unpack
+from .core import column_bounds
 
 __all__ = ["AsOfIndexReads", "IndexEntry", "IndexReads", "IndexView", "IndexWrites"]
 
@@ -41,20 +42,6 @@ class IndexView(Protocol):
     def entry(self, item: Item) -> IndexEntry | None: ...
 
 
-def _bounds(
-    low: tuple[bytes, bool] | None, high: tuple[bytes, bool] | None
-) -> tuple[list[str], list[Any]]:
-    where: list[str] = []
-    args: list[Any] = []
-    if low is not None:
-        where.append(f"isk {'>=' if low[1] else '>'} ?")
-        args.append(low[0])
-    if high is not None:
-        where.append(f"isk {'<=' if high[1] else '<'} ?")
-        args.append(high[0])
-    return where, args
-
-
 class IndexReads(Statements):
     """Index entries, read; each method is one SQLite statement unless the caller runs it
     inside a transaction."""
@@ -69,7 +56,7 @@ class IndexReads(Statements):
         limit: int | None,
         after: tuple[bytes, bytes, bytes] | None,
     ) -> Iterator[IndexEntry]:
-        where, args = _bounds(low, high)
+        where, args = column_bounds("isk", low, high)
         where[:0] = ["index_id = ?", "ipk = ?"]
         args[:0] = [index_id, ipk]
         if after is not None:
@@ -107,7 +94,7 @@ class IndexReads(Statements):
         ExclusiveStartKey's (isk, pk, sk): only entries strictly after it in reading order.
         The same statement shape, and the same single generator, as ``CoreReads.range``.
         """
-        where, args = _bounds(low, high)
+        where, args = column_bounds("isk", low, high)
         where[:0] = ["index_id = ?", "ipk = ?"]
         args[:0] = [index.id, ipk]
         if after is not None:
