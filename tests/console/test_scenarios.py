@@ -189,3 +189,25 @@ def test_the_layers_log_lines_go_to_the_page(caplog: pytest.LogCaptureFixture) -
     # Outside a scenario the layer logs as it always does.
     logging.getLogger("firstwrite.idempotency").warning("outside")
     assert [r.getMessage() for r in caplog.records] == ["outside"]
+
+
+def test_the_throttling_tally_tells_a_completion_retry_from_a_throttle_retry() -> None:
+    """The layer's retry loop gives up on its 10th throttled attempt; a completion is then sent
+    again by the completion loop after a sleep of its own. That sleep is not a throttle retry
+    (the metric does not count it), so the verdict must not count it either."""
+    from firstwrite.console.scenarios.throttling import POLICY, Tally
+
+    throttle = {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"}
+    request = {"TableName": "t", "Key": {"pk": {"S": "order-01"}}}
+    events: list[Exchange | Note] = []
+    for _ in range(POLICY.max_attempts):
+        events.append(Exchange("a", "UpdateItem", 0.0, request, 400, throttle))
+        events.append(Note("sleep", "backoff", "a", seconds=0.01))
+    events.pop()  # the 10th throttle: the retry loop gives up, the completion loop sleeps...
+    events.append(Note("sleep", "completion retry", "a", seconds=0.03))
+    events.append(Exchange("a", "UpdateItem", 0.0, request, 200, {}))  # ...and sends it again
+    tally = Tally()
+    tally.add(events)
+    assert tally.throttled == POLICY.max_attempts
+    assert (tally.retried, tally.given_up) == (POLICY.max_attempts - 1, 1)
+    assert tally.within == tally.retried

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -35,6 +36,45 @@ def make_stage(slug: str, shared: Metrics | None) -> Stage:
 def bound(attempt: int) -> float:
     """The most the layer may sleep before retry ``attempt`` (full jitter: 0 .. this)."""
     return min(POLICY.cap, POLICY.base * 2.0 ** (attempt - 1))
+
+
+@dataclass
+class Tally:
+    """What one request's calls and sleeps show about the retry policy. A call's attempt number
+    counts the same request sent again in a row. The layer's retry loop gives up on every
+    ``max_attempts``-th attempt; a completion is then tried again by the layer's completion
+    loop after a sleep of its own, which is not a throttle retry (nor counted as one in
+    ``firstwrite_dynamodb_throttles_total``)."""
+
+    throttled: int = 0
+    retried: int = 0
+    within: int = 0
+    given_up: int = 0
+    resent_failed: int = 0
+    first_delays: list[float] = field(default_factory=list)
+
+    def add(self, events: list[Exchange | Note]) -> None:
+        attempt = 0
+        previous: Any = None
+        for index, event in enumerate(events):
+            if not isinstance(event, Exchange):
+                continue
+            attempt = attempt + 1 if event.request == previous else 1
+            previous = event.request
+            if event.code in THROTTLES:
+                self.throttled += 1
+                nxt = events[index + 1] if index + 1 < len(events) else None
+                if attempt % POLICY.max_attempts == 0:
+                    self.given_up += 1
+                elif isinstance(nxt, Note) and nxt.kind == "sleep":
+                    self.retried += 1
+                    round_attempt = attempt % POLICY.max_attempts
+                    self.within += 0 <= nxt.seconds <= bound(round_attempt)
+                    if attempt == 1:
+                        self.first_delays.append(nxt.seconds)
+            elif event.code == "ConditionalCheckFailedException":
+                later = (e for e in events[index + 1 :] if isinstance(e, Exchange))
+                self.resent_failed += any(e.request == event.request for e in later)
 
 
 def run(stage: Stage) -> str:
@@ -119,8 +159,7 @@ def run(stage: Stage) -> str:
     for event in step.events:  # the calls and the sleeps between them (not the log lines)
         if isinstance(event, Exchange) or event.kind == "sleep":
             by_actor[event.actor].append(event)
-    throttled = retried = within = given_up = resent_failed = 0
-    first_delays: list[float] = []
+    tally = Tally()
     with stage.step(
         "What the layer did with each answer",
         "Each request's calls in order: throttles followed by a jittered sleep and the same "
@@ -128,34 +167,16 @@ def run(stage: Stage) -> str:
     ):
         for actor in sorted(by_actor):
             events = by_actor[actor]
+            tally.add(events)
             calls = [e for e in events if isinstance(e, Exchange)]
             sleeps = [e.seconds for e in events if isinstance(e, Note) and e.kind == "sleep"]
-            attempt = 0
-            previous: Any = None
-            for index, event in enumerate(events):
-                if not isinstance(event, Exchange):
-                    continue
-                attempt = attempt + 1 if event.request == previous else 1
-                previous = event.request
-                later = [e for e in events[index + 1 :] if isinstance(e, Exchange)]
-                if event.code in THROTTLES:
-                    throttled += 1
-                    nxt = events[index + 1] if index + 1 < len(events) else None
-                    if isinstance(nxt, Note) and nxt.kind == "sleep":
-                        retried += 1
-                        within += 0 <= nxt.seconds <= bound(attempt)
-                        if attempt == 1:
-                            first_delays.append(nxt.seconds)
-                    elif attempt >= POLICY.max_attempts:
-                        given_up += 1
-                elif event.code == "ConditionalCheckFailedException":
-                    resent_failed += any(e.request == event.request for e in later)
             delays = ", ".join(f"{s * 1000:.0f} ms" for s in sleeps) or "none"
             stage.note(
                 f"{actor}: {len(calls)} call(s), "
                 f"{sum(c.code in THROTTLES for c in calls)} throttled, backoff {delays}; "
                 f"{answers.get(actor, '?')}"
             )
+    throttled, retried, given_up = tally.throttled, tally.retried, tally.given_up
 
     stage.check(
         f"the table was too small for the burst: {throttled} calls throttled", throttled > 0
@@ -167,14 +188,15 @@ def run(stage: Stage) -> str:
     )
     stage.check(
         "every backoff stayed within its full-jitter bound min(cap, base * 2^(n-1))",
-        within == retried,
+        tally.within == retried,
     )
     stage.check(
         "the backoff was jittered (first retries slept different times)",
-        len(first_delays) < 2 or len(set(first_delays)) > 1,
+        len(tally.first_delays) < 2 or len(set(tally.first_delays)) > 1,
     )
     stage.check(
-        "no request answered ConditionalCheckFailedException was sent again", resent_failed == 0
+        "no request answered ConditionalCheckFailedException was sent again",
+        tally.resent_failed == 0,
     )
     stage.check("no order's side effect ran twice", all(n <= 1 for n in ran.values()))
     stage.check(
