@@ -23,6 +23,7 @@ from ._common import (
     Check,
     Contender,
     Section,
+    Series,
     Settings,
     Table,
     Target,
@@ -532,10 +533,11 @@ def _answering(answer: Any) -> Callable[..., Any]:
     return lambda **_params: answer
 
 
-def _own_time_note(table: Table) -> None:
+def _own_time_note(table: Table, alone: Series | None = None) -> None:
     """What each library spends beside its DynamoDB calls, and what firstwrite's share would
     have to be for the target on these calls: the target needs ``ours + calls <= 0.8 x
-    Powertools``, so a cheaper call helps only while firstwrite's own time is small enough."""
+    Powertools``, so a cheaper call helps only while firstwrite's own time is small enough.
+    ``alone``: firstwrite's own work alone (:class:`OwnWorkAlone`), measured in the same run."""
     ours, theirs = table.get(OURS), table.get(POWERTOOLS)
     ours_calls, their_calls = table.get(calls_alone(OURS)), table.get(calls_alone(POWERTOOLS))
     if not all(s is not None and s.values for s in (ours, theirs, ours_calls, their_calls)):
@@ -548,15 +550,17 @@ def _own_time_note(table: Table) -> None:
         f"{their_own:.1f} µs; on these calls the target allows {OURS} "
         + (f"{allowed:.1f} µs." if allowed > 0 else "none at all (its calls alone miss it).")
     )
-    alone = table.get(own_work_alone(OURS))
     if alone is not None and alone.values:
+        work = alone.median
         table.notes.append(
-            f"{OURS}'s own work alone (every call answered at once, no client): "
-            f"{alone.median:.1f} µs; with its calls alone that is "
-            f"{(alone.median + ours_calls.median) / theirs.median:.2f}x {POWERTOOLS}"
+            f"{own_work_alone(OURS)} (each call answered at once by its recorded answer, no "
+            f"client; median of {len(alone.values)}, {min(alone.values):.1f} - "
+            f"{max(alone.values):.1f}): {work:.1f} µs, against {own:.1f} µs of own time beside "
+            f"the client's calls; its calls alone plus that work are "
+            f"{(work + ours_calls.median) / theirs.median:.2f}x {POWERTOOLS}"
             + (
-                f": its work itself exceeds the allowance by {alone.median - allowed:.1f} µs."
-                if alone.median > allowed
+                f": the work itself is {work - allowed:.1f} µs over the allowance."
+                if work > allowed
                 else "."
             )
         )
@@ -657,7 +661,11 @@ def _run_on_client(
                 for s in series:
                     s.values = [1e6 / v for v in s.values]
                     s.unit = "µs/request"
-                calls = {  # (firstwrite's own work alone makes none: not a library's row)
+                # firstwrite's own work alone goes into the notes, not the table: it is no
+                # library, and makes no DynamoDB call
+                alone = next((x for x in series if x.name == own_work_alone(OURS)), None)
+                series = [x for x in series if x is not alone]
+                calls = {
                     c.name: c.calls_per_request
                     for c in contenders
                     if c.requests and not isinstance(c, OwnWorkAlone)
@@ -681,7 +689,7 @@ def _run_on_client(
                         None if ours is None or theirs is None else ours <= theirs + 1e-9,
                     )
                 )
-                _own_time_note(table)
+                _own_time_note(table, alone)
                 section.tables.append(table)
                 if OURS in table.ours and table.get(OURS) is not None:
                     ratio = table.ratio(OURS, POWERTOOLS)
