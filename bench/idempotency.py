@@ -23,6 +23,7 @@ from ._common import (
     Check,
     Contender,
     Section,
+    Series,
     Settings,
     Table,
     Target,
@@ -469,10 +470,74 @@ class CallsAlone(Scenario):
         replay(self._calls, i, self._ccf, self.name)
 
 
-def _own_time_note(table: Table) -> None:
+def own_work_alone(name: str) -> str:
+    return f"{name}'s own work alone"
+
+
+class OwnWorkAlone(Scenario):
+    """firstwrite with every DynamoDB call answered at once: each operation gets the answer
+    (response or error) it got in one real request of the scenario, with no client, engine or
+    botocore behind it. What firstwrite's own Python costs per request by itself; beside its
+    calls alone it shows how much of the time is the layer's work, and how much that work
+    slows down when it runs between botocore's calls (caches)."""
+
+    def __init__(self, shared: Shared, factory: Callable[[Shared], Library], scenario: str):
+        super().__init__(shared, factory, scenario)
+        self.name = own_work_alone(self.name)
+
+    def setup(self) -> None:
+        super().setup()
+        lib = self.lib
+        assert isinstance(lib, FirstwriteLib)
+        guard = lib.guard
+        # the guard's operation -> client method (kept for teardown: the in-progress
+        # scenario's blocked request completes through the real client)
+        self._real = real = dict(guard._methods)
+        answers: dict[str, Any] = {}
+
+        def recording(operation: str, method: Any) -> Callable[..., Any]:
+            def call(**params: Any) -> Any:
+                try:
+                    answers[operation] = response = method(**params)
+                except Exception as exc:
+                    answers[operation] = exc
+                    raise
+                return response
+
+            return call
+
+        guard._methods = {op: recording(op, m) for op, m in real.items()}
+        try:
+            Scenario.op(self, -1)
+        finally:
+            guard._methods = real
+        self.requests = 0
+        if not answers:
+            raise RuntimeError(f"{self.name}: the library made no DynamoDB call")
+        guard._methods = {op: _answering(answers[op]) for op in answers}
+
+    def teardown(self) -> None:
+        if isinstance(self.lib, FirstwriteLib) and hasattr(self, "_real"):
+            self.lib.guard._methods = self._real
+        super().teardown()
+
+
+def _answering(answer: Any) -> Callable[..., Any]:
+    """A client method that answers ``answer`` at once (raises it if it is an error)."""
+    if isinstance(answer, BaseException):
+
+        def fail(**_params: Any) -> Any:
+            raise answer.with_traceback(None)  # no traceback piling up across requests
+
+        return fail
+    return lambda **_params: answer
+
+
+def _own_time_note(table: Table, alone: Series | None = None) -> None:
     """What each library spends beside its DynamoDB calls, and what firstwrite's share would
     have to be for the target on these calls: the target needs ``ours + calls <= 0.8 x
-    Powertools``, so a cheaper call helps only while firstwrite's own time is small enough."""
+    Powertools``, so a cheaper call helps only while firstwrite's own time is small enough.
+    ``alone``: firstwrite's own work alone (:class:`OwnWorkAlone`), measured in the same run."""
     ours, theirs = table.get(OURS), table.get(POWERTOOLS)
     ours_calls, their_calls = table.get(calls_alone(OURS)), table.get(calls_alone(POWERTOOLS))
     if not all(s is not None and s.values for s in (ours, theirs, ours_calls, their_calls)):
@@ -485,6 +550,20 @@ def _own_time_note(table: Table) -> None:
         f"{their_own:.1f} µs; on these calls the target allows {OURS} "
         + (f"{allowed:.1f} µs." if allowed > 0 else "none at all (its calls alone miss it).")
     )
+    if alone is not None and alone.values:
+        work = alone.median
+        table.notes.append(
+            f"{own_work_alone(OURS)} (each call answered at once by its recorded answer, no "
+            f"client; median of {len(alone.values)}, {min(alone.values):.1f} - "
+            f"{max(alone.values):.1f}): {work:.1f} µs, against {own:.1f} µs of own time beside "
+            f"the client's calls; its calls alone plus that work are "
+            f"{(work + ours_calls.median) / theirs.median:.2f}x {POWERTOOLS}"
+            + (
+                f": the work itself is {work - allowed:.1f} µs over the allowance."
+                if work > allowed
+                else "."
+            )
+        )
 
 
 def run(settings: Settings, log: Callable[[str], None]) -> Section:
@@ -516,7 +595,10 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "scenario (recorded), replayed on the same client with none of X's code around them "
             "(a fresh key value per request for *first call*): what X would cost if all its "
             f"own work were free. `{calls_alone(OURS)}` bounds the target: if even it misses "
-            "0.8x, no library making firstwrite's calls can meet it on that client.",
+            "0.8x, no library making firstwrite's calls can meet it on that client. "
+            f"**{own_work_alone(OURS)}**: the converse, firstwrite with each call answered at "
+            "once by the answer it got in one real request (no client, engine or botocore): "
+            "its own Python per request.",
             "DynamoDB calls per request: a `before-call` handler on the clients, counted during "
             "the timed slices only. Time: wall time of one whole call (µs), "
             f"{settings.reps} repetitions of {settings.duration:g} s, interleaved.",
@@ -570,11 +652,24 @@ def _run_on_client(
                     for f in factories
                     if getattr(f, "name", "") in (OURS, POWERTOOLS)
                 ]
+                contenders += [
+                    OwnWorkAlone(shared, f, scenario)
+                    for f in factories
+                    if getattr(f, "name", "") == OURS
+                ]
                 series, more = run_interleaved(contenders, settings, log=log)
                 for s in series:
                     s.values = [1e6 / v for v in s.values]
                     s.unit = "µs/request"
-                calls = {c.name: c.calls_per_request for c in contenders if c.requests}
+                # firstwrite's own work alone goes into the notes, not the table: it is no
+                # library, and makes no DynamoDB call
+                alone = next((x for x in series if x.name == own_work_alone(OURS)), None)
+                series = [x for x in series if x is not alone]
+                calls = {
+                    c.name: c.calls_per_request
+                    for c in contenders
+                    if c.requests and not isinstance(c, OwnWorkAlone)
+                }
                 table = Table(
                     title=f"{scenario}, {client_name}",
                     series=series,
@@ -594,7 +689,7 @@ def _run_on_client(
                         None if ours is None or theirs is None else ours <= theirs + 1e-9,
                     )
                 )
-                _own_time_note(table)
+                _own_time_note(table, alone)
                 section.tables.append(table)
                 if OURS in table.ours and table.get(OURS) is not None:
                     ratio = table.ratio(OURS, POWERTOOLS)

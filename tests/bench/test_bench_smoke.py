@@ -114,6 +114,9 @@ def test_idempotency() -> None:
         for lib in (idempotency.OURS, idempotency.POWERTOOLS):
             assert calls[idempotency.calls_alone(lib)] == calls[lib], calls
         assert table.targets[0].bound == idempotency.calls_alone(idempotency.OURS)
+        # firstwrite's own work alone is measured, and reported in the notes (it is no library)
+        assert table.get(idempotency.own_work_alone(idempotency.OURS)) is None
+        assert any(n.startswith(idempotency.own_work_alone(idempotency.OURS)) for n in table.notes)
 
 
 def _table(ours: list[float], peer: list[float], bound: list[float]) -> _common.Table:

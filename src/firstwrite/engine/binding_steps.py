@@ -27,6 +27,7 @@ from botocore.configprovider import (
 from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
+from . import binding_request
 from .asgi import Problem
 from .binding_parse import Answer, Shortcut
 from .binding_validate import QuickValidation
@@ -279,6 +280,9 @@ def install(client: Any, responder: Any, *, full_stack: bool = False) -> Any:
         # botocore's validator's verdict, compiled (see .binding_validate); full_stack keeps
         # botocore's own walk, as it keeps every other part of botocore's path.
         client._serializer = QuickValidation.wrap(client._serializer)
+        if not is_async_client(client):
+            # the User-Agent and endpoint parameters, compiled (see .binding_request)
+            binding_request.install(client)
     return client
 
 
@@ -294,6 +298,7 @@ def unbind(client: Any) -> Any:
     serializer = getattr(client, "_serializer", None)
     if isinstance(serializer, QuickValidation):
         client._serializer = serializer.decorated
+    binding_request.uninstall(client)
     return client
 
 

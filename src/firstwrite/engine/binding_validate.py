@@ -27,6 +27,8 @@ from botocore.model import OperationModel, Shape
 from botocore.utils import is_json_value_header
 from botocore.validate import ParamValidationDecorator, ParamValidator
 
+from .binding_serialize import JsonRequests
+
 __all__ = ["QuickValidation", "compile_check"]
 
 Check = Callable[[Any], bool]
@@ -43,6 +45,9 @@ _EXACT: dict[str, frozenset[type]] = {
     "blob": frozenset({bytes, bytearray, str}),
 }
 _SIZED = frozenset({"string"})  # scalars whose ``min`` is a length; numbers compare the value
+# The scalars botocore's JSON serializer writes as they are (``_default_serialize``); a blob is
+# base64-encoded, a float may become "NaN", a timestamp is converted.
+_AS_IS = frozenset({"string", "integer", "long", "boolean"})
 
 
 class _Unknown(Exception):
@@ -62,17 +67,25 @@ def _minimum(shape: Shape) -> float | None:
     return None
 
 
-def compile_check(shape: Shape) -> Check:
+def compile_check(shape: Shape, *, as_is: bool = False) -> Check:
     """A function of a value that is ``True`` only where ``ParamValidator().validate(value,
     shape)`` reports no error (``False`` says nothing: botocore's validator decides). Raises
-    :class:`_Unknown` for a shape it does not mirror."""
-    return _compile(shape, {})
+    :class:`_Unknown` for a shape it does not mirror.
+
+    ``as_is``: ``True`` only where, besides, botocore's JSON serializer would write the value
+    as it is (no blob, float or timestamp in it, no member renamed), so that its JSON is the
+    request body (see :mod:`.binding_serialize`)."""
+    return _compile(shape, {}, as_is)
 
 
-def _compile(shape: Shape, memo: dict[tuple[str, str, str], list[Check]]) -> Check:
+def _compile(
+    shape: Shape, memo: dict[tuple[str, str, str], list[Check]], as_is: bool = False
+) -> Check:
     if is_json_value_header(shape):
         raise _Unknown(shape.name)
     kind = shape.type_name
+    if as_is and kind in _EXACT and kind not in _AS_IS:
+        return _never
     if kind in _EXACT:
         return _scalar(_EXACT[kind], _minimum(shape), kind in _SIZED)
     if kind == "timestamp":
@@ -88,13 +101,15 @@ def _compile(shape: Shape, memo: dict[tuple[str, str, str], list[Check]]) -> Che
     cell: list[Check] = [_never]
     memo[key] = cell
     if kind == "structure":
-        members = {name: _compile(member, memo) for name, member in shape.members.items()}
+        if as_is and any("name" in m.serialization for m in shape.members.values()):
+            raise _Unknown(shape.name)  # a renamed member: serialised under another name
+        members = {name: _compile(member, memo, as_is) for name, member in shape.members.items()}
         required = tuple(shape.metadata.get("required", ()))
         cell[0] = _structure(members, required, bool(shape.is_tagged_union))
     elif kind == "list":
-        cell[0] = _listing(_compile(shape.member, memo), _minimum(shape))
+        cell[0] = _listing(_compile(shape.member, memo, as_is), _minimum(shape))
     else:
-        cell[0] = _mapping(_compile(shape.key, memo), _compile(shape.value, memo))
+        cell[0] = _mapping(_compile(shape.key, memo, as_is), _compile(shape.value, memo, as_is))
     return cell[0]
 
 
@@ -158,7 +173,9 @@ class QuickValidation:
     def __init__(self, decorated: ParamValidationDecorator) -> None:
         self.decorated = decorated
         self._serializer = decorated._serializer
-        self._checks: dict[str, Check | None] = {}
+        self._json = JsonRequests.for_serializer(self._serializer)
+        # input shape name -> (its check, its as-is check); None: left to botocore
+        self._checks: dict[str, tuple[Check | None, Check | None]] = {}
 
     @staticmethod
     def wrap(serializer: Any) -> Any:
@@ -171,20 +188,37 @@ class QuickValidation:
             return serializer
         return QuickValidation(serializer)
 
+    def _compiled(self, shape: Shape) -> tuple[Check | None, Check | None]:
+        checks = self._checks.get(shape.name)
+        if checks is None:
+            try:
+                check: Check | None = compile_check(shape)
+            except _Unknown:
+                check = None
+            try:
+                as_is = (
+                    None
+                    if check is None or self._json is None
+                    else compile_check(shape, as_is=True)
+                )
+            except _Unknown:
+                as_is = None
+            checks = self._checks[shape.name] = (check, as_is)
+        return checks
+
     def serialize_to_request(
         self, parameters: Any, operation_model: OperationModel
     ) -> dict[str, Any]:
         shape = operation_model.input_shape
         if shape is not None:
-            checks = self._checks
-            name = shape.name
-            if name not in checks:
-                try:
-                    checks[name] = compile_check(shape)
-                except _Unknown:
-                    checks[name] = None
-            check = checks[name]
-            if check is None or not check(parameters):
+            check, as_is = self._compiled(shape)
+            if as_is is not None and as_is(parameters):
+                # valid, and written as it is: its JSON is the body (see .binding_serialize)
+                assert self._json is not None
+                request = self._json.request(parameters, operation_model)
+                if request is not None:
+                    return request
+            elif check is None or not check(parameters):
                 # botocore's own validator: the same acceptance, its own report when refused
                 result: dict[str, Any] = self.decorated.serialize_to_request(
                     parameters, operation_model
