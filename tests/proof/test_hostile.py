@@ -6,8 +6,9 @@ a 5xx), keeps its memory bounded, and keeps serving everyone else.
 * Requests past DynamoDB's limits each get DynamoDB's ValidationException (or 413 past the
   16 MB body limit).
 * Attacks (those requests; slow-loris and idle connections; 16 MiB bodies of tiny values,
-  from one client and from several at once with text/plain ones among them) run in windows, alternating with quiet windows, while an ordinary client in
-  another process measures its latency throughout: its p99 during the attack must stay within
+  from one client and from several at once with text/plain ones among them) run in windows,
+  alternating with quiet windows, while an ordinary client in another process measures its
+  latency throughout: its p99 during the attack must stay within
   2x of its p99 in the quiet windows of the same run (the long form; the short form fails on
   stalls of a second), and the server's peak RSS (its screening worker's included) bounded.
 
