@@ -28,6 +28,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from .asgi import Receive
+from .lanes import ByteBudget
 
 __all__ = ["BIG_BODY_BYTES", "BURST", "RATE", "READERS", "BodyReader", "Pace"]
 
@@ -75,7 +76,7 @@ class BodyReader:
     def __init__(self, limit: int, pace: Pace | None = None, readers: int = READERS) -> None:
         self.limit = limit
         self.pace = pace or Pace()
-        self._readers = asyncio.Semaphore(readers)
+        self._readers = ByteBudget(readers)  # (of readers: one "byte" each, in arrival order)
         self.reading = 0  # big bodies being read now...
         self.most_reading = 0  # ...and at most so far (tests)
 
@@ -143,10 +144,11 @@ class BodyReader:
         if not big:
             yield
             return
-        async with self._readers:
-            self.reading += 1
-            self.most_reading = max(self.most_reading, self.reading)
-            try:
-                yield
-            finally:
-                self.reading -= 1
+        granted = await self._readers.acquire(1)
+        self.reading += 1
+        self.most_reading = max(self.most_reading, self.reading)
+        try:
+            yield
+        finally:
+            self.reading -= 1
+            self._readers.release(granted)
