@@ -5,6 +5,7 @@ screening worker process, boto3 for the legitimate requests.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -146,6 +147,30 @@ def test_legitimate_big_requests_succeed(
     # Valid, so the server decoded each of them itself, once.
     assert server.app.screener.counts["decode"] == 3
     assert sum(size > 1024 * 1024 for size in decoded) == 3
+
+
+@pytest.mark.slow
+def test_a_15_mib_batch_write_of_tiny_values_is_written(
+    served: tuple[ServerThread, str], decoded: list[int]
+) -> None:
+    """DynamoDB's biggest kind of valid request (25 items of 63,500 values, 15 MiB of JSON)
+    goes through the paced read, the budget and the worker, and the server writes it all."""
+    server, url = served
+    items = [{"pk": {"S": f"n{i}"}, "l": {"L": [{"N": "7"}] * 63_500}} for i in range(25)]
+    puts = [{"PutRequest": {"Item": i}} for i in items]
+    body = json.dumps({"RequestItems": {"big": puts}}, separators=(",", ":"))
+    assert 15 * 1024 * 1024 < len(body) < 16 * 1024 * 1024
+    response = _post(url, "BatchWriteItem", body.encode())
+    assert response.status_code == 200, response.text[:300]
+    assert response.json() == {"UnprocessedItems": {}}
+    for item in (items[0], items[-1]):
+        got = server.app.engine.execute(
+            "GetItem", {"TableName": "big", "Key": {"pk": item["pk"]}, "ConsistentRead": True}
+        )
+        assert got == {"Item": item}
+    assert server.app.screener.counts["decode"] == 1  # the worker said: decode it...
+    assert sum(size > 1024 * 1024 for size in decoded) == 1  # ...and the server did, once
+    assert server.app.bodies.pace.spent == len(body)  # read at the pace
 
 
 def test_big_requests_over_the_limits_are_refused_as_before(

@@ -4,7 +4,7 @@ neither one's CPU or GIL is the other's latency).
 :func:`victim` is an ordinary client: PutItem and GetItem on its own table over one keep-alive
 connection, paced, recording each call's latency. :func:`attacker` runs only inside the attack
 windows it is given: a corpus of hostile requests on a few connections, 16 MiB bodies of tiny
-values (issue 15, hole 3) and bodies past the limit, slow-loris connections sending a header
+values (issue 15, hole 3), bodies past the limit and ``text/plain`` ones, slow-loris connections sending a header
 byte at a time, and idle connections. Both return what they saw; every answer the attacker got
 is judged by :func:`hostile.verdict` in the test.
 """
@@ -31,8 +31,10 @@ def _connection(url: str, timeout: float = 30.0) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(host, int(port), timeout=timeout)
 
 
-def _call(conn: http.client.HTTPConnection, operation: str, body: bytes) -> tuple[int, bytes]:
-    conn.request("POST", "/", body, {**HEADERS, "X-Amz-Target": TARGET + operation})
+def _call(
+    conn: http.client.HTTPConnection, operation: str, body: bytes, **headers: str
+) -> tuple[int, bytes]:
+    conn.request("POST", "/", body, {**HEADERS, "X-Amz-Target": TARGET + operation, **headers})
     response = conn.getresponse()
     return response.status, response.read()
 
@@ -130,16 +132,25 @@ class _Attack:
                 continue
             self.judge("junk", status, answer, len(body))
 
-    def big(self) -> None:
+    def big(self, plain: bool = False) -> None:
+        """16 MiB bodies of tiny values and bodies past 16 MiB, one after the other; ``plain``:
+        16 MiB ``text/plain`` bodies instead (DynamoDB's 404, whatever they hold)."""
         bodies = [tiny_values_body(16 * 1024 * 1024 - 64), b"x" * (16 * 1024 * 1024 + 1)]
+        kind, headers = "big", {}
+        if plain:
+            bodies, kind, headers = (
+                [b"x" * (16 * 1024 * 1024)],
+                "plain",
+                {"Content-Type": "text/plain"},
+            )
         i = 0
         while self.window() is not None:
-            body = bodies[i % 2]
+            body = bodies[i % len(bodies)]
             i += 1
             conn = _connection(self.url, timeout=120)
             sent = time.monotonic_ns()
             try:
-                status, answer = _call(conn, "PutItem", body)
+                status, answer = _call(conn, "PutItem", body, **headers)
             except (OSError, http.client.HTTPException) as exc:
                 # A server may close on a refused oversize body before reading it all.
                 status, answer = (-1, repr(exc).encode())
@@ -149,7 +160,7 @@ class _Attack:
                 with self.lock:
                     self.busy.append((sent, time.monotonic_ns()))
             if status != -1 or len(body) <= 16 * 1024 * 1024:
-                self.judge("big", status, answer, len(body))
+                self.judge(kind, status, answer, len(body))
 
     def slow(self, count: int) -> None:
         """``count`` connections per window that send a request's head one byte at a time
@@ -200,7 +211,7 @@ def _address(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
-KINDS = ("junk", "big", "slow", "idle")
+KINDS = ("junk", "big", "slow", "idle")  # and "plain"
 
 
 def attacker(
@@ -217,8 +228,11 @@ def attacker(
     threads = []
     if "junk" in kinds:
         threads += [threading.Thread(target=attack.junk, args=(i,)) for i in range(connections)]
-    if "big" in kinds:
-        threads.append(threading.Thread(target=attack.big))
+    # (One thread per "big" or "plain" named: several stream their bodies at once.)
+    threads += [threading.Thread(target=attack.big) for _ in range(kinds.count("big"))]
+    threads += [
+        threading.Thread(target=attack.big, args=(True,)) for _ in range(kinds.count("plain"))
+    ]
     if "slow" in kinds:
         threads.append(threading.Thread(target=attack.slow, args=(40,)))
     if "idle" in kinds:

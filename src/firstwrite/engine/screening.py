@@ -71,7 +71,7 @@ class Verdict:
     payload: bytes = b""
     request: Any = None
 
-    def decode(self, body: bytes | str) -> Any:
+    def decode(self, body: bytes | bytearray | str) -> Any:
         """The body as :func:`.wire.wire_call` reads it: a ``decode`` that never decodes it."""
         if self.kind == "invalid":
             raise ValueError("a body DynamoDB cannot read")
@@ -119,7 +119,7 @@ class Screener:
     def answer(
         self,
         engine: Engine,
-        body: bytes,
+        body: bytes | bytearray,
         target: bytes | None,
         answer: Callable[[Decode | None], T],
     ) -> T:
@@ -138,7 +138,7 @@ class Screener:
             return answer(None)
         return result
 
-    def screen(self, body: bytes, target: str | None, keys: frozenset[str]) -> Verdict:
+    def screen(self, body: bytes | bytearray, target: str | None, keys: frozenset[str]) -> Verdict:
         """The worker's verdict on ``body`` (blocks the calling thread, not the GIL)."""
         with self._lock:
             verdict = DECODE
@@ -154,7 +154,9 @@ class Screener:
             self.counts[verdict.kind] += 1
         return verdict
 
-    def _exchange(self, body: bytes, target: str | None, keys: frozenset[str]) -> Verdict:
+    def _exchange(
+        self, body: bytes | bytearray, target: str | None, keys: frozenset[str]
+    ) -> Verdict:
         process = self._process
         if process is None or process.poll() is not None:
             process = self._process = subprocess.Popen(

@@ -38,6 +38,7 @@ from .asgi import (
     respond,
 )
 from .auth import HostCheck
+from .bodies import BIG_BODY_BYTES, BodyReader
 from .connection import Limits
 from .content_coding import decoded_body
 from .control import ADMIN_PREFIX, Mounted
@@ -76,15 +77,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_THREADS = 32
 DEFAULT_LIMITS = Limits()
-# Bodies over this size are big: read only when they fit in the budget, answered on the pool.
-BIG_BODY_BYTES = 256 * 1024
 # At most this many bytes of big bodies in the server at once (16 MiB: one of DynamoDB's
 # biggest requests, which takes up to about 25 times its size in memory while it runs).
 BIG_BODY_BUDGET = 16 * 1024 * 1024
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class EngineApp:
@@ -136,6 +131,7 @@ class EngineApp:
         self._inline = inline is True
         self._lane = Lane(scope=engine.storage.deferred) if inline is None else None
         self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
+        self.bodies = BodyReader(max_body_bytes)  # reads big bodies at a bounded pace
         self.screener = Screener()  # decodes big bodies in a worker process first
         self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
 
@@ -214,36 +210,37 @@ class EngineApp:
         if self.hosts is not None and not self.hosts.allows(host):
             await respond(send, *self.hosts.refusal(host).encode())
             return
-        # A big body (or a chunked one, of unknown size) waits for room in the budget before it
-        # is read, and is answered on the thread pool.
-        if length is None:
-            big = header(scope, b"transfer-encoding") is not None
+        # A big body (or a chunked one, of unknown size) is paced (bodies.py), waits for room in
+        # the budget before it is read, and is answered on the thread pool.
+        size = None if length is None or len(length) > 12 else int(length)
+        if size is None:
+            big = length is not None or header(scope, b"transfer-encoding") is not None
         else:
-            big = len(length) > 6 or int(length) > BIG_BODY_BYTES
+            big = size > BIG_BODY_BYTES
         big = big or coding is not None  # a compressed body may decode to the limit
-        granted = 0
-        try:
-            if big:
-                size = self.max_body_bytes if length is None or coding else int(length)
-                if size > self.max_body_bytes:
-                    await self._too_large(send)
-                    return
-                granted = await self._budget.acquire(size)
-            try:
-                body = await self._read_body(receive)
-            except _TooLarge:
+        bare = None if content_type is None else content_type.partition(b";")[0].strip().lower()
+        over = (size is None and length is not None) or (size or 0) > self.max_body_bytes
+        body: bytes | bytearray | None = None
+        if over or (bare is not None and bare not in JSON_CONTENT_TYPES):
+            # Refused whatever it holds (an empty body aside): read, paced, and dropped first.
+            drained = await self.bodies.drain(receive, big=big)
+            if over or drained > self.max_body_bytes:
                 await self._too_large(send)
                 return
-            if body and content_type is not None:
-                bare = content_type.partition(b";")[0].strip().lower()
-                if bare not in JSON_CONTENT_TYPES:
-                    # What DynamoDB sends for a body that is not JSON-typed.
-                    await respond(
-                        send,
-                        404,
-                        [(b"x-amzn-requestid", new_request_id().encode()), *_XML_HEADERS],
-                        _XML_UNKNOWN,
-                    )
+            if drained:  # what DynamoDB sends for a body that is not JSON-typed
+                request_id = (b"x-amzn-requestid", new_request_id().encode())
+                await respond(send, 404, [request_id, *_XML_HEADERS], _XML_UNKNOWN)
+                return
+            body = b""
+        granted = 0
+        try:
+            if body is None:
+                if big:
+                    whole = self.max_body_bytes if size is None or coding else size
+                    granted = await self._budget.acquire(whole)
+                body = await self.bodies.read(receive, size, big=big)
+                if body is None:
+                    await self._too_large(send)
                     return
             lane = self._lane
             small = not big and not self.engine.interceptors
@@ -282,16 +279,20 @@ class EngineApp:
         scope: Scope,
         target: bytes | None,
         authorization: bytes | None,
-        body: bytes,
+        body: bytes | bytearray,
         decode: Decode | None = None,
     ) -> tuple[Message, bytes]:
         # Runs on the lane or the thread pool: everything that costs CPU or blocks, so that the
         # event loop only moves bytes.
         verifier = self.verifier
         target_text = None if target is None else target.decode("latin-1")
-        decoded, refused = decoded_body(scope, body, self.max_body_bytes)  # signed: body
-        if refused is not None:
-            return refused
+        decoded: bytes | bytearray | None = body
+        signed = b""
+        if verifier is not None or header(scope, b"content-encoding") is not None:
+            signed = bytes(body)  # (a copy only of a big body, read in place: bodies.py)
+            decoded, refused = decoded_body(scope, signed, self.max_body_bytes)
+            if refused is not None:
+                return refused
         if verifier is None:
             region = region_from_authorization(authorization)
             status, payload = wire_call(self.engine, target_text, decoded, region, decode=decode)
@@ -303,7 +304,7 @@ class EngineApp:
                     scope.get("raw_path") or scope["path"].encode(),
                     scope.get("query_string", b""),
                     scope["headers"],
-                    body,
+                    signed,
                 )
 
             status, payload = wire_call(self.engine, target_text, decoded, None, authorize, decode)
@@ -313,24 +314,6 @@ class EngineApp:
             "headers": response_headers(payload),
         }
         return start, payload
-
-    async def _read_body(self, receive: Receive) -> bytes:
-        message = await receive()
-        body: bytes = message.get("body", b"")
-        if not message.get("more_body", False):
-            if len(body) > self.max_body_bytes:
-                raise _TooLarge
-            return body
-        chunks = [body]
-        size = len(body)
-        while message.get("more_body", False):
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise _TooLarge
-            chunks.append(chunk)
-        return b"".join(chunks)
 
 
 def _error_answer(error: DynamoDBError) -> tuple[Message, bytes]:

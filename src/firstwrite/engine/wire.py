@@ -111,7 +111,7 @@ def _float(text: str) -> float:
 _YIELDING = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_int, parse_float=_float)
 
 
-def loads(body: bytes | str, *, yielding: bool = True) -> Any:
+def loads(body: bytes | bytearray | str, *, yielding: bool = True) -> Any:
     """The request body's JSON value, or ``ValueError`` for a body DynamoDB cannot read.
 
     Refused: invalid JSON, text that is not UTF-8/16/32 (a lone surrogate, encoded or as a
@@ -185,7 +185,7 @@ INTERNAL_BODY = dumps(DynamoDBError("InternalServerError", "Internal server erro
 
 
 # How wire_call reads a body (loads by default): a request, or an Answer.
-Decode = Callable[[bytes | str], Any]
+Decode = Callable[[bytes | bytearray | str], Any]
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ class Answer:
 def wire_call(
     engine: Engine,
     target: str | None,
-    body: bytes | str | None,
+    body: bytes | bytearray | str | None,
     region: str | None = None,
     authorize: Callable[[], str] | None = None,
     decode: Decode | None = None,

@@ -10,6 +10,7 @@ text ends too early. Observed examples: ``SET attrName = 3`` -> token ``3`` near
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from pathlib import Path as FilePath
 
@@ -19,6 +20,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import DynamoDBError, validation
 from . import ast
+from .precount import operator_floor, reduced
 
 # Expression parameter name -> grammar start symbol.
 START = {
@@ -87,13 +89,60 @@ def syntax_error(kind: str, text: str, position: int | None) -> DynamoDBError:
 
 @lru_cache(maxsize=4096)
 def parse(kind: str, text: str) -> ast.Tree:
-    """Parse one expression of ``kind`` (e.g. ``"ConditionExpression"``); cached by text."""
+    """Parse one expression of ``kind`` (e.g. ``"ConditionExpression"``); cached by text, and
+    so are its refusals (the last :data:`REFUSALS_KEPT`)."""
+    with _refusals_lock:
+        refused = _refusals.get((kind, text))
+    if refused is not None:
+        raise DynamoDBError(*refused)
+    try:
+        if _too_many_operators(kind, text):
+            raise _too_many(kind)
+        return parse_text(kind, text)
+    except DynamoDBError as error:
+        with _refusals_lock:
+            _refusals[kind, text] = (error.code, error.message)
+            if len(_refusals) > REFUSALS_KEPT:
+                del _refusals[next(iter(_refusals))]
+        raise
+
+
+REFUSALS_KEPT = 4096
+_refusals: dict[tuple[str, str], tuple[str, str]] = {}  # oldest first
+_refusals_lock = threading.Lock()
+
+
+def parse_text(kind: str, text: str) -> ast.Tree:
+    """:func:`parse` without its caches and its pre-count: the text parsed by lark."""
     try:
         tree = _LARK.parse(text, start=START[kind])
     except UnexpectedInput as exc:
         raise _translate(kind, text, exc) from None
     _check_cost(kind, tree)
     return _Builder().build(tree)
+
+
+def _too_many_operators(kind: str, text: str) -> bool:
+    """Whether ``text`` is refused for its operator count, told without parsing all of it: its
+    floor (:mod:`.precount`) is over the limit and lark accepts its shorter reduced text (a
+    syntax error is reported first). ``False``: parse it to know."""
+    if operator_floor(kind, text) <= MAX_OPERATORS:
+        return False
+    short = reduced(text)
+    if len(short) == len(text):
+        return False  # nothing to gain: the parse that follows refuses it as surely
+    try:
+        _LARK.parse(short, start=START[kind])
+    except UnexpectedInput:
+        return False
+    return True
+
+
+def _too_many(kind: str) -> DynamoDBError:
+    # DynamoDB stops counting at the first operator over the limit.
+    return invalid(
+        kind, f"The expression contains too many operators; operator count: {MAX_OPERATORS + 1}"
+    )
 
 
 def _check_cost(kind: str, tree: LarkTree[Token]) -> None:
@@ -109,10 +158,7 @@ def _check_cost(kind: str, tree: LarkTree[Token]) -> None:
         deepest = max(deepest, depth)
         stack.extend((c, depth + 1) for c in node.children if isinstance(c, LarkTree))
     if operators > MAX_OPERATORS:
-        raise invalid(
-            kind,
-            f"The expression contains too many operators; operator count: {MAX_OPERATORS + 1}",
-        )
+        raise _too_many(kind)
     if deepest > MAX_NESTING:
         raise invalid(kind, "The expression has redundant parentheses;")
 
