@@ -193,6 +193,9 @@ def sweep_run(path: Path, live: int, expired: int, count: int) -> dict[str, Any]
         client = DirectClient(engine)
         guard = _guard(client)
         guard.ensure_table()
+        # Build the new TTL index now, as the background sweeper does when UpdateTimeToLive
+        # wakes it (no background thread here): the measured sweep deletes expired items.
+        engine.ttl.sweep_now()
         now = engine.clock.now()
         loaded = load(client, 0, live, now + DAY)
         loaded += load(client, live, live + expired, now - 60)
