@@ -68,7 +68,8 @@ class TTLConfig:
 
     ``sweep_interval``: time between background sweeps (``None``: no background thread, only
     :meth:`TimeToLive.sweep_now`). ``lag``: extra time after expiry before an item is deleted.
-    ``batch_size``: items per sweeper transaction. ``change_interval``: enforce DynamoDB's
+    ``batch_size``: at most this many items per sweeper transaction (each is also
+    kept to about :data:`SWEEP_SLICE_S` of work). ``change_interval``: enforce DynamoDB's
     "modified multiple times within a fixed interval" rule with this window
     (:data:`AWS_CHANGE_INTERVAL_S` is DynamoDB's); ``None`` (the default) lets tests and local
     setups switch TTL off and on freely.

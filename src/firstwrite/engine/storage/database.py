@@ -116,25 +116,12 @@ class Pending:
             self.storage._sync(self.seq)
 
 
-def _may_lead(storage: Storage, slot: _Slot) -> bool:
-    """Whether ``slot``'s thread leads the next batch: a background slot once it heads the
-    queue, another once it is queued ahead of every background slot."""
-    pending = storage._pending
-    if slot.background:
-        return pending[0] is slot
-    for queued in pending:
-        if queued is slot:
-            return True
+def _batch_end(pending: list[_Slot]) -> int:
+    """The next batch is ``pending[:end]``, led by one of its slots' threads: a background slot
+    alone, or the slots queued ahead of the first background one."""
+    for end, queued in enumerate(pending):
         if queued.background:
-            return False
-    return False
-
-
-def _first_background(pending: list[_Slot]) -> int:
-    """The index of the first background slot in ``pending`` (its length if none)."""
-    for i, queued in enumerate(pending):
-        if queued.background:
-            return i
+            return end or 1
     return len(pending)
 
 
@@ -279,11 +266,6 @@ class Storage:
 
     # writes ------------------------------------------------------------------------------------
 
-    @property
-    def commits(self) -> int:
-        """Write batches begun so far (a background writer's gauge of other writers)."""
-        return self._commits
-
     def writers_waiting(self) -> bool:
         """Whether writes are queued for the lead (a background write's cue to finish)."""
         return bool(self._pending)
@@ -347,20 +329,23 @@ class Storage:
                 self._pending.append(slot)
                 self._backgrounds += background
                 while not slot.done and (
-                    self._leading or slot.taken or (self._backgrounds and not _may_lead(self, slot))
+                    self._leading
+                    or slot.taken
+                    or (
+                        self._backgrounds and slot not in self._pending[: _batch_end(self._pending)]
+                    )
                 ):
                     self._cond.wait()
-                if slot.done:
-                    batch = []
-                else:
+                if not slot.done:
                     self._leading = True
-                    pending = self._pending
-                    if self._backgrounds:  # a batch stops short of a background slot
-                        cut = 1 if background else _first_background(pending)
-                        batch, self._pending = pending[:cut], pending[cut:]
+                    if self._backgrounds:
+                        end = _batch_end(self._pending)
+                        batch, self._pending = self._pending[:end], self._pending[end:]
                         self._backgrounds -= background
                     else:
-                        batch, self._pending = pending, []
+                        batch, self._pending = self._pending, []
+                else:
+                    batch = []
             if batch:
                 self._commits += 1
                 seq = self._commits
