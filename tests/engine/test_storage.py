@@ -165,3 +165,96 @@ def test_a_catalog_row_read_in_a_rolled_back_write_is_not_remembered(storage: St
     assert row is not None and row.id == created.id
     assert (row.name, row.key_schema.range_name) == ("kept", "sk")
     assert storage.read(lambda r: r.table("us-east-1", "gone")) is None
+
+
+def test_a_background_write_waits_its_turn_then_runs_alone_in_its_own_thread(
+    storage: Storage,
+) -> None:
+    table = _table(storage)
+    batches: list[list[bool]] = []
+    original = storage._run_batch
+
+    def spy(batch: list) -> None:  # type: ignore[type-arg]
+        batches.append([slot.background for slot in batch])
+        original(batch)
+
+    storage._run_batch = spy  # type: ignore[method-assign]
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    runners: dict[str, int] = {}
+
+    def first(w: Writer) -> None:
+        entered.set()
+        release.wait(10)
+
+    def call(name: str, background: bool) -> None:
+        def fn(w: Writer) -> int:
+            w.put(table, name.encode(), b"", 1, {"pk": {"S": name}})
+            order.append(name)
+            return threading.get_ident()
+
+        runner = storage.write(fn, background=background)
+        runners[name] = runner
+        assert not background or runner == threading.get_ident()
+
+    def queued(count: int) -> None:
+        for _ in range(1000):
+            if len(storage._pending) == count:
+                return
+            threading.Event().wait(0.005)
+        raise AssertionError(f"{count} writes never queued")
+
+    leader = threading.Thread(target=storage.write, args=(first,))
+    leader.start()
+    assert entered.wait(10)
+    threads = [threading.Thread(target=call, args=("background", True))]
+    threads[0].start()
+    queued(1)
+    for name in ("w1", "w2"):
+        threads.append(threading.Thread(target=call, args=(name, False)))
+        threads[-1].start()
+    queued(3)
+    release.set()
+    for t in [leader, *threads]:
+        t.join(10)
+    # Its turn: after the write running when it queued, before the writers queued after it; in
+    # a transaction of its own, in its own thread; the writers after it still share one.
+    assert order[0] == "background" and sorted(order[1:]) == ["w1", "w2"]
+    assert [False] in batches and [True] in batches and [False, False] in batches
+    assert all(kinds == [True] for kinds in batches if True in kinds)
+    count, _ = storage.read(lambda r: r.table_stats(table))
+    assert count == 3
+
+
+def test_background_and_concurrent_writers_all_commit_never_batched_together(
+    storage: Storage,
+) -> None:
+    table = _table(storage)
+    batches: list[list[bool]] = []
+    original = storage._run_batch
+
+    def spy(batch: list) -> None:  # type: ignore[type-arg]
+        batches.append([slot.background for slot in batch])
+        original(batch)
+
+    storage._run_batch = spy  # type: ignore[method-assign]
+
+    def writer(prefix: str, background: bool) -> None:
+        for i in range(150):
+            key = f"{prefix}{i}".encode()
+            storage.write(
+                lambda w, key=key: w.put(table, key, b"", 1, {"pk": {"S": key.decode()}}),
+                background=background,
+            )
+
+    threads = [threading.Thread(target=writer, args=(f"w{n}-", False)) for n in range(4)]
+    threads += [threading.Thread(target=writer, args=(f"b{n}-", True)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    count, _ = storage.read(lambda r: r.table_stats(table))
+    assert count == 900
+    assert sum(len(kinds) for kinds in batches) == 900  # every write in exactly one batch
+    assert all(kinds == [True] for kinds in batches if True in kinds)
+    assert storage._pending == [] and storage._backgrounds == 0

@@ -6,16 +6,20 @@ updates, until the sweeper deletes it. The sweeper:
 
 * reads due items off an expiry index (``ttl_expiry``) that a change hook keeps in each item's
   own write transaction, so an idle sweep is one indexed read and never scans a table;
-* builds that index for the items already present when TTL is enabled, in chunks of
-  ``batch_size`` items per transaction (writers are never blocked for long);
-* deletes each due item in a write transaction that re-checks it, through the change hooks
-  like any delete (streams record a REMOVE with the TTL service identity), consuming no
-  capacity; several processes sweeping one file serialise on SQLite's write lock and each
-  item is deleted once;
-* holds the write lock briefly: a sweep transaction stops after ``batch_size`` items or
-  :data:`SWEEP_SLICE_S` of work, whichever comes first, so a writer queued behind it waits
-  about as long as behind another writer's call, and it yields the GIL between transactions
-  (a sweep of 1e5 items does not stall writers; ``python -m bench --only scale`` measures it);
+* builds that index for the items already present when TTL is enabled, in slices;
+* deletes due items in write transactions that re-check them, consuming no capacity; several
+  processes sweeping one file serialise on SQLite's write lock and each item is deleted once.
+  On a table no other change hook watches, a slice is two statements (SQLite deletes the items
+  and their index entries with the GIL released); otherwise each item goes through the change
+  hooks like any delete (streams record a REMOVE with the TTL service identity, secondary
+  indexes and replicas follow);
+* shares the engine with its writers (a sweep of 1e5 items does not stall them;
+  ``python -m bench --only scale`` measures it): a slice is a background write
+  (``storage.write(..., background=True)``: never batched with a writer's call, and one
+  queued writer at least goes between two slices), sized from the last slice's time per item to
+  about :data:`SWEEP_SLICE_S`, and the sweeper then sleeps :data:`SWEEP_REST` times as long as
+  the slice took. A thread that keeps taking the GIL back from SQLite calls would leave other
+  threads waiting for it up to the 5 ms switch interval: the sleep hands it over for sure;
 * ignores values more than five years in the past (DynamoDB's guard against milliseconds);
 * purges stream records past their 24-hour retention.
 
@@ -39,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from . import streams
 from .context import Context, Feature
 from .schema import item_key, key_of
-from .storage import Reader, TableRow, Writer
+from .storage import Reader, TableRow, Writer, unpack
 from .values import Item
 
 if TYPE_CHECKING:
@@ -50,8 +54,12 @@ __all__ = ["TTLConfig", "TimeToLive", "expiry_of"]
 log = logging.getLogger(__name__)
 
 FIVE_YEARS_S = 5 * 365 * 24 * 3600.0
-# Work per sweep transaction (after at least one item): about one ordinary write call's.
+# Work per sweep transaction (at least one item): a writer queued behind it waits about this.
 SWEEP_SLICE_S = 0.0002
+# After each transaction the sweeper sleeps this many times as long as it took: writers keep
+# most of the engine (on a loaded 2-core machine, claim p99 during a 1e5-item sweep 4.8-5.2 ms
+# at 3.0, 7.7-8.1 ms at 1.0), and an idle engine's sweep of 1e5 items still takes ~7 s.
+SWEEP_REST = 3.0
 # DynamoDB refuses a second UpdateTimeToLive within about an hour of the previous one.
 AWS_CHANGE_INTERVAL_S = 3600.0
 
@@ -62,7 +70,8 @@ class TTLConfig:
 
     ``sweep_interval``: time between background sweeps (``None``: no background thread, only
     :meth:`TimeToLive.sweep_now`). ``lag``: extra time after expiry before an item is deleted.
-    ``batch_size``: items per sweeper transaction. ``change_interval``: enforce DynamoDB's
+    ``batch_size``: at most this many items per sweeper transaction (each is also
+    kept to about :data:`SWEEP_SLICE_S` of work). ``change_interval``: enforce DynamoDB's
     "modified multiple times within a fixed interval" rule with this window
     (:data:`AWS_CHANGE_INTERVAL_S` is DynamoDB's); ``None`` (the default) lets tests and local
     setups switch TTL off and on freely.
@@ -147,6 +156,9 @@ class TimeToLive(Feature):
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._item_s = SWEEP_SLICE_S / 8  # a sweep slice's time per item, last measured
+        self._slice_s = 0.0  # the last sweep slice's time
+        self._scan_item_s = SWEEP_SLICE_S / 8  # a backfill slice's time per item, last measured
 
     def install(self, engine: Engine) -> None:
         self._engine = engine
@@ -226,21 +238,13 @@ class TimeToLive(Feature):
                     partial(Reader.ttl_due, before=before, not_before=not_before, limit=1)
                 ):
                     break
-                batch = storage.write(
-                    partial(
-                        self._delete_due,
-                        before=before,
-                        not_before=not_before,
-                        limit=config.batch_size,
-                    )
+                # In turn with the writers: a background write runs alone when its turn comes,
+                # so no writer's call waits for more than one slice.
+                deleted += storage.write(
+                    partial(self._delete_due, before=before, not_before=not_before),
+                    background=True,
                 )
-                deleted.extend(batch)
-                if not batch:
-                    break
-                # Hand the GIL to a waiting writer between transactions: otherwise this thread
-                # keeps it up to a switch interval (5 ms) and a writer's p99 becomes that
-                # (claim p99 during a sweep 2.7-3.0x of before -> 1.9x, bench.scale sweep).
-                time.sleep(0)
+                self._rest()
             now = self._engine.clock.now()
             if storage.read(lambda r: streams.needs_purge(r, now)):
                 storage.write(lambda w: streams.purge(w, now))
@@ -248,64 +252,122 @@ class TimeToLive(Feature):
 
     def _backfill(self) -> None:
         storage = self._engine.storage
-        size = self._config.batch_size
         for table_id, attribute, _cursor in storage.read(lambda r: r.ttl_backfills()):
-            chunk = partial(_backfill_chunk, table_id=table_id, attribute=attribute, size=size)
-            while storage.write(chunk):
-                pass
+            chunk = partial(self._backfill_chunk, table_id=table_id, attribute=attribute)
+            while storage.write(chunk, background=True):
+                self._rest()
 
-    def _delete_due(self, w: Writer, before: float, not_before: float, limit: int) -> list[Expired]:
+    def _rest(self) -> None:
+        """Sleep after a slice (module docstring: writers get the GIL for sure)."""
+        if SWEEP_REST > 0:
+            time.sleep(self._slice_s * SWEEP_REST)
+
+    def _backfill_chunk(self, w: Writer, table_id: int, attribute: str) -> bool:
+        """Index the table's next items, a slice's worth; ``False`` once the backfill is done."""
+        pending = {t: (a, c) for t, a, c in w.ttl_backfills()}
+        if table_id not in pending or pending[table_id][0] != attribute:
+            return False  # TTL was disabled (or switched) meanwhile
+        t0 = time.perf_counter()
+        size = self._slice_items(self._scan_item_s)
+        rows = w.scan_after(table_id, pending[table_id][1], size)
+        entries = [(pk, sk, expiry_of(item, attribute)) for pk, sk, _size, item in rows]
+        w.ttl_set_many(table_id, [(pk, sk, at) for pk, sk, at in entries if at is not None])
+        self._slice_s = time.perf_counter() - t0
+        if rows:
+            self._scan_item_s = self._slice_s / len(rows)
+        if len(rows) < size:
+            w.ttl_backfill_done(table_id)
+            return False
+        w.ttl_backfill_set(table_id, attribute, (rows[-1][0], rows[-1][1]))
+        return True
+
+    def _slice_items(self, item_s: float) -> int:
+        """Items per slice, from the last measured time per item."""
+        return min(self._config.batch_size, max(1, round(SWEEP_SLICE_S / item_s)))
+
+    def _delete_due(self, w: Writer, before: float, not_before: float) -> list[Expired]:
+        """One slice of a sweep: due items of the table with the earliest due entry."""
+        t0 = time.perf_counter()
+        due = w.ttl_due(before, not_before, 1)
+        if not due:
+            return []
+        table_id = due[0][0]
+        row = w.table_by_id(table_id)
+        ttl = None if row is None else row.definition.get("_ttl")
+        if row is None or ttl is None:  # stale entries of a dropped table or disabled TTL
+            w.ttl_drop_table(table_id)
+            return []
+        limit = self._slice_items(self._item_s)
+        if self._watched(row):
+            deleted = self._delete_each(w, row, ttl["AttributeName"], before, not_before, limit)
+        else:
+            deleted = _delete_all(w, row, ttl["AttributeName"], before, not_before, limit)
+        self._slice_s = time.perf_counter() - t0
+        if deleted:  # the next slice's size, from this one's time per item
+            self._item_s = self._slice_s / len(deleted)
+        return deleted
+
+    def _watched(self, row: TableRow) -> bool:
+        """Whether a change hook other than TTL's own acts on ``row``'s writes (streams,
+        secondary indexes, replicas, faults): each delete must then go through the hooks."""
+        engine = self._engine
+        watches = engine.change_watches
+        for hook in engine.change_hooks:
+            if hook is not _on_change and (watches.get(hook) is None or watches[hook](row)):
+                return True
+        return False
+
+    def _delete_each(
+        self, w: Writer, row: TableRow, attribute: str, before: float, not_before: float, limit: int
+    ) -> list[Expired]:
+        """Delete due items one by one through the change hooks (a REMOVE stream record with
+        the TTL service's identity, index entries, replication)."""
         deleted: list[Expired] = []
-        tables: dict[int, TableRow | None] = {}
-        clock = time.perf_counter
-        deadline = clock() + SWEEP_SLICE_S
+        waiting = self._engine.storage.writers_waiting
         for table_id, pk, sk, expires in w.ttl_due(before, not_before, limit):
-            if deleted and clock() > deadline:
-                break  # the rest in the next transaction: writers queued meanwhile go first
-            if table_id not in tables:
-                tables[table_id] = w.table_by_id(table_id)
-            row = tables[table_id]
-            ttl = None if row is None else row.definition.get("_ttl")
-            if row is None or ttl is None:
-                w.ttl_clear(table_id, pk, sk)  # stale entry of a dropped table or disabled TTL
-                continue
+            if table_id != row.id:
+                continue  # another table's: its own slice
+            if deleted and waiting():
+                break  # the rest in a later slice, once the queued writers went
             item = w.get(table_id, pk, sk)
-            current = expiry_of(item, ttl["AttributeName"])
+            current = expiry_of(item, attribute)
             if item is None or current is None or current != expires:
-                # Defensive: the index is kept in each write's transaction, so this is unreachable
-                # unless a writer bypassed the hooks; repair instead of deleting a live item.
-                if current is None:
-                    w.ttl_clear(table_id, pk, sk)
-                else:
-                    w.ttl_set(table_id, pk, sk, current)
+                _repair(w, table_id, pk, sk, current)
                 continue
             w.delete(table_id, pk, sk)
-            w.ttl_clear(table_id, pk, sk)
-            if self._engine.change_hooks:
-                ctx = Context(
-                    self._engine,
-                    {},
-                    row.region,
-                    operation="TimeToLive",
-                    principal=streams.TTL_PRINCIPAL,
-                )
-                self._engine.emit_change(ctx, w, row, item, None)
+            ctx = Context(
+                self._engine,
+                {},
+                row.region,
+                operation="TimeToLive",
+                principal=streams.TTL_PRINCIPAL,
+            )
+            self._engine.emit_change(ctx, w, row, item, None)  # TTL's hook clears the entry
             deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), expires))
         return deleted
 
 
-def _backfill_chunk(w: Writer, table_id: int, attribute: str, size: int) -> bool:
-    """Index the next ``size`` items of a table; ``False`` once the backfill is finished."""
-    pending = {t: (a, c) for t, a, c in w.ttl_backfills()}
-    if table_id not in pending or pending[table_id][0] != attribute:
-        return False  # TTL was disabled (or switched) meanwhile
-    rows = w.scan_after(table_id, pending[table_id][1], size)
-    for pk, sk, _size, item in rows:
-        expires = expiry_of(item, attribute)
-        if expires is not None:
-            w.ttl_set(table_id, pk, sk, expires)
-    if len(rows) < size:
-        w.ttl_backfill_done(table_id)
-        return False
-    w.ttl_backfill_set(table_id, attribute, (rows[-1][0], rows[-1][1]))
-    return True
+def _delete_all(
+    w: Writer, row: TableRow, attribute: str, before: float, not_before: float, limit: int
+) -> list[Expired]:
+    """Delete up to ``limit`` due items of a table no other hook watches, in two statements."""
+    deleted: list[Expired] = []
+    for pk, sk, size, body in w.ttl_delete_due(row.id, before, not_before, limit):
+        item = unpack(body)
+        current = expiry_of(item, attribute)
+        if current is None or not not_before <= current < before:
+            # Defensive, as in _delete_each: the index disagreed with the item; put it back.
+            w.put(row.id, pk, sk, size, item)
+            _repair(w, row.id, pk, sk, current)
+            continue
+        deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), current))
+    return deleted
+
+
+def _repair(w: Writer, table_id: int, pk: bytes, sk: bytes, current: float | None) -> None:
+    """Point an expiry entry at the item's real expiry: the index is kept in each write's
+    transaction, so this is unreachable unless a writer bypassed the hooks."""
+    if current is None:
+        w.ttl_clear(table_id, pk, sk)
+    else:
+        w.ttl_set(table_id, pk, sk, current)

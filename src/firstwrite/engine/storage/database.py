@@ -18,6 +18,9 @@ Concurrency model
   answered (a write, a failed condition, a read of this engine) before the WAL is synced past
   every commit it wrote or saw; only readers in other processes may see a commit one fsync
   early. :meth:`Storage.deferred` leaves several calls' fsync to one wait (the server's lane).
+* A background write (``write(fn, background=True)``, the TTL sweeper's) takes its turn in the
+  queue but runs alone, in its own thread, never batched with callers' writes (each would wait
+  for the other's work); ``fn`` ends early once :meth:`Storage.writers_waiting`.
 * Reads use one connection per thread and see every committed write (WAL snapshots).
 * Catalog rows are cached per process and only ever used through statements that verify them
   (core.py): no cache can outlive a change made by another engine.
@@ -67,12 +70,25 @@ def _statements(script: str) -> Iterator[str]:
 
 
 class _Slot:
-    __slots__ = ("autocommit", "done", "error", "fn", "result", "savepoint", "seq", "taken")
+    __slots__ = (
+        "autocommit",
+        "background",
+        "done",
+        "error",
+        "fn",
+        "result",
+        "savepoint",
+        "seq",
+        "taken",
+    )
 
-    def __init__(self, fn: Callable[[Writer], Any], savepoint: bool, autocommit: bool) -> None:
+    def __init__(
+        self, fn: Callable[[Writer], Any], savepoint: bool, autocommit: bool, background: bool
+    ) -> None:
         self.fn = fn
         self.savepoint = savepoint
         self.autocommit = autocommit
+        self.background = background
         self.taken = False  # in a leader's batch (no longer in the queue)
         self.done = False
         self.seq = 0  # the commit it is part of (durability "full": synced before answering)
@@ -100,6 +116,15 @@ class Pending:
             self.storage._sync(self.seq)
 
 
+def _batch_end(pending: list[_Slot]) -> int:
+    """The next batch is ``pending[:end]``, led by one of its slots' threads: a background slot
+    alone, or the slots queued ahead of the first background one."""
+    for end, queued in enumerate(pending):
+        if queued.background:
+            return end or 1
+    return len(pending)
+
+
 class Storage:
     """The SQLite database behind one engine: ``path=None`` keeps it in memory."""
 
@@ -117,6 +142,7 @@ class Storage:
         self._cond_lock = threading.Lock()
         self._cond = threading.Condition(self._cond_lock)
         self._pending: list[_Slot] = []
+        self._backgrounds = 0  # background slots in _pending
         self._leading = False
         self._closed = False
         # Durability "full" (file databases): commits are numbered when they start; _committed
@@ -240,8 +266,17 @@ class Storage:
 
     # writes ------------------------------------------------------------------------------------
 
+    def writers_waiting(self) -> bool:
+        """Whether writes are queued for the lead (a background write's cue to finish)."""
+        return bool(self._pending)
+
     def write(
-        self, fn: Callable[[Writer], T], *, savepoint: bool = False, autocommit: bool = False
+        self,
+        fn: Callable[[Writer], T],
+        *,
+        savepoint: bool = False,
+        autocommit: bool = False,
+        background: bool = False,
     ) -> T:
         """Run ``fn`` in a committed write transaction, group-committed with concurrent callers.
 
@@ -252,6 +287,8 @@ class Storage:
         ``autocommit=True`` is for a ``fn`` whose one write is a single statement, correct
         whether or not it runs inside a transaction: uncontended, it runs with no BEGIN/COMMIT
         (the statement commits itself).
+
+        ``background=True``: ``fn`` runs alone in this thread, in its turn (module docstring).
         """
         if self._closed:
             raise RuntimeError("the engine is closed")
@@ -282,7 +319,7 @@ class Storage:
                 if self._full:
                     self._settle(seq)
                 return result
-        slot = _Slot(fn, savepoint, autocommit)
+        slot = _Slot(fn, savepoint, autocommit, background)
         with self._cond_lock:
             if not self._leading and not self._pending:
                 # Uncontended: lead a batch of this write alone, nothing to queue or wait for.
@@ -290,11 +327,23 @@ class Storage:
                 batch = [slot]
             else:
                 self._pending.append(slot)
-                while not slot.done and (self._leading or slot.taken):
+                self._backgrounds += background
+                while not slot.done and (
+                    self._leading
+                    or slot.taken
+                    or (
+                        self._backgrounds and slot not in self._pending[: _batch_end(self._pending)]
+                    )
+                ):
                     self._cond.wait()
                 if not slot.done:
                     self._leading = True
-                    batch, self._pending = self._pending, []
+                    if self._backgrounds:
+                        end = _batch_end(self._pending)
+                        batch, self._pending = self._pending[:end], self._pending[end:]
+                        self._backgrounds -= background
+                    else:
+                        batch, self._pending = self._pending, []
                 else:
                     batch = []
             if batch:
