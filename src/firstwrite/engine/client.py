@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import botocore.exceptions
@@ -404,6 +404,8 @@ class DirectClient:
     def _make_method(self, py_name: str, operation_name: str) -> Callable[..., dict[str, Any]]:
         plan = self._codec.plan(operation_name)
         execute = self._engine.execute
+        run = self._engine.run
+        table = operations.STREAMS if self._engine_service == "streams" else operations.DYNAMODB
         region = self._region
         service = self._engine_service
         codec = self._codec
@@ -425,11 +427,15 @@ class DirectClient:
                     raise ParamValidationError(report=report.generate_report())
             if holds_surrogate(kwargs):  # as over HTTP, where no such body can be sent
                 raise codec.client_error(UNREADABLE, operation_name, new_request_id())
-            request: Mapping[str, Any] = kwargs if transform_in is None else transform_in(kwargs)
+            request: dict[str, Any] = kwargs if transform_in is None else transform_in(kwargs)
+            fn = table.get(operation_name)  # looked up per call: operations may come later
             try:
-                result = execute(
-                    operation_name, request, region=region, wire=False, service=service
-                )
+                if fn is None:  # not (yet) implemented: the engine's own answer
+                    result = execute(
+                        operation_name, request, region=region, wire=False, service=service
+                    )
+                else:
+                    result = run(fn, operation_name, request, region, False)
             except DynamoDBError as error:
                 raise codec.client_error(error, operation_name, new_request_id()) from None
             except Exception as exc:

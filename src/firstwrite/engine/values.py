@@ -277,10 +277,11 @@ def parse_item_sized(item: Any, *, wire: bool = False) -> tuple[Item, int]:
     out: Item = {}
     size = 0
     for name, value in item.items():
-        if not isinstance(name, str):
-            raise serialization("Attribute names must be strings")
-        if not name:
-            raise invalid_parameters("Empty attribute name")
+        if type(name) is not str or not name:  # one test for the usual name
+            if not isinstance(name, str):
+                raise serialization("Attribute names must be strings")
+            if not name:
+                raise invalid_parameters("Empty attribute name")
         size += len(name) if name.isascii() else len(name.encode("utf-8"))
         # Fast path for the commonest attributes, a string or a canonical integer: the same
         # checks as parse_value and value_size, without their dispatch. Such a value is already
