@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import consumed
 from ..errors import DynamoDBError, conditional_check_failed, internal_error, validation
 from ..expressions import Compiled, apply_update, evaluate, project
-from ..expressions.compiled import absent_attribute
 from ..keys import IndexSchema, KeySchema
 from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
@@ -134,14 +133,15 @@ def conditional_write(
     keep succeeding. The hint only ever changes the cost of a call, never its answer.
     """
     condition = compiled.condition
+    engine = ctx.engine
     if condition is None:
-        return ctx.storage.write(write, autocommit=autocommit)
-    hints = ctx.engine.hints
+        return engine.storage.write(write, autocommit=autocommit)
+    hints = engine.hints
     hint = (row.id, condition.text)
     if hint in hints:
-        check_condition(compiled, params, ctx.storage.get_checked(row, pk, sk))
+        check_condition(compiled, params, engine.storage.get_checked(row, pk, sk))
     try:
-        result = ctx.storage.write(write, autocommit=autocommit)
+        result = engine.storage.write(write, autocommit=autocommit)
     except DynamoDBError as error:
         if error.code == "ConditionalCheckFailedException":
             if len(hints) >= _HINTS_MAX:
@@ -176,7 +176,9 @@ _VANISHED_RETRIES = 8
 def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
-    return_values = return_values_put_delete(params)
+    return_values = (
+        "NONE" if params.get("ReturnValues") is None else return_values_put_delete(params)
+    )
     try:
         item, size = parse_item_sized(params["Item"], wire=ctx.wire)
     except DynamoDBError:
@@ -187,8 +189,11 @@ def put_item(ctx: Context) -> dict[str, Any]:
     check_attribute_names(item, size)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     condition = compiled.condition
-    absent = absent_attribute(condition)
-    absent_or, text = (None, "") if condition is None else (condition.absent_or, condition.text)
+    absent, absent_or, text = (
+        (None, None, "")
+        if condition is None
+        else (condition.absent, condition.absent_or, condition.text)
+    )
 
     def attempt(row: TableRow) -> Item | None:
         schema = row.key_schema
