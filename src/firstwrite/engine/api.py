@@ -101,7 +101,7 @@ class Engine:
         self.table_hooks: list[TableHook] = []
         self.interceptors: list[Interceptor] = []
         self._hooks_lock = threading.Lock()
-        # Cost hints the operations keep for themselves (e.g. items.conditional_write): what
+        # Cost hints the operations keep for themselves (e.g. items.failed_already): what
         # recent calls did, to pick the cheaper way to the same answer. Never semantics.
         self.hints: dict[Any, Any] = {}
         # quiet()'s answers per catalog row (by id()), with the hook list they were made for.

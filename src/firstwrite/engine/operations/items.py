@@ -3,7 +3,7 @@
 Each write is one short transaction: read the current item, evaluate the condition, write.
 Under SQLite's write lock that sequence is linearizable (storage/database.py). Two shortcuts,
 both linearizable too: a condition that already fails may be answered from one read, without
-the lock (conditional_write); and insert-if-absent on a table no hook watches is one statement.
+the lock (failed_already); and insert-if-absent on a table no hook watches is one statement.
 """
 
 from __future__ import annotations
@@ -111,6 +111,35 @@ def updated_item(
 _HINTS_MAX = 4096
 
 
+def failed_already(
+    ctx: Context, compiled: Compiled, params: Any, row: TableRow, pk: bytes, sk: bytes
+) -> DynamoDBError | None:
+    """The ConditionalCheckFailedException of a condition that already fails, found without
+    the lock, or None: then :func:`conditional_write` decides.
+
+    A failed condition writes nothing, so one consistent read is all it needs: the failure
+    takes effect at that read, inside the call, which keeps it linearizable (the write
+    evaluates the condition again under the lock in any case). That read is wasted on a write
+    that goes through, so it is only made when the last write with the same condition on the
+    same table failed: duplicates of a create-if-absent keep failing, optimistic-lock updates
+    keep succeeding. The hint only ever changes the cost of a call, never its answer.
+
+    The error is returned, for the operation to raise at its top: an exception costs every
+    frame it leaves a traceback entry and a frame object (~4k instructions a frame, measured
+    with callgrind), and a duplicate request is a hot path of its own.
+    """
+    condition = compiled.condition
+    if condition is None or (row.id, condition.text) not in ctx.engine.hints:
+        return None
+    old = ctx.engine.storage.get_checked(row, pk, sk)
+    if evaluate(condition, old):
+        return None
+    return failed_condition(params, old)
+
+
+_HINTS_MAX = 4096
+
+
 def conditional_write(
     ctx: Context,
     compiled: Compiled,
@@ -122,24 +151,14 @@ def conditional_write(
     *,
     autocommit: bool = False,
 ) -> T:
-    """``storage.write(write, autocommit=...)``, answering a condition that already fails
-    without the lock.
-
-    A failed condition writes nothing, so one consistent read is all it needs: the failure
-    takes effect at that read, inside the call, which keeps it linearizable (``write``
-    evaluates the condition again under the lock in any case). That read is wasted on a write
-    that goes through, so it is only made when the last write with the same condition on the
-    same table failed: duplicates of a create-if-absent keep failing, optimistic-lock updates
-    keep succeeding. The hint only ever changes the cost of a call, never its answer.
-    """
+    """``storage.write(write, autocommit=...)``, keeping the hint :func:`failed_already`
+    reads: whether the last write with this condition on this table failed it."""
     condition = compiled.condition
     engine = ctx.engine
     if condition is None:
         return engine.storage.write(write, autocommit=autocommit)
     hints = engine.hints
     hint = (row.id, condition.text)
-    if hint in hints:
-        check_condition(compiled, params, engine.storage.get_checked(row, pk, sk))
     try:
         result = engine.storage.write(write, autocommit=autocommit)
     except DynamoDBError as error:
@@ -195,7 +214,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
         else (condition.absent, condition.absent_or, condition.text)
     )
 
-    def attempt(row: TableRow) -> Item | None:
+    def attempt(row: TableRow) -> Item | DynamoDBError | None:
         schema = row.key_schema
         pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
@@ -208,16 +227,19 @@ def put_item(ctx: Context) -> dict[str, Any]:
         if_absent = absent is not None and absent in keys
         # attribute_not_exists(<key>) OR ...: holds when no item is stored, so an insert that
         # lands needs no read; one that finds an item leaves the condition to the general path.
-        # Unless the same condition failed last time on this table (see conditional_write).
+        # Unless the same condition failed last time on this table (see failed_already).
         insert_first = (
             not if_absent
             and absent_or is not None
             and absent_or in keys
             and (row.id, text) not in ctx.engine.hints
         )
+        # With the failed-condition hint: a duplicate after a duplicate is one read.
+        failed = failed_already(ctx, compiled, params, row, pk, sk)
+        if failed is not None:
+            return failed
         quiet = ctx.engine.quiet(row)
         if if_absent and quiet:
-            # With the failed-condition hint: a duplicate after a duplicate is one read.
             conditional_write(
                 ctx,
                 compiled,
@@ -262,6 +284,8 @@ def put_item(ctx: Context) -> dict[str, Any]:
             raise validation(ITEM_TOO_LARGE)
 
     old = with_table(ctx, params["TableName"], attempt, missing)
+    if isinstance(old, DynamoDBError):
+        raise old
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, size)
 
 
@@ -271,8 +295,11 @@ def delete_item(ctx: Context) -> dict[str, Any]:
     return_values = return_values_put_delete(params)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
 
-    def attempt(row: TableRow) -> Item | None:
+    def attempt(row: TableRow) -> Item | DynamoDBError | None:
         _key, pk, sk = parse_key(row.key_schema, params["Key"], wire=ctx.wire)
+        failed = failed_already(ctx, compiled, params, row, pk, sk)
+        if failed is not None:
+            return failed
 
         def write(w: Writer) -> Item | None:
             old = w.get_checked(row, pk, sk)
@@ -286,6 +313,8 @@ def delete_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
+    if isinstance(old, DynamoDBError):
+        raise old
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, 0)
 
 
@@ -297,9 +326,12 @@ def update_item(ctx: Context) -> dict[str, Any]:
         params, wire=ctx.wire, kinds=("UpdateExpression", "ConditionExpression")
     )
 
-    def attempt(row: TableRow) -> tuple[Item | None, Item | None, int]:
+    def attempt(row: TableRow) -> tuple[Item | None, Item | None, int] | DynamoDBError:
         schema = row.key_schema
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
+        failed = failed_already(ctx, compiled, params, row, pk, sk)
+        if failed is not None:
+            return failed
 
         refusing = _refusing(ctx, row)
 
@@ -318,7 +350,10 @@ def update_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old, new, new_size = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
+    outcome = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
+    if isinstance(outcome, DynamoDBError):
+        raise outcome
+    old, new, new_size = outcome
     attributes: Item | None = None
     if return_values == "ALL_OLD":
         attributes = old
