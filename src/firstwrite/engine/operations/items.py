@@ -285,7 +285,10 @@ def put_item(ctx: Context) -> dict[str, Any]:
 
     old = with_table(ctx, params["TableName"], attempt, missing)
     if isinstance(old, DynamoDBError):
-        raise old
+        try:
+            raise old
+        finally:
+            del old  # the error's traceback holds this frame: no cycle through the local
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, size)
 
 
@@ -314,7 +317,10 @@ def delete_item(ctx: Context) -> dict[str, Any]:
 
     old = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     if isinstance(old, DynamoDBError):
-        raise old
+        try:
+            raise old
+        finally:
+            del old  # the error's traceback holds this frame: no cycle through the local
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, 0)
 
 
@@ -352,7 +358,10 @@ def update_item(ctx: Context) -> dict[str, Any]:
 
     outcome = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     if isinstance(outcome, DynamoDBError):
-        raise outcome
+        try:
+            raise outcome
+        finally:
+            del outcome  # the error's traceback holds this frame: no cycle through the local
     old, new, new_size = outcome
     attributes: Item | None = None
     if return_values == "ALL_OLD":
