@@ -61,7 +61,12 @@ def _check_section(section: _common.Section, ours: set[str]) -> None:
 def test_direct() -> None:
     section = engine_direct.run(TINY, _log)
     _check_section(section, {"direct"})
-    assert {s.name for s in section.tables[0].series} >= {"sqlite floor", "direct"}
+    assert {s.name for s in section.tables[0].series} >= {
+        engine_direct.SQLITE_FLOOR,
+        engine_direct.BYTES_FLOOR,
+        "direct",
+    }
+    assert section.tables[0].targets[0].peer == engine_direct.SQLITE_FLOOR
     failing = section.tables[1]
     assert failing.get(engine_direct.CONFLICT_FLOOR) is not None
     target = failing.targets[0]

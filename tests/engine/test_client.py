@@ -396,3 +396,99 @@ def test_drop_in_for_powertools_idempotency(direct: DirectClient, table_name: st
     assert process(order={"id": "o-1"}) == {"charged": "o-1"}
     assert process(order={"id": "o-1"}) == {"charged": "o-1"}
     assert calls == [{"id": "o-1"}]
+
+
+def _errors_of(direct: DirectClient, table_name: str) -> list[tuple[str, ClientError]]:
+    """Four errors (a failed condition twice, so the second text comes formatted already, a
+    missing table, a refused request), with the operation each was raised by."""
+    create_table(direct, table_name)
+    direct.put_item(TableName=table_name, Item={"pk": {"S": "there"}})
+    caught: list[tuple[str, ClientError]] = []
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        (
+            "PutItem",
+            lambda: direct.put_item(
+                TableName=table_name,
+                Item={"pk": {"S": "there"}},
+                ConditionExpression="attribute_not_exists(pk)",
+            ),
+        ),
+        (
+            "PutItem",
+            lambda: direct.put_item(
+                TableName=table_name,
+                Item={"pk": {"S": "there"}},
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            ),
+        ),
+        ("GetItem", lambda: direct.get_item(TableName="missing", Key={"pk": {"S": "x"}})),
+        ("Query", lambda: direct.query(TableName=table_name)),
+    ]
+    for operation, call in calls:
+        with pytest.raises(ClientError) as error:
+            call()
+        caught.append((operation, error.value))
+    return caught
+
+
+@pytest.mark.parametrize("preformatted", [True, False])
+def test_errors_are_what_botocore_makes_of_their_response(
+    direct: DirectClient, table_name: str, preformatted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client formats each error's text once (client._preformatted): the exception must be
+    # the one ClientError(response, operation) makes, attribute for attribute.
+    from firstwrite.engine import client as client_module
+
+    monkeypatch.setattr(client_module, "_PREFORMATTED", preformatted)
+    for operation, error in _errors_of(direct, table_name):
+        made = type(error)(error.response, operation)
+        assert (error.args, vars(error), str(error)) == (made.args, vars(made), str(made))
+        assert error.operation_name == operation
+        assert type(error) is direct.exceptions.from_code(error.response["Error"]["Code"])
+
+
+def test_failed_conditions_leave_no_garbage_cycle(direct: DirectClient, table_name: str) -> None:
+    # A failed condition found by the hinted read is returned up to its operation and raised
+    # there: a local left holding it would make frame -> error -> traceback -> frame a cycle
+    # per failed call, freed only by the garbage collector.
+    import gc
+    import types
+
+    create_table(direct, table_name)
+    key = {"pk": {"S": "a"}}
+    direct.put_item(TableName=table_name, Item=key)
+    ccf = direct.exceptions.ConditionalCheckFailedException
+    calls: list[Callable[[], Any]] = [
+        lambda: direct.put_item(
+            TableName=table_name, Item=key, ConditionExpression="attribute_not_exists(pk)"
+        ),
+        lambda: direct.delete_item(
+            TableName=table_name, Key=key, ConditionExpression="attribute_not_exists(pk)"
+        ),
+        lambda: direct.update_item(
+            TableName=table_name, Key=key, ConditionExpression="attribute_not_exists(pk)"
+        ),
+    ]
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for call in calls:
+            for _ in range(3):  # the first failure sets the hint, the next ones take the read
+                with pytest.raises(ccf):
+                    call()
+        gc.collect()
+        ours = [
+            o
+            for o in gc.garbage
+            if isinstance(o, DynamoDBError)
+            or (isinstance(o, types.FrameType) and "firstwrite" in o.f_code.co_filename)
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert ours == []

@@ -8,8 +8,10 @@ checks for them itself: before, it answered 500 for some, and stored or compared
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import boto3
@@ -18,6 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from firstwrite.engine import DirectClient, Engine, ServerThread, local_client
+from firstwrite.engine.surrogates import holds_surrogate
 
 TABLE = "surrogates"
 SERIALIZATION = "com.amazon.coral.service#SerializationException"
@@ -183,3 +186,63 @@ def test_text_that_only_looks_like_a_surrogate_is_kept(
         assert got == item
     finally:
         client.delete_item(TableName=TABLE, Key={"pk": {"S": "\U0001f600"}})
+
+
+class _Mapping(Mapping[str, Any]):
+    """A Mapping that is not a dict: neither msgpack nor marshal writes it."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+# (request, whether it holds a surrogate), one per way holds_surrogate decides: msgpack writes
+# it; msgpack refuses it and marshal's bytes settle it; only the walk of its strings can.
+SHAPES: dict[str, tuple[Any, bool]] = {
+    "plain, clean": ({"a": {"S": "x\U0001f600"}, "b": [b"\xed\xa0\x80", 1, 2.5, None]}, False),
+    "plain, surrogate value": ({"a": {"S": "x\ud800"}}, True),
+    "plain, surrogate key": ({"a": {"\udc00": {"S": "x"}}}, True),
+    "tuple": ({"a": ("ok", "\udbff")}, True),
+    "set (msgpack refuses)": ({"a": {"ok", "\ud800"}}, True),
+    "set, clean": ({"a": {"ok", "fine"}}, False),
+    "huge int (msgpack refuses)": ({"a": 1 << 80, "b": "\ud800"}, True),
+    "huge int, clean": ({"a": 1 << 80, "b": "x"}, False),
+    "bytes like a surrogate": ({"a": 1 << 80, "b": b"\xed\xa0\x80"}, False),
+    "Mapping (walked)": ({"a": _Mapping({"k": "\ud800"})}, True),
+    "Mapping, clean": ({"a": _Mapping({"k": "v"})}, False),
+    "datetime (walked)": ({"a": dt.datetime(2026, 1, 1), "b": ["\udfff"]}, True),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_holds_surrogate_finds_every_one_and_no_other(shape: str) -> None:
+    request, expected = SHAPES[shape]
+    assert holds_surrogate(request) is expected
+
+
+def test_holds_surrogate_after_a_large_request_and_across_threads() -> None:
+    big = {"a": {"S": "x" * (2 << 20)}}
+    assert holds_surrogate(big) is False
+    assert holds_surrogate({"a": "\ud800"}) is True  # the packer dropped for its size: a new one
+    assert holds_surrogate({"a": "clean"}) is False
+    results: list[list[bool]] = [[] for _ in range(4)]
+
+    def check(mine: list[bool]) -> None:  # a packer per thread: none sees another's strings
+        for _ in range(200):
+            mine.append(holds_surrogate({"a": {"S": "ok"}, "b": ["x" * 100]}))
+            mine.append(holds_surrogate({"a": {"S": "ok\ud800"}}))
+
+    threads = [threading.Thread(target=check, args=(mine,)) for mine in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [[False, True] * 200] * 4

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from firstwrite.engine import values
 from firstwrite.engine.errors import DynamoDBError
 from firstwrite.engine.values import (
     compare,
@@ -172,3 +175,16 @@ def test_nesting_at_the_limit_is_fine() -> None:
     for _ in range(31):
         value = {"L": [value]}
     assert parse_value(value)
+
+
+_NUMBER_TEXTS = (
+    st.integers(min_value=-(10**45), max_value=10**45).map(str)
+    | st.from_regex(r"-?[0-9]{0,40}", fullmatch=True)
+    | st.text(max_size=6)
+)
+
+
+@given(_NUMBER_TEXTS)
+def test_plain_integer_size_is_the_plain_integer_check_and_size_in_one(text: str) -> None:
+    expected = values._integer_size(text) if values._is_plain_integer(text) else 0
+    assert values._plain_integer_size(text) == expected

@@ -37,7 +37,7 @@ from .values import Item
 
 Durability = Literal["full", "normal"]
 Service = Literal["dynamodb", "streams"]
-# The table-row cache of Engine.quiet() is dropped whole past this many (id, version) entries.
+# The table-row cache of Engine.quiet() is dropped whole past this many rows.
 _QUIET_CACHE_MAX = 4096
 
 
@@ -101,11 +101,11 @@ class Engine:
         self.table_hooks: list[TableHook] = []
         self.interceptors: list[Interceptor] = []
         self._hooks_lock = threading.Lock()
-        # Cost hints the operations keep for themselves (e.g. items.conditional_write): what
+        # Cost hints the operations keep for themselves (e.g. items.failed_already): what
         # recent calls did, to pick the cheaper way to the same answer. Never semantics.
         self.hints: dict[Any, Any] = {}
-        # quiet()'s answers per (table id, version), with the hook list they were made for.
-        self._quiet: dict[tuple[int, int], tuple[list[ChangeHook], int, bool]] = {}
+        # quiet()'s answers per catalog row (by id()), with the hook list they were made for.
+        self._quiet: dict[int, tuple[TableRow, list[ChangeHook], int, bool]] = {}
         self._closed = False
         self._lock = threading.Lock()
         # The features, in the order their hooks run: tags first (CreateTable's tag check, so a
@@ -150,6 +150,21 @@ class Engine:
         elif type(request) is not dict and not isinstance(request, Mapping):
             raise not_an_object(operation, request)
         ctx = Context(self, request, region or self.default_region, wire, operation)
+        if self.interceptors:
+            for intercept in self.interceptors:
+                intercept(ctx)
+            finish = ctx.finish_hooks
+            if finish:
+                return _finished(fn, ctx, finish)
+        return fn(ctx)
+
+    def run(
+        self, fn: Operation, operation: str, request: dict[str, Any], region: str, wire: bool
+    ) -> dict[str, Any]:
+        """:meth:`execute` for an in-process client that looked ``operation`` up itself (``fn``,
+        from ``operations.DYNAMODB`` or ``STREAMS``) and holds a dict request: the same call,
+        less the lookup and the request's type checks (the tail of execute, kept alike)."""
+        ctx = Context(self, request, region, wire, operation)
         if self.interceptors:
             for intercept in self.interceptors:
                 intercept(ctx)
@@ -215,13 +230,18 @@ class Engine:
     def quiet(self, row: TableRow) -> bool:
         """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
         ``watches`` predicate, e.g. by fault injection, act on every table)."""
-        # Cached per catalog row version for the current hook list (installers replace the
-        # list; its length guards against an append in place).
+        # Cached per catalog row (one object per table id and version, held by the entry, so
+        # its id() names it) for the current hook list (installers replace the list; its
+        # length guards against an append in place).
         hooks = self.change_hooks
-        key = (row.id, row.version)
-        cached = self._quiet.get(key)
-        if cached is not None and cached[0] is hooks and cached[1] == len(hooks):
-            return cached[2]
+        cached = self._quiet.get(id(row))
+        if (
+            cached is not None
+            and cached[0] is row
+            and cached[1] is hooks
+            and cached[2] == len(hooks)
+        ):
+            return cached[3]
         watches = self.change_watches
         quiet = True
         for hook in hooks:
@@ -231,7 +251,7 @@ class Engine:
                 break
         if len(self._quiet) >= _QUIET_CACHE_MAX:
             self._quiet.clear()
-        self._quiet[key] = (hooks, len(hooks), quiet)
+        self._quiet[id(row)] = (row, hooks, len(hooks), quiet)
         return quiet
 
     def emit_change(

@@ -55,6 +55,10 @@ def uvicorn_config(app: EngineApp, host: str, port: int, limits: Limits) -> uvic
         log_level="warning",
         server_header=False,
         date_header=True,
+        # The server faces its callers: X-Forwarded-For is the caller's own word (it made a new
+        # address, and a fresh login-throttle count, of every guess), and the middleware that
+        # reads it cost every request.
+        proxy_headers=False,
         backlog=2048,
         timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
         timeout_graceful_shutdown=10,

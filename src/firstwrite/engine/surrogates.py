@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import marshal
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any
+
+import msgpack
 
 from .errors import DynamoDBError
 
@@ -26,16 +29,34 @@ UNREADABLE = DynamoDBError("SerializationException")
 # U+D800..U+DFFF encoded as UTF-8 with surrogatepass: 0xED, then 0xA0..0xBF, then one more byte.
 _SURROGATE_UTF8 = re.compile(b"\xed[\xa0-\xbf]")
 
+_packers = threading.local()  # a Packer is not thread-safe; reusing one skips its setup
+# A packer that wrote a request this large is dropped, not kept: it holds on to its buffer.
+_KEPT_BUFFER_BYTES = 1 << 20
+
 
 def holds_surrogate(request: Mapping[str, Any]) -> bool:
     """Whether a string anywhere in ``request`` (keys included) holds a surrogate code point.
 
-    The check runs on every in-process call, so its common case is one pass in C: ``marshal``
-    writes a string as UTF-8 with surrogates let through (``\\xed\\xa0-\\xbf...``, a
-    sequence valid UTF-8 never holds), and a byte search finds the rare request that may hold
-    one. Only then (bytes values may hold that sequence too), or for values ``marshal`` does not
-    know, are the strings looked at one by one.
+    The check runs on every in-process call, so its common case is one pass in C: msgpack
+    encodes every string of a request as strict UTF-8, which no string holding a surrogate
+    passes, so a request it writes holds none. Anything else (an error, perhaps a surrogate, or
+    a value msgpack does not write) is looked at exactly: ``marshal`` writes a string as UTF-8
+    with surrogates let through (``\\xed\\xa0-\\xbf...``, a sequence valid UTF-8 never
+    holds), and a byte search finds the rare request that may hold one. Only then (bytes values
+    may hold that sequence too), or for values ``marshal`` does not know, are the strings looked
+    at one by one.
     """
+    packer: msgpack.Packer | None = getattr(_packers, "packer", None)
+    if packer is None:
+        packer = _packers.packer = msgpack.Packer()
+    try:
+        written = packer.pack(request)
+    except Exception:  # a surrogate, or a value msgpack does not write
+        pass
+    else:
+        if len(written) > _KEPT_BUFFER_BYTES:
+            _packers.packer = None
+        return False
     whole: Any = request  # any Mapping: marshal refuses what it cannot write (ValueError)
     try:
         data = marshal.dumps(whole)

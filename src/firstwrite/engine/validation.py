@@ -199,21 +199,20 @@ def _valid_test(spec: F) -> Valid:
                 and (enum is None or value in enum)
             )
 
-        if regex is None:
-            return valid_str
-        # Patterned members are mostly table names: the same few strings on every request.
+        # Most string members repeat from call to call (table names, expressions, enums): a
+        # string found valid once is known valid. Short ones only, and a bounded number.
         seen: set[str] = set()
 
-        def valid_patterned(value: Any) -> bool:
+        def valid_remembered(value: Any) -> bool:
             if type(value) is str and value in seen:
                 return True
             if not valid_str(value):
                 return False
-            if len(seen) < 1024:
+            if len(seen) < 1024 and len(value) <= 512:
                 seen.add(value)
             return True
 
-        return valid_patterned
+        return valid_remembered
     if (
         spec.kind == "map"
         and spec.min_len is None
@@ -263,7 +262,10 @@ def check(
     """
     # Fast path: most requests are valid, and proving it needs no member paths or error list;
     # any doubt goes to the full check below, which builds DynamoDB's exact error.
-    required, tests = _plan(members)
+    entry = _PLANS.get(id(members))
+    required, tests = (
+        (entry[1], entry[2]) if entry is not None and entry[0] is members else _plan(members)
+    )
     valid = True
     for name in required:
         if params.get(name) is None:

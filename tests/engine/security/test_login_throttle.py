@@ -213,3 +213,16 @@ def test_guesses_sent_in_parallel_are_counted_one_by_one(thread: ServerThread) -
     for t in threads:
         t.join(60)
     assert sorted(statuses) == [401] * 6 + [429] * (count - 6)
+
+
+def test_a_forwarded_for_header_does_not_change_whose_count_it_is(
+    thread: ServerThread, clock: Clock
+) -> None:
+    # The server faces its callers directly (loopback by default): an X-Forwarded-For header is
+    # the caller's own word, so a new one per guess must not make a fresh address of it.
+    with client_from(thread) as http:
+        for n in range(6):
+            http.post(SESSION, json=wrong(n), headers={"x-forwarded-for": f"10.9.0.{n}"})
+        refused = http.post(SESSION, json=RIGHT, headers={"x-forwarded-for": "10.9.1.1"})
+        assert refused.status_code == 429
+        assert refused.headers["retry-after"] == "1"

@@ -67,6 +67,25 @@ def _plan(kinds: tuple[str, ...], legacy: bool) -> tuple[tuple[str, ...], tuple[
     )
 
 
+# compile_expressions' argument for each expression member.
+_ARGUMENTS = {
+    "UpdateExpression": "update",
+    "ProjectionExpression": "projection",
+    "ConditionExpression": "condition",
+    "FilterExpression": "filter",
+    "KeyConditionExpression": "key_condition",
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _fast_plan(
+    kinds: tuple[str, ...], legacy: bool
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(legacy members to look for, (expression member, compile_expressions argument) pairs)."""
+    legacy_members, expression_members = _plan(kinds, legacy)
+    return legacy_members, tuple((k, _ARGUMENTS[k]) for k in expression_members)
+
+
 def compile_request(
     params: Mapping[str, Any], *, wire: bool, kinds: Iterable[str], legacy: bool = True
 ) -> Compiled:
@@ -76,10 +95,23 @@ def compile_request(
     ``legacy=False`` (transactions, whose actions have no legacy members) refuses them.
     """
     kinds = tuple(kinds)
+    get = params.get
+    names = get("ExpressionAttributeNames")
+    values = get("ExpressionAttributeValues")
+    if names is None and values is None:
+        # The common request: no names, no values, and (checked here) no legacy member. None of
+        # the checks below can fail on it, and its expressions are all it compiles to.
+        legacy_members, arguments = _fast_plan(kinds, legacy)
+        for member in legacy_members:
+            if get(member) is not None:
+                break
+        else:
+            texts_by_argument: dict[str, Any] = {}
+            for member, argument in arguments:
+                texts_by_argument[argument] = get(member)
+            return compile_expressions(**texts_by_argument, wire=wire)
     present, texts = _members(params, kinds, legacy)
     _check_mixing(legacy, present, texts)
-    names = params.get("ExpressionAttributeNames")
-    values = params.get("ExpressionAttributeValues")
     if type(names) is dict:
         for name in names.values():
             if type(name) is str:

@@ -3,7 +3,7 @@
 Each write is one short transaction: read the current item, evaluate the condition, write.
 Under SQLite's write lock that sequence is linearizable (storage/database.py). Two shortcuts,
 both linearizable too: a condition that already fails may be answered from one read, without
-the lock (conditional_write); and insert-if-absent on a table no hook watches is one statement.
+the lock (failed_already); and insert-if-absent on a table no hook watches is one statement.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import consumed
 from ..errors import DynamoDBError, conditional_check_failed, internal_error, validation
 from ..expressions import Compiled, apply_update, evaluate, project
-from ..expressions.compiled import absent_attribute
 from ..keys import IndexSchema, KeySchema
 from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
@@ -112,6 +111,35 @@ def updated_item(
 _HINTS_MAX = 4096
 
 
+def failed_already(
+    ctx: Context, compiled: Compiled, params: Any, row: TableRow, pk: bytes, sk: bytes
+) -> DynamoDBError | None:
+    """The ConditionalCheckFailedException of a condition that already fails, found without
+    the lock, or None: then :func:`conditional_write` decides.
+
+    A failed condition writes nothing, so one consistent read is all it needs: the failure
+    takes effect at that read, inside the call, which keeps it linearizable (the write
+    evaluates the condition again under the lock in any case). That read is wasted on a write
+    that goes through, so it is only made when the last write with the same condition on the
+    same table failed: duplicates of a create-if-absent keep failing, optimistic-lock updates
+    keep succeeding. The hint only ever changes the cost of a call, never its answer.
+
+    The error is returned, for the operation to raise at its top: an exception costs every
+    frame it leaves a traceback entry and a frame object (~4k instructions a frame, measured
+    with callgrind), and a duplicate request is a hot path of its own.
+    """
+    condition = compiled.condition
+    if condition is None or (row.id, condition.text) not in ctx.engine.hints:
+        return None
+    old = ctx.engine.storage.get_checked(row, pk, sk)
+    if evaluate(condition, old):
+        return None
+    return failed_condition(params, old)
+
+
+_HINTS_MAX = 4096
+
+
 def conditional_write(
     ctx: Context,
     compiled: Compiled,
@@ -123,25 +151,16 @@ def conditional_write(
     *,
     autocommit: bool = False,
 ) -> T:
-    """``storage.write(write, autocommit=...)``, answering a condition that already fails
-    without the lock.
-
-    A failed condition writes nothing, so one consistent read is all it needs: the failure
-    takes effect at that read, inside the call, which keeps it linearizable (``write``
-    evaluates the condition again under the lock in any case). That read is wasted on a write
-    that goes through, so it is only made when the last write with the same condition on the
-    same table failed: duplicates of a create-if-absent keep failing, optimistic-lock updates
-    keep succeeding. The hint only ever changes the cost of a call, never its answer.
-    """
+    """``storage.write(write, autocommit=...)``, keeping the hint :func:`failed_already`
+    reads: whether the last write with this condition on this table failed it."""
     condition = compiled.condition
+    engine = ctx.engine
     if condition is None:
-        return ctx.storage.write(write, autocommit=autocommit)
-    hints = ctx.engine.hints
+        return engine.storage.write(write, autocommit=autocommit)
+    hints = engine.hints
     hint = (row.id, condition.text)
-    if hint in hints:
-        check_condition(compiled, params, ctx.storage.get_checked(row, pk, sk))
     try:
-        result = ctx.storage.write(write, autocommit=autocommit)
+        result = engine.storage.write(write, autocommit=autocommit)
     except DynamoDBError as error:
         if error.code == "ConditionalCheckFailedException":
             if len(hints) >= _HINTS_MAX:
@@ -176,7 +195,9 @@ _VANISHED_RETRIES = 8
 def put_item(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
-    return_values = return_values_put_delete(params)
+    return_values = (
+        "NONE" if params.get("ReturnValues") is None else return_values_put_delete(params)
+    )
     try:
         item, size = parse_item_sized(params["Item"], wire=ctx.wire)
     except DynamoDBError:
@@ -187,10 +208,13 @@ def put_item(ctx: Context) -> dict[str, Any]:
     check_attribute_names(item, size)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
     condition = compiled.condition
-    absent = absent_attribute(condition)
-    absent_or, text = (None, "") if condition is None else (condition.absent_or, condition.text)
+    absent, absent_or, text = (
+        (None, None, "")
+        if condition is None
+        else (condition.absent, condition.absent_or, condition.text)
+    )
 
-    def attempt(row: TableRow) -> Item | None:
+    def attempt(row: TableRow) -> Item | DynamoDBError | None:
         schema = row.key_schema
         pk, sk = item_key(schema, item)
         if size > MAX_ITEM_SIZE:
@@ -203,16 +227,19 @@ def put_item(ctx: Context) -> dict[str, Any]:
         if_absent = absent is not None and absent in keys
         # attribute_not_exists(<key>) OR ...: holds when no item is stored, so an insert that
         # lands needs no read; one that finds an item leaves the condition to the general path.
-        # Unless the same condition failed last time on this table (see conditional_write).
+        # Unless the same condition failed last time on this table (see failed_already).
         insert_first = (
             not if_absent
             and absent_or is not None
             and absent_or in keys
             and (row.id, text) not in ctx.engine.hints
         )
+        # With the failed-condition hint: a duplicate after a duplicate is one read.
+        failed = failed_already(ctx, compiled, params, row, pk, sk)
+        if failed is not None:
+            return failed
         quiet = ctx.engine.quiet(row)
         if if_absent and quiet:
-            # With the failed-condition hint: a duplicate after a duplicate is one read.
             conditional_write(
                 ctx,
                 compiled,
@@ -257,6 +284,11 @@ def put_item(ctx: Context) -> dict[str, Any]:
             raise validation(ITEM_TOO_LARGE)
 
     old = with_table(ctx, params["TableName"], attempt, missing)
+    if isinstance(old, DynamoDBError):
+        try:
+            raise old
+        finally:
+            del old  # the error's traceback holds this frame: no cycle through the local
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, size)
 
 
@@ -266,8 +298,11 @@ def delete_item(ctx: Context) -> dict[str, Any]:
     return_values = return_values_put_delete(params)
     compiled = compile_request(params, wire=ctx.wire, kinds=("ConditionExpression",))
 
-    def attempt(row: TableRow) -> Item | None:
+    def attempt(row: TableRow) -> Item | DynamoDBError | None:
         _key, pk, sk = parse_key(row.key_schema, params["Key"], wire=ctx.wire)
+        failed = failed_already(ctx, compiled, params, row, pk, sk)
+        if failed is not None:
+            return failed
 
         def write(w: Writer) -> Item | None:
             old = w.get_checked(row, pk, sk)
@@ -281,6 +316,11 @@ def delete_item(ctx: Context) -> dict[str, Any]:
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
     old = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
+    if isinstance(old, DynamoDBError):
+        try:
+            raise old
+        finally:
+            del old  # the error's traceback holds this frame: no cycle through the local
     return _written(ctx, old if return_values == "ALL_OLD" else None, old, 0)
 
 
@@ -292,9 +332,12 @@ def update_item(ctx: Context) -> dict[str, Any]:
         params, wire=ctx.wire, kinds=("UpdateExpression", "ConditionExpression")
     )
 
-    def attempt(row: TableRow) -> tuple[Item | None, Item | None, int]:
+    def attempt(row: TableRow) -> tuple[Item | None, Item | None, int] | DynamoDBError:
         schema = row.key_schema
         key, pk, sk = parse_key(schema, params["Key"], wire=ctx.wire)
+        failed = failed_already(ctx, compiled, params, row, pk, sk)
+        if failed is not None:
+            return failed
 
         refusing = _refusing(ctx, row)
 
@@ -313,7 +356,13 @@ def update_item(ctx: Context) -> dict[str, Any]:
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
 
-    old, new, new_size = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
+    outcome = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
+    if isinstance(outcome, DynamoDBError):
+        try:
+            raise outcome
+        finally:
+            del outcome  # the error's traceback holds this frame: no cycle through the local
+    old, new, new_size = outcome
     attributes: Item | None = None
     if return_values == "ALL_OLD":
         attributes = old

@@ -128,8 +128,9 @@ def with_table(
     those find it stale (another engine changed the table). ResourceNotFoundException if there
     is none, after ``missing()``: the checks DynamoDB makes before it looks for the table that
     ``attempt`` makes later (run only then, so a valid request pays nothing for them)."""
+    cached_table = ctx.engine.storage.cached_table
     for _ in range(_STALE_RETRIES):
-        row = ctx.storage.cached_table(ctx.region, name)
+        row = cached_table(ctx.region, name)
         if row is None:
             if missing is not None:
                 missing()
