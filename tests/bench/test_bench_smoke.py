@@ -118,7 +118,11 @@ def test_idempotency() -> None:
         # Each library's calls replayed alone make exactly as many calls as the library.
         for lib in (idempotency.OURS, idempotency.POWERTOOLS):
             assert calls[idempotency.calls_alone(lib)] == calls[lib], calls
-        assert table.targets[0].bound == idempotency.calls_alone(idempotency.OURS)
+        # The bound: firstwrite's calls plus the least work, making exactly firstwrite's calls.
+        bound = idempotency.least_work(idempotency.OURS)
+        assert table.targets[0].bound == bound
+        assert calls[bound] == calls[idempotency.OURS], calls
+        assert table.get(bound) is not None
         # firstwrite's own work alone is measured, and reported in the notes (it is no library)
         assert table.get(idempotency.own_work_alone(idempotency.OURS)) is None
         assert any(n.startswith(idempotency.own_work_alone(idempotency.OURS)) for n in table.notes)

@@ -24,6 +24,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from . import serialization
 from .errors import MissingKeyError
 from .guard import UNSET, Idempotency
 from .keys import Selector, key_from, select
@@ -80,7 +81,9 @@ class _Binding:
                 hint = typing.get_type_hints(self.fn).get("return")
             except Exception:  # unresolvable forward references: replay plain JSON
                 hint = None
-            self._result_type = None if hint in (None, type(None), Any) else hint
+            # None for a type decoded JSON already is (dict[str, Any]...): no check per replay
+            native = hint in (None, type(None), Any) or serialization.json_native(hint)
+            self._result_type = None if native else hint
         return self._result_type
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

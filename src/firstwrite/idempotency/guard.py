@@ -130,7 +130,9 @@ class Idempotency(Driver):
 
         An exception from ``fn`` marks the key FAILED, retryable unless it is an instance of
         ``non_retryable`` (or has ``idempotency_retryable = False``), and is re-raised."""
-        outcome = self.claim(key, payload, scope=scope, lease=lease, wait=wait)
+        # drive() called directly, not through claim() and complete(): two frames less per call
+        machine, methods, sleep = self._machine, self._methods, self._sleep
+        outcome = drive(machine.claim(key, payload, scope, lease, wait), methods, sleep)
         if isinstance(outcome, Replay):
             value: T = outcome.value(result_type)
             return value
@@ -139,7 +141,7 @@ class Idempotency(Driver):
         except BaseException as exc:
             self._fail_quietly(outcome, exc)
             raise
-        self.complete(outcome, result)
+        drive(machine.complete(outcome, result), methods, sleep)
         return result
 
     def _fail_quietly(self, claim: Claim, exc: BaseException) -> None:

@@ -50,7 +50,7 @@ from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from .record import Record, Status
 from .reporting import Reporter
 from .requests import NO_FINGERPRINT, Item, Key, millis
-from .retry import backoff, classify, error_code, perform
+from .retry import backoff, classify, error_code, perform, perform_conditional
 from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
@@ -271,15 +271,9 @@ class StateMachine:
         return perform(call, self.config.retry, self.rng, self.report, key, record_id)
 
     def conditional(self, call: Call, key: str, record_id: str) -> Steps[tuple[bool, Item | None]]:
-        """A conditional write: ``(True, returned attributes)`` or ``(False, ALL_OLD item or
-        None)``; a failed condition is an answer, never an error."""
-        try:
-            response = yield from self.call(call, key, record_id)
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False, exc.response.get("Item")
-        return True, response.get("Attributes")
+        """A conditional write under the retry policy: ``(True, returned attributes)`` or
+        ``(False, ALL_OLD item or None)``; a failed condition is an answer, never an error."""
+        return perform_conditional(call, self.config.retry, self.rng, self.report, key, record_id)
 
     # -- the transitions -------------------------------------------------------------------------
 

@@ -187,8 +187,8 @@ class Requests:
     """The request builders for one configuration."""
 
     __slots__ = (
-        "_claim_names",
-        "_claim_names_any",
+        "_claim_any",
+        "_claim_fp",
         "_complete_names",
         "_fail_names",
         "_pk_names",
@@ -199,6 +199,7 @@ class Requests:
         "config",
         "region",
         "retention",
+        "retention_branch",
         "table",
     )
 
@@ -217,13 +218,14 @@ class Requests:
             else (CLAIM_CONDITION, CLAIM_CONDITION_ANY)
         )
         self._pk_names = {"#pk": config.partition_key}
-        self._claim_names_any = {
-            "#pk": config.partition_key,
-            "#lease": A_LEASE,
-        }
-        if not config.refuse_late_retries:
-            self._claim_names_any["#exp"] = A_EXPIRES
-        self._claim_names = self._claim_names_any | {"#fp": A_FINGERPRINT}
+        self.retention_branch = not config.refuse_late_retries
+        names_any = {"#pk": config.partition_key, "#lease": A_LEASE}
+        if self.retention_branch:
+            names_any["#exp"] = A_EXPIRES
+        with_fp, without_fp = self.claim_conditions
+        # (condition, its attribute names) for a claim with a fingerprint, and without one
+        self._claim_fp = (with_fp, names_any | {"#fp": A_FINGERPRINT})
+        self._claim_any = (without_fp, names_any)
         self._replace_names = {"#own": A_OWNER}
         fenced = {"#own": A_OWNER, "#lease": A_LEASE}
         self._complete_names = fenced | {"#res": A_RESULT}
@@ -245,41 +247,37 @@ class Requests:
             item[A_REGION] = self.region
         return item
 
-    def _claim_condition(self, fingerprint: str, now: float) -> dict[str, Any]:
+    def _claim_condition(
+        self, fingerprint: str, now: float
+    ) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """(ConditionExpression, ExpressionAttributeNames, ExpressionAttributeValues)."""
         values = {":now_ms": {"N": str(millis(now))}}
-        if not self.config.refuse_late_retries:
+        if self.retention_branch:
             values[":now"] = {"N": str(int(now))}
-        with_fp, without_fp = self.claim_conditions
         if fingerprint == NO_FINGERPRINT:
-            return {
-                "ConditionExpression": without_fp,
-                "ExpressionAttributeNames": self._claim_names_any,
-                "ExpressionAttributeValues": values,
-            }
+            return (*self._claim_any, values)
         values[":fp"] = {"S": fingerprint}
-        return {
-            "ConditionExpression": with_fp,
-            "ExpressionAttributeNames": self._claim_names,
-            "ExpressionAttributeValues": values,
-        }
+        return (*self._claim_fp, values)
 
     # -- the record's requests -------------------------------------------------------------------
 
     def put_claim(self, item: Item, fingerprint: str, now: float) -> Call:
-        return Call(
-            "PutItem",
-            {
-                "TableName": self.table,
-                "Item": item,
-                **self._claim_condition(fingerprint, now),
-                # On success ALL_OLD tells a takeover from a first claim (and costs nothing for a
-                # new key); on failure it carries the stored record, so a duplicate costs one
-                # write and no read.
-                "ReturnValues": "ALL_OLD",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                **self.capacity,
-            },
-        )
+        condition, names, values = self._claim_condition(fingerprint, now)
+        params = {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            # On success ALL_OLD tells a takeover from a first claim (and costs nothing for a
+            # new key); on failure it carries the stored record, so a duplicate costs one
+            # write and no read.
+            "ReturnValues": "ALL_OLD",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if self.capacity:
+            params.update(self.capacity)
+        return Call("PutItem", params)
 
     def _replace(self, item: Item, seen: str) -> dict[str, Any]:
         return {
@@ -304,11 +302,14 @@ class Requests:
 
     def transact_claim(self, item: Item, fingerprint: str, now: float) -> dict[str, Any]:
         """The claim as a TransactWriteItems action."""
+        condition, names, values = self._claim_condition(fingerprint, now)
         return {
             "Put": {
                 "TableName": self.table,
                 "Item": item,
-                **self._claim_condition(fingerprint, now),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

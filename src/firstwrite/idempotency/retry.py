@@ -55,7 +55,8 @@ TRANSIENT_CODES = frozenset(
 )
 
 # Error codes that answer the request: the commonest errors by far, so checked before classify().
-ANSWERS = frozenset({"ConditionalCheckFailedException", "TransactionCanceledException"})
+CONDITION_FAILED = "ConditionalCheckFailedException"
+ANSWERS = frozenset({CONDITION_FAILED, "TransactionCanceledException"})
 
 
 def error_code(exc: BaseException) -> str:
@@ -97,6 +98,33 @@ def perform(
     failed condition or a cancelled transaction: re-raised at once), or the attempts run out
     (re-raised, logged with its ``dynamo_error_code``). ``key`` (the caller's idempotency key)
     and ``record_id`` go into the logs. A missing table becomes :class:`TableNotFoundError`."""
+    return _attempts(call, policy, rng, report, key, record_id, False)
+
+
+def perform_conditional(
+    call: Call,
+    policy: RetryPolicy,
+    rng: Callable[[], float],
+    report: Reporter,
+    key: str,
+    record_id: str,
+) -> Steps[tuple[bool, dict[str, Any] | None]]:
+    """:func:`perform` for a conditional write, whose failed condition is an answer, never an
+    error: ``(True, returned attributes)`` or ``(False, the ALL_OLD item or None)``. The same
+    loop, so a failed condition costs no second generator and no re-raise (the duplicate's
+    hot path)."""
+    return _attempts(call, policy, rng, report, key, record_id, True)
+
+
+def _attempts(
+    call: Call,
+    policy: RetryPolicy,
+    rng: Callable[[], float],
+    report: Reporter,
+    key: str,
+    record_id: str,
+    conditional: bool,
+) -> Steps[Any]:
     reporting = report.enabled  # the default sink is off: no timing, no calls to report
     start = report.start() if reporting else 0.0
     attempt = 0
@@ -108,6 +136,8 @@ def perform(
             if code in ANSWERS:
                 if reporting:
                     report.refused(call, exc, start)
+                if conditional and isinstance(exc, ClientError) and code == CONDITION_FAILED:
+                    return False, exc.response.get("Item")
                 raise
             attempt += 1
             kind = classify(exc)
@@ -122,4 +152,6 @@ def perform(
         else:
             if reporting:
                 report.answered(call, response, start)
+            if conditional:
+                return True, response.get("Attributes")
             return response

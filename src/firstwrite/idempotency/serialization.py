@@ -160,7 +160,7 @@ def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
                 raise SerializationError(f"unknown stored result format {tag}")
     except (ValueError, zlib.error, IndexError) as exc:
         raise SerializationError(f"stored result is corrupt: {exc}") from exc
-    if result_type is None or result_type is Any or _json_native(result_type):
+    if result_type is None or result_type is Any or json_native(result_type):
         return value
     return rebuild(result_type, value)
 
@@ -177,7 +177,7 @@ def stored_format(raw: str | bytes) -> str:
 _NATIVE = (str, int, float, bool, type(None), Any, object)
 
 
-def _json_native(tp: Any) -> bool:
+def json_native(tp: Any) -> bool:
     """Whether decoded JSON already is a valid ``tp`` (``dict[str, Any]``, ``list[str]``...),
     so rebuilding it would only copy it."""
     try:
