@@ -436,11 +436,11 @@ def _errors_of(direct: DirectClient, table_name: str) -> list[tuple[str, ClientE
 def test_errors_are_what_botocore_makes_of_their_response(
     direct: DirectClient, table_name: str, preformatted: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The client formats each error's text once (client._preformatted): the exception must be
-    # the one ClientError(response, operation) makes, attribute for attribute.
-    from firstwrite.engine import client as client_module
+    # The client formats each error's text once (client_errors.ErrorMaker): the exception must
+    # be the one ClientError(response, operation) makes, attribute for attribute.
+    from firstwrite.engine import client_errors
 
-    monkeypatch.setattr(client_module, "_PREFORMATTED", preformatted)
+    monkeypatch.setattr(client_errors, "PREFORMATTED", preformatted)
     for operation, error in _errors_of(direct, table_name):
         made = type(error)(error.response, operation)
         assert (error.args, vars(error), str(error)) == (made.args, vars(made), str(made))

@@ -33,6 +33,7 @@ from botocore.validate import ParamValidator
 from botocore.waiter import NormalizedOperationMethod, Waiter, WaiterModel
 
 from . import operations
+from .client_errors import ErrorMaker
 from .errors import DynamoDBError
 from .surrogates import UNREADABLE, holds_surrogate
 from .wire import CONTENT_TYPE, new_request_id
@@ -99,43 +100,6 @@ def client_error(
     return _codec(service_name).client_error(error, operation_name, request_id or new_request_id())
 
 
-_CLIENT_ERROR_INIT = ClientError.__init__
-
-
-def _error_text(code: str, message: str, operation_name: str) -> str:
-    """The text ``ClientError.__init__`` gives a response without retry information."""
-    template: str = ClientError.MSG_TEMPLATE
-    return template.format(
-        error_code=code, error_message=message, operation_name=operation_name, retry_info=""
-    )
-
-
-def _preformatted(
-    cls: type[ClientError], response: dict[str, Any], operation_name: str, text: str
-) -> ClientError:
-    """``cls(response, operation_name)`` given the text its ``__init__`` would format."""
-    error: ClientError = Exception.__new__(cls)
-    Exception.__init__(error, text)
-    error.response = response
-    error.operation_name = operation_name
-    return error
-
-
-def _preformatting_holds() -> bool:
-    """Whether :func:`_preformatted` makes what this botocore's ClientError makes (checked once
-    at import, so a botocore that changes ClientError turns the shortcut off, not wrong)."""
-    response: dict[str, Any] = {
-        "Error": {"Message": "m", "Code": "C"},
-        "ResponseMetadata": {"RequestId": "r", "HTTPStatusCode": 400, "RetryAttempts": 0},
-    }
-    made = ClientError(response, "Op")
-    fast = _preformatted(ClientError, response, "Op", _error_text("C", "m", "Op"))
-    return bool(made.args == fast.args and vars(made) == vars(fast) and str(made) == str(fast))
-
-
-_PREFORMATTED = _preformatting_holds()
-
-
 class _Codec:
     """Per-service, per-operation compiled helpers (shared by every client of the service)."""
 
@@ -145,7 +109,7 @@ class _Codec:
         self.exceptions = _EXCEPTIONS_FACTORY.create_client_exceptions(self.model)
         self._serializer = JSONSerializer()
         self._error_plans: dict[str, _ErrorPlan] = {}
-        self._messages: dict[tuple[str, str, str], str] = {}
+        self._make_error = ErrorMaker()
         self._calls: dict[str, _OperationPlan] = {}
 
     # -- errors -------------------------------------------------------------------------------
@@ -183,17 +147,7 @@ class _Codec:
         elif message_member is not None and (message or code != "UnknownOperationException"):
             name, transform = message_member
             response[name] = message if transform is None else transform(message)
-        if cls.__init__ is not _CLIENT_ERROR_INIT or not _PREFORMATTED:
-            return cls(response, operation_name)
-        # ClientError.__init__, less formatting the same message on every call: the text is
-        # formatted once per (code, message, operation) (ours never carry retry information).
-        key = (code, message, operation_name)
-        text = self._messages.get(key)
-        if text is None:
-            text = _error_text(code, message, operation_name)
-            if len(self._messages) < 1024 and len(message) <= 256:
-                self._messages[key] = text
-        return _preformatted(cls, response, operation_name, text)
+        return self._make_error(cls, response, operation_name, code, message)
 
     def _error_plan(self, code: str) -> _ErrorPlan:
         """The exception class, HTTP status and modeled members of an error code, and the
