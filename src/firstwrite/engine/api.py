@@ -149,21 +149,14 @@ class Engine:
             request = {}
         elif type(request) is not dict and not isinstance(request, Mapping):
             raise not_an_object(operation, request)
-        ctx = Context(self, request, region or self.default_region, wire, operation)
-        if self.interceptors:
-            for intercept in self.interceptors:
-                intercept(ctx)
-            finish = ctx.finish_hooks
-            if finish:
-                return _finished(fn, ctx, finish)
-        return fn(ctx)
+        return self.run(fn, operation, request, region or self.default_region, wire)
 
     def run(
-        self, fn: Operation, operation: str, request: dict[str, Any], region: str, wire: bool
+        self, fn: Operation, operation: str, request: Mapping[str, Any], region: str, wire: bool
     ) -> dict[str, Any]:
         """:meth:`execute` for an in-process client that looked ``operation`` up itself (``fn``,
-        from ``operations.DYNAMODB`` or ``STREAMS``) and holds a dict request: the same call,
-        less the lookup and the request's type checks (the tail of execute, kept alike)."""
+        from ``operations.DYNAMODB`` or ``STREAMS``) and holds a mapping: the same call,
+        less the lookup and the request's type checks."""
         ctx = Context(self, request, region, wire, operation)
         if self.interceptors:
             for intercept in self.interceptors:
