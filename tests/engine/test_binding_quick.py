@@ -9,20 +9,18 @@ Retries, hooks and credentials are then checked against what botocore does on it
 from __future__ import annotations
 
 import datetime
-import gc
-import types
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, NoCredentialsError
+from garbage import cycles_left_by
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import bind, local_client
 from firstwrite.engine.binding_steps import FINAL_ERRORS
 from firstwrite.engine.clock import Clock
-from firstwrite.engine.errors import DynamoDBError
 
 KEY = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
 ATTRS = [
@@ -322,11 +320,8 @@ def test_a_modeled_error_leaves_no_garbage_cycle(full_stack: bool) -> None:
     item = {"pk": {"S": "a"}, "sk": {"N": "1"}}
     client.put_item(TableName=TABLE, Item=item)
     ccf = client.exceptions.ConditionalCheckFailedException
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+
+    def fail_five_times() -> None:
         for _ in range(5):
             with pytest.raises(ccf):
                 client.put_item(
@@ -335,17 +330,6 @@ def test_a_modeled_error_leaves_no_garbage_cycle(full_stack: bool) -> None:
                     ConditionExpression="attribute_not_exists(pk)",
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
-        gc.collect()
-        ours = [
-            o
-            for o in gc.garbage
-            if isinstance(o, DynamoDBError)
-            or (isinstance(o, types.FrameType) and "firstwrite" in o.f_code.co_filename)
-        ]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        if was_enabled:
-            gc.enable()
-    assert ours == []
+
+    assert cycles_left_by(fail_five_times) == []
     engine.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
+from garbage import cycles_left_by
 
 from firstwrite.engine import errors as errors_module
 from firstwrite.engine import operations
@@ -452,9 +453,6 @@ def test_failed_conditions_leave_no_garbage_cycle(direct: DirectClient, table_na
     # A failed condition found by the hinted read is returned up to its operation and raised
     # there: a local left holding it would make frame -> error -> traceback -> frame a cycle
     # per failed call, freed only by the garbage collector.
-    import gc
-    import types
-
     create_table(direct, table_name)
     key = {"pk": {"S": "a"}}
     direct.put_item(TableName=table_name, Item=key)
@@ -470,25 +468,11 @@ def test_failed_conditions_leave_no_garbage_cycle(direct: DirectClient, table_na
             TableName=table_name, Key=key, ConditionExpression="attribute_not_exists(pk)"
         ),
     ]
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+
+    def fail_each() -> None:
         for call in calls:
             for _ in range(3):  # the first failure sets the hint, the next ones take the read
                 with pytest.raises(ccf):
                     call()
-        gc.collect()
-        ours = [
-            o
-            for o in gc.garbage
-            if isinstance(o, DynamoDBError)
-            or (isinstance(o, types.FrameType) and "firstwrite" in o.f_code.co_filename)
-        ]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        if was_enabled:
-            gc.enable()
-    assert ours == []
+
+    assert cycles_left_by(fail_each) == []
