@@ -167,10 +167,8 @@ def test_a_catalog_row_read_in_a_rolled_back_write_is_not_remembered(storage: St
     assert storage.read(lambda r: r.table("us-east-1", "gone")) is None
 
 
-def test_a_background_write_waits_its_turn_then_runs_alone_in_its_own_thread(
-    storage: Storage,
-) -> None:
-    table = _table(storage)
+def _batch_kinds(storage: Storage) -> list[list[bool]]:
+    """Each batch the storage commits from now on, as its slots' ``background`` flags."""
     batches: list[list[bool]] = []
     original = storage._run_batch
 
@@ -179,6 +177,14 @@ def test_a_background_write_waits_its_turn_then_runs_alone_in_its_own_thread(
         original(batch)
 
     storage._run_batch = spy  # type: ignore[method-assign]
+    return batches
+
+
+def test_a_background_write_waits_its_turn_then_runs_alone_in_its_own_thread(
+    storage: Storage,
+) -> None:
+    table = _table(storage)
+    batches = _batch_kinds(storage)
     entered, release = threading.Event(), threading.Event()
     order: list[str] = []
     runners: dict[str, int] = {}
@@ -230,14 +236,7 @@ def test_background_and_concurrent_writers_all_commit_never_batched_together(
     storage: Storage,
 ) -> None:
     table = _table(storage)
-    batches: list[list[bool]] = []
-    original = storage._run_batch
-
-    def spy(batch: list) -> None:  # type: ignore[type-arg]
-        batches.append([slot.background for slot in batch])
-        original(batch)
-
-    storage._run_batch = spy  # type: ignore[method-assign]
+    batches = _batch_kinds(storage)
 
     def writer(prefix: str, background: bool) -> None:
         for i in range(150):
