@@ -29,23 +29,27 @@ HEADERS = {"Content-Type": "application/x-amz-json-1.0"}
 MAX_ITEM = 409_600
 
 
+def _create(engine: Engine, name: str, sort: bool = False) -> None:
+    schema = [{"AttributeName": "pk", "KeyType": "HASH"}]
+    definitions = [{"AttributeName": "pk", "AttributeType": "S"}]
+    if sort:
+        schema.append({"AttributeName": "sk", "KeyType": "RANGE"})
+        definitions.append({"AttributeName": "sk", "AttributeType": "N"})
+    engine.execute(
+        "CreateTable",
+        {
+            "TableName": name,
+            "KeySchema": schema,
+            "AttributeDefinitions": definitions,
+            "BillingMode": "PAY_PER_REQUEST",
+        },
+    )
+
+
 @pytest.fixture
 def served(engine: Engine) -> Iterator[tuple[ServerThread, str]]:
-    for name, sort in (("big", False), ("sorted", True)):
-        schema = [{"AttributeName": "pk", "KeyType": "HASH"}]
-        definitions = [{"AttributeName": "pk", "AttributeType": "S"}]
-        if sort:
-            schema.append({"AttributeName": "sk", "KeyType": "RANGE"})
-            definitions.append({"AttributeName": "sk", "AttributeType": "N"})
-        engine.execute(
-            "CreateTable",
-            {
-                "TableName": name,
-                "KeySchema": schema,
-                "AttributeDefinitions": definitions,
-                "BillingMode": "PAY_PER_REQUEST",
-            },
-        )
+    _create(engine, "big")
+    _create(engine, "sorted", sort=True)
     server = ServerThread(engine)
     with server as url:
         yield server, url
@@ -209,15 +213,7 @@ def test_big_requests_over_the_limits_are_refused_as_before(
 
 
 def test_a_big_body_is_answered_only_once_its_signature_holds(engine: Engine) -> None:
-    engine.execute(
-        "CreateTable",
-        {
-            "TableName": "big",
-            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-            "BillingMode": "PAY_PER_REQUEST",
-        },
-    )
+    _create(engine, "big")
     server = ServerThread(engine, credentials={"AKIDEXAMPLE": "secret"})
     with server as url:
         response = _post(url, "PutItem", tiny_values_body("big", 2 << 20))
@@ -249,15 +245,7 @@ def test_a_big_body_is_answered_only_once_its_signature_holds(engine: Engine) ->
 def test_the_worker_is_started_once_and_stopped_with_the_server(engine: Engine) -> None:
     server = ServerThread(engine)
     with server as url:
-        engine.execute(
-            "CreateTable",
-            {
-                "TableName": "big",
-                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-                "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-                "BillingMode": "PAY_PER_REQUEST",
-            },
-        )
+        _create(engine, "big")
         for _ in range(3):
             assert _post(url, "PutItem", tiny_values_body("big", 2 << 20)).status_code == 400
         pid = server.app.screener.pid
