@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from firstwrite.engine.errors import DynamoDBError, validation
-from firstwrite.engine.storage import Storage, Writer
+from firstwrite.engine.storage import Storage, Writer, database
 
 _DEFINITION = {
     "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -257,3 +258,68 @@ def test_background_and_concurrent_writers_all_commit_never_batched_together(
     assert sum(len(kinds) for kinds in batches) == 900  # every write in exactly one batch
     assert all(kinds == [True] for kinds in batches if True in kinds)
     assert storage._pending == [] and storage._backgrounds == 0
+
+
+def test_a_resting_background_write_lets_writers_go_then_the_next_leader_hands_it_the_lead(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The storage's clock is the test's (no timed assertion), and no fallback timer fires.
+    now = [100.0]
+    monkeypatch.setattr(database, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(database, "_REST_FALLBACK_S", 600.0)
+    table = _table(storage)
+    batches = _batch_kinds(storage)
+    order: list[str] = []
+    handed: list[bool] = []
+    real_rest = storage._rest
+
+    def rest(until: float) -> bool:
+        handed.append(real_rest(until))
+        return handed[-1]
+
+    monkeypatch.setattr(storage, "_rest", rest)
+
+    def put(name: str) -> None:
+        def fn(w: Writer) -> None:
+            w.put(table, name.encode(), b"", 1, {"pk": {"S": name}})
+            order.append(name)
+
+        storage.write(fn)
+
+    entered, release = threading.Event(), threading.Event()
+
+    def first(w: Writer) -> None:
+        entered.set()
+        release.wait(10)
+        order.append("first")
+
+    runner: list[int] = []
+
+    def background(w: Writer) -> None:
+        order.append("background")
+        runner.append(threading.get_ident())
+
+    leader = threading.Thread(target=storage.write, args=(first,))
+    leader.start()
+    assert entered.wait(10)
+    sweeper = threading.Thread(
+        target=storage.write, args=(background,), kwargs={"background": True, "rest_until": 101.0}
+    )
+    sweeper.start()
+    for _ in range(1000):
+        if storage._rest_until == 101.0:
+            break
+        threading.Event().wait(0.005)
+    release.set()
+    leader.join(10)
+    for name in ("w1", "w2", "w3"):  # resting, it is in nobody's way
+        put(name)
+    assert order == ["first", "w1", "w2", "w3"] and sweeper.is_alive()
+    now[0] = 101.0
+    put("w4")  # finishing after the rest's end, it hands the lead on
+    sweeper.join(10)
+    assert order == ["first", "w1", "w2", "w3", "w4", "background"]
+    assert handed == [True] and runner == [sweeper.ident]
+    assert batches[-1] == [True] and not storage._leading and storage._rest_until == 0.0
+    put("w5")  # and the lead came back
+    assert order[-1] == "w5"

@@ -231,6 +231,7 @@ def test_a_sweep_transaction_ends_once_its_time_slice_is_used(
     # No time left after the first item: every sweep transaction deletes exactly one item (a
     # writer waiting for the lock gets it between two of them).
     monkeypatch.setattr(ttl_module, "SWEEP_SLICE_S", 0.0)
+    monkeypatch.setattr(ttl_module, "SWEEP_IDLE_SLICE_S", 0.0)
     storage = frozen.storage
     transactions: list[int] = []
     real_write = storage.write
@@ -244,6 +245,39 @@ def test_a_sweep_transaction_ends_once_its_time_slice_is_used(
     monkeypatch.setattr(storage, "write", write)
     assert len(frozen.ttl.sweep_now()) == 6
     assert transactions == [1] * 6
+    assert keys(client, "tbl") == set()
+
+
+def test_on_an_idle_engine_sweep_transactions_grow_to_the_batch_size(
+    frozen: Engine, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(client, "tbl")
+    enable(client, "tbl")
+    frozen.ttl.configure(batch_size=50)
+    requests = [
+        {"PutRequest": {"Item": {"p": {"S": f"k{n}"}, "expires": {"N": str(NOW - 1)}}}}
+        for n in range(400)
+    ]
+    for low in range(0, 400, 25):
+        client.batch_write_item(RequestItems={"tbl": requests[low : low + 25]})
+    # Whatever this machine's speed, the idle slice's time is reached only past the batch size.
+    monkeypatch.setattr(ttl_module, "SWEEP_IDLE_SLICE_S", 60.0)
+    storage = frozen.storage
+    transactions: list[int] = []
+    real_write = storage.write
+
+    def write(fn: Any, **kwargs: Any) -> Any:
+        result = real_write(fn, **kwargs)
+        if isinstance(result, list):
+            transactions.append(len(result))
+        return result
+
+    monkeypatch.setattr(storage, "write", write)
+    assert len(frozen.ttl.sweep_now()) == 400
+    # With no writer between two slices, they double (from a busy engine's, SWEEP_SLICE_S,
+    # ~16 items) until the batch size caps them.
+    assert max(transactions) == 50
+    assert transactions == sorted(transactions[:-1]) + transactions[-1:]
     assert keys(client, "tbl") == set()
 
 

@@ -16,10 +16,15 @@ updates, until the sweeper deletes it. The sweeper:
 * shares the engine with its writers (a sweep of 1e5 items does not stall them;
   ``python -m bench --only scale`` measures it): a slice is a background write
   (``storage.write(..., background=True)``: never batched with a writer's call, and one
-  queued writer at least goes between two slices), sized from the last slice's time per item to
-  about :data:`SWEEP_SLICE_S`, and the sweeper then sleeps :data:`SWEEP_REST` times as long as
-  the slice took. A thread that keeps taking the GIL back from SQLite calls would leave other
-  threads waiting for it up to the 5 ms switch interval: the sleep hands it over for sure;
+  queued writer at least goes between two slices), sized from the last slice's time per item.
+  While writers are busy a slice is about :data:`SWEEP_SLICE_S` and the sweeper then rests
+  :data:`SWEEP_REST` times as long as the slice took, leaving the engine to them: the writer
+  finishing after the rest hands the sweeper the lead (``rest_until``, storage/database.py),
+  so its thread wakes once a slice, when its turn has come. A thread woken by a timer instead
+  takes the GIL from a writer in the middle of its call, or waits for it up to the 5 ms switch
+  interval and then forces it: that hand-over, not the slice's work, was most of a writer's
+  delay. On an idle engine (no writer between two slices) the slices grow to
+  :data:`SWEEP_IDLE_SLICE_S` with no rest, and shrink back at the first writer;
 * ignores values more than five years in the past (DynamoDB's guard against milliseconds);
 * purges stream records past their 24-hour retention.
 
@@ -35,10 +40,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import streams
 from .context import Context, Feature
@@ -53,13 +58,18 @@ __all__ = ["TTLConfig", "TimeToLive", "expiry_of"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 FIVE_YEARS_S = 5 * 365 * 24 * 3600.0
-# Work per sweep transaction (at least one item): a writer queued behind it waits about this.
-SWEEP_SLICE_S = 0.0002
-# After each transaction the sweeper sleeps this many times as long as it took: writers keep
-# most of the engine (on a loaded 2-core machine, claim p99 during a 1e5-item sweep 4.8-5.2 ms
-# at 3.0, 7.7-8.1 ms at 1.0), and an idle engine's sweep of 1e5 items still takes ~7 s.
+# Work per sweep transaction (at least one item) while writers are busy: a writer queued
+# behind it waits about this.
+SWEEP_SLICE_S = 0.0001
+# After such a transaction the sweeper rests this many times as long as it took: writers keep
+# three quarters of the engine.
 SWEEP_REST = 3.0
+# Work per sweep transaction on an idle engine (no rest; also capped by TTLConfig.batch_size):
+# the first writer to come waits about this once.
+SWEEP_IDLE_SLICE_S = 0.002
 # DynamoDB refuses a second UpdateTimeToLive within about an hour of the previous one.
 AWS_CHANGE_INTERVAL_S = 3600.0
 
@@ -159,6 +169,9 @@ class TimeToLive(Feature):
         self._item_s = SWEEP_SLICE_S / 8  # a sweep slice's time per item, last measured
         self._slice_s = 0.0  # the last sweep slice's time
         self._scan_item_s = SWEEP_SLICE_S / 8  # a backfill slice's time per item, last measured
+        self._target_s = SWEEP_SLICE_S  # the next slice's time: small while writers are busy
+        self._rest_until = 0.0  # the next slice waits for writers until then (time.monotonic)
+        self._more = False  # the last sweep slice stopped short of the due items
 
     def install(self, engine: Engine) -> None:
         self._engine = engine
@@ -227,24 +240,25 @@ class TimeToLive(Feature):
         expired stream records. Returns the deleted items in deletion order."""
         with self._lock:
             storage = self._engine.storage
+            self._target_s, self._rest_until = SWEEP_SLICE_S, 0.0
             self._backfill()
             deleted: list[Expired] = []
+            self._more = False
             while True:
                 now = self._engine.clock.now()
                 config = self._config
                 before, not_before = now - config.lag, now - FIVE_YEARS_S
-                # Read first: an idle sweep must not take the write lock.
-                if not storage.read(
+                # Read first (an idle sweep must not take the write lock), unless the last
+                # slice stopped short of the due items.
+                if not self._more and not storage.read(
                     partial(Reader.ttl_due, before=before, not_before=not_before, limit=1)
                 ):
                     break
                 # In turn with the writers: a background write runs alone when its turn comes,
                 # so no writer's call waits for more than one slice.
-                deleted += storage.write(
-                    partial(self._delete_due, before=before, not_before=not_before),
-                    background=True,
+                deleted += self._slice(
+                    partial(self._delete_due, before=before, not_before=not_before)
                 )
-                self._rest()
             now = self._engine.clock.now()
             if storage.read(lambda r: streams.needs_purge(r, now)):
                 storage.write(lambda w: streams.purge(w, now))
@@ -254,13 +268,23 @@ class TimeToLive(Feature):
         storage = self._engine.storage
         for table_id, attribute, _cursor in storage.read(lambda r: r.ttl_backfills()):
             chunk = partial(self._backfill_chunk, table_id=table_id, attribute=attribute)
-            while storage.write(chunk, background=True):
-                self._rest()
+            while self._slice(chunk):
+                pass
 
-    def _rest(self) -> None:
-        """Sleep after a slice (module docstring: writers get the GIL for sure)."""
-        if SWEEP_REST > 0:
-            time.sleep(self._slice_s * SWEEP_REST)
+    def _slice(self, fn: Callable[[Writer], T]) -> T:
+        """Run one slice (a background write) after the last one's rest, and pace the next
+        from whether writers were busy meanwhile (module docstring)."""
+        storage = self._engine.storage
+        begun = storage.writes_begun()
+        result = storage.write(fn, background=True, rest_until=self._rest_until)
+        # Commits begun since: this slice's own, and any writer's (in its rest, or queued).
+        if storage.writes_begun() - begun > 1 or storage.writers_waiting():
+            self._target_s = SWEEP_SLICE_S
+            self._rest_until = time.monotonic() + self._slice_s * SWEEP_REST
+        else:
+            self._target_s = min(self._target_s * 2, SWEEP_IDLE_SLICE_S)
+            self._rest_until = 0.0
+        return result
 
     def _backfill_chunk(self, w: Writer, table_id: int, attribute: str) -> bool:
         """Index the table's next items, a slice's worth; ``False`` once the backfill is done."""
@@ -283,11 +307,12 @@ class TimeToLive(Feature):
 
     def _slice_items(self, item_s: float) -> int:
         """Items per slice, from the last measured time per item."""
-        return min(self._config.batch_size, max(1, round(SWEEP_SLICE_S / item_s)))
+        return min(self._config.batch_size, max(1, round(self._target_s / item_s)))
 
     def _delete_due(self, w: Writer, before: float, not_before: float) -> list[Expired]:
         """One slice of a sweep: due items of the table with the earliest due entry."""
         t0 = time.perf_counter()
+        self._more = False
         due = w.ttl_due(before, not_before, 1)
         if not due:
             return []
@@ -299,9 +324,16 @@ class TimeToLive(Feature):
             return []
         limit = self._slice_items(self._item_s)
         if self._watched(row):
-            deleted = self._delete_each(w, row, ttl["AttributeName"], before, not_before, limit)
+            deleted, self._more = self._delete_each(
+                w, row, ttl["AttributeName"], before, not_before, limit
+            )
         else:
-            deleted = _delete_all(w, row, ttl["AttributeName"], before, not_before, limit)
+            deleted, self._more = _delete_all(
+                w, row, ttl["AttributeName"], before, not_before, limit
+            )
+        # Stopped at its limit: more due items? (A sweep's next slice goes without reading
+        # first, and its last one is not an empty write transaction.)
+        self._more = self._more and bool(w.ttl_due(before, not_before, 1))
         self._slice_s = time.perf_counter() - t0
         if deleted:  # the next slice's size, from this one's time per item
             self._item_s = self._slice_s / len(deleted)
@@ -319,16 +351,18 @@ class TimeToLive(Feature):
 
     def _delete_each(
         self, w: Writer, row: TableRow, attribute: str, before: float, not_before: float, limit: int
-    ) -> list[Expired]:
+    ) -> tuple[list[Expired], bool]:
         """Delete due items one by one through the change hooks (a REMOVE stream record with
-        the TTL service's identity, index entries, replication)."""
+        the TTL service's identity, index entries, replication); and whether due items may be
+        left (the slice stopped at its limit, or for queued writers)."""
         deleted: list[Expired] = []
         waiting = self._engine.storage.writers_waiting
-        for table_id, pk, sk, expires in w.ttl_due(before, not_before, limit):
+        due = w.ttl_due(before, not_before, limit)
+        for table_id, pk, sk, expires in due:
             if table_id != row.id:
                 continue  # another table's: its own slice
             if deleted and waiting():
-                break  # the rest in a later slice, once the queued writers went
+                return deleted, True  # the rest in a later slice, once the queued writers went
             item = w.get(table_id, pk, sk)
             current = expiry_of(item, attribute)
             if item is None or current is None or current != expires:
@@ -344,15 +378,17 @@ class TimeToLive(Feature):
             )
             self._engine.emit_change(ctx, w, row, item, None)  # TTL's hook clears the entry
             deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), expires))
-        return deleted
+        return deleted, len(due) == limit
 
 
 def _delete_all(
     w: Writer, row: TableRow, attribute: str, before: float, not_before: float, limit: int
-) -> list[Expired]:
-    """Delete up to ``limit`` due items of a table no other hook watches, in two statements."""
+) -> tuple[list[Expired], bool]:
+    """Delete up to ``limit`` due items of a table no other hook watches, in two statements;
+    and whether due items may be left (the slice stopped at its limit)."""
     deleted: list[Expired] = []
-    for pk, sk, size, body in w.ttl_delete_due(row.id, before, not_before, limit):
+    rows = w.ttl_delete_due(row.id, before, not_before, limit)
+    for pk, sk, size, body in rows:
         item = unpack(body)
         current = expiry_of(item, attribute)
         if current is None or not not_before <= current < before:
@@ -361,7 +397,7 @@ def _delete_all(
             _repair(w, row.id, pk, sk, current)
             continue
         deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), current))
-    return deleted
+    return deleted, len(rows) == limit
 
 
 def _repair(w: Writer, table_id: int, pk: bytes, sk: bytes, current: float | None) -> None:

@@ -20,7 +20,10 @@ Concurrency model
   early. :meth:`Storage.deferred` leaves several calls' fsync to one wait (the server's lane).
 * A background write (``write(fn, background=True)``, the TTL sweeper's) takes its turn in the
   queue but runs alone, in its own thread, never batched with callers' writes (each would wait
-  for the other's work); ``fn`` ends early once :meth:`Storage.writers_waiting`.
+  for the other's work); ``fn`` ends early once :meth:`Storage.writers_waiting`. With
+  ``rest_until`` it first lets writers go until then: while they are busy, the leader finishing
+  after that time hands it the lead (its thread is woken once, when its turn has come, rather
+  than by a timer in the middle of a writer's call, where it would take the GIL from it).
 * Reads use one connection per thread and see every committed write (WAL snapshots).
 * Catalog rows are cached per process and only ever used through statements that verify them
   (core.py): no cache can outlive a change made by another engine.
@@ -41,6 +44,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -55,6 +59,9 @@ __all__ = ["Pending", "Storage"]
 T = TypeVar("T")
 
 _BUSY_TIMEOUT_S = 60.0
+# A resting background write waits for a leader's hand-over while writers are busy; this long at
+# most (they may all stop before its rest is over, and then no leader finishes to wake it).
+_REST_FALLBACK_S = 0.02
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -144,6 +151,10 @@ class Storage:
         self._pending: list[_Slot] = []
         self._backgrounds = 0  # background slots in _pending
         self._leading = False
+        # A background write resting until this time.monotonic() (0.0: none); _granted: a
+        # leader handed it the lead (module docstring).
+        self._rest_until = 0.0
+        self._granted = False
         self._closed = False
         # Durability "full" (file databases): commits are numbered when they start; _committed
         # is the last finished one, _synced the last one an fsync of the WAL covers.
@@ -270,6 +281,11 @@ class Storage:
         """Whether writes are queued for the lead (a background write's cue to finish)."""
         return bool(self._pending)
 
+    def writes_begun(self) -> int:
+        """How many commits this storage has begun (a background writer compares two counts
+        to tell whether other writers were busy in between)."""
+        return self._commits
+
     def write(
         self,
         fn: Callable[[Writer], T],
@@ -277,6 +293,7 @@ class Storage:
         savepoint: bool = False,
         autocommit: bool = False,
         background: bool = False,
+        rest_until: float = 0.0,
     ) -> T:
         """Run ``fn`` in a committed write transaction, group-committed with concurrent callers.
 
@@ -288,7 +305,8 @@ class Storage:
         whether or not it runs inside a transaction: uncontended, it runs with no BEGIN/COMMIT
         (the statement commits itself).
 
-        ``background=True``: ``fn`` runs alone in this thread, in its turn (module docstring).
+        ``background=True``: ``fn`` runs alone in this thread, in its turn, after letting
+        writers go until ``rest_until`` (a ``time.monotonic()`` value; module docstring).
         """
         if self._closed:
             raise RuntimeError("the engine is closed")
@@ -320,9 +338,11 @@ class Storage:
                     self._settle(seq)
                 return result
         slot = _Slot(fn, savepoint, autocommit, background)
+        granted = background and rest_until > 0 and self._rest(rest_until)
         with self._cond_lock:
-            if not self._leading and not self._pending:
-                # Uncontended: lead a batch of this write alone, nothing to queue or wait for.
+            if granted or (not self._leading and not self._pending):
+                # Uncontended (or a background write handed the lead after its rest): lead a
+                # batch of this write alone, nothing to queue or wait for.
                 self._leading = True
                 batch = [slot]
             else:
@@ -375,15 +395,41 @@ class Storage:
                 del error
         return slot.result  # type: ignore[no-any-return]
 
+    def _rest(self, until: float) -> bool:
+        """A background write's rest: let writers go until ``until``. True if a leader then
+        handed this thread the lead (else it takes its turn in the queue)."""
+        with self._cond_lock:
+            self._rest_until = until
+            try:
+                while not self._granted and not self._closed:
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        break
+                    if self._leading or self._pending:
+                        left += _REST_FALLBACK_S  # a finishing leader wakes it
+                    self._cond.wait(left)
+                granted, self._granted = self._granted, False
+                return granted
+            finally:
+                self._rest_until = 0.0
+
     def _finish(self, seq: int, size: int) -> None:
         """Hand the lead on once commit ``seq`` (a batch of ``size``) is done."""
         with self._cond_lock:
             self._leading = False
             self._leader = None
             self._committed = seq
+            rest = self._rest_until
+            if rest and time.monotonic() >= rest:
+                # A resting background write's turn: the lead is its own if nobody is queued
+                # (the next writer queues behind it), else it queues behind those who are.
+                self._rest_until = 0.0
+                if not self._pending:
+                    self._leading = self._granted = True
+                self._cond.notify_all()
             # Everyone waiting is queued, in this batch, or waiting for an fsync: an uncontended
             # writer (batch of one, nobody queued, nobody syncing) has nobody to wake.
-            if self._pending or size > 1 or self._sync_waiters:
+            elif self._pending or size > 1 or self._sync_waiters:
                 self._cond.notify_all()
 
     def _run_batch(self, batch: list[_Slot]) -> None:
