@@ -27,6 +27,9 @@ SIZES_QUICK = (1_000, 10_000)
 EXPIRED_FULL, EXPIRED_QUICK = 100_000, 10_000
 FLAT = 1.3  # the largest table's p50, p99 and memory within 1.3x of the smallest's
 SWEEP = 2.0  # claim p99 during a sweep within 2x of the p99 without one
+# The window before the sweep: claims for at least this long (a sweep of 1e5 items under load
+# takes several seconds; a 0.2 s window's p99 swings with one preemption).
+BEFORE_S_FULL, BEFORE_S_QUICK = 8.0, 1.0
 DAY = 86_400.0
 
 
@@ -100,6 +103,17 @@ def claims(guard: Any, count: int, prefix: str) -> list[float]:
     return latencies
 
 
+def claims_for(guard: Any, seconds: float, at_least: int, prefix: str) -> list[float]:
+    """:func:`claims` in slices of 50, for ``seconds`` and at least ``at_least`` claims."""
+    latencies: list[float] = []
+    end = time.perf_counter() + seconds
+    n = 0
+    while len(latencies) < at_least or time.perf_counter() < end:
+        latencies += claims(guard, 50, f"{prefix}-{n}")
+        n += 1
+    return latencies
+
+
 def _forget(client: Any, guard: Any, prefix: str, count: int) -> None:
     """Delete the claimed keys again, so the table keeps its size (not timed)."""
     for chunk in _chunks(0, count):
@@ -167,10 +181,13 @@ def _percentile(values: list[float], q: float) -> float:
 # -- the TTL sweep -------------------------------------------------------------------------------
 
 
-def sweep_in_process(path: Path, live: int, expired: int, count: int) -> dict[str, Any]:
+def sweep_in_process(
+    path: Path, live: int, expired: int, count: int, before_s: float
+) -> dict[str, Any]:
     """:func:`sweep_run` in a process of its own (a small heap, like an engine's)."""
+    args = (path, live, expired, count, before_s)
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.scale", "sweep", *map(str, (path, live, expired, count))],
+        [sys.executable, "-m", "bench.scale", "sweep", *map(str, args)],
         capture_output=True,
         text=True,
         check=False,
@@ -183,8 +200,12 @@ def sweep_in_process(path: Path, live: int, expired: int, count: int) -> dict[st
     return result
 
 
-def sweep_run(path: Path, live: int, expired: int, count: int) -> dict[str, Any]:
-    """Claims from one thread before, during and after a sweep of ``expired`` due items."""
+def sweep_run(
+    path: Path, live: int, expired: int, count: int, before_s: float = 0.0
+) -> dict[str, Any]:
+    """Claims from one thread before (``count`` claims and at least ``before_s`` seconds),
+    during and after (``count``) a sweep of ``expired`` due items; then the time the same
+    sweep takes with no writer (``expired`` items again)."""
     from firstwrite.engine.api import Engine
     from firstwrite.engine.client import DirectClient
     from firstwrite.engine.ttl import TTLConfig
@@ -199,7 +220,7 @@ def sweep_run(path: Path, live: int, expired: int, count: int) -> dict[str, Any]
         now = engine.clock.now()
         loaded = load(client, 0, live, now + DAY)
         loaded += load(client, live, live + expired, now - 60)
-        before = claims(guard, count, "before")
+        before = claims_for(guard, before_s, count, "before")
         swept: list[Any] = []
         t0 = time.perf_counter()
         sweeper = threading.Thread(target=lambda: swept.extend(engine.ttl.sweep_now()))
@@ -214,12 +235,21 @@ def sweep_run(path: Path, live: int, expired: int, count: int) -> dict[str, Any]
         after = claims(guard, count, "after")
         if len(swept) != expired:
             raise AssertionError(f"the sweep deleted {len(swept)} items, not {expired}")
+        now = engine.clock.now()
+        load(client, live + expired, live + 2 * expired, now - 60)
+        t0 = time.perf_counter()
+        idle = len(engine.ttl.sweep_now())
+        idle_seconds = time.perf_counter() - t0
+        if idle != expired:
+            raise AssertionError(f"the idle sweep deleted {idle} items, not {expired}")
         return {
             "before": before,
             "during": during,
             "after": after,
             "seconds": seconds,
+            "idle_seconds": idle_seconds,
             "loaded": loaded,
+            "count": count,
         }
 
 
@@ -228,8 +258,10 @@ def sweep_run(path: Path, live: int, expired: int, count: int) -> dict[str, Any]
 
 def run(settings: Settings, log: Callable[[str], None]) -> Section:
     if settings.quick:
-        return measure(settings, log, SIZES_QUICK, EXPIRED_QUICK, SIZES_QUICK[-1], 300)
-    return measure(settings, log, SIZES_FULL, EXPIRED_FULL, EXPIRED_FULL, 2000)
+        return measure(
+            settings, log, SIZES_QUICK, EXPIRED_QUICK, SIZES_QUICK[-1], 300, BEFORE_S_QUICK
+        )
+    return measure(settings, log, SIZES_FULL, EXPIRED_FULL, EXPIRED_FULL, 2000, BEFORE_S_FULL)
 
 
 def measure(
@@ -239,6 +271,7 @@ def measure(
     expired: int,
     live: int,
     per_slice: int,
+    before_s: float = 0.0,
 ) -> Section:
     """The benchmark for these table sizes, and a sweep of ``expired`` items beside ``live``."""
     section = Section(
@@ -264,6 +297,11 @@ def measure(
             "by every write); one thread claims fresh keys before, during and "
             "after `engine.ttl.sweep_now()` deletes every expired item (the background "
             "sweeper's work, in another thread of the same process, a process of its own). "
+            f"The window before it: {before_s:g} s of claims (at least {per_slice}), "
+            "comparable with the sweep's; until 2026-12 it was the first "
+            f"{per_slice} claims (~0.2 s, its p99 swung with one preemption): that measure is "
+            "in the notes beside it, from the same run. The same sweep on the idle engine "
+            "(as many items again, no writer) is timed too. "
             f"Target: p99 during the sweep within {SWEEP:g}x of the p99 before it.",
         ],
     )
@@ -303,7 +341,7 @@ def measure(
         tables = _size_tables(sizes, p50, p99, rss)
         tables[0].notes += notes
         section.tables += tables
-        result = sweep_in_process(directory / "sweep.db", live, expired, per_slice)
+        result = sweep_in_process(directory / "sweep.db", live, expired, per_slice, before_s)
         log(
             f"    sweep: {live:,} live + {expired:,} expired items loaded in {result['loaded']:.1f} s"
         )
@@ -361,10 +399,22 @@ def _sweep_table(result: dict[str, Any]) -> Table:
     p50 = ", ".join(
         f"{name} {_percentile(result[phase], 0.50):.0f} µs" for phase, name in names.items()
     )
+    count = result["count"]
+    first = result["before"][:count]
+    during = _percentile(result["during"], 0.99)
     table.notes.append(
         f"The sweep took {result['seconds']:.1f} s, "
         f"{len(result['during'])} claims ran during it (loading its items took "
-        f"{result['loaded']:.1f} s). p50: {p50}."
+        f"{result['loaded']:.1f} s); on the idle engine the same sweep took "
+        f"{result['idle_seconds']:.1f} s. p50: {p50}. Before the sweep: "
+        f"{len(result['before'])} claims."
+    )
+    table.notes.append(
+        f"The old window (the first {count} claims before the sweep), same run: p99 "
+        f"{_percentile(first, 0.99):.0f} µs, during / before "
+        f"{during / _percentile(first, 0.99):.2f}x; before and after pooled: p99 "
+        f"{_percentile(result['before'] + result['after'], 0.99):.0f} µs, "
+        f"{during / _percentile(result['before'] + result['after'], 0.99):.2f}x."
     )
     return table
 
@@ -372,6 +422,7 @@ def _sweep_table(result: dict[str, Any]) -> Table:
 if __name__ == "__main__":
     if sys.argv[1] == "sweep":
         path, live, expired, count = sys.argv[2], *map(int, sys.argv[3:6])
-        print(json.dumps(sweep_run(Path(path), live, expired, count)))
+        before_s = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
+        print(json.dumps(sweep_run(Path(path), live, expired, count, before_s)))
     else:
         worker(sys.argv[1])

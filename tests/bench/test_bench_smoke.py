@@ -194,7 +194,7 @@ def test_durability() -> None:
 
 
 def test_scale(tmp_path: Path) -> None:
-    section = scale.measure(TINY, _log, (100, 1_000), 500, 500, 50)
+    section = scale.measure(TINY, _log, (100, 1_000), 500, 500, 50, before_s=0.2)
     assert section.error is None
     titles = [t.title for t in section.tables]
     assert titles[:2] == ["claim latency p50", "claim latency p99"]
@@ -205,6 +205,12 @@ def test_scale(tmp_path: Path) -> None:
     sweep = section.tables[-1]
     assert sweep.targets[0].maximum == scale.SWEEP
     assert all(s.values[0] > 0 for s in sweep.series)
+    # The before window ran for its time (beyond its 50 claims); the old window's measure and
+    # the idle sweep's time are reported beside the target's.
+    timing, old = sweep.notes
+    assert "on the idle engine the same sweep took" in timing
+    assert int(timing.split("Before the sweep: ")[1].split()[0]) > 50
+    assert old.startswith("The old window (the first 50 claims before the sweep)")
     if charts.available() is None:
         drawn = charts.draw([section], tmp_path)["scale"]
         assert [path.name for _alt, path in drawn] == [
