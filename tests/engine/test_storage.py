@@ -260,7 +260,7 @@ def test_background_and_concurrent_writers_all_commit_never_batched_together(
     assert storage._pending == [] and storage._backgrounds == 0
 
 
-def test_a_resting_background_write_lets_writers_go_then_the_next_leader_hands_it_the_lead(
+def test_a_resting_background_write_lets_writers_go_then_the_next_writer_hands_it_the_lead(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The storage's clock is the test's (no timed assertion), and no fallback timer fires.
@@ -316,10 +316,11 @@ def test_a_resting_background_write_lets_writers_go_then_the_next_leader_hands_i
         put(name)
     assert order == ["first", "w1", "w2", "w3"] and sweeper.is_alive()
     now[0] = 101.0
-    put("w4")  # finishing after the rest's end, it hands the lead on
+    put("w4")  # coming after the rest's end, it hands the lead on and waits behind it
     sweeper.join(10)
-    assert order == ["first", "w1", "w2", "w3", "w4", "background"]
+    assert order == ["first", "w1", "w2", "w3", "background", "w4"]
     assert handed == [True] and runner == [sweeper.ident]
-    assert batches[-1] == [True] and not storage._leading and storage._rest_until == 0.0
+    assert batches[-2:] == [[True], [False]]
+    assert not storage._leading and storage._rest_until == 0.0
     put("w5")  # and the lead came back
     assert order[-1] == "w5"

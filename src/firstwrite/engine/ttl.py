@@ -18,12 +18,13 @@ updates, until the sweeper deletes it. The sweeper:
   (``storage.write(..., background=True)``: never batched with a writer's call, and one
   queued writer at least goes between two slices), sized from the last slice's time per item.
   While writers are busy a slice is about :data:`SWEEP_SLICE_S` and the sweeper then rests
-  :data:`SWEEP_REST` times as long as the slice took, leaving the engine to them: the writer
-  finishing after the rest hands the sweeper the lead (``rest_until``, storage/database.py),
-  so its thread wakes once a slice, when its turn has come. A thread woken by a timer instead
-  takes the GIL from a writer in the middle of its call, or waits for it up to the 5 ms switch
-  interval and then forces it: that hand-over, not the slice's work, was most of a writer's
-  delay. On an idle engine (no writer between two slices) the slices grow to
+  :data:`SWEEP_REST` times as long as the slice took, leaving the engine to them: the first
+  writer to come after the rest hands the sweeper the lead and waits behind it
+  (``rest_until``, storage/database.py), so the sweeper's thread wakes once a slice and runs
+  while the writer waits. Woken by a timer instead, it took the GIL from a writer in the middle
+  of its call (at any C call that releases it) and the two traded it for the whole slice:
+  claims slower than 400 µs during a sweep were 12% of them, 4% since (bench/scale.py, same
+  run). On an idle engine (no writer between two slices) the slices grow to
   :data:`SWEEP_IDLE_SLICE_S` with no rest, and shrink back at the first writer;
 * ignores values more than five years in the past (DynamoDB's guard against milliseconds);
 * purges stream records past their 24-hour retention.

@@ -21,9 +21,12 @@ Concurrency model
 * A background write (``write(fn, background=True)``, the TTL sweeper's) takes its turn in the
   queue but runs alone, in its own thread, never batched with callers' writes (each would wait
   for the other's work); ``fn`` ends early once :meth:`Storage.writers_waiting`. With
-  ``rest_until`` it first lets writers go until then: while they are busy, the leader finishing
-  after that time hands it the lead (its thread is woken once, when its turn has come, rather
-  than by a timer in the middle of a writer's call, where it would take the GIL from it).
+  ``rest_until`` it first lets writers go until then: while they are busy, the first writer to
+  come after that time hands it the lead and queues behind it (or a leader finishing with
+  writers queued does). Its thread is woken once, when its turn has come, and runs while the
+  writer waits for the lead: woken by a timer instead, it would take the GIL from a writer in
+  the middle of its call (at any C call that releases it), and the two would trade it back and
+  forth for the whole slice.
 * Reads use one connection per thread and see every committed write (WAL snapshots).
 * Catalog rows are cached per process and only ever used through statements that verify them
   (core.py): no cache can outlive a change made by another engine.
@@ -314,7 +317,11 @@ class Storage:
             raise internal_error() from self._sync_failed
         if autocommit and not self._memory:
             with self._cond_lock:
-                alone = not self._leading and not self._pending
+                alone = (
+                    not self._leading
+                    and not self._pending
+                    and not (self._rest_until and self._rest_over())
+                )
                 if alone:
                     self._leading = True
                     self._commits += 1
@@ -340,7 +347,11 @@ class Storage:
         slot = _Slot(fn, savepoint, autocommit, background)
         granted = background and rest_until > 0 and self._rest(rest_until)
         with self._cond_lock:
-            if granted or (not self._leading and not self._pending):
+            if granted or (
+                not self._leading
+                and not self._pending
+                and not (self._rest_until and self._rest_over())
+            ):
                 # Uncontended (or a background write handed the lead after its rest): lead a
                 # batch of this write alone, nothing to queue or wait for.
                 self._leading = True
@@ -400,18 +411,29 @@ class Storage:
         handed this thread the lead (else it takes its turn in the queue)."""
         with self._cond_lock:
             self._rest_until = until
+            begun = self._commits
             try:
                 while not self._granted and not self._closed:
                     left = until - time.monotonic()
                     if left <= 0:
                         break
-                    if self._leading or self._pending:
-                        left += _REST_FALLBACK_S  # a finishing leader wakes it
+                    if self._leading or self._pending or self._commits != begun:
+                        left += _REST_FALLBACK_S  # writers are busy: one of them wakes it
                     self._cond.wait(left)
                 granted, self._granted = self._granted, False
                 return granted
             finally:
                 self._rest_until = 0.0
+
+    def _rest_over(self) -> bool:
+        """Under ``_cond_lock``, the lead free: if a resting background write's time has come,
+        hand it the lead (the caller then queues behind it)."""
+        if time.monotonic() < self._rest_until:
+            return False
+        self._rest_until = 0.0
+        self._leading = self._granted = True
+        self._cond.notify_all()
+        return True
 
     def _finish(self, seq: int, size: int) -> None:
         """Hand the lead on once commit ``seq`` (a batch of ``size``) is done."""
@@ -419,17 +441,12 @@ class Storage:
             self._leading = False
             self._leader = None
             self._committed = seq
-            rest = self._rest_until
-            if rest and time.monotonic() >= rest:
-                # A resting background write's turn: the lead is its own if nobody is queued
-                # (the next writer queues behind it), else it queues behind those who are.
-                self._rest_until = 0.0
-                if not self._pending:
-                    self._leading = self._granted = True
-                self._cond.notify_all()
             # Everyone waiting is queued, in this batch, or waiting for an fsync: an uncontended
-            # writer (batch of one, nobody queued, nobody syncing) has nobody to wake.
-            elif self._pending or size > 1 or self._sync_waiters:
+            # writer (batch of one, nobody queued, nobody syncing) has nobody to wake. With
+            # writers queued, a resting background write whose time has come goes first.
+            if (self._pending or size > 1 or self._sync_waiters) and not (
+                self._pending and self._rest_until and self._rest_over()
+            ):
                 self._cond.notify_all()
 
     def _run_batch(self, batch: list[_Slot]) -> None:
