@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -324,3 +325,39 @@ def test_a_resting_background_write_lets_writers_go_then_the_next_writer_hands_i
     assert not storage._leading and storage._rest_until == 0.0
     put("w5")  # and the lead came back
     assert order[-1] == "w5"
+
+
+def test_resting_background_writes_among_busy_writers_all_commit_and_leave_no_lead_behind(
+    storage: Storage,
+) -> None:
+    # Hand-overs at arrival and at a finish with writers queued, racing for real.
+    table = _table(storage)
+    batches = _batch_kinds(storage)
+
+    def writer(prefix: str) -> None:
+        for i in range(200):
+            key = f"{prefix}{i}".encode()
+            storage.write(lambda w, key=key: w.put(table, key, b"", 1, {"pk": {"S": key.decode()}}))
+
+    def sweeper() -> None:
+        for i in range(100):
+            key = f"b{i}".encode()
+            storage.write(
+                lambda w, key=key: w.put(table, key, b"", 1, {"pk": {"S": key.decode()}}),
+                background=True,
+                rest_until=time.monotonic() + 0.0002,
+            )
+
+    threads = [threading.Thread(target=writer, args=(f"w{n}-",)) for n in range(4)]
+    threads.append(threading.Thread(target=sweeper))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    count, _ = storage.read(lambda r: r.table_stats(table))
+    assert count == 900
+    assert sum(len(kinds) for kinds in batches) == 900
+    assert all(kinds == [True] for kinds in batches if True in kinds)
+    assert storage._pending == [] and not storage._leading and not storage._granted
+    assert storage._rest_until == 0.0
