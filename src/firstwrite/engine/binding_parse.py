@@ -74,17 +74,37 @@ class _Kept:
 
 
 def wire_answer(
-    engine: Engine, target: str | None, body: bytes | str | None, region: str
+    engine: Engine,
+    target: str | None,
+    body: bytes | str | None,
+    region: str,
+    request: dict[str, Any] | None = None,
 ) -> Answer:
-    """``wire_call``'s answer, with the engine's own answer kept beside it."""
+    """``wire_call``'s answer, with the engine's own answer kept beside it.
+
+    ``request``: the body's JSON value, known already (see
+    :func:`.binding_serialize.parameters_of`), read in place of decoding the body."""
     kept = _Kept(engine)
-    status, payload = wire_call(cast("Engine", kept), target, body, region)
+    decode = None if request is None else _Known(request)
+    status, payload = wire_call(cast("Engine", kept), target, body, region, decode=decode)
     outcome = kept.outcome
     if isinstance(outcome, DynamoDBError):
         # The error's traceback holds the engine's frames, one of which holds ``kept``, which
         # holds the error: a cycle only the garbage collector frees. Only its body is read.
         outcome.__traceback__ = None
     return Answer(status, payload, outcome)
+
+
+class _Known:
+    """A ``wire_call`` decoder that returns the body's JSON value, known beforehand."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+
+    def __call__(self, _body: Any) -> dict[str, Any]:
+        return self.request
 
 
 class _GiveUp(Exception):

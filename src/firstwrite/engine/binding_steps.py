@@ -30,6 +30,7 @@ from botocore.parsers import create_parser
 from . import binding_request
 from .asgi import Problem
 from .binding_parse import Answer, Shortcut
+from .binding_serialize import parameters_of
 from .binding_validate import QuickValidation
 from .client import exceptions_factory
 from .content_coding import decode_body
@@ -106,6 +107,7 @@ class Call:
     target: str | None
     body: bytes | str | None
     region: str
+    request: dict[str, Any] | None = None  # the body's JSON value, when known already
 
 
 @dataclass(slots=True)
@@ -154,7 +156,8 @@ def quick_steps(
     if getattr(request_signer, "_credentials", True) is None:
         return None  # no credentials: botocore's signer raises NoCredentialsError
     body = params["body"]
-    reply: Answer = yield Call(engine, params["headers"].get("X-Amz-Target"), body, region)
+    target = params["headers"].get("X-Amz-Target")
+    reply: Answer = yield Call(engine, target, body, region, parameters_of(body, model))
     status, payload = reply.status, reply.payload
     http = respond(params["url"], status, payload)
     response = {
