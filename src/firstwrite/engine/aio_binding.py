@@ -63,8 +63,12 @@ class _AioRaw:
         return self._body
 
 
-def _respond(url: str, status: int, payload: bytes) -> AioAWSResponse:
-    return AioAWSResponse(url, status, response_headers(payload), _AioRaw(payload))
+def _respond(
+    url: str, status: int, payload: bytes, headers: dict[str, str] | None = None
+) -> AioAWSResponse:
+    if headers is None:
+        headers = response_headers(payload)
+    return AioAWSResponse(url, status, headers, _AioRaw(payload))
 
 
 async def _answer(

@@ -141,9 +141,19 @@ class Shortcut:
     def for_parser(parser: Any) -> Shortcut | None:
         return Shortcut(parser) if type(parser) in _PARSERS else None
 
-    def parse(self, response: dict[str, Any], shape: Shape | None, answer: Answer) -> Any:
-        """``parser.parse(response, shape)``, or ``None`` where that is not provably it."""
+    def parse(
+        self,
+        response: dict[str, Any],
+        shape: Shape | None,
+        answer: Answer,
+        lowered: dict[str, str] | None = None,
+    ) -> Any:
+        """``parser.parse(response, shape)``, or ``None`` where that is not provably it.
+
+        ``lowered``: ``lowercase_dict(response["headers"])`` when the caller knows it (the
+        headers are the ones the response was made with), read in place of the headers."""
         status = response["status_code"]
+        headers = response["headers"] if lowered is None else lowered
         if response["body"] is not answer.payload or status != answer.status:
             return None  # a before-parse hook changed the answer
         outcome = answer.outcome
@@ -162,7 +172,7 @@ class Shortcut:
                     if convert is None:
                         return None
                     parsed = convert(outcome)
-                self._request_id(parsed, response["headers"])
+                self._request_id(parsed, headers)
             else:
                 if not isinstance(outcome, DynamoDBError) or status >= 500:
                     return None  # 5xx: the parser's generic-error checks apply
@@ -170,12 +180,12 @@ class Shortcut:
                 if shape is not None and shape.metadata.get("exception", False):
                     convert = self._converter(shape)
                     return None if convert is None else convert(body)  # no metadata added
-                parsed = self._error(body, response["headers"])
+                parsed = self._error(body, headers)
         except _GiveUp:
             return None
         metadata = parsed.get("ResponseMetadata", {})
         metadata["HTTPStatusCode"] = status
-        metadata["HTTPHeaders"] = lowercase_dict(response["headers"])
+        metadata["HTTPHeaders"] = lowercase_dict(headers) if lowered is None else dict(lowered)
         parsed["ResponseMetadata"] = metadata
         algorithm = response.get("context", {}).get("checksum", {}).get("response_algorithm")
         if algorithm:
