@@ -373,7 +373,7 @@ def test_a_before_parse_hook_that_changes_the_answer_is_parsed_from_what_it_left
 
 def test_a_before_parse_hook_that_changes_the_headers_is_parsed_from_what_it_left() -> None:
     # The headers are known lowercased only while no before-parse hook ran.
-    service, engine, fast, slow, counter = _clients("dynamodb")
+    _service, engine, fast, slow, counter = _clients("dynamodb")
 
     def retag(response_dict: dict[str, Any], **_kwargs: Any) -> None:
         response_dict["headers"]["X-Hooked"] = "yes"
