@@ -13,6 +13,7 @@ body (a hook replaced it, a lone surrogate, tuples) do read it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -300,3 +301,50 @@ def test_plain_calls_skip_the_decoder_and_odd_ones_read_their_body(
         client.put_item(TableName="things", Item={**item, "s": {"S": "\ud800"}})
     assert refused.value.response["Error"]["Code"] == "SerializationException"
     assert counted.calls == 2  # the get was answered from its parameters, the put read its body
+
+
+def test_an_aiobotocore_client_hands_over_its_parameters_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from firstwrite.engine.aio_binding import local_aio_client
+
+    counted = _Counted()
+    monkeypatch.setattr(wire, "loads", counted)
+    item = {"pk": {"S": "a"}, "sk": {"N": "1"}}
+
+    async def run() -> tuple[Any, Any, int]:
+        async with local_aio_client() as client:
+            await client.create_table(
+                TableName="things",
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "N"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            before = counted.calls
+            # Two tasks at once: each hands the engine its own parameters.
+            await asyncio.gather(
+                client.put_item(TableName="things", Item=item),
+                client.put_item(TableName="things", Item={**item, "sk": {"N": "2"}}),
+            )
+            handed = counted.calls - before
+            got = await client.query(
+                TableName="things",
+                KeyConditionExpression="pk = :p",
+                ExpressionAttributeValues={":p": {"S": "a"}},
+            )
+            try:
+                await client.put_item(TableName="things", Item={**item, "x": {"S": "\ud800"}})
+            except ClientError as error:
+                return got["Items"], error.response["Error"]["Code"], handed
+            raise AssertionError("a lone surrogate went through")
+
+    items, code, handed = asyncio.run(run())
+    assert handed == 0
+    assert items == [item, {**item, "sk": {"N": "2"}}]
+    assert code == "SerializationException"
