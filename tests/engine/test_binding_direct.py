@@ -348,3 +348,28 @@ def test_an_aiobotocore_client_hands_over_its_parameters_too(
     assert handed == 0
     assert items == [item, {**item, "sk": {"N": "2"}}]
     assert code == "SerializationException"
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"S": "x"}
+    for _ in range(levels):
+        value = {"M": {"a": value}} if levels % 2 else {"L": [value]}
+    return value
+
+
+@pytest.mark.parametrize("levels", [30, 31, 32, 33, 300, 301])
+def test_deep_items_end_the_same_from_the_parameters_and_from_the_body(
+    pair: tuple[Any, Any], levels: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    direct, decoded = pair
+    params = {
+        "TableName": "things",
+        "Item": {"pk": {"S": "a"}, "sk": {"N": "1"}, "v": _nested(levels)},
+    }
+    got = _outcome(direct, "put_item", params)
+    monkeypatch.setattr(binding_steps, "parameters_of", lambda _body, _model: None)
+    assert _same(got, _outcome(decoded, "put_item", params))
+    assert _same(
+        _outcome(direct, "scan", {"TableName": "things"}),
+        _outcome(decoded, "scan", {"TableName": "things"}),
+    )

@@ -15,15 +15,16 @@ parameters, that the request is exactly the one botocore's serializer builds.
 
 Such parameters are also their body's JSON value: ``wire.loads(body) == parameters``, with the
 same types all the way down (the as-is check takes lists, never tuples, which JSON would turn
-into lists). The only body the engine's decoder refuses that its parameters would not show is
-one carrying a lone surrogate (written as a ``\\udXXX`` escape). So :class:`JsonRequests`
+into lists). The one such body the engine's decoder refuses is one carrying a lone surrogate
+(written as a ``\\udXXX`` escape), which the parameters would not show. So :class:`JsonRequests`
 remembers, per thread (per task on aiobotocore), the last small request it built, and the quick
 path asks :func:`parameters_of` for the parameters of the body it is about to answer: the very
 body object built from them (a hook that changes the request replaces the body), with no
 ``\\ud`` escape in it, gives the parameters, which the engine reads in place of decoding the
 body again (``tests/engine/test_binding_direct.py``: the same answers, errors included).
 The nesting the decoder refuses (about a thousand levels) never gets there: the as-is check
-recurses in Python, two frames a level, and gives up (``RecursionError``) far before.
+recurses in Python, two or three frames a level, and raises ``RecursionError`` far before (as
+botocore's own validator does).
 """
 
 from __future__ import annotations
