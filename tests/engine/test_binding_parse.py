@@ -169,8 +169,8 @@ class CountingShortcut:
         self.inner = inner
         self.taken = 0
 
-    def parse(self, response: Any, shape: Any, answer: Any) -> Any:
-        parsed = self.inner.parse(response, shape, answer)
+    def parse(self, response: Any, shape: Any, answer: Any, lowered: Any = None) -> Any:
+        parsed = self.inner.parse(response, shape, answer, lowered)
         self.taken += parsed is not None
         return parsed
 
@@ -369,6 +369,26 @@ def test_a_before_parse_hook_that_changes_the_answer_is_parsed_from_what_it_left
     client.meta.events.register("before-parse.dynamodb.ListTables", rewrite)
     assert client.list_tables()["TableNames"] == ["hook"]
     assert responder._shortcut.taken == 0
+
+
+def test_a_before_parse_hook_that_changes_the_headers_is_parsed_from_what_it_left() -> None:
+    # The headers are known lowercased only while no before-parse hook ran.
+    _service, engine, fast, slow, counter = _clients("dynamodb")
+
+    def retag(response_dict: dict[str, Any], **_kwargs: Any) -> None:
+        response_dict["headers"]["X-Hooked"] = "yes"
+        response_dict["headers"]["x-amzn-RequestId"] = "HOOKED"
+
+    for client in (fast, slow):
+        client.meta.events.register("before-parse.dynamodb.PutItem", retag)
+    for answer in ({}, DynamoDBError("ConditionalCheckFailedException", "no")):
+        engine.answer = answer
+        taken = counter.taken
+        got, want = _call(fast, "PutItem"), _call(slow, "PutItem")
+        assert got == want
+        assert counter.taken > taken
+        assert "'x-hooked', ('str', 'yes')" in repr(got)
+        assert "'RequestId', ('str', 'HOOKED')" in repr(got)
 
 
 def test_only_botocores_json_parsers_get_the_shortcut() -> None:

@@ -63,14 +63,20 @@ class _AioRaw:
         return self._body
 
 
-def _respond(url: str, status: int, payload: bytes) -> AioAWSResponse:
-    return AioAWSResponse(url, status, response_headers(payload), _AioRaw(payload))
+def _respond(
+    url: str, status: int, payload: bytes, headers: dict[str, str] | None = None
+) -> AioAWSResponse:
+    if headers is None:
+        headers = response_headers(payload)
+    return AioAWSResponse(url, status, headers, _AioRaw(payload))
 
 
-async def _answer(engine: Engine, target: str | None, body: Any, region: str) -> Answer:
+async def _answer(
+    engine: Engine, target: str | None, body: Any, region: str, request: Any = None
+) -> Answer:
     if engine.durability == "normal" and not engine.interceptors:
-        return wire_answer(engine, target, body, region)
-    return await asyncio.to_thread(wire_answer, engine, target, body, region)
+        return wire_answer(engine, target, body, region, request)
+    return await asyncio.to_thread(wire_answer, engine, target, body, region, request)
 
 
 class AioResponder(ResponderBase):
@@ -90,7 +96,9 @@ class AioResponder(ResponderBase):
             step = next(steps)
             while True:
                 if type(step) is Call:
-                    answer: Any = await _answer(step.engine, step.target, step.body, step.region)
+                    answer: Any = await _answer(
+                        step.engine, step.target, step.body, step.region, step.request
+                    )
                 elif type(step) is Emit:
                     answer = await self._emit(step.event, **step.kwargs)
                 else:

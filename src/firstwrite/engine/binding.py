@@ -5,7 +5,9 @@ has done the whole client half of a call exactly as for AWS: parameter hooks, va
 endpoint resolution and JSON serialisation (validation asks a check compiled from botocore's
 rules first, which accepts exactly what botocore's validator accepts and leaves everything
 else to it: :mod:`.binding_validate`). The engine answers the serialised body
-(``wire_call``, the HTTP server's code path), and that answer becomes the response, or the
+(``wire_call``, the HTTP server's code path; a body written from the parameters as they are is
+read from the parameters themselves, its provably equal JSON value: :mod:`.binding_serialize`),
+and that answer becomes the response, or the
 modeled error that ``_make_api_call`` raises, exactly as botocore's parser for that client
 would make it: built from the engine's own answer where that is provably the parser's result
 (:mod:`.binding_parse`), by the parser itself otherwise. The ``after-call`` hooks run as usual.
@@ -78,7 +80,9 @@ class Responder(ResponderBase):
             step = next(steps)
             while True:
                 if type(step) is Call:
-                    answer: Any = wire_answer(step.engine, step.target, step.body, step.region)
+                    answer: Any = wire_answer(
+                        step.engine, step.target, step.body, step.region, step.request
+                    )
                 elif type(step) is Emit:
                     answer = self._emit(step.event, **step.kwargs)
                 else:

@@ -74,17 +74,37 @@ class _Kept:
 
 
 def wire_answer(
-    engine: Engine, target: str | None, body: bytes | str | None, region: str
+    engine: Engine,
+    target: str | None,
+    body: bytes | str | None,
+    region: str,
+    request: dict[str, Any] | None = None,
 ) -> Answer:
-    """``wire_call``'s answer, with the engine's own answer kept beside it."""
+    """``wire_call``'s answer, with the engine's own answer kept beside it.
+
+    ``request``: the body's JSON value, known already (see
+    :func:`.binding_serialize.parameters_of`), read in place of decoding the body."""
     kept = _Kept(engine)
-    status, payload = wire_call(cast("Engine", kept), target, body, region)
+    decode = None if request is None else _Known(request)
+    status, payload = wire_call(cast("Engine", kept), target, body, region, decode=decode)
     outcome = kept.outcome
     if isinstance(outcome, DynamoDBError):
         # The error's traceback holds the engine's frames, one of which holds ``kept``, which
         # holds the error: a cycle only the garbage collector frees. Only its body is read.
         outcome.__traceback__ = None
     return Answer(status, payload, outcome)
+
+
+class _Known:
+    """A ``wire_call`` decoder that returns the body's JSON value, known beforehand."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+
+    def __call__(self, _body: Any) -> dict[str, Any]:
+        return self.request
 
 
 class _GiveUp(Exception):
@@ -121,9 +141,19 @@ class Shortcut:
     def for_parser(parser: Any) -> Shortcut | None:
         return Shortcut(parser) if type(parser) in _PARSERS else None
 
-    def parse(self, response: dict[str, Any], shape: Shape | None, answer: Answer) -> Any:
-        """``parser.parse(response, shape)``, or ``None`` where that is not provably it."""
+    def parse(
+        self,
+        response: dict[str, Any],
+        shape: Shape | None,
+        answer: Answer,
+        lowered: dict[str, str] | None = None,
+    ) -> Any:
+        """``parser.parse(response, shape)``, or ``None`` where that is not provably it.
+
+        ``lowered``: ``lowercase_dict(response["headers"])`` when the caller knows it (the
+        headers are the ones the response was made with), read in place of the headers."""
         status = response["status_code"]
+        headers = response["headers"] if lowered is None else lowered
         if response["body"] is not answer.payload or status != answer.status:
             return None  # a before-parse hook changed the answer
         outcome = answer.outcome
@@ -142,7 +172,7 @@ class Shortcut:
                     if convert is None:
                         return None
                     parsed = convert(outcome)
-                self._request_id(parsed, response["headers"])
+                self._request_id(parsed, headers)
             else:
                 if not isinstance(outcome, DynamoDBError) or status >= 500:
                     return None  # 5xx: the parser's generic-error checks apply
@@ -150,12 +180,12 @@ class Shortcut:
                 if shape is not None and shape.metadata.get("exception", False):
                     convert = self._converter(shape)
                     return None if convert is None else convert(body)  # no metadata added
-                parsed = self._error(body, response["headers"])
+                parsed = self._error(body, headers)
         except _GiveUp:
             return None
         metadata = parsed.get("ResponseMetadata", {})
         metadata["HTTPStatusCode"] = status
-        metadata["HTTPHeaders"] = lowercase_dict(response["headers"])
+        metadata["HTTPHeaders"] = lowercase_dict(headers) if lowered is None else dict(lowered)
         parsed["ResponseMetadata"] = metadata
         algorithm = response.get("context", {}).get("checksum", {}).get("response_algorithm")
         if algorithm:

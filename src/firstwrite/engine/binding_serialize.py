@@ -12,17 +12,55 @@ botocore's own ``JSONSerializer``) is serialised by botocore as before.
 
 ``tests/engine/test_binding_serialize.py`` checks, for every operation's input shape and random
 parameters, that the request is exactly the one botocore's serializer builds.
+
+Such parameters are also their body's JSON value: ``wire.loads(body) == parameters``, with the
+same types all the way down (the as-is check takes lists, never tuples, which JSON would turn
+into lists). The one such body the engine's decoder refuses is one carrying a lone surrogate
+(written as a ``\\udXXX`` escape), which the parameters would not show. So :class:`JsonRequests`
+remembers, per thread (per task on aiobotocore), the last small request it built, and the quick
+path asks :func:`parameters_of` for the parameters of the body it is about to answer: the very
+body object built from them (a hook that changes the request replaces the body), with no
+``\\ud`` escape in it, gives the parameters, which the engine reads in place of decoding the
+body again (``tests/engine/test_binding_direct.py``: the same answers, errors included).
+The nesting the decoder refuses (about a thousand levels) never gets there: the as-is check
+recurses in Python, two or three frames a level, and raises ``RecursionError`` far before (as
+botocore's own validator does).
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 from typing import Any
 
 from botocore.model import OperationModel
 from botocore.serialize import JSONSerializer
 
-__all__ = ["JsonRequests"]
+__all__ = ["JsonRequests", "parameters_of"]
+
+# Bodies up to this size are remembered with their parameters: the saving is on small calls, and
+# a request built but never answered by the quick path (another before-call hook answered it)
+# stays remembered until the next one, so what it can hold is kept small.
+REMEMBERED_BODY_BYTES = 64 * 1024
+
+# (body, operation model, parameters) of the last as-is request built in this context.
+_BUILT: contextvars.ContextVar[tuple[bytes, OperationModel, dict[str, Any]] | None] = (
+    contextvars.ContextVar("firstwrite_binding_built", default=None)
+)
+
+
+def parameters_of(body: Any, model: OperationModel) -> dict[str, Any] | None:
+    """The parameters ``body`` was built from as it is, if it is the last request built as it
+    is in this context, for ``model``, and its JSON carries no surrogate escape; else ``None``.
+    Forgets the remembered request either way."""
+    built = _BUILT.get()
+    if built is None:
+        return None
+    _BUILT.set(None)
+    sent, built_for, parameters = built
+    if sent is not body or built_for is not model or b"\\ud" in sent:
+        return None
+    return parameters
 
 
 class JsonRequests:
@@ -66,11 +104,14 @@ class JsonRequests:
         if plan is None:
             return None
         target, content_type, method = plan
-        body = parameters if model.input_shape is not None else {}
+        value = parameters if model.input_shape is not None else {}
+        body = json.dumps(value).encode(JSONSerializer.DEFAULT_ENCODING)
+        if len(body) <= REMEMBERED_BODY_BYTES and type(value) is dict:
+            _BUILT.set((body, model, value))
         return {
             "url_path": "/",
             "query_string": "",
             "method": method,
             "headers": {"X-Amz-Target": target, "Content-Type": content_type},
-            "body": json.dumps(body).encode(JSONSerializer.DEFAULT_ENCODING),
+            "body": body,
         }

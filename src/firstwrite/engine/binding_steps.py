@@ -30,6 +30,7 @@ from botocore.parsers import create_parser
 from . import binding_request
 from .asgi import Problem
 from .binding_parse import Answer, Shortcut
+from .binding_serialize import parameters_of
 from .binding_validate import QuickValidation
 from .client import exceptions_factory
 from .content_coding import decode_body
@@ -90,8 +91,19 @@ def response_headers(payload: bytes) -> dict[str, str]:
     }
 
 
-def respond(url: str, status: int, payload: bytes) -> AWSResponse:
-    return AWSResponse(url, status, response_headers(payload), _Raw(payload))
+def respond(
+    url: str, status: int, payload: bytes, headers: dict[str, str] | None = None
+) -> AWSResponse:
+    """The ``AWSResponse`` of an engine answer (``headers``: its :func:`response_headers`)."""
+    if headers is None:
+        headers = response_headers(payload)
+    return AWSResponse(url, status, headers, _Raw(payload))
+
+
+def lowered(headers: dict[str, str]) -> dict[str, str]:
+    """``lowercase_dict`` of an ``AWSResponse`` made with ``headers`` (its ``HeadersDict``
+    keeps their order and spelling)."""
+    return {name.lower(): value for name, value in headers.items()}
 
 
 # -- the quick path, once for sync and async clients ----------------------------------------
@@ -106,6 +118,7 @@ class Call:
     target: str | None
     body: bytes | str | None
     region: str
+    request: dict[str, Any] | None = None  # the body's JSON value, when known already
 
 
 @dataclass(slots=True)
@@ -142,7 +155,7 @@ def quick_steps(
     model: OperationModel,
     params: dict[str, Any],
     request_signer: Any,
-    respond: Callable[[str, int, bytes], AWSResponse],
+    respond: Callable[[str, int, bytes, dict[str, str]], AWSResponse],
     shortcut: Shortcut | None = None,
 ) -> Generator[Step, Any, Answered | Handover | None]:
     """The quick path of one call, as the steps a driver performs (each step's result is sent
@@ -154,9 +167,11 @@ def quick_steps(
     if getattr(request_signer, "_credentials", True) is None:
         return None  # no credentials: botocore's signer raises NoCredentialsError
     body = params["body"]
-    reply: Answer = yield Call(engine, params["headers"].get("X-Amz-Target"), body, region)
+    target = params["headers"].get("X-Amz-Target")
+    reply: Answer = yield Call(engine, target, body, region, parameters_of(body, model))
     status, payload = reply.status, reply.payload
-    http = respond(params["url"], status, payload)
+    headers = response_headers(payload)
+    http = respond(params["url"], status, payload, headers)
     response = {
         "headers": http.headers,
         "status_code": status,
@@ -164,7 +179,7 @@ def quick_steps(
         "context": {"operation_name": model.name},
     }
     customized: dict[str, Any] = {}
-    yield Emit(
+    ran = yield Emit(
         f"before-parse.{model.service_model.service_id.hyphenize()}.{model.name}",
         {
             "operation_model": model,
@@ -172,8 +187,11 @@ def quick_steps(
             "customized_response_dict": customized,
         },
     )
+    # No before-parse handler ran (the emitter answers the list of those that did): the
+    # response's headers are still the ones it was made with, already known lowercased.
+    known = None if ran else lowered(headers)
     output = model.output_shape
-    parsed = None if shortcut is None else shortcut.parse(response, output, reply)
+    parsed = None if shortcut is None else shortcut.parse(response, output, reply, known)
     if parsed is None:
         parsed = yield Parse(response, output)
     if customized:
@@ -185,7 +203,7 @@ def quick_steps(
             return Handover(body, http)
         shape = model.service_model.shape_for_error_code(code)
         if shape is not None:  # the error's modeled members (Item, CancellationReasons)
-            members = None if shortcut is None else shortcut.parse(response, shape, reply)
+            members = None if shortcut is None else shortcut.parse(response, shape, reply, known)
             if members is None:
                 members = yield Parse(response, shape)
             parsed.update(members)

@@ -73,8 +73,9 @@ def compile_check(shape: Shape, *, as_is: bool = False) -> Check:
     :class:`_Unknown` for a shape it does not mirror.
 
     ``as_is``: ``True`` only where, besides, botocore's JSON serializer would write the value
-    as it is (no blob, float or timestamp in it, no member renamed), so that its JSON is the
-    request body (see :mod:`.binding_serialize`)."""
+    as it is (no blob, float or timestamp in it, no member renamed, lists and not tuples), so
+    that its JSON is the request body and reads back as the value itself (see
+    :mod:`.binding_serialize`)."""
     return _compile(shape, {}, as_is)
 
 
@@ -107,7 +108,8 @@ def _compile(
         required = tuple(shape.metadata.get("required", ()))
         cell[0] = _structure(members, required, bool(shape.is_tagged_union))
     elif kind == "list":
-        cell[0] = _listing(_compile(shape.member, memo, as_is), _minimum(shape))
+        # as is: a list only, which JSON reads back as it is (a tuple comes back a list)
+        cell[0] = _listing(_compile(shape.member, memo, as_is), _minimum(shape), tuples=not as_is)
     else:
         cell[0] = _mapping(_compile(shape.key, memo, as_is), _compile(shape.value, memo, as_is))
     return cell[0]
@@ -139,10 +141,10 @@ def _structure(members: dict[str, Check], required: tuple[str, ...], union: bool
     return check
 
 
-def _listing(item: Check, minimum: float | None) -> Check:
+def _listing(item: Check, minimum: float | None, *, tuples: bool = True) -> Check:
     def check(value: Any) -> bool:
         kind = type(value)
-        if kind is not list and kind is not tuple:
+        if kind is not list and (kind is not tuple or not tuples):
             return False
         if minimum is not None and len(value) < minimum:
             return False
