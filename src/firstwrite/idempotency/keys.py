@@ -157,6 +157,12 @@ def _compiled(expression: str) -> tuple[Any, tuple[str, ...] | None]:
     return parsed, _field_path(parsed.parsed)
 
 
+def key_path(expression: str) -> tuple[str, ...] | None:
+    """The field names of a JMESPath expression that is a plain path (``a.b.c``), else
+    ``None``; for :func:`walk`. Raises jmespath's ``ParseError`` for an invalid expression."""
+    return _compiled(expression)[1]
+
+
 def _field_path(node: dict[str, Any]) -> tuple[str, ...] | None:
     if node.get("type") == "field":
         return (str(node["value"]),)
@@ -174,8 +180,8 @@ def _field_path(node: dict[str, Any]) -> tuple[str, ...] | None:
 _STR_ONLY = frozenset({str})
 
 
-def _walk(payload: Any, path: tuple[str, ...]) -> Any:
-    """A plain path through plain dicts (string keys only, where normalising changes nothing),
+def walk(payload: Any, path: tuple[str, ...]) -> Any:
+    """A plain path (:func:`key_path`) through plain dicts (string keys only, where normalising changes nothing),
     normalising only what it selects; ``None`` where the general search must decide."""
     value = payload
     for name in path:
@@ -194,7 +200,7 @@ def select(payload: Any, selector: Selector | None) -> Any:
         return selector(payload)
     compiled, path = _compiled(selector)
     if path is not None:
-        found = _walk(payload, path)
+        found = walk(payload, path)
         if found is not None:
             return found
     return compiled.search(normalise(payload))

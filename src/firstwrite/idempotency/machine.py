@@ -61,7 +61,10 @@ _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is 
 def new_token(now: float) -> str:
     """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
     Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
-    return f"{millis(now):0{q.TOKEN_TIME_DIGITS}x}{os.urandom(10).hex()}"
+    return _TOKEN % (int(now * 1000), os.urandom(10).hex())  # millis(now)
+
+
+_TOKEN = f"%0{q.TOKEN_TIME_DIGITS}x%s"
 
 
 def _retryable_by_default(exc: BaseException) -> bool:
@@ -117,19 +120,11 @@ class StateMachine:
     ) -> tuple[Attempt, Item, float]:
         now = self.clock()
         owner = new_token(now)
-        length = self.config.lease if lease is None else lease
-        item = self.requests.claim_item(dkey, owner, fp, now, length)
-        attempt = Attempt(
-            record_id,
-            dkey,
-            owner,
-            fp,
-            now,
-            millis(now + length),
-            self.config.region,
-            int(now + self.config.retention),  # as in the claim item
-            key,
-        )
+        config = self.config
+        lease_ms = millis(now + (config.lease if lease is None else lease))
+        expires_at = int(now + config.retention)
+        item = self.requests.new_item(dkey, owner, fp, lease_ms, expires_at)
+        attempt = Attempt(record_id, dkey, owner, fp, now, lease_ms, config.region, expires_at, key)
         return attempt, item, now
 
     def claimed(self, attempt: Attempt, old: Item | None, *, late_reported: bool = False) -> Claim:
