@@ -148,6 +148,16 @@ def fingerprint(value: Any, hash_function: str = "sha256") -> str:
     return str(_hasher(hash_function)(canonical_json(value)).hexdigest())
 
 
+def fingerprinter(hash_function: str = "sha256") -> Callable[[Any], str]:
+    """:func:`fingerprint` with ``hash_function`` looked up once (a guard's, per request)."""
+    hasher = _hasher(hash_function)
+
+    def fingerprint_with(value: Any) -> str:
+        return str(hasher(canonical_json(value)).hexdigest())
+
+    return fingerprint_with
+
+
 @lru_cache(maxsize=256)
 def _compiled(expression: str) -> tuple[Any, tuple[str, ...] | None]:
     """The compiled expression, and its field names when it is a plain path (``a.b.c``)."""

@@ -44,7 +44,7 @@ from .errors import (
     ResultTooLargeError,
     SerializationError,
 )
-from .keys import KeyBuilder, fingerprint
+from .keys import KeyBuilder, fingerprinter
 from .metrics import Metrics
 from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from .record import Record, Status
@@ -102,13 +102,16 @@ class StateMachine:
         self.non_retryable = tuple(non_retryable)
         self.rng = rng
         self.retention_branch = not config.refuse_late_retries
+        self._fingerprint = (
+            fingerprinter(config.hash_function) if config.payload_validation else None
+        )
 
     # -- pure helpers ----------------------------------------------------------------------------
 
     def fingerprint_of(self, payload: Any) -> str:
-        if payload is UNSET or not self.config.payload_validation:
+        if payload is UNSET or self._fingerprint is None:
             return NO_FINGERPRINT
-        return fingerprint(payload, self.config.hash_function)
+        return self._fingerprint(payload)
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, self.non_retryable):

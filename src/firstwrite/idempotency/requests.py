@@ -337,7 +337,10 @@ class Requests:
         }
 
     def complete(self, key: Key, owner: str, version: int, result: dict[str, Any]) -> Call:
-        return Call("UpdateItem", {**self._complete(key, owner, version, result), **self.capacity})
+        params = self._complete(key, owner, version, result)
+        if self.capacity:
+            params.update(self.capacity)
+        return Call("UpdateItem", params)
 
     def transact_complete(
         self, key: Key, owner: str, version: int, result: dict[str, Any]
