@@ -79,6 +79,22 @@ async def test_claim_complete_replay_costs(aguard: AsyncIdempotency) -> None:
 
 
 @pytest.mark.asyncio
+async def test_run_fills_the_local_cache(aguard: AsyncIdempotency) -> None:
+    cached = AsyncIdempotency(
+        IdempotencyConfig(table_name=aguard.config.table_name, local_cache_size=10),
+        client=aguard.client,
+    )
+
+    async def work() -> dict[str, int]:
+        return {"n": 1}
+
+    assert await cached.run("a9", work, {"p": 1}) == {"n": 1}
+    with CallCounter(aguard.client) as calls:
+        assert await cached.run("a9", work, {"p": 1}) == {"n": 1}  # from the cache
+        assert calls.total == 0
+
+
+@pytest.mark.asyncio
 async def test_concurrent_tasks_run_once(aguard: AsyncIdempotency) -> None:
     runs: list[int] = []
 

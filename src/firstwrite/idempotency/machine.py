@@ -26,7 +26,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -335,6 +335,15 @@ class StateMachine:
         """Record ``result``. The side effect has run, so a write that fails for a reason that
         may pass (throttling, 5xx, a lost connection) is tried again, with the lease renewed
         while it is tried, for one lease length; then :class:`CompletionNotRecordedError`."""
+        return cast(Steps[Replay], self._complete(claim, result, True))
+
+    def complete_only(self, claim: Claim, result: Any) -> Steps[Replay | None]:
+        """:meth:`complete` without the :class:`Replay` it answers, for ``run()``, which returns
+        the function's own result (a frozen dataclass less per first call); the local cache,
+        when on, still gets its replay."""
+        return self._complete(claim, result, False)
+
+    def _complete(self, claim: Claim, result: Any, answer: bool) -> Steps[Replay | None]:
         key = key_of(claim)
         try:
             value = self.encode_result(claim, result)
@@ -392,7 +401,9 @@ class StateMachine:
                 unanswered = None
                 continue
             raise self.lost(claim, rec, "complete")
-        return self.completed(claim, value)
+        if answer or self.cache is not None:
+            return self.completed(claim, value)
+        return None
 
     def _keep_lease(self, claim: Claim, lease: float) -> Steps[Claim | None]:
         """Renew ``claim`` when less than half a lease is left, so that nobody takes the key
