@@ -74,8 +74,9 @@ async def test_claim_complete_replay_costs(aguard: AsyncIdempotency) -> None:
         replay = await aguard.claim("a1", {"x": 1})
         assert dict(calls.by_operation) == {"PutItem": 1}
     assert isinstance(replay, Replay) and replay.value() == {"ok": True}
-    with pytest.raises(PayloadMismatchError):
+    with pytest.raises(PayloadMismatchError) as mismatch:
         await aguard.claim("a1", {"x": 2})
+    assert mismatch.value.__context__ is None  # not chained to the failed condition
 
 
 @pytest.mark.asyncio
