@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import statistics
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable
@@ -587,11 +589,82 @@ def _answering(answer: Any) -> Callable[..., Any]:
     return lambda **_params: answer
 
 
-def _own_time_note(table: Table, alone: Series | None = None) -> None:
+def calls_timed(name: str) -> str:
+    return f"{name}, its calls timed"
+
+
+class CallsTimed(Scenario):
+    """firstwrite on the real client with a clock around each of its DynamoDB calls: splits
+    its own time beside the calls into the time its code runs between them and what its calls
+    cost inside it, each against the same thing measured alone (own work alone, calls alone).
+    Both run slower side by side than alone: the client's calls (botocore, the engine, SQLite)
+    evict the layer's code and data from the CPU caches, and the layer evicts theirs. The two
+    clock reads per call (~0.1 µs) count as the layer's time."""
+
+    def __init__(self, shared: Shared, factory: Callable[[Shared], Library], scenario: str):
+        super().__init__(shared, factory, scenario)
+        self.name = calls_timed(self.name)
+        self.inside_ns = 0
+        self._slice = (0, 0)
+        # (requests, ns inside the client's calls) per timed slice
+        self.slices: list[tuple[int, int]] = []
+
+    def setup(self) -> None:
+        super().setup()
+        lib = self.lib
+        assert isinstance(lib, FirstwriteLib)
+        guard = lib.guard
+        self._real = real = dict(guard._methods)
+        clock = time.perf_counter_ns
+
+        def timed(method: Callable[..., Any]) -> Callable[..., Any]:
+            def call(**params: Any) -> Any:
+                start = clock()
+                try:
+                    return method(**params)
+                finally:
+                    self.inside_ns += clock() - start
+
+            return call
+
+        guard._methods = {op: timed(m) for op, m in real.items()}
+
+    def resume(self) -> None:
+        super().resume()
+        self._slice = (self.requests, self.inside_ns)
+
+    def pause(self) -> None:
+        super().pause()
+        requests, inside = self._slice
+        self.slices.append((self.requests - requests, self.inside_ns - inside))
+
+    def teardown(self) -> None:
+        if isinstance(self.lib, FirstwriteLib) and hasattr(self, "_real"):
+            self.lib.guard._methods = self._real
+        super().teardown()
+
+    def split(self, series: Series) -> tuple[float, float] | None:
+        """(median µs per request of its code between its calls, of its calls), over the timed
+        slices (the warm-up's excluded), from ``series`` (this contender's, in µs/request)."""
+        slices = self.slices[-len(series.values) :] if series.values else []
+        if not slices or any(n == 0 for n, _ in slices):
+            return None
+        inside = [ns / n / 1000 for n, ns in slices]
+        outside = [wall - calls for wall, calls in zip(series.values, inside, strict=True)]
+        return statistics.median(outside), statistics.median(inside)
+
+
+def _own_time_note(
+    table: Table,
+    alone: Series | None = None,
+    split: tuple[float, float] | None = None,
+) -> None:
     """What each library spends beside its DynamoDB calls, and what firstwrite's share would
     have to be for the target on these calls: the target needs ``ours + calls <= 0.8 x
     Powertools``, so a cheaper call helps only while firstwrite's own time is small enough.
-    ``alone``: firstwrite's own work alone (:class:`OwnWorkAlone`), measured in the same run."""
+    ``alone``: firstwrite's own work alone (:class:`OwnWorkAlone`); ``split``: its code between
+    its calls and its calls, timed inside its run (:meth:`CallsTimed.split`); all measured in
+    the same run."""
     ours, theirs = table.get(OURS), table.get(POWERTOOLS)
     ours_calls, their_calls = table.get(calls_alone(OURS)), table.get(calls_alone(POWERTOOLS))
     if not all(s is not None and s.values for s in (ours, theirs, ours_calls, their_calls)):
@@ -617,6 +690,16 @@ def _own_time_note(table: Table, alone: Series | None = None) -> None:
                 if work > allowed
                 else "."
             )
+        )
+    if split is not None and alone is not None and alone.values:
+        between, inside = split
+        table.notes.append(
+            f"Where the own time beside the calls goes ({calls_timed(OURS)}: a clock around "
+            f"each call, medians): its code between its calls {between:.1f} µs per request "
+            f"({between / alone.median:.1f}x its own work alone), its calls inside it "
+            f"{inside:.1f} µs ({inside - ours_calls.median:+.1f} µs against its calls alone). "
+            "The layer's code and the client's calls each run slower side by side than alone: "
+            "each evicts the other's code and data from the CPU caches."
         )
 
 
@@ -656,7 +739,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "client. "
             f"**{own_work_alone(OURS)}**: the converse, firstwrite with each call answered at "
             "once by the answer it got in one real request (no client, engine or botocore): "
-            "its own Python per request.",
+            f"its own Python per request. **{calls_timed(OURS)}**: firstwrite on the real "
+            "client with a clock around each DynamoDB call, which splits its own time beside "
+            "the calls into its code between them and its calls inside it (in the notes).",
             "DynamoDB calls per request: a `before-call` handler on the clients, counted during "
             "the timed slices only. Time: wall time of one whole call (µs), "
             f"{settings.reps} repetitions of {settings.duration:g} s, interleaved.",
@@ -720,6 +805,8 @@ def _run_on_client(
                     for f in factories
                     if getattr(f, "name", "") == OURS
                 ]
+                timed = [CallsTimed(shared, f, scenario) for f in factories if f is FirstwriteLib]
+                contenders += timed
                 series, more = run_interleaved(contenders, settings, log=log)
                 for s in series:
                     s.values = [1e6 / v for v in s.values]
@@ -727,11 +814,13 @@ def _run_on_client(
                 # firstwrite's own work alone goes into the notes, not the table: it is no
                 # library, and makes no DynamoDB call
                 alone = next((x for x in series if x.name == own_work_alone(OURS)), None)
-                series = [x for x in series if x is not alone]
+                timed_series = next((x for x in series if x.name == calls_timed(OURS)), None)
+                split = timed[0].split(timed_series) if timed and timed_series else None
+                series = [x for x in series if x is not alone and x is not timed_series]
                 calls = {
                     c.name: c.calls_per_request
                     for c in contenders
-                    if c.requests and not isinstance(c, OwnWorkAlone)
+                    if c.requests and not isinstance(c, (OwnWorkAlone, CallsTimed))
                 }
                 table = Table(
                     title=f"{scenario}, {client_name}",
@@ -750,7 +839,7 @@ def _run_on_client(
                         None if ours is None or theirs is None else ours <= theirs + 1e-9,
                     )
                 )
-                _own_time_note(table, alone)
+                _own_time_note(table, alone, split)
                 section.tables.append(table)
                 if OURS in table.ours and table.get(OURS) is not None:
                     ratio = table.ratio(OURS, POWERTOOLS)

@@ -74,8 +74,25 @@ async def test_claim_complete_replay_costs(aguard: AsyncIdempotency) -> None:
         replay = await aguard.claim("a1", {"x": 1})
         assert dict(calls.by_operation) == {"PutItem": 1}
     assert isinstance(replay, Replay) and replay.value() == {"ok": True}
-    with pytest.raises(PayloadMismatchError):
+    with pytest.raises(PayloadMismatchError) as mismatch:
         await aguard.claim("a1", {"x": 2})
+    assert mismatch.value.__context__ is None  # not chained to the failed condition
+
+
+@pytest.mark.asyncio
+async def test_run_fills_the_local_cache(aguard: AsyncIdempotency) -> None:
+    cached = AsyncIdempotency(
+        IdempotencyConfig(table_name=aguard.config.table_name, local_cache_size=10),
+        client=aguard.client,
+    )
+
+    async def work() -> dict[str, int]:
+        return {"n": 1}
+
+    assert await cached.run("a9", work, {"p": 1}) == {"n": 1}
+    with CallCounter(aguard.client) as calls:
+        assert await cached.run("a9", work, {"p": 1}) == {"n": 1}  # from the cache
+        assert calls.total == 0
 
 
 @pytest.mark.asyncio

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -119,6 +121,38 @@ _trees = st.recursive(
     ),
     max_leaves=12,
 )
+
+
+_stdlib_result_json = json.JSONEncoder(
+    separators=(",", ":"),
+    ensure_ascii=False,
+    allow_nan=False,
+    default=serialization._result_default,
+).encode
+
+
+@given(_trees)
+def test_results_are_stored_as_the_stdlib_encoder_writes_them(tree: object) -> None:
+    """The result encoder built once writes the text ``JSONEncoder.encode`` writes."""
+    try:
+        expected: object = _stdlib_result_json(tree)
+    except Exception as exc:  # a tree holding a value plain JSON would change: typed JSON
+        expected = type(exc)
+    try:
+        got: object = serialization._result_dumps(tree)
+    except Exception as exc:
+        got = type(exc)
+    assert got == expected
+
+
+def test_a_circular_result_cannot_be_stored() -> None:
+    loop: list[object] = [1]
+    loop.append(loop)
+    ring: dict[str, object] = {}
+    ring["self"] = ring
+    for value in (loop, ring, {"deep": [loop]}):
+        with pytest.raises(SerializationError):
+            serialization.encode(value)
 
 
 @given(_trees)

@@ -11,6 +11,7 @@ from firstwrite.idempotency.config import IdempotencyConfig
 from firstwrite.idempotency.decorators import idempotent, idempotent_handler
 from firstwrite.idempotency.errors import MissingKeyError, PayloadMismatchError
 from firstwrite.idempotency.guard import Idempotency
+from firstwrite.idempotency.keys import key_from
 
 from .conftest import TABLE, Backend
 
@@ -54,6 +55,41 @@ def test_key_from_jmespath_fields(guard: Idempotency) -> None:
         checkout("ann", {"id": 1, "items": [2]})
     with pytest.raises(MissingKeyError):
         checkout(None, {"items": []})  # type: ignore[arg-type]
+
+
+class _Text(str):
+    """A str subclass: the decorator's plain-path shortcut leaves it to key_from."""
+
+
+@pytest.mark.parametrize("value", ["o-1", "ü#1", 7, 7.0, {"b": 1, "a": None}, _Text("o-2")])
+def test_a_plain_key_path_gives_the_key_key_from_gives(guard: Idempotency, value: Any) -> None:
+    @idempotent(guard, key="order.id")
+    def charge(order: dict[str, Any]) -> int:
+        return 1
+
+    order = {"id": value, "amount": 5}
+    assert charge(order) == 1
+    expected = key_from({"order": order}, "order.id")
+    assert guard.get(expected) is not None
+
+
+def test_a_plain_key_path_refuses_empty_and_missing_keys(guard: Idempotency) -> None:
+    @idempotent(guard, key="order.id")
+    def charge(order: Any) -> int:
+        return 1
+
+    for order in ({"id": ""}, {"amount": 5}, {"id": None}, {"id": [None, ""]}, "not a dict"):
+        with pytest.raises(MissingKeyError):
+            charge(order)
+
+
+def test_an_invalid_key_expression_raises_when_called() -> None:
+    @idempotent(None, key="order.[")  # decorating is fine; jmespath refuses it at the call
+    def charge(order: Any) -> int:
+        return 1
+
+    with pytest.raises(ValueError):
+        charge({"id": "x"})
 
 
 def test_key_from_callable(guard: Idempotency) -> None:

@@ -38,6 +38,9 @@ def _assert_names_the_key(exc: BaseException, guard: Idempotency, scope: str | N
     assert KEY in str(exc) and "IDEMPOTENCY" not in str(exc), str(exc)
     assert exc.key == KEY  # type: ignore[attr-defined]
     assert exc.record_id == guard.record_id(KEY, scope=scope)  # type: ignore[attr-defined]
+    # Not chained to the failed condition it was read from: no "During handling of
+    # ConditionalCheckFailedException" with botocore's frames above the caller's traceback.
+    assert exc.__context__ is None and exc.__cause__ is None, repr(exc.__context__)
 
 
 class Final(Exception):

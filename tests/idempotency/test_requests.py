@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from firstwrite.idempotency import IdempotencyConfig
 from firstwrite.idempotency import requests as q
-from firstwrite.idempotency.record import Record
+from firstwrite.idempotency.record import Record, Status
 
 TABLE = "mirrors"
 NOW = 1_800_000_000.25  # a fraction, so the rounding of :now and :now_ms is exercised
@@ -173,3 +173,27 @@ def test_the_mirrors_are_not_constant() -> None:
     )
     assert q.claim_allows(None, "fp-a", NOW) and not q.claim_allows(live, "fp-a", NOW)
     assert q.fence_allows(live, "t" * 32, 1) and not q.fence_allows(live, "t" * 32, 2)
+
+
+def test_a_record_decodes_numbers_in_any_form_dynamodb_returns() -> None:
+    # The layer writes integers; a record edited by hand (or by another tool) may hold numbers
+    # with a fraction or an exponent, and owner tokens are split at their last colon.
+    rec = Record.from_item(
+        {
+            q.A_OWNER: {"S": "tok:en:3"},
+            q.A_EXPIRES: {"N": "1.8E9"},
+            q.A_LEASE: {"N": "-12.5"},
+            q.A_FINGERPRINT: {"S": "fp-a"},
+        }
+    )
+    assert (rec.owner, rec.version, rec.expires_at, rec.lease_expires_at) == (
+        "tok:en",
+        3,
+        1_800_000_000,
+        -12,
+    )
+    assert rec.status is Status.PENDING and rec.fingerprint == "fp-a" and rec.result is None
+    done = Record.from_item(
+        {q.A_OWNER: {"S": "t:1"}, q.A_EXPIRES: {"N": "+7"}, q.A_RESULT: {"B": b"\x02ab"}}
+    )
+    assert (done.status, done.expires_at, done.result) == (Status.COMPLETED, 7, b"\x02ab")

@@ -135,7 +135,7 @@ class AsyncIdempotency(Driver):
         except BaseException as exc:
             await asyncio.shield(self._drive(self._machine.fail_quietly(outcome, exc)))
             raise
-        await self.complete(outcome, result)
+        await self._drive(self._machine.complete_only(outcome, result))
         return result
 
     async def claim_with(

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from . import serialization
 from .errors import MissingKeyError
 from .guard import UNSET, Idempotency
-from .keys import Selector, key_from, select
+from .keys import Selector, key_from, key_path, select, walk
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -62,6 +62,10 @@ class _Binding:
         self.scope = scope
         self._result_type: Any = UNSET
         self._resolved: Any = None
+        # Worked out once, not per call: whether any parameter is excluded, and the field path
+        # of a plain ``key`` expression (``order.id``), whose string value is the key itself.
+        self._keeps_all = self.exclude.isdisjoint(self.signature.parameters)
+        self._key_path = _plain_path(key)
 
     @property
     def guard(self) -> Any:
@@ -90,6 +94,8 @@ class _Binding:
         if self._plain is not None:
             fast = _bind_plain(self._plain, args, kwargs)
             if fast is not None:
+                if self._keeps_all:
+                    return fast
                 return {k: v for k, v in fast.items() if k not in self.exclude}
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -102,7 +108,12 @@ class _Binding:
                 raise MissingKeyError(f"argument {self.key_arg!r} is empty")
             key = value if isinstance(value, str) else str(value)
         else:
-            key = key_from(arguments, self.key, self.guard.config.hash_function)
+            path = self._key_path
+            found = None if path is None else walk(arguments, path)
+            if type(found) is str and found:  # what key_from gives, without its general path
+                key = found
+            else:
+                key = key_from(arguments, self.key, self.guard.config.hash_function)
         if self.payload is False:
             payload: Any = UNSET
         elif self.payload is None or self.payload is True:
@@ -111,6 +122,17 @@ class _Binding:
             payload = select(arguments, self.payload)
         scope = self.scope(arguments) if callable(self.scope) else self.scope
         return key, payload, scope
+
+
+def _plain_path(key: Selector | None) -> tuple[str, ...] | None:
+    """``key``'s field path when it is a plain JMESPath path; an invalid expression is left
+    to raise where it always has, at the first call."""
+    if not isinstance(key, str):
+        return None
+    try:
+        return key_path(key)
+    except ValueError:  # jmespath's ParseError
+        return None
 
 
 _EMPTY = inspect.Parameter.empty

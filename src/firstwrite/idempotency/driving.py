@@ -21,19 +21,30 @@ T = TypeVar("T")
 
 def drive(steps: Steps[T], methods: dict[str, Any], sleep: Callable[[float], Any]) -> T:
     """Perform ``steps``' effects with blocking calls; a client exception goes back into the
-    transition (which turns answers into data and re-raises the rest)."""
+    transition (which turns answers into data and re-raises the rest).
+
+    The exception is thrown in after its ``except`` block, not from inside it: an error the
+    transition raises after reading an answer (``InProgressError`` after a failed condition)
+    must not chain to that answer, keeping botocore's frames alive and printing "During
+    handling of ConditionalCheckFailedException" above the caller's traceback."""
     try:
         effect = next(steps)
         while True:
+            failed: BaseException | None = None
             try:
                 if isinstance(effect, Call):
                     answer = methods[effect.operation](**effect.params)
                 else:
                     answer = sleep(effect.seconds)
             except BaseException as exc:
-                effect = steps.throw(exc)
-            else:
+                failed = exc
+            if failed is None:
                 effect = steps.send(answer)
+                continue
+            try:
+                effect = steps.throw(failed)
+            finally:
+                failed = None  # no frame -> exception -> traceback -> frame cycle
     except StopIteration as stop:
         outcome: T = stop.value
         return outcome
@@ -46,15 +57,21 @@ async def adrive(
     try:
         effect = next(steps)
         while True:
+            failed: BaseException | None = None
             try:
                 if isinstance(effect, Call):
                     answer = await methods[effect.operation](**effect.params)
                 else:
                     answer = await sleep(effect.seconds)
             except BaseException as exc:
-                effect = steps.throw(exc)
-            else:
+                failed = exc
+            if failed is None:
                 effect = steps.send(answer)
+                continue
+            try:
+                effect = steps.throw(failed)
+            finally:
+                failed = None  # no frame -> exception -> traceback -> frame cycle
     except StopIteration as stop:
         outcome: T = stop.value
         return outcome

@@ -141,7 +141,7 @@ class Idempotency(Driver):
         except BaseException as exc:
             self._fail_quietly(outcome, exc)
             raise
-        drive(machine.complete(outcome, result), methods, sleep)
+        drive(machine.complete_only(outcome, result), methods, sleep)
         return result
 
     def _fail_quietly(self, claim: Claim, exc: BaseException) -> None:

@@ -148,6 +148,16 @@ def fingerprint(value: Any, hash_function: str = "sha256") -> str:
     return str(_hasher(hash_function)(canonical_json(value)).hexdigest())
 
 
+def fingerprinter(hash_function: str = "sha256") -> Callable[[Any], str]:
+    """:func:`fingerprint` with ``hash_function`` looked up once (a guard's, per request)."""
+    hasher = _hasher(hash_function)
+
+    def fingerprint_with(value: Any) -> str:
+        return str(hasher(canonical_json(value)).hexdigest())
+
+    return fingerprint_with
+
+
 @lru_cache(maxsize=256)
 def _compiled(expression: str) -> tuple[Any, tuple[str, ...] | None]:
     """The compiled expression, and its field names when it is a plain path (``a.b.c``)."""
@@ -155,6 +165,12 @@ def _compiled(expression: str) -> tuple[Any, tuple[str, ...] | None]:
 
     parsed = jmespath.compile(expression)
     return parsed, _field_path(parsed.parsed)
+
+
+def key_path(expression: str) -> tuple[str, ...] | None:
+    """The field names of a JMESPath expression that is a plain path (``a.b.c``), else
+    ``None``; for :func:`walk`. Raises jmespath's ``ParseError`` for an invalid expression."""
+    return _compiled(expression)[1]
 
 
 def _field_path(node: dict[str, Any]) -> tuple[str, ...] | None:
@@ -174,8 +190,8 @@ def _field_path(node: dict[str, Any]) -> tuple[str, ...] | None:
 _STR_ONLY = frozenset({str})
 
 
-def _walk(payload: Any, path: tuple[str, ...]) -> Any:
-    """A plain path through plain dicts (string keys only, where normalising changes nothing),
+def walk(payload: Any, path: tuple[str, ...]) -> Any:
+    """A plain path (:func:`key_path`) through plain dicts (string keys only, where normalising changes nothing),
     normalising only what it selects; ``None`` where the general search must decide."""
     value = payload
     for name in path:
@@ -194,7 +210,7 @@ def select(payload: Any, selector: Selector | None) -> Any:
         return selector(payload)
     compiled, path = _compiled(selector)
     if path is not None:
-        found = _walk(payload, path)
+        found = walk(payload, path)
         if found is not None:
             return found
     return compiled.search(normalise(payload))

@@ -26,7 +26,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -44,7 +44,7 @@ from .errors import (
     ResultTooLargeError,
     SerializationError,
 )
-from .keys import KeyBuilder, fingerprint
+from .keys import KeyBuilder, fingerprinter
 from .metrics import Metrics
 from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from .record import Record, Status
@@ -61,7 +61,10 @@ _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is 
 def new_token(now: float) -> str:
     """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
     Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
-    return f"{millis(now):0{q.TOKEN_TIME_DIGITS}x}{os.urandom(10).hex()}"
+    return _TOKEN % (int(now * 1000), os.urandom(10).hex())  # millis(now)
+
+
+_TOKEN = f"%0{q.TOKEN_TIME_DIGITS}x%s"
 
 
 def _retryable_by_default(exc: BaseException) -> bool:
@@ -99,13 +102,16 @@ class StateMachine:
         self.non_retryable = tuple(non_retryable)
         self.rng = rng
         self.retention_branch = not config.refuse_late_retries
+        self._fingerprint = (
+            fingerprinter(config.hash_function) if config.payload_validation else None
+        )
 
     # -- pure helpers ----------------------------------------------------------------------------
 
     def fingerprint_of(self, payload: Any) -> str:
-        if payload is UNSET or not self.config.payload_validation:
+        if payload is UNSET or self._fingerprint is None:
             return NO_FINGERPRINT
-        return fingerprint(payload, self.config.hash_function)
+        return self._fingerprint(payload)
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, self.non_retryable):
@@ -117,19 +123,11 @@ class StateMachine:
     ) -> tuple[Attempt, Item, float]:
         now = self.clock()
         owner = new_token(now)
-        length = self.config.lease if lease is None else lease
-        item = self.requests.claim_item(dkey, owner, fp, now, length)
-        attempt = Attempt(
-            record_id,
-            dkey,
-            owner,
-            fp,
-            now,
-            millis(now + length),
-            self.config.region,
-            int(now + self.config.retention),  # as in the claim item
-            key,
-        )
+        config = self.config
+        lease_ms = millis(now + (config.lease if lease is None else lease))
+        expires_at = int(now + config.retention)
+        item = self.requests.new_item(dkey, owner, fp, lease_ms, expires_at)
+        attempt = Attempt(record_id, dkey, owner, fp, now, lease_ms, config.region, expires_at, key)
         return attempt, item, now
 
     def claimed(self, attempt: Attempt, old: Item | None, *, late_reported: bool = False) -> Claim:
@@ -337,6 +335,15 @@ class StateMachine:
         """Record ``result``. The side effect has run, so a write that fails for a reason that
         may pass (throttling, 5xx, a lost connection) is tried again, with the lease renewed
         while it is tried, for one lease length; then :class:`CompletionNotRecordedError`."""
+        return cast(Steps[Replay], self._complete(claim, result, True))
+
+    def complete_only(self, claim: Claim, result: Any) -> Steps[Replay | None]:
+        """:meth:`complete` without the :class:`Replay` it answers, for ``run()``, which returns
+        the function's own result (a frozen dataclass less per first call); the local cache,
+        when on, still gets its replay."""
+        return self._complete(claim, result, False)
+
+    def _complete(self, claim: Claim, result: Any, answer: bool) -> Steps[Replay | None]:
         key = key_of(claim)
         try:
             value = self.encode_result(claim, result)
@@ -394,7 +401,9 @@ class StateMachine:
                 unanswered = None
                 continue
             raise self.lost(claim, rec, "complete")
-        return self.completed(claim, value)
+        if answer or self.cache is not None:
+            return self.completed(claim, value)
+        return None
 
     def _keep_lease(self, claim: Claim, lease: float) -> Steps[Claim | None]:
         """Renew ``claim`` when less than half a lease is left, so that nobody takes the key

@@ -235,11 +235,20 @@ class Requests:
     # -- items -----------------------------------------------------------------------------------
 
     def claim_item(self, key: Key, owner: str, fingerprint: str, now: float, lease: float) -> Item:
+        return self.new_item(
+            key, owner, fingerprint, millis(now + lease), int(now + self.retention)
+        )
+
+    def new_item(
+        self, key: Key, owner: str, fingerprint: str, lease_ms: int, expires_at: int
+    ) -> Item:
+        """:meth:`claim_item` for a claim whose lease end (epoch ms) and retention end (epoch
+        s) are already worked out."""
         item: Item = {
             **key,
-            A_OWNER: {"S": fence(owner, 1)},
-            A_LEASE: {"N": str(millis(now + lease))},
-            A_EXPIRES: {"N": str(int(now + self.retention))},
+            A_OWNER: {"S": owner + ":1"},  # fence(owner, 1)
+            A_LEASE: {"N": str(lease_ms)},
+            A_EXPIRES: {"N": str(expires_at)},
         }
         if fingerprint != NO_FINGERPRINT:
             item[A_FINGERPRINT] = {"S": fingerprint}
@@ -328,7 +337,10 @@ class Requests:
         }
 
     def complete(self, key: Key, owner: str, version: int, result: dict[str, Any]) -> Call:
-        return Call("UpdateItem", {**self._complete(key, owner, version, result), **self.capacity})
+        params = self._complete(key, owner, version, result)
+        if self.capacity:
+            params.update(self.capacity)
+        return Call("UpdateItem", params)
 
     def transact_complete(
         self, key: Key, owner: str, version: int, result: dict[str, Any]

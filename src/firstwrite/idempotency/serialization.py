@@ -23,6 +23,7 @@ import json
 import typing
 import uuid
 import zlib
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -85,9 +86,40 @@ def _result_default(value: Any) -> Any:
     return _default(value)
 
 
-_result_dumps = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_result_default
-).encode
+def _result_encoder() -> Callable[[Any], str]:
+    """``JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+    default=_result_default).encode`` with its C encoder built once: ``encode`` builds one per
+    call (and a Python closure), once per first request. That constructor is the stdlib's
+    private ``c_make_encoder``, used only if present and giving the very same text. Without the
+    per-call circularity check, a circular result ends in ``RecursionError``, which
+    :func:`encode` reports as it reports the stdlib's "Circular reference detected"."""
+    stdlib: Callable[[Any], str] = json.JSONEncoder(
+        separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_result_default
+    ).encode
+    try:
+        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+
+        # markers (none: no circularity check), default, encoder, indent, key and item
+        # separators, sort_keys, skipkeys, allow_nan
+        make = c_make_encoder(
+            None, _result_default, encode_basestring, None, ":", ",", False, False, False
+        )
+    except (ImportError, TypeError):  # pragma: no cover - another Python's json
+        return stdlib
+
+    def encode(value: Any) -> str:
+        return "".join(make(value, 0))
+
+    sample = {
+        "b": [1, "é\n", None, True, (2, -3), 1.5],
+        "a": {"": "x"},
+        "c": 10**40,
+        "d": {2: 3.25},
+    }
+    return encode if encode(sample) == stdlib(sample) else stdlib
+
+
+_result_dumps = _result_encoder()
 
 
 def encode(value: Any, *, threshold: int = 4096, level: int = 6) -> dict[str, Any]:
@@ -103,7 +135,7 @@ def encode(value: Any, *, threshold: int = 4096, level: int = 6) -> dict[str, An
         text = _result_dumps(value)
     except _Lossy:
         return _encode_typed(value, threshold, level)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise SerializationError(f"cannot store the result: {exc}") from exc
     if len(text) > threshold:  # characters <= bytes: a cheap first test
         data = text.encode("utf-8")
