@@ -129,7 +129,9 @@ class EngineApp:
         # the event loop (a call waiting on SQLite's lock then stalls every client);
         # inline=False sends every call to the pool.
         self._inline = inline is True
-        self._lane = Lane(scope=engine.storage.deferred) if inline is None else None
+        # (Only durability "full" has anything for a batch to wait for.)
+        scope = engine.storage.deferred if engine.durability == "full" else None
+        self._lane = Lane(scope=scope) if inline is None else None
         self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
         self.bodies = BodyReader(max_body_bytes)  # reads big bodies at a bounded pace
         self.screener = Screener()  # decodes big bodies in a worker process first
