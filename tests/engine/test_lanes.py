@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -47,36 +45,6 @@ def test_the_lane_runs_jobs_in_order_on_its_thread() -> None:
 
         assert asyncio.run(main()) == [n * n for n in range(50)]
         assert not lane.stuck()
-    finally:
-        lane.close()
-
-
-def test_batches_finished_while_the_loop_is_busy_share_one_wake_up() -> None:
-    lane = Lane(name="test-lane")
-    try:
-
-        async def main() -> tuple[list[int], int]:
-            loop = asyncio.get_running_loop()
-            wakes: list[object] = []
-            real = loop.call_soon_threadsafe
-
-            def counting(*args: Any, **kwargs: Any) -> asyncio.Handle:
-                wakes.append(args)
-                return real(*args, **kwargs)
-
-            loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
-            ran: list[int] = []
-            futures = []
-            for n in range(3):  # a batch each: the lane is idle by the time the next comes
-                futures.append(lane.submit(ran.append, n))
-                while len(ran) <= n:
-                    time.sleep(0.01)  # the loop busy (blocked): no wake-up is handled
-            await asyncio.gather(*futures)
-            return ran, len(wakes)
-
-        ran, wakes = asyncio.run(main())
-        assert ran == [0, 1, 2]
-        assert wakes == 1  # three batches' results, one wake-up of the loop
     finally:
         lane.close()
 

@@ -3,9 +3,8 @@
 * :class:`Lane`: one thread running the small requests' calls. An engine call is tens of
   microseconds of CPU; handing each to a thread pool costs more than the call (a wake-up, a
   future and a callback each), while the lane takes every call queued by the time it looks
-  and hands the results back with one wake-up (or none, when one is already on its way). The
-  event loop only moves bytes, and a call that waits (on SQLite's write lock held by another
-  process, say) holds up the lane, never the loop.
+  and hands the results back with one wake-up. The event loop only moves bytes, and a call that waits (on SQLite's write
+  lock held by another process, say) holds up the lane, never the loop.
 * When the lane has been busy with one call for longer than :data:`STUCK_SECONDS`, new calls
   go to the thread pool instead: one waiting write does not hold up every read.
 * :class:`ByteBudget`: big request bodies are admitted while their sizes fit in a budget, so
@@ -55,8 +54,6 @@ class Lane:
         self._settler: threading.Thread | None = None
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready: list[_Result] = []  # results on their way to the loop
-        self._ready_lock = threading.Lock()
         self.busy_since: float | None = None  # when the running job started (None: idle)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -115,26 +112,12 @@ class Lane:
         return job
 
     def _hand_back(self, results: list[_Result]) -> None:
-        # Results wait in one list for the loop: a wake-up (a write to the loop's self-pipe,
-        # made holding the GIL: 8.5% of the GIL's time under wrk, py-spy) only when none is on
-        # its way yet. Batches finished before the loop got to the last wake-up ride on it.
         loop = self._loop
-        if not results or loop is None:
-            return
-        with self._ready_lock:
-            first = not self._ready
-            self._ready += results
-        if first:
+        if results and loop is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self._deliver_ready)
+                loop.call_soon_threadsafe(_deliver, results)
             except RuntimeError:  # the loop closed meanwhile: nobody awaits these
-                with self._ready_lock:
-                    self._ready = []
-
-    def _deliver_ready(self) -> None:
-        with self._ready_lock:
-            results, self._ready = self._ready, []
-        _deliver(results)
+                pass
 
     def _settle(self, pending: Pending, results: list[_Result]) -> None:
         """Hand a batch's results back once ``pending`` is settled, on the settler thread."""
