@@ -141,6 +141,17 @@ class Server:
             return self.log_path.read_text(errors="replace")[-500:].strip()
         return ""
 
+    def cpu_seconds(self) -> float | None:
+        """The server process's CPU time so far (user + system, all its threads), from /proc."""
+        if self.proc is None:
+            return None
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:  # no /proc (not Linux), or the process is gone
+            return None
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
@@ -343,6 +354,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             "repetitions, each one wrk run per server in rotating order after a 1 s warm-up; "
             "the ratio is the median of per-repetition ratios. wrk shares the 2 cores with "
             "the server under test.",
+            "*Server CPU µs per request*: the server process's user + system CPU time "
+            "(`/proc/<pid>/stat`, all its threads) over each wrk run, divided by the requests "
+            "answered; less sensitive to other load than the rates.",
             "Caveat: when other work oversubscribes the machine (see the load averages), the "
             "ratio against single-threaded dynalite moves in our favour, because our server "
             "has more runnable threads and so gets a larger CPU share; trust a run at low "
@@ -365,6 +379,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         with started(servers, Server.prepare, skipped, log) as live:
             tables: dict[str, Table] = {}
             latency: dict[str, dict[str, list[float]]] = {}
+            cpu: dict[str, dict[str, list[float]]] = {}  # server CPU µs per request
             for workload in w.WORKLOADS:
                 tables[workload] = Table(
                     title=f"{workload} workload",
@@ -377,6 +392,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                     skipped=dict(skipped),
                 )
                 latency[workload] = {s.name: [] for s in live}
+                cpu[workload] = {s.name: [] for s in live}
             failed: set[str] = set()
             run_no = 0
             for workload in w.WORKLOADS if not settings.quick else ():
@@ -395,6 +411,7 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                         if server.name in failed:
                             continue
                         run_no += 1
+                        cpu_before = server.cpu_seconds()
                         try:
                             result = run_wrk(
                                 wrk,
@@ -412,6 +429,10 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                         assert series is not None
                         series.values.append(result.rate)
                         latency[workload][server.name].append(result.p99_ms)
+                        cpu_after = server.cpu_seconds()
+                        if cpu_before is not None and cpu_after is not None and result.requests:
+                            per_request = (cpu_after - cpu_before) / result.requests * 1e6
+                            cpu[workload][server.name].append(per_request)
                     log(
                         f"    rep {rep + 1} {workload}: "
                         + ", ".join(
@@ -425,6 +446,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                     name: f"{sorted(v)[len(v) // 2]:.1f}"
                     for name, v in latency[workload].items()
                     if v
+                }
+                table.extra["server CPU µs per request (median)"] = {
+                    name: f"{sorted(v)[len(v) // 2]:.0f}" for name, v in cpu[workload].items() if v
                 }
                 section.tables.append(table)
             _profile_misses(wrk, live, section, settings, directory, log)

@@ -163,6 +163,57 @@ def test_a_slow_body_is_answered_408(launch: Callable[..., Server]) -> None:
     assert b"body did not arrive within 1 s" in answer
 
 
+_LIST_TABLES = (
+    b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-amz-json-1.0\r\n"
+    b"X-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 2\r\n\r\n{}"
+)
+
+
+def _answer_of(sock: socket.socket) -> bytes:
+    """One whole response to a ListTables (its body ends with ``}``)."""
+    received = b""
+    while not (b"\r\n\r\n" in received and received.endswith(b"}")):
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {received!r}"
+        received += chunk
+    return received
+
+
+def test_a_later_requests_slow_headers_get_the_header_timeout(
+    launch: Callable[..., Server],
+) -> None:
+    # One timer per connection, re-armed lazily: after a request whose body came late (the
+    # timer then waits for its 30 s body deadline), the next request's headers still have 1 s,
+    # not what is left of the 30.
+    server = launch(header_timeout=1.0, body_timeout=30.0)
+    with server.connect() as sock:
+        head, body = _LIST_TABLES[:-2], _LIST_TABLES[-2:]
+        sock.sendall(head)
+        time.sleep(1.5)  # past the header timeout, within the body's
+        sock.sendall(body)
+        assert _answer_of(sock).startswith(b"HTTP/1.1 200 OK\r\n")
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # ...and no more
+        answer, waited = _until_closed(sock, 20)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer[:200]
+    assert b"headers did not arrive within 1 s" in answer
+    assert waited < 15  # (about 1 s; far less than the body deadline's 30)
+
+
+def test_a_busy_connection_outlives_its_timeouts(launch: Callable[..., Server]) -> None:
+    # Requests back to back for three header timeouts: the connection's timer fires meanwhile
+    # and must find each deadline moved on, not cut the connection.
+    server = launch(header_timeout=0.5, body_timeout=0.5)
+    with server.connect() as sock:
+        answers = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 1.6:
+            sock.sendall(_LIST_TABLES)
+            assert _answer_of(sock).startswith(b"HTTP/1.1 200 OK\r\n")
+            answers += 1
+            time.sleep(0.01)
+    assert answers > 20
+
+
 def test_a_connection_flood_is_refused_clearly(launch: Callable[..., Server]) -> None:
     server = launch(max_connections=20, header_timeout=30.0)
     with httpx.Client(base_url=server.url, timeout=5) as keeper:  # one connection, kept alive

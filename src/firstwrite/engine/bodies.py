@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from .asgi import Receive
+from .asgi import Message, Receive
 from .lanes import ByteBudget
 
 __all__ = ["BIG_BODY_BYTES", "BURST", "RATE", "READERS", "BodyReader", "Pace"]
@@ -85,29 +85,45 @@ class BodyReader:
     ) -> bytes | bytearray | None:
         """The body (``length``: its Content-Length, if given), or ``None`` once a body past
         the limit has been read to its end and dropped."""
-        async with self._reader(big):
+        if not big:  # the common case, unpaced: no reader slot (its context costs a request)
             message = await receive()
             chunk: bytes = message.get("body", b"")
-            if big:
-                await self.pace.spend(len(chunk))
             if not message.get("more_body", False):
                 return chunk if len(chunk) <= self.limit else None
-            if length is None or length > self.limit:
-                return await self._gather(receive, chunk, big)
-            # One buffer of the announced size, filled in place (uvicorn's framing never
-            # delivers more than Content-Length; a client that disconnects, less).
-            body = bytearray(length)
-            size = len(chunk)
-            body[:size] = chunk
-            while message.get("more_body", False):
-                message = await receive()
-                chunk = message.get("body", b"")
-                body[size : size + len(chunk)] = chunk
-                size += len(chunk)
-                if big:
-                    await self.pace.spend(len(chunk))
-            del body[size:]
-            return body
+            return await self._rest(receive, length, message, chunk, big)
+        async with self._reader(big):
+            message = await receive()
+            chunk = message.get("body", b"")
+            await self.pace.spend(len(chunk))
+            if not message.get("more_body", False):
+                return chunk if len(chunk) <= self.limit else None
+            return await self._rest(receive, length, message, chunk, big)
+
+    async def _rest(
+        self,
+        receive: Receive,
+        length: int | None,
+        message: Message,
+        chunk: bytes,
+        big: bool,
+    ) -> bytes | bytearray | None:
+        # The body past its first piece.
+        if length is None or length > self.limit:
+            return await self._gather(receive, chunk, big)
+        # One buffer of the announced size, filled in place (uvicorn's framing never
+        # delivers more than Content-Length; a client that disconnects, less).
+        body = bytearray(length)
+        size = len(chunk)
+        body[:size] = chunk
+        while message.get("more_body", False):
+            message = await receive()
+            chunk = message.get("body", b"")
+            body[size : size + len(chunk)] = chunk
+            size += len(chunk)
+            if big:
+                await self.pace.spend(len(chunk))
+        del body[size:]
+        return body
 
     async def drain(self, receive: Receive, *, big: bool) -> int:
         """Read the body to its end, dropping it; its size."""

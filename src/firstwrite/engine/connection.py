@@ -7,8 +7,9 @@
 * **Read timeouts.** A request's headers must arrive within ``header_timeout`` of its first byte
   (or of the connection, for its first request), and its body within ``body_timeout`` of the
   headers; otherwise the server answers 408 and closes. A client trickling one byte a second
-  holds a connection for seconds, not forever. Idle keep-alive connections are closed by
-  uvicorn after ``keep_alive_timeout``.
+  holds a connection for seconds, not forever (one timer per connection, re-armed lazily, so a
+  request costs no timer of its own). Idle keep-alive connections are closed by uvicorn after
+  ``keep_alive_timeout``.
 * **A connection limit.** Beyond ``max_connections`` open connections, a new one is answered
   503 (an ``application/problem+json`` body, ``Connection: close``) and closed at once, so the
   process keeps file descriptors for the engine's own work (SQLite files, the TTL sweeper).
@@ -128,6 +129,7 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
     except ImportError:  # pragma: no cover - httptools is a dependency
         return None
 
+    header_timeout, body_timeout = limits.header_timeout, limits.body_timeout
     refusal = problem_bytes(
         503,
         "Service Unavailable",
@@ -143,12 +145,24 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             self._protocol = protocol
 
         def resume_reading(self) -> None:
+            # Called twice a request (uvicorn's receive() and end of response): not paused is
+            # the common case, answered first.
+            if not self.read_paused:
+                return
             if self.write_paused or len(self._protocol.pipeline) >= limits.max_pipelined:
                 return
-            super().resume_reading()
+            self.read_paused = False
+            self._transport.resume_reading()
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
+        # One timer per connection, re-armed lazily: a request moves the deadline (an
+        # attribute), and the timer, when it fires early, sleeps again until the deadline. A
+        # timer per request phase (a libuv timer started and stopped three times a request)
+        # cost several microseconds of every request.
         _timer: asyncio.TimerHandle | None = None
+        _deadline: float | None = None  # None: nothing to wait for (between requests)
+        _due = 0.0  # when the timer fires
+        _waiting_for = "headers"
         _refused = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -159,25 +173,28 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 return
             super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
             self.flow = BoundedFlow(self.transport, self)
-            self._arm("headers", limits.header_timeout)
+            self._arm("headers", header_timeout)
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._refused:
                 return
-            self._disarm()
+            self._deadline = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             super().connection_lost(exc)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self._arm("headers", limits.header_timeout)
+            self._arm("headers", header_timeout)
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
-            self._arm("body", limits.body_timeout)
+            self._arm("body", body_timeout)
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
-            self._disarm()
+            self._deadline = None
 
         def pause_writing(self) -> None:
             super().pause_writing()
@@ -189,16 +206,31 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 self.flow.resume_reading()
 
         def _arm(self, what: str, seconds: float) -> None:
-            self._disarm()
-            self._timer = self.loop.call_later(seconds, self._timed_out, what, seconds)
+            deadline = self.loop.time() + seconds
+            self._deadline = deadline
+            self._waiting_for = what
+            timer = self._timer
+            if timer is None or deadline < self._due:
+                if timer is not None:
+                    timer.cancel()
+                self._due = deadline
+                self._timer = self.loop.call_at(deadline, self._check)
+            # else: the timer, due no later, finds the deadline moved and sleeps until then
 
-        def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        def _check(self) -> None:
+            self._timer = None
+            deadline = self._deadline
+            if deadline is None:
+                return  # between requests: the next one arms a timer again
+            if deadline - self.loop.time() > 0.001:  # (libuv rounds a timer to the ms)
+                self._due = deadline
+                self._timer = self.loop.call_at(deadline, self._check)
+                return
+            self._deadline = None
+            what = self._waiting_for
+            self._timed_out(what, header_timeout if what == "headers" else body_timeout)
 
         def _timed_out(self, what: str, seconds: float) -> None:
-            self._timer = None
             if self.transport is None or self.transport.is_closing():
                 return
             cycle = self.cycle

@@ -20,7 +20,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 __all__ = ["STUCK_SECONDS", "ByteBudget", "Lane"]
@@ -49,7 +49,7 @@ class Lane:
         # once the batch is done, is waited for on a second thread before the batch's results
         # are handed back (with durability "full": the batch's fsync), while the lane runs the
         # next batch; if the wait fails, every job of the batch gets that error.
-        self._scope = scope or _nothing_pending
+        self._scope = scope
         self._settling: queue.SimpleQueue[_Settling | None] | None = None
         self._settler: threading.Thread | None = None
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -73,22 +73,16 @@ class Lane:
         return future
 
     def _run(self) -> None:
-        get, get_nowait = self._queue.get, self._queue.get_nowait
+        get, scope = self._queue.get, self._scope
         while True:
             job = get()
-            results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
-            with self._scope() as pending:
-                while job is not None:
-                    fn, args, future = job
-                    self.busy_since = time.monotonic()
-                    try:
-                        results.append((future, fn(*args), None))
-                    except BaseException as exc:  # handed to the awaiting request
-                        results.append((future, None, exc))
-                    try:
-                        job = get_nowait()
-                    except queue.Empty:
-                        break
+            results: list[_Result] = []
+            if scope is None:  # (no scope: not even an empty one entered per batch)
+                pending = None
+                job = self._batch(job, results)
+            else:
+                with scope() as pending:
+                    job = self._batch(job, results)
             self.busy_since = None
             if pending is not None and pending.needed():
                 self._settle(pending, results)
@@ -100,6 +94,22 @@ class Lane:
                     assert self._settler is not None
                     self._settler.join()
                 return
+
+    def _batch(self, job: _Job | None, results: list[_Result]) -> _Job | None:
+        """Run ``job`` and every job queued by then; the last one taken (``None``: closing)."""
+        get_nowait = self._queue.get_nowait
+        while job is not None:
+            fn, args, future = job
+            self.busy_since = time.monotonic()
+            try:
+                results.append((future, fn(*args), None))
+            except BaseException as exc:  # handed to the awaiting request
+                results.append((future, None, exc))
+            try:
+                job = get_nowait()
+            except queue.Empty:
+                break
+        return job
 
     def _hand_back(self, results: list[_Result]) -> None:
         loop = self._loop
@@ -144,11 +154,6 @@ class Pending(Protocol):
     def needed(self) -> bool: ...
 
     def wait(self) -> None: ...
-
-
-@contextlib.contextmanager
-def _nothing_pending() -> Iterator[None]:
-    yield None
 
 
 def _deliver(results: list[_Result]) -> None:
