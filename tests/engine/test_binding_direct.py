@@ -14,6 +14,7 @@ body (a hook replaced it, a lone surrogate, tuples) do read it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -245,9 +246,11 @@ def test_the_engine_answers_the_parameters_as_it_answers_the_body(
     monkeypatch.setattr(wire, "loads", counted)
     handed = 0
     for method, params in calls:
-        before = counted.calls
+        before, sent = counted.calls, copy.deepcopy(params)
         got = _outcome(direct, method, params)
         handed += counted.calls == before
+        # The engine reads the caller's own dicts now: it must never change them.
+        assert _same(params, sent), (method, params, sent)
         with monkeypatch.context() as off:
             off.setattr(binding_steps, "parameters_of", lambda _body, _model: None)
             before = counted.calls
