@@ -96,19 +96,23 @@ def test_only_the_body_built_last_for_that_operation_is_handed_over() -> None:
 # -- the engine's answers, from the parameters and from the body -------------------------------
 
 
+# The table every test here writes to: ``pk`` (S) and ``sk`` (N).
+_THINGS: dict[str, Any] = {
+    "TableName": "things",
+    "KeySchema": [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ],
+    "AttributeDefinitions": [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "N"},
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
+
 def _create(client: Any) -> None:
-    client.create_table(
-        TableName="things",
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "N"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    client.create_table(**_THINGS)
 
 
 @pytest.fixture
@@ -317,18 +321,7 @@ def test_an_aiobotocore_client_hands_over_its_parameters_too(
 
     async def run() -> tuple[Any, Any, int]:
         async with local_aio_client() as client:
-            await client.create_table(
-                TableName="things",
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "N"},
-                ],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            await client.create_table(**_THINGS)
             before = counted.calls
             # Two tasks at once: each hands the engine its own parameters.
             await asyncio.gather(

@@ -202,6 +202,21 @@ def test_config_is_validated() -> None:
 # --- expiry --------------------------------------------------------------------------------------
 
 
+def _sweep_transactions(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The items each of ``engine``'s sweep transactions deletes, in order, as they happen."""
+    transactions: list[int] = []
+    real_write = engine.storage.write
+
+    def write(fn: Any, **kwargs: Any) -> Any:
+        result = real_write(fn, **kwargs)
+        if isinstance(result, list):
+            transactions.append(len(result))
+        return result
+
+    monkeypatch.setattr(engine.storage, "write", write)
+    return transactions
+
+
 def test_expired_items_stay_readable_until_the_sweep(frozen: Engine, client: Any) -> None:
     create(client, "tbl")
     enable(client, "tbl")
@@ -232,17 +247,7 @@ def test_a_sweep_transaction_ends_once_its_time_slice_is_used(
     # writer waiting for the lock gets it between two of them).
     monkeypatch.setattr(ttl_module, "SWEEP_SLICE_S", 0.0)
     monkeypatch.setattr(ttl_module, "SWEEP_IDLE_SLICE_S", 0.0)
-    storage = frozen.storage
-    transactions: list[int] = []
-    real_write = storage.write
-
-    def write(fn: Any, **kwargs: Any) -> Any:
-        result = real_write(fn, **kwargs)
-        if isinstance(result, list):
-            transactions.append(len(result))
-        return result
-
-    monkeypatch.setattr(storage, "write", write)
+    transactions = _sweep_transactions(frozen, monkeypatch)
     assert len(frozen.ttl.sweep_now()) == 6
     assert transactions == [1] * 6
     assert keys(client, "tbl") == set()
@@ -262,17 +267,7 @@ def test_on_an_idle_engine_sweep_transactions_grow_to_the_batch_size(
         client.batch_write_item(RequestItems={"tbl": requests[low : low + 25]})
     # Whatever this machine's speed, the idle slice's time is reached only past the batch size.
     monkeypatch.setattr(ttl_module, "SWEEP_IDLE_SLICE_S", 60.0)
-    storage = frozen.storage
-    transactions: list[int] = []
-    real_write = storage.write
-
-    def write(fn: Any, **kwargs: Any) -> Any:
-        result = real_write(fn, **kwargs)
-        if isinstance(result, list):
-            transactions.append(len(result))
-        return result
-
-    monkeypatch.setattr(storage, "write", write)
+    transactions = _sweep_transactions(frozen, monkeypatch)
     assert len(frozen.ttl.sweep_now()) == 400
     # With no writer between two slices, they double (from a busy engine's, SWEEP_SLICE_S,
     # ~16 items) until the batch size caps them.
