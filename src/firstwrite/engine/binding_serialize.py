@@ -22,6 +22,9 @@ path asks :func:`parameters_of` for the parameters of the body it is about to an
 body object built from them (a hook that changes the request replaces the body), with no
 ``\\ud`` escape in it, gives the parameters, which the engine reads in place of decoding the
 body again (``tests/engine/test_binding_direct.py``: the same answers, errors included).
+The engine reads those dicts in place and never changes them (checked by that test); what it
+trusts is that nobody else does during the call: a hook or thread changing the caller's nested
+dicts mid-call would be seen, where botocore alone answers the body already built.
 The nesting the decoder refuses (about a thousand levels) never gets there: the as-is check
 recurses in Python, two or three frames a level, and raises ``RecursionError`` far before (as
 botocore's own validator does).
