@@ -23,13 +23,12 @@ import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_binding_validate import COMMON, OPERATIONS, values
+from test_binding_validate import COMMON, OPERATIONS, draw_as_is
 
 from firstwrite.engine import binding_steps, wire
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
 from firstwrite.engine.binding_serialize import _BUILT, JsonRequests, parameters_of
-from firstwrite.engine.binding_validate import _Unknown, compile_check
 from firstwrite.engine.client import service_model
 
 
@@ -54,12 +53,8 @@ def test_as_is_parameters_are_their_bodys_json(
     shape = model.input_shape
     if shape is None:
         return
-    try:
-        as_is = compile_check(shape, as_is=True)
-    except _Unknown:
-        return
-    params = data.draw(values(shape, odd=data.draw(st.booleans())))
-    if not as_is(params):
+    params = draw_as_is(shape, data)
+    if params is None:
         return
     request = JsonRequests().request(params, model)
     assert request is not None

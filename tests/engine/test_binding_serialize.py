@@ -17,12 +17,12 @@ from botocore.serialize import JSONSerializer
 from botocore.validate import ParamValidator
 from hypothesis import given
 from hypothesis import strategies as st
-from test_binding_validate import COMMON, OPERATIONS, values
+from test_binding_validate import COMMON, OPERATIONS, draw_as_is, values
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
 from firstwrite.engine.binding_serialize import JsonRequests
-from firstwrite.engine.binding_validate import QuickValidation, _Unknown, compile_check
+from firstwrite.engine.binding_validate import QuickValidation, compile_check
 from firstwrite.engine.client import service_model
 
 
@@ -40,12 +40,8 @@ def test_an_as_is_request_is_botocores(service: str, name: str, data: st.DataObj
     if shape is None:
         assert _request_of(JSONSerializer(), {}, model) == list(requests.request({}, model).items())  # type: ignore[union-attr]
         return
-    try:
-        as_is = compile_check(shape, as_is=True)
-    except _Unknown:
-        return
-    params = data.draw(values(shape, odd=data.draw(st.booleans())))
-    if not as_is(params):
+    params = draw_as_is(shape, data)
+    if params is None:
         return
     assert not ParamValidator().validate(params, shape).has_errors()
     mine = requests.request(params, model)

@@ -136,6 +136,18 @@ def _well_formed(shape: Shape, odd: bool, depth: int) -> st.SearchStrategy[Any]:
 
 _NESTED = frozenset({"structure", "list", "map"})
 
+
+def draw_as_is(shape: Shape, data: st.DataObject) -> Any:
+    """Parameters for ``shape`` (good or odd) that the quick path's as-is check accepts, or
+    ``None`` (a shape the check cannot compile, or parameters it refuses)."""
+    try:
+        as_is = compile_check(shape, as_is=True)
+    except _Unknown:
+        return None
+    params = data.draw(values(shape, odd=data.draw(st.booleans())))
+    return params if as_is(params) else None
+
+
 COMMON = settings(
     max_examples=30,
     deadline=None,
