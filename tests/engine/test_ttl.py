@@ -203,17 +203,16 @@ def test_config_is_validated() -> None:
 
 
 def _sweep_transactions(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The items each of ``engine``'s sweep transactions deletes, in order, as they happen."""
+    """The items each of ``engine``'s committed sweep transactions deleted, in commit order."""
     transactions: list[int] = []
-    real_write = engine.storage.write
+    real_committed = ttl_module._SweepChore.committed
 
-    def write(fn: Any, **kwargs: Any) -> Any:
-        result = real_write(fn, **kwargs)
-        if isinstance(result, list):
-            transactions.append(len(result))
-        return result
+    def committed(chore: Any, piece: Any, seq: int) -> None:
+        if piece[0]:
+            transactions.append(len(piece[0]))
+        real_committed(chore, piece, seq)
 
-    monkeypatch.setattr(engine.storage, "write", write)
+    monkeypatch.setattr(ttl_module._SweepChore, "committed", committed)
     return transactions
 
 

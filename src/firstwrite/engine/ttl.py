@@ -71,6 +71,14 @@ SWEEP_REST = 3.0
 # Work per sweep transaction on an idle engine (no rest; also capped by TTLConfig.batch_size):
 # the first writer to come waits about this once.
 SWEEP_IDLE_SLICE_S = 0.002
+# A sweep's piece carried by a writer (storage/chores.py), in its own transaction: each write
+# is about this much slower while a sweep has due items.
+SWEEP_CHORE_S = 0.00006
+# With due items and no writer beginning a commit for this long, the sweeper runs the pieces
+# itself, growing from SWEEP_SLICE_S to SWEEP_IDLE_SLICE_S while no writer comes between two.
+SWEEP_IDLE_AFTER_S = 0.002
+# While its chore is posted the sweeper runs the WAL checkpoints (writers do not), this often.
+SWEEP_CHECKPOINT_S = 0.002
 # DynamoDB refuses a second UpdateTimeToLive within about an hour of the previous one.
 AWS_CHANGE_INTERVAL_S = 3600.0
 
@@ -243,27 +251,61 @@ class TimeToLive(Feature):
             storage = self._engine.storage
             self._target_s, self._rest_until = SWEEP_SLICE_S, 0.0
             self._backfill()
-            deleted: list[Expired] = []
-            self._more = False
-            while True:
-                now = self._engine.clock.now()
-                config = self._config
-                before, not_before = now - config.lag, now - FIVE_YEARS_S
-                # Read first (an idle sweep must not take the write lock), unless the last
-                # slice stopped short of the due items.
-                if not self._more and not storage.read(
-                    partial(Reader.ttl_due, before=before, not_before=not_before, limit=1)
-                ):
-                    break
-                # In turn with the writers: a background write runs alone when its turn comes,
-                # so no writer's call waits for more than one slice.
-                deleted += self._slice(
-                    partial(self._delete_due, before=before, not_before=not_before)
-                )
+            chore = _SweepChore(self)
+            # Read first: an idle sweep must not take the write lock.
+            while storage.read(self._any_due):
+                chore.done.clear()
+                storage.post_chore(chore)
+                try:
+                    self._watch(chore)
+                finally:
+                    storage.post_chore(None)
+                if chore.error is not None:
+                    raise chore.error
+            storage.settle(chore.seq)
             now = self._engine.clock.now()
             if storage.read(lambda r: streams.needs_purge(r, now)):
                 storage.write(lambda w: streams.purge(w, now))
-            return deleted
+            return chore.deleted
+
+    def _any_due(self, r: Reader) -> bool:
+        before, not_before = self._window()
+        return bool(r.ttl_due(before, not_before, 1))
+
+    def _window(self) -> tuple[float, float]:
+        """The expiry times due now: ``(before, not_before)``."""
+        now = self._engine.clock.now()
+        return now - self._config.lag, now - FIVE_YEARS_S
+
+    def _watch(self, chore: _SweepChore) -> None:
+        """Until the posted ``chore`` is done: leave it to the writers while they begin
+        commits, and run it in this thread's own background writes when they do not."""
+        storage = self._engine.storage
+        idle = False
+        checkpoint = time.monotonic() + SWEEP_CHECKPOINT_S
+        while not chore.done.is_set():
+            if time.monotonic() >= checkpoint:
+                storage.checkpoint()
+                checkpoint = time.monotonic() + SWEEP_CHECKPOINT_S
+            begun = storage.writes_begun()
+            if not idle:
+                if chore.done.wait(SWEEP_IDLE_AFTER_S):
+                    return
+                if storage.writes_begun() != begun:  # writers are carrying it
+                    self._target_s = SWEEP_SLICE_S
+                    continue
+            storage.run_chore()
+            # No writer began a commit meanwhile, nor waits: the next piece at once, larger.
+            idle = storage.writes_begun() - begun == 1 and not storage.writers_waiting()
+            self._target_s = min(self._target_s * 2, SWEEP_IDLE_SLICE_S) if idle else SWEEP_SLICE_S
+
+    def _piece(self, w: Writer, idle: bool) -> tuple[list[Expired], bool]:
+        """A piece of a sweep (:class:`_SweepChore`): a writer's (about :data:`SWEEP_CHORE_S`)
+        or this sweeper's own; and whether due items may be left."""
+        before, not_before = self._window()
+        target_s = self._target_s if idle else SWEEP_CHORE_S
+        deleted = self._delete_due(w, before, not_before, target_s, idle)
+        return deleted, self._more
 
     def _backfill(self) -> None:
         storage = self._engine.storage
@@ -306,12 +348,16 @@ class TimeToLive(Feature):
         w.ttl_backfill_set(table_id, attribute, (rows[-1][0], rows[-1][1]))
         return True
 
-    def _slice_items(self, item_s: float) -> int:
+    def _slice_items(self, item_s: float, target_s: float | None = None) -> int:
         """Items per slice, from the last measured time per item."""
-        return min(self._config.batch_size, max(1, round(self._target_s / item_s)))
+        target_s = self._target_s if target_s is None else target_s
+        return min(self._config.batch_size, max(1, round(target_s / item_s)))
 
-    def _delete_due(self, w: Writer, before: float, not_before: float) -> list[Expired]:
-        """One slice of a sweep: due items of the table with the earliest due entry."""
+    def _delete_due(
+        self, w: Writer, before: float, not_before: float, target_s: float, yielding: bool
+    ) -> list[Expired]:
+        """One piece of a sweep: due items of the table with the earliest due entry, about
+        ``target_s`` of work (``yielding``: less if writers queue meanwhile)."""
         t0 = time.perf_counter()
         self._more = False
         due = w.ttl_due(before, not_before, 1)
@@ -323,18 +369,15 @@ class TimeToLive(Feature):
         if row is None or ttl is None:  # stale entries of a dropped table or disabled TTL
             w.ttl_drop_table(table_id)
             return []
-        limit = self._slice_items(self._item_s)
+        limit = self._slice_items(self._item_s, target_s)
         if self._watched(row):
             deleted, self._more = self._delete_each(
-                w, row, ttl["AttributeName"], before, not_before, limit
+                w, row, ttl["AttributeName"], before, not_before, limit, yielding
             )
         else:
             deleted, self._more = _delete_all(
                 w, row, ttl["AttributeName"], before, not_before, limit
             )
-        # Stopped at its limit: more due items? (A sweep's next slice goes without reading
-        # first, and its last one is not an empty write transaction.)
-        self._more = self._more and bool(w.ttl_due(before, not_before, 1))
         self._slice_s = time.perf_counter() - t0
         if deleted:  # the next slice's size, from this one's time per item
             self._item_s = self._slice_s / len(deleted)
@@ -351,7 +394,14 @@ class TimeToLive(Feature):
         return False
 
     def _delete_each(
-        self, w: Writer, row: TableRow, attribute: str, before: float, not_before: float, limit: int
+        self,
+        w: Writer,
+        row: TableRow,
+        attribute: str,
+        before: float,
+        not_before: float,
+        limit: int,
+        yielding: bool,
     ) -> tuple[list[Expired], bool]:
         """Delete due items one by one through the change hooks (a REMOVE stream record with
         the TTL service's identity, index entries, replication); and whether due items may be
@@ -362,7 +412,7 @@ class TimeToLive(Feature):
         for table_id, pk, sk, expires in due:
             if table_id != row.id:
                 continue  # another table's: its own slice
-            if deleted and waiting():
+            if yielding and deleted and waiting():
                 return deleted, True  # the rest in a later slice, once the queued writers went
             item = w.get(table_id, pk, sk)
             current = expiry_of(item, attribute)
@@ -380,6 +430,36 @@ class TimeToLive(Feature):
             self._engine.emit_change(ctx, w, row, item, None)  # TTL's hook clears the entry
             deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), expires))
         return deleted, len(due) == limit
+
+
+class _SweepChore:
+    """One sweep's deletions as a chore (storage/chores.py): carried by writers, a small
+    piece each, or run by the sweeper on an idle engine. Its pieces are reported in commit
+    order, so ``deleted`` is in deletion order."""
+
+    def __init__(self, ttl: TimeToLive) -> None:
+        self._ttl = ttl
+        self.deleted: list[Expired] = []
+        self.seq = 0  # the last commit with a piece of it
+        self.error: Exception | None = None
+        self.done = threading.Event()  # no due item left, or it failed
+
+    def run(self, w: Writer, idle: bool) -> tuple[list[Expired], bool]:
+        if self.done.is_set():
+            return [], False
+        return self._ttl._piece(w, idle)
+
+    def committed(self, piece: tuple[list[Expired], bool], seq: int) -> None:
+        deleted, more = piece
+        if deleted:
+            self.deleted += deleted
+            self.seq = seq
+        if not more:
+            self.done.set()
+
+    def failed(self, error: Exception) -> None:
+        self.error = error
+        self.done.set()
 
 
 def _delete_all(

@@ -49,12 +49,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from ..errors import DynamoDBError, internal_error
 from ..values import Item
 from .access import Reader, Writer
 from .base import Catalog, TableRow
+from .chores import Chore, carry, report
 from .schema import SCHEMA, SCHEMA_UPGRADES, SCHEMA_VERSION
 
 __all__ = ["Pending", "Storage"]
@@ -126,6 +128,10 @@ class Pending:
             self.storage._sync(self.seq)
 
 
+def _nothing(w: Writer) -> None:
+    """The write function of :meth:`Storage.run_chore`: the chore is the whole batch."""
+
+
 def _batch_end(pending: list[_Slot]) -> int:
     """The next batch is ``pending[:end]``, led by one of its slots' threads: a background slot
     alone, or the slots queued ahead of the first background one."""
@@ -158,6 +164,9 @@ class Storage:
         # leader handed it the lead (module docstring).
         self._rest_until = 0.0
         self._granted = False
+        # Work posted for the writers leading batches to carry (chores.py), or None.
+        self._chore: Chore | None = None
+        self._autocheckpoint = 1000  # the writer's, while a chore is posted (SQLite's default)
         self._closed = False
         # Durability "full" (file databases): commits are numbered when they start; _committed
         # is the last finished one, _synced the last one an fsync of the WAL covers.
@@ -280,6 +289,40 @@ class Storage:
 
     # writes ------------------------------------------------------------------------------------
 
+    def post_chore(self, chore: Chore | None) -> None:
+        """Have the writers leading batches carry ``chore`` from now on (chores.py); ``None``
+        withdraws the posted one. Done under the lead: once this returns, every batch carries
+        it, or none does. While one is posted, writers leave the WAL's checkpoints to the
+        poster's thread (:meth:`checkpoint`)."""
+        if chore is not None or self._chore is not None:
+            self.write(partial(self._post, chore), background=True)
+
+    def _post(self, chore: Chore | None, w: Writer) -> None:
+        """Under the lead: post ``chore`` (or withdraw it) and hand the checkpoints over."""
+        if not self._memory and (chore is None) != (self._chore is None):
+            conn = self._writer_conn
+            if chore is not None:
+                self._autocheckpoint = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+            conn.execute(f"PRAGMA wal_autocheckpoint={0 if chore else self._autocheckpoint}")
+        self._chore = chore
+
+    def run_chore(self) -> None:
+        """Run a piece of the posted chore now, as a background write of this thread (for an
+        idle engine: no writer to carry it)."""
+        self.write(_nothing, background=True)
+
+    def checkpoint(self) -> None:
+        """A passive WAL checkpoint on this thread's connection (copies what the WAL holds
+        into the database, blocking no writer; SQLite's GIL-free work). The TTL sweeper runs
+        them while writers carry its deletions (chores.py), as its own commits did before."""
+        if not self._memory:
+            self._reader()[1].execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def settle(self, seq: int) -> None:
+        """Return once commit ``seq`` is durable (durability ``full``; else at once)."""
+        if self._full:
+            self._settle(seq)
+
     def writers_waiting(self) -> bool:
         """Whether writes are queued for the lead (a background write's cue to finish)."""
         return bool(self._pending)
@@ -320,6 +363,7 @@ class Storage:
                 alone = (
                     not self._leading
                     and not self._pending
+                    and self._chore is None  # a chore needs a transaction to carry it
                     and not (self._rest_until and self._rest_over())
                 )
                 if alone:
@@ -454,9 +498,10 @@ class Storage:
         if lock is not None:
             lock.acquire()
         conn = self._writer_conn
-        if len(batch) == 1 and batch[0].autocommit:
+        if len(batch) == 1 and batch[0].autocommit and self._chore is None:
             self._run_autocommit(batch[0], lock)
             return
+        piece: tuple[Any] | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -472,7 +517,15 @@ class Storage:
                             self.catalog.clear()  # rows it read may be ones it rolled back
                     if slot.savepoint:
                         conn.execute("RELEASE slot")
+                chore = self._chore  # after the functions: post_chore(None)'s may withdraw it
+                if chore is not None:
+                    piece = carry(conn, self._writer, self.catalog, chore, batch[0].background)
+                    if piece is None and self._chore is chore:
+                        self._post(None, self._writer)  # it failed: withdrawn (chores.py)
                 conn.execute("COMMIT")
+                if piece is not None:
+                    assert chore is not None
+                    report(chore, piece[0], batch[0].seq)
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
