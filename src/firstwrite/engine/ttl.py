@@ -77,8 +77,9 @@ SWEEP_CHORE_S = 0.00006
 # With due items and no writer beginning a commit for this long, the sweeper runs the pieces
 # itself, growing from SWEEP_SLICE_S to SWEEP_IDLE_SLICE_S while no writer comes between two.
 SWEEP_IDLE_AFTER_S = 0.002
-# While its chore is posted the sweeper runs the WAL checkpoints (writers do not), this often.
-SWEEP_CHECKPOINT_S = 0.002
+# While its chore is posted the sweeper runs the WAL checkpoints (writers do not): this often
+# while writers carry it (keeping the WAL short), and this often on an idle engine.
+SWEEP_CHECKPOINT_S, SWEEP_IDLE_CHECKPOINT_S = 0.002, 0.02
 # DynamoDB refuses a second UpdateTimeToLive within about an hour of the previous one.
 AWS_CHANGE_INTERVAL_S = 3600.0
 
@@ -286,7 +287,8 @@ class TimeToLive(Feature):
         while not chore.done.is_set():
             if time.monotonic() >= checkpoint:
                 storage.checkpoint()
-                checkpoint = time.monotonic() + SWEEP_CHECKPOINT_S
+                every = SWEEP_IDLE_CHECKPOINT_S if idle else SWEEP_CHECKPOINT_S
+                checkpoint = time.monotonic() + every
             begun = storage.writes_begun()
             if not idle:
                 if chore.done.wait(SWEEP_IDLE_AFTER_S):

@@ -498,7 +498,8 @@ class Storage:
         if lock is not None:
             lock.acquire()
         conn = self._writer_conn
-        if len(batch) == 1 and batch[0].autocommit and self._chore is None:
+        chore = self._chore  # (before the functions: post_chore's own batch carries none)
+        if len(batch) == 1 and batch[0].autocommit and chore is None:
             self._run_autocommit(batch[0], lock)
             return
         piece: tuple[Any] | None = None
@@ -517,7 +518,6 @@ class Storage:
                             self.catalog.clear()  # rows it read may be ones it rolled back
                     if slot.savepoint:
                         conn.execute("RELEASE slot")
-                chore = self._chore  # after the functions: post_chore(None)'s may withdraw it
                 if chore is not None:
                     piece = carry(conn, self._writer, self.catalog, chore, batch[0].background)
                     if piece is None and self._chore is chore:
