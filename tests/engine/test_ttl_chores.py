@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,6 @@ from botocore.exceptions import ClientError
 from firstwrite.engine import ttl as ttl_module
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import local_client
-from firstwrite.engine.storage import database
 from firstwrite.engine.ttl import Expired, TTLConfig
 
 NOW = 1_750_000_000.0
@@ -213,27 +213,32 @@ def test_a_piece_in_a_batch_that_rolls_back_is_not_reported_and_is_redone(
     engine.ttl.sweep_now()
     due = put_due(ddb, "tbl", 40)
     chore = post(engine)
-    real_carry = database.carry
+    storage = engine.storage
+    real_conn = storage._writer_conn
     failures = [0]
 
-    def carry_then_fail(*args: Any) -> Any:
-        piece = real_carry(*args)
-        if failures[0] < 2:  # the batch fails after its piece ran (as a failed COMMIT would)
-            failures[0] += 1
-            raise RuntimeError("injected: the batch fails after the chore")
-        return piece
+    class FailingCommits:
+        """The writer's connection, its first two COMMITs failing (as a full disk would)."""
 
-    monkeypatch.setattr(database, "carry", carry_then_fail)
+        in_transaction = property(lambda self: real_conn.in_transaction)
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql == "COMMIT" and failures[0] < 2:
+                failures[0] += 1
+                raise sqlite3.OperationalError("injected: the COMMIT fails")
+            return real_conn.execute(sql, *args)
+
+    monkeypatch.setattr(storage, "_writer_conn", FailingCommits())
     for n in range(2):
         with pytest.raises(ClientError, match="InternalServerError"):
             ddb.put_item(TableName="tbl", Item={"p": {"S": f"lost{n}"}})
     assert chore.deleted == [] and keys(ddb, "tbl") == set(due)  # both pieces rolled back
     n = 0
-    while not chore.done.is_set():
+    while not chore.done.is_set() and n < 100:
         ddb.put_item(TableName="tbl", Item={"p": {"S": f"new{n}"}})
         n += 1
+    assert chore.done.is_set() and chore.error is None and failures[0] == 2
     engine.storage.post_chore(None)
-    assert chore.error is None
     assert names(chore.deleted) == due  # redone by later writers, each item once
     assert keys(ddb, "tbl") == {f"new{i}" for i in range(n)}
 
@@ -289,8 +294,8 @@ def test_a_put_carrying_a_piece_reports_its_own_consumed_capacity(engine: Engine
     carrying = ddb.put_item(
         TableName="tbl", Item={**item, "p": {"S": "z"}}, ReturnConsumedCapacity="TOTAL"
     )
-    engine.storage.post_chore(None)
     assert len(chore.deleted) > 0  # this very put deleted items in its transaction
+    engine.storage.post_chore(None)
     assert (
         carrying["ConsumedCapacity"]
         == alone["ConsumedCapacity"]
@@ -340,11 +345,12 @@ def test_stream_records_of_carried_deletions_are_the_sweepers_own(engine: Engine
     put_due(ddb, "carried", 30)
     chore = post(engine)
     n = 0
-    while not chore.done.is_set():  # writers to another table carry this sweep
+    while not chore.done.is_set() and n < 100:  # writers to another table carry this sweep
         ddb.put_item(TableName="own", Item={"p": {"S": f"new{n}"}})
         n += 1
+    assert chore.done.is_set() and n > 1  # (done before its withdrawal, which carries one)
     engine.storage.post_chore(None)
-    assert names(chore.deleted) == swept and n > 1
+    assert names(chore.deleted) == swept
     own, carried = (_records(engine, str(arns[name])) for name in ("own", "carried"))
     removes = [_comparable(r) for r in own if r["eventName"] == "REMOVE"]
     assert len(removes) == 30 and removes[0]["userIdentity"] == {

@@ -289,11 +289,11 @@ class TimeToLive(Feature):
                 storage.checkpoint()
                 every = SWEEP_IDLE_CHECKPOINT_S if idle else SWEEP_CHECKPOINT_S
                 checkpoint = time.monotonic() + every
-            begun = storage.writes_begun()
+            begun, pieces = storage.writes_begun(), chore.pieces
             if not idle:
                 if chore.done.wait(SWEEP_IDLE_AFTER_S):
                     return
-                if storage.writes_begun() != begun:  # writers are carrying it
+                if storage.writes_begun() != begun and chore.pieces != pieces:  # carried
                     self._target_s = SWEEP_SLICE_S
                     continue
             storage.run_chore()
@@ -443,6 +443,7 @@ class _SweepChore:
         self._ttl = ttl
         self.deleted: list[Expired] = []
         self.seq = 0  # the last commit with a piece of it
+        self.pieces = 0  # committed so far
         self.error: Exception | None = None
         self.done = threading.Event()  # no due item left, or it failed
 
@@ -453,6 +454,7 @@ class _SweepChore:
 
     def committed(self, piece: tuple[list[Expired], bool], seq: int) -> None:
         deleted, more = piece
+        self.pieces += 1
         if deleted:
             self.deleted += deleted
             self.seq = seq
