@@ -14,18 +14,21 @@ updates, until the sweeper deletes it. The sweeper:
   hooks like any delete (streams record a REMOVE with the TTL service identity, secondary
   indexes and replicas follow);
 * shares the engine with its writers (a sweep of 1e5 items does not stall them;
-  ``python -m bench --only scale`` measures it): a slice is a background write
-  (``storage.write(..., background=True)``: never batched with a writer's call, and one
-  queued writer at least goes between two slices), sized from the last slice's time per item.
-  While writers are busy a slice is about :data:`SWEEP_SLICE_S` and the sweeper then rests
-  :data:`SWEEP_REST` times as long as the slice took, leaving the engine to them: the first
-  writer to come after the rest hands the sweeper the lead and waits behind it
-  (``rest_until``, storage/database.py), so the sweeper's thread wakes once a slice and runs
-  while the writer waits. Woken by a timer instead, it took the GIL from a writer in the middle
-  of its call (at any C call that releases it) and the two traded it for the whole slice:
-  claims slower than 400 µs during a sweep were 12% of them, 4% since (bench/scale.py, same
-  run). On an idle engine (no writer between two slices) the slices grow to
-  :data:`SWEEP_IDLE_SLICE_S` with no rest, and shrink back at the first writer;
+  ``python -m bench --only scale`` measures it) by having them carry it: while a sweep has due
+  items it is a chore posted on the storage (``storage/chores.py``) and the writer leading each
+  batch deletes a piece, about :data:`SWEEP_CHORE_S` of work, in its own transaction after its
+  callers' functions, under a savepoint. No thread switch, no wait: the sweeper's own slices
+  cost each writer meeting one the slice plus as long again to hand the lead between threads
+  (claim p99 2.2-3x during a sweep; 1.0-1.5x carried, bench/scale.py). Pieces are reported
+  (the ``Expired`` list) once committed, in commit order; a batch that rolls back takes its
+  piece along and a later one redoes it; a piece that raises is rolled back alone, logged, and
+  fails the sweep, never the writer's call. Meanwhile the sweeper's thread runs the WAL
+  checkpoints (the writers' autocheckpoint is off while the chore is posted: the sweep triples
+  the WAL each write adds, and 1-3% of writers paid a 1-8 ms checkpoint). With no writer
+  carrying it for :data:`SWEEP_IDLE_AFTER_S` it runs pieces itself (background writes, never
+  batched with a writer's call), from :data:`SWEEP_SLICE_S` to :data:`SWEEP_IDLE_SLICE_S` while
+  no writer comes between two. A TTL index backfill runs in such slices, resting
+  :data:`SWEEP_REST` times as long as each took while writers are busy (``rest_until``);
 * ignores values more than five years in the past (DynamoDB's guard against milliseconds);
 * purges stream records past their 24-hour retention.
 
@@ -62,8 +65,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FIVE_YEARS_S = 5 * 365 * 24 * 3600.0
-# Work per sweep transaction (at least one item) while writers are busy: a writer queued
-# behind it waits about this.
+# Work per sweeper's own transaction (at least one item) while writers are busy: a writer
+# queued behind it waits about this.
 SWEEP_SLICE_S = 0.0001
 # After such a transaction the sweeper rests this many times as long as it took: writers keep
 # three quarters of the engine.

@@ -4,6 +4,9 @@ Layout
 ------
 ``database.py``
     :class:`Storage`: connections, transactions and group commit; the concurrency model.
+``chores.py``
+    Background work that the writers leading batches carry in their transactions (the TTL
+    sweep).
 ``schema.py``
     Every table definition (the whole SQL schema) and its version.
 ``base.py``

@@ -27,6 +27,11 @@ Concurrency model
   writer waits for the lead: woken by a timer instead, it would take the GIL from a writer in
   the middle of its call (at any C call that releases it), and the two would trade it back and
   forth for the whole slice.
+* A chore (``post_chore``, chores.py: the TTL sweep) is carried by writers: the leader of each
+  batch runs a bounded piece of it in the batch's transaction, after the callers' functions,
+  under a savepoint, and reports it after the COMMIT. An uncontended autocommit write then
+  runs in a transaction too. While one is posted, the writer connection's autocheckpoint is
+  off and the poster's thread runs the checkpoints (:meth:`Storage.checkpoint`).
 * Reads use one connection per thread and see every committed write (WAL snapshots).
 * Catalog rows are cached per process and only ever used through statements that verify them
   (core.py): no cache can outlive a change made by another engine.
