@@ -100,10 +100,27 @@ def post(engine: Engine) -> Any:
 # --- threads racing a sweep ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["statements", "through-hooks"])
+@pytest.mark.parametrize(
+    ("stream", "durability", "memory"),
+    [
+        (False, "normal", False),
+        (True, "normal", False),
+        (False, "full", False),
+        (True, "normal", True),
+    ],
+    ids=["statements", "through-hooks", "durability-full", "in-memory"],
+)
 def test_writers_racing_a_sweep_carry_it_and_every_acknowledged_write_survives(
-    engine: Engine, stream: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, stream: bool, durability: Any, memory: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    path = None if memory else tmp_path / "race.db"
+    config = TTLConfig(sweep_interval=None)
+    with Engine(path, durability=durability, ttl_config=config) as engine:
+        engine.clock.freeze(NOW)
+        _race(engine, stream, monkeypatch)
+
+
+def _race(engine: Engine, stream: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     ddb = local_client(engine)
     create(ddb, "tbl", stream=stream)
     engine.ttl.sweep_now()  # the index's backfill
