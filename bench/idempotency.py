@@ -46,16 +46,41 @@ IDEMKIT = "idemkit"
 
 
 class CallCounter:
-    """Counts every DynamoDB API call a client makes (one per operation, retries excluded)."""
+    """Counts every DynamoDB API call a client makes (one per operation, retries excluded), in
+    all and per table.
+
+    A library's calls are those on its own table: a library may still be making a call after
+    its request has returned (idemkit's event-loop thread finishes its in-progress request's
+    UpdateItem after the caller got ``IdempotencyConflict``), and a total over the shared client
+    would put that call in whichever contender's timed slice it lands in."""
 
     def __init__(self) -> None:
         self.total = 0
+        self.by_table: dict[str, int] = {}
 
     def attach(self, client: Any) -> None:
-        client.meta.events.register("before-call.dynamodb", self._on_call)
+        # before-parameter-build carries the caller's parameters (before-call has the
+        # serialised body only) and, like before-call, fires once per operation
+        client.meta.events.register("before-parameter-build.dynamodb", self._on_call)
 
-    def _on_call(self, **_kwargs: Any) -> None:
+    def _on_call(self, params: dict[str, Any], **_kwargs: Any) -> None:
+        self.count(params)
+
+    def count(self, params: dict[str, Any]) -> None:
+        """One call with these parameters (its table: ``TableName``, or a transaction's
+        first item's)."""
         self.total += 1
+        table = params.get("TableName")
+        if table is None:
+            for action in params.get("TransactItems", ())[:1]:
+                for body in action.values():
+                    table = body.get("TableName")
+        if isinstance(table, str):
+            self.by_table[table] = self.by_table.get(table, 0) + 1
+
+    def on(self, tables: tuple[str, ...]) -> int:
+        """The calls made on ``tables`` so far."""
+        return sum(self.by_table.get(t, 0) for t in tables)
 
 
 # One recorded DynamoDB call: (client method name, its parameters, whether it failed its condition).
@@ -79,7 +104,7 @@ class _CountedClient:
         ccf = self._client.exceptions.ConditionalCheckFailedException
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            counter.total += 1
+            counter.count(kwargs)
             recording = self.recording
             if recording is None:
                 return attr(*args, **kwargs)
@@ -231,6 +256,7 @@ class Library:
 
     name: str
     in_progress: tuple[type[BaseException], ...] = ()
+    tables: tuple[str, ...] = ()  # the tables its calls go to (what its calls are counted on)
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
@@ -258,6 +284,7 @@ class FirstwriteLib(Library):
         idempotency_cls, config_cls, in_progress = api
         self.in_progress = (in_progress,)
         table = f"firstwrite-{uuid.uuid4().hex[:8]}"
+        self.tables = (table,)
         self.guard = idempotency_cls(config_cls(table_name=table), client=shared.client)
         self.guard.ensure_table()
         from firstwrite import idempotent
@@ -290,6 +317,7 @@ class PowertoolsLib(Library):
         # Outside Lambda it warns on every claim that it has no remaining-time context.
         warnings.filterwarnings("ignore", message="Couldn't determine the remaining time")
         table = f"powertools-{uuid.uuid4().hex[:8]}"
+        self.tables = (table,)
         shared.create_table(table, "id", ttl_attribute="expiration")
         persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=shared.client)
         # Key from order_id, the whole payload validated: what firstwrite does by default.
@@ -339,6 +367,7 @@ class IdemkitLib(Library):
 
         self.in_progress = (IdempotencyConflict,)
         table = f"idemkit-{uuid.uuid4().hex[:8]}"
+        self.tables = (table,)
         shared.create_table(table, PK, ttl_attribute="ttl")
         backend = DynamoBackend(table=table, create_table=False)
         backend._table = _AsyncTable(shared.bound_resource().Table(table))
@@ -405,10 +434,13 @@ class Scenario(Contender):
                 raise RuntimeError("the in-progress call never started its body")
 
     def resume(self) -> None:
-        self._mark = self.shared.counter.total
+        self._mark = self.shared.counter.on(self._tables())
 
     def pause(self) -> None:
-        self.calls += self.shared.counter.total - self._mark
+        self.calls += self.shared.counter.on(self._tables()) - self._mark
+
+    def _tables(self) -> tuple[str, ...]:
+        return self.lib.tables if self.lib is not None else ()
 
     def op(self, i: int) -> None:
         lib = self.lib

@@ -53,12 +53,20 @@ class InFlight(NamedTuple):
     @property
     def elapsed(self) -> float:
         """How long the live request has been running."""
-        return 0.0 if self.claimed_at is None else max(0.0, self.now - self.claimed_at)
+        return _elapsed(self.claimed_at, self.now)
 
     @property
     def lease_remaining(self) -> float:
         """How long until the live claim may be taken over."""
-        return max(0.0, self.lease_expires_at - self.now)
+        return _remaining(self.lease_expires_at, self.now)
+
+
+def _elapsed(claimed_at: float | None, now: float) -> float:
+    return 0.0 if claimed_at is None else max(0.0, now - claimed_at)
+
+
+def _remaining(lease_expires_at: float, now: float) -> float:
+    return max(0.0, lease_expires_at - now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +111,22 @@ class RetryAfter:
         return cls(rule=rule)
 
     def __call__(self, live: InFlight) -> float:
+        return self.answer(live.key, live.claimed_at, live.lease_expires_at, live.now)[0]
+
+    def answer(
+        self, key: str, claimed_at: float | None, lease_expires_at: float, now: float
+    ) -> tuple[float, float]:
+        """``(self(InFlight(key, claimed_at, lease_expires_at, now)), its lease_remaining)``:
+        what an "in progress" answer needs, with the :class:`InFlight` built only for a
+        ``rule`` (one answer per duplicate of a live request: the default policy needs none)."""
+        remaining = _remaining(lease_expires_at, now)
         if self.rule is not None:
-            wait = float(self.rule(live))
+            wait = float(self.rule(InFlight(key, claimed_at, lease_expires_at, now)))
         elif self.expected is None:
             wait = self.poll
         else:
-            wait = max(self.poll, self.expected - live.elapsed)
-        return min(max(wait, 0.0), live.lease_remaining)
+            wait = max(self.poll, self.expected - _elapsed(claimed_at, now))
+        return min(max(wait, 0.0), remaining), remaining
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,7 +153,10 @@ def fingerprinter(hash_function: str = "sha256") -> Callable[[Any], str]:
     hasher = _hasher(hash_function)
 
     def fingerprint_with(value: Any) -> str:
-        return str(hasher(canonical_json(value)).hexdigest())
+        # canonical_json's body, inline: this runs once per request
+        text = _plain_text(value) if _is_plain(value) else _canonical_text(normalise(value))
+        digest: str = hasher(text.encode("utf-8")).hexdigest()
+        return digest
 
     return fingerprint_with
 

@@ -33,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import requests as q
 from . import serialization
 from .cache import ReplayCache
-from .config import IdempotencyConfig, InFlight
+from .config import IdempotencyConfig
 from .effects import Call, Sleep, Steps
 from .errors import (
     CompletionNotRecordedError,
@@ -50,7 +50,7 @@ from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from .record import Record, Status
 from .reporting import Reporter
 from .requests import NO_FINGERPRINT, Item, Key, millis
-from .retry import backoff, classify, error_code, perform, perform_conditional
+from .retry import backoff, classify, error_code, perform
 from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
@@ -209,14 +209,12 @@ class StateMachine:
 
     def in_progress(self, attempt: Attempt, rec: Record, now: float) -> InProgressError:
         self.report.claim("in_progress")
-        live = InFlight(
-            attempt.idempotency_key, rec.claimed_at, (rec.lease_expires_at or 0) / 1000, now
+        key = attempt.idempotency_key
+        retry_after, remaining = self.config.retry_after.answer(
+            key, rec.claimed_at, (rec.lease_expires_at or 0) / 1000, now
         )
         return InProgressError(
-            attempt.idempotency_key,
-            self.config.retry_after(live),
-            record_id=attempt.record_id,
-            lease_remaining=live.lease_remaining,
+            key, retry_after, record_id=attempt.record_id, lease_remaining=remaining
         )
 
     def cached(self, record_id: str, fp: str) -> Replay | None:
@@ -271,7 +269,7 @@ class StateMachine:
     def conditional(self, call: Call, key: str, record_id: str) -> Steps[tuple[bool, Item | None]]:
         """A conditional write under the retry policy: ``(True, returned attributes)`` or
         ``(False, ALL_OLD item or None)``; a failed condition is an answer, never an error."""
-        return perform_conditional(call, self.config.retry, self.rng, self.report, key, record_id)
+        return perform(call, self.config.retry, self.rng, self.report, key, record_id, True)
 
     # -- the transitions -------------------------------------------------------------------------
 
