@@ -153,9 +153,7 @@ def fingerprinter(hash_function: str = "sha256") -> Callable[[Any], str]:
     hasher = _hasher(hash_function)
 
     def fingerprint_with(value: Any) -> str:
-        # canonical_json's body, inline: this runs once per request
-        text = _plain_text(value) if _is_plain(value) else _canonical_text(normalise(value))
-        digest: str = hasher(text.encode("utf-8")).hexdigest()
+        digest: str = hasher(canonical_json(value)).hexdigest()
         return digest
 
     return fingerprint_with
