@@ -184,7 +184,6 @@ class TimeToLive(Feature):
         self._scan_item_s = SWEEP_SLICE_S / 8  # a backfill slice's time per item, last measured
         self._target_s = SWEEP_SLICE_S  # the next slice's time: small while writers are busy
         self._rest_until = 0.0  # the next slice waits for writers until then (time.monotonic)
-        self._more = False  # the last sweep slice stopped short of the due items
 
     def install(self, engine: Engine) -> None:
         self._engine = engine
@@ -309,8 +308,7 @@ class TimeToLive(Feature):
         or this sweeper's own; and whether due items may be left."""
         before, not_before = self._window()
         target_s = self._target_s if idle else SWEEP_CHORE_S
-        deleted = self._delete_due(w, before, not_before, target_s, idle)
-        return deleted, self._more
+        return self._delete_due(w, before, not_before, target_s, idle)
 
     def _backfill(self) -> None:
         storage = self._engine.storage
@@ -360,33 +358,31 @@ class TimeToLive(Feature):
 
     def _delete_due(
         self, w: Writer, before: float, not_before: float, target_s: float, yielding: bool
-    ) -> list[Expired]:
+    ) -> tuple[list[Expired], bool]:
         """One piece of a sweep: due items of the table with the earliest due entry, about
-        ``target_s`` of work (``yielding``: less if writers queue meanwhile)."""
+        ``target_s`` of work (``yielding``: less if writers queue meanwhile); and whether due
+        items may be left."""
         t0 = time.perf_counter()
-        self._more = False
         due = w.ttl_due(before, not_before, 1)
         if not due:
-            return []
+            return [], False
         table_id = due[0][0]
         row = w.table_by_id(table_id)
         ttl = None if row is None else row.definition.get("_ttl")
         if row is None or ttl is None:  # stale entries of a dropped table or disabled TTL
             w.ttl_drop_table(table_id)
-            return []
+            return [], False
         limit = self._slice_items(self._item_s, target_s)
         if self._watched(row):
-            deleted, self._more = self._delete_each(
+            deleted, more = self._delete_each(
                 w, row, ttl["AttributeName"], before, not_before, limit, yielding
             )
         else:
-            deleted, self._more = _delete_all(
-                w, row, ttl["AttributeName"], before, not_before, limit
-            )
+            deleted, more = _delete_all(w, row, ttl["AttributeName"], before, not_before, limit)
         self._slice_s = time.perf_counter() - t0
         if deleted:  # the next slice's size, from this one's time per item
             self._item_s = self._slice_s / len(deleted)
-        return deleted
+        return deleted, more
 
     def _watched(self, row: TableRow) -> bool:
         """Whether a change hook other than TTL's own acts on ``row``'s writes (streams,
