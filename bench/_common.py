@@ -85,7 +85,8 @@ class Target:
     ``bound`` names a contender that does only what *every* implementation must do (the same
     SQLite read, the same boto3 error, the same DynamoDB calls) and nothing else. It is measured
     in the same run; where it misses the target too, no implementation can meet it, and the
-    report says so beside the miss.
+    report says so beside the miss. ``why``: what the run measured as the cause of a miss that
+    the bound does not explain (set by the benchmark after measuring).
     """
 
     ours: str
@@ -93,6 +94,7 @@ class Target:
     minimum: float | None = None
     maximum: float | None = None
     bound: str | None = None
+    why: str | None = None
 
     def describe(self) -> str:
         if self.minimum is not None:

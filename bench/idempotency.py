@@ -704,6 +704,12 @@ def _own_time_note(
     assert ours and theirs and ours_calls and their_calls
     own, their_own = ours.median - ours_calls.median, theirs.median - their_calls.median
     allowed = TIME_TARGET * theirs.median - ours_calls.median
+    for target in table.targets:
+        target.why = f"{OURS}'s own time beside its calls {own:.1f} µs; " + (
+            f"the target allows {allowed:.1f} µs on them"
+            if allowed > 0
+            else "its calls alone miss it"
+        )
     table.notes.append(
         f"Own time beside the DynamoDB calls (medians): {OURS} {own:.1f} µs, {POWERTOOLS} "
         f"{their_own:.1f} µs; on these calls the target allows {OURS} "
@@ -774,6 +780,16 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             f"its own Python per request. **{calls_timed(OURS)}**: firstwrite on the real "
             "client with a clock around each DynamoDB call, which splits its own time beside "
             "the calls into its code between them and its calls inside it (in the notes).",
+            "**Instructions (callgrind)**, boto3 bound in process only: the two libraries, "
+            "their calls alone and firstwrite's calls + least work again, in one child process "
+            "under valgrind's callgrind, which counts only inside the measured pieces "
+            "(`bench/_callgrind.py`): per contender, 2 pieces of 150 requests after 30 "
+            "uncounted (set-up, imports and start-up never counted). Instruction counts do not "
+            "move with the machine's load (the two pieces of a contender agree within 1%). They "
+            "and time disagree where code runs at different speeds: the least work's few lines "
+            "stay in the CPU caches between botocore's calls, a real layer's code runs slower "
+            "there (its own time beside the calls is about twice its own work alone). The same "
+            "target and bound are read on them.",
             "DynamoDB calls per request: a `before-call` handler on the clients, counted during "
             "the timed slices only. Time: wall time of one whole call (µs), "
             f"{settings.reps} repetitions of {settings.duration:g} s, interleaved.",
@@ -785,7 +801,20 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         _run_on_client(section, settings, log, api, why_idemkit, direct=direct)
         if section.error:
             break
+        if not direct and not isinstance(api, str):
+            _count_instructions(section, settings, log)
     return section
+
+
+def _count_instructions(section: Section, settings: Settings, log: Callable[[str], None]) -> None:
+    """The bound client's scenarios again, in instructions per request (callgrind): the same
+    contenders, measured in the same run, with no noise from the machine's load."""
+    from .idempotency_instructions import tables
+
+    counted, why = tables(settings, log)
+    section.tables += counted
+    if why is not None:
+        section.method.append(f"Instructions per request (callgrind): not measured: {why}.")
 
 
 def _run_on_client(

@@ -16,6 +16,8 @@ def _num(x: float, unit: str) -> str:
         return f"{x:,.0f}"
     if unit.startswith(("us", "µs")):
         return f"{x:,.1f}"
+    if unit.startswith("k instructions"):
+        return f"{x:,.0f}k"
     return f"{x:,.2f}"
 
 
@@ -44,10 +46,12 @@ def _target_rows(t: Table) -> list[tuple[str, str, str, str]]:
         ratio = t.ratio(target.ours, target.peer)
         passed = None if math.isnan(ratio) else target.passed(ratio)
         result = _result(passed)
-        if passed is False and target.bound is not None:
-            limit = t.ratio(target.bound, target.peer)
+        if passed is False:
+            limit = float("nan") if target.bound is None else t.ratio(target.bound, target.peer)
             if not math.isnan(limit) and not target.passed(limit):
                 result += f" (unreachable: {target.bound} misses it too, {limit:.3f}x)"
+            elif target.why:
+                result += f" ({target.why})"
         rows.append((f"{target.ours} / {target.peer}", _ratio(ratio), target.describe(), result))
     for check in t.checks:
         rows.append((check.name, check.measured, check.required, _result(check.passed)))

@@ -106,10 +106,32 @@ def test_idempotency() -> None:
     _check_section(section, {idempotency.OURS})
     titles = [t.title for t in section.tables]
     assert titles == [
-        f"{scenario}, {client}"
-        for client in ("boto3 bound in process", "DirectClient")
-        for scenario in idempotency.SCENARIOS
+        *(f"{scenario}, boto3 bound in process" for scenario in idempotency.SCENARIOS),
+        *(
+            f"{scenario}, boto3 bound in process, instructions (callgrind)"
+            for scenario in idempotency.SCENARIOS
+        ),
+        *(f"{scenario}, DirectClient" for scenario in idempotency.SCENARIOS),
     ]
+    counted = [t for t in section.tables if t.title.endswith("(callgrind)")]
+    section.tables = [t for t in section.tables if t not in counted]
+    for table in counted:
+        names = {s.name for s in table.series}
+        assert names == {
+            idempotency.OURS,
+            idempotency.POWERTOOLS,
+            idempotency.calls_alone(idempotency.OURS),
+            idempotency.calls_alone(idempotency.POWERTOOLS),
+            idempotency.least_work(idempotency.OURS),
+        }
+        # a replay of firstwrite's calls does less than firstwrite, and more than nothing
+        ours, alone = (
+            table.get(idempotency.OURS),
+            table.get(idempotency.calls_alone(idempotency.OURS)),
+        )
+        assert ours and alone and ours.median > alone.median > 100  # k instructions
+        assert table.targets[0].bound == idempotency.least_work(idempotency.OURS)
+        assert any(n.startswith("Own work beside the calls") for n in table.notes)
     for table in section.tables:
         calls = table.extra["DynamoDB calls/request"]
         assert idempotency.POWERTOOLS in calls

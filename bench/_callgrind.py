@@ -1,0 +1,85 @@
+"""Instruction counts of chosen pieces of a Python program, by valgrind's callgrind.
+
+On a shared, noisy machine a time ratio swings by several per cent from run to run; the number
+of instructions a piece of code executes does not (it depends on the code and its data only).
+The child program wraps each piece it wants counted in :func:`measured`, which runs it inside a
+ctypes callback called from C; callgrind collects only inside that callback
+(``--toggle-collect=closure_fcn``, ctypes' callback entry) and writes one dump at its end
+(``--dump-after``). Nothing else in the program uses ctypes callbacks, so the dumps are exactly
+the measured pieces, in order; start-up, imports and set-up are never counted.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+_ENTRY = "closure_fcn"  # CPython's ctypes: every callback from C into Python enters here
+_CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_TOTALS = re.compile(rb"^totals:\s+(\d+)", re.MULTILINE)
+
+
+def available() -> str | None:
+    """Why instructions cannot be counted here, or None."""
+    if shutil.which("valgrind") is None:
+        return "valgrind is not installed"
+    return None
+
+
+def measured(piece: Callable[[], object]) -> None:
+    """Run ``piece()`` where callgrind counts it: from a comparison callback of libc's
+    ``qsort`` on two elements (called exactly once). Its exceptions propagate."""
+    failure: list[BaseException] = []
+
+    def compare(_a: int | None, _b: int | None) -> int:
+        try:
+            piece()
+        except BaseException as exc:  # ctypes would print and swallow it
+            failure.append(exc)
+        return 0
+
+    callback = _CMP(compare)
+    pair = (ctypes.c_int * 2)(0, 1)
+    ctypes.CDLL(None).qsort(pair, 2, ctypes.sizeof(ctypes.c_int), callback)
+    if failure:
+        raise failure[0]
+
+
+def count(
+    args: Sequence[str], *, timeout: float, env: dict[str, str] | None = None
+) -> tuple[list[int], str]:
+    """Run ``python args...`` under callgrind; the instructions of each :func:`measured` piece
+    it ran, in order, and its standard output. Raises ``RuntimeError`` if it fails."""
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as scratch:
+        out = Path(scratch) / "cg.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            f"--toggle-collect={_ENTRY}",
+            f"--dump-after={_ENTRY}",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            *args,
+        ]
+        child_env = {**os.environ, **(env or {}), "PYTHONHASHSEED": "0"}
+        done = subprocess.run(
+            command, capture_output=True, timeout=timeout, env=child_env, check=False
+        )
+        if done.returncode != 0:
+            tail = done.stderr.decode(errors="replace")[-2000:]
+            raise RuntimeError(f"callgrind run failed ({done.returncode}): {tail}")
+        # cg.out.1, cg.out.2, ...: one dump per measured piece (cg.out: what was left at exit)
+        dumps = sorted(Path(scratch).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
+        counts = []
+        for dump in dumps:
+            found = _TOTALS.search(dump.read_bytes())
+            counts.append(int(found.group(1)) if found else 0)
+        return counts, done.stdout.decode()
