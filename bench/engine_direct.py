@@ -356,6 +356,11 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                 skipped=skipped,
             )
             table.budget_note("direct", floor, share)
+            # a miss the bound does not explain: the engine meets it alone, the client's part
+            table.targets[0].why = (
+                f"{ENGINE_ALONE} {table.ratio(ENGINE_ALONE, floor):.3f}x; the DirectClient "
+                f"around it keeps {table.ratio('direct', ENGINE_ALONE):.2f}x of that"
+            )
             section.tables.append(table)
             ratio = table.ratio("direct", floor)
             if why is None and "direct" not in skipped and not ratio >= share:
