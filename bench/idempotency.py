@@ -17,6 +17,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -686,6 +687,35 @@ class CallsTimed(Scenario):
         return statistics.median(outside), statistics.median(inside)
 
 
+@dataclass(frozen=True)
+class Allowance:
+    """What each library does beside its DynamoDB calls in one table (medians, in the table's
+    unit), and what the target leaves firstwrite on its calls: the target needs
+    ``ours <= 0.8 x Powertools``, i.e. ``own <= 0.8 x theirs - calls``."""
+
+    calls: float  # firstwrite's calls alone
+    theirs: float  # Powertools, whole
+    own: float  # firstwrite beside its calls
+    their_own: float  # Powertools beside its calls
+    allowed: float  # what the target leaves firstwrite beside its calls (<= 0: nothing)
+
+
+def allowance(table: Table) -> Allowance | None:
+    """The :class:`Allowance` of ``table``, or None if one of the four was not measured."""
+    ours, theirs = table.get(OURS), table.get(POWERTOOLS)
+    calls, their_calls = table.get(calls_alone(OURS)), table.get(calls_alone(POWERTOOLS))
+    if not all(s is not None and s.values for s in (ours, theirs, calls, their_calls)):
+        return None
+    assert ours and theirs and calls and their_calls
+    return Allowance(
+        calls=calls.median,
+        theirs=theirs.median,
+        own=ours.median - calls.median,
+        their_own=theirs.median - their_calls.median,
+        allowed=TIME_TARGET * theirs.median - calls.median,
+    )
+
+
 def _own_time_note(
     table: Table,
     alone: Series | None = None,
@@ -697,13 +727,10 @@ def _own_time_note(
     ``alone``: firstwrite's own work alone (:class:`OwnWorkAlone`); ``split``: its code between
     its calls and its calls, timed inside its run (:meth:`CallsTimed.split`); all measured in
     the same run."""
-    ours, theirs = table.get(OURS), table.get(POWERTOOLS)
-    ours_calls, their_calls = table.get(calls_alone(OURS)), table.get(calls_alone(POWERTOOLS))
-    if not all(s is not None and s.values for s in (ours, theirs, ours_calls, their_calls)):
+    share = allowance(table)
+    if share is None:
         return
-    assert ours and theirs and ours_calls and their_calls
-    own, their_own = ours.median - ours_calls.median, theirs.median - their_calls.median
-    allowed = TIME_TARGET * theirs.median - ours_calls.median
+    own, their_own, allowed = share.own, share.their_own, share.allowed
     for target in table.targets:
         target.why = f"{OURS}'s own time beside its calls {own:.1f} µs; " + (
             f"the target allows {allowed:.1f} µs on them"
@@ -722,7 +749,7 @@ def _own_time_note(
             f"client; median of {len(alone.values)}, {min(alone.values):.1f} - "
             f"{max(alone.values):.1f}): {work:.1f} µs, against {own:.1f} µs of own time beside "
             f"the client's calls; its calls alone plus that work are "
-            f"{(work + ours_calls.median) / theirs.median:.2f}x {POWERTOOLS}"
+            f"{(work + share.calls) / share.theirs:.2f}x {POWERTOOLS}"
             + (
                 f": the work itself is {work - allowed:.1f} µs over the allowance."
                 if work > allowed
@@ -735,7 +762,7 @@ def _own_time_note(
             f"Where the own time beside the calls goes ({calls_timed(OURS)}: a clock around "
             f"each call, medians): its code between its calls {between:.1f} µs per request "
             f"({between / alone.median:.1f}x its own work alone), its calls inside it "
-            f"{inside:.1f} µs ({inside - ours_calls.median:+.1f} µs against its calls alone). "
+            f"{inside:.1f} µs ({inside - share.calls:+.1f} µs against its calls alone). "
             "The layer's code and the client's calls each run slower side by side than alone: "
             "each evicts the other's code and data from the CPU caches."
         )

@@ -34,7 +34,7 @@ from .idempotency import (
     PowertoolsLib,
     Scenario,
     Shared,
-    calls_alone,
+    allowance,
     least_work,
 )
 
@@ -119,26 +119,21 @@ def tables(settings: Settings, log: Callable[[str], None]) -> tuple[list[Table],
 
 def _own_work_note(table: Table) -> None:
     """What the layer adds to its calls, and what the target leaves it, in instructions."""
-    ours, theirs = table.get(OURS), table.get(POWERTOOLS)
-    calls = table.get(calls_alone(OURS))
-    their_calls = table.get(calls_alone(POWERTOOLS))
-    least = table.get(least_work(OURS))
-    if not all(s is not None and s.values for s in (ours, theirs, calls, their_calls, least)):
+    share, least = allowance(table), table.get(least_work(OURS))
+    if share is None or least is None or not least.values:
         return
-    assert ours and theirs and calls and their_calls and least
-    own = ours.median - calls.median
-    allowed = TIME_TARGET * theirs.median - calls.median
-    minimum = least.median - calls.median
+    own, allowed = share.own, share.allowed
+    minimum = least.median - share.calls
     for target in table.targets:
         target.why = (
             f"{OURS}'s own work {own:,.0f}k instructions; the target allows {allowed:,.0f}k "
             f"on its calls, the least work is {minimum:,.0f}k"
             if allowed > 0
-            else f"{OURS}'s calls alone miss it: {calls.median / theirs.median:.3f}x"
+            else f"{OURS}'s calls alone miss it: {share.calls / share.theirs:.3f}x"
         )
     table.notes.append(
         f"Own work beside the calls: {OURS} {own:,.0f}k instructions per request, "
-        f"{POWERTOOLS} {theirs.median - their_calls.median:,.0f}k; the least work any "
+        f"{POWERTOOLS} {share.their_own:,.0f}k; the least work any "
         f"payload-validating layer adds to {OURS}'s calls: {minimum:,.0f}k; on these calls "
         f"the target allows {OURS} "
         + (
