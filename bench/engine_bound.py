@@ -120,9 +120,9 @@ class EngineFloor(_ClientContender):
 
     def setup(self) -> None:
         from firstwrite.engine.api import Engine
-        from firstwrite.engine.binding_steps import body_of, target_of
-        from firstwrite.engine.client import DirectClient
-        from firstwrite.engine.wire import wire_call
+        from firstwrite.engine.binding.steps import body_of, target_of
+        from firstwrite.engine.direct.client import DirectClient
+        from firstwrite.engine.server.wire import wire_call
 
         self.engine = engine = Engine(self.path, durability="normal")
         direct = DirectClient(engine)
@@ -194,7 +194,7 @@ class Bound(_ClientContender):
 
     def setup(self) -> None:
         from firstwrite.engine.api import Engine
-        from firstwrite.engine.binding import bind, local_client
+        from firstwrite.engine.binding.sync import bind, local_client
 
         self.engine = Engine(self.path, durability="normal")
         if self.how == "local_client":
@@ -211,7 +211,7 @@ class Bound(_ClientContender):
 def available() -> str | None:
     for module, names in (
         ("firstwrite.engine.api", ("Engine",)),
-        ("firstwrite.engine.binding", ("bind", "local_client")),
+        ("firstwrite.engine.binding.sync", ("bind", "local_client")),
     ):
         _mod, why = try_import(module, *names)
         if why:

@@ -220,7 +220,7 @@ class Direct(_ClientContender):
 
     def setup(self) -> None:
         from firstwrite.engine.api import Engine
-        from firstwrite.engine.client import DirectClient
+        from firstwrite.engine.direct.client import DirectClient
 
         self.engine = Engine(self.path, durability=self.durability)  # type: ignore[arg-type]
         self.client = DirectClient(self.engine, validate=self.validate)
@@ -271,7 +271,7 @@ def available() -> str | None:
     """Why our side cannot run yet, or None."""
     for module, names in (
         ("firstwrite.engine.api", ("Engine",)),
-        ("firstwrite.engine.client", ("DirectClient",)),
+        ("firstwrite.engine.direct.client", ("DirectClient",)),
     ):
         _mod, why = try_import(module, *names)
         if why:

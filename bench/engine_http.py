@@ -228,7 +228,7 @@ def peer_servers(directory: Path, suffix: str, dynalite: Path | None) -> list[Se
 def _servers(directory: Path, dynalite: Path | None) -> tuple[list[Server], dict[str, str]]:
     servers: list[Server] = []
     skipped: dict[str, str] = {}
-    _mod, why = try_import("firstwrite.engine.server", "serve")
+    _mod, why = try_import("firstwrite.engine.server.app", "serve")
     if why is None:
         _mod, why = try_import("firstwrite.cli", "main")
     for durability in ("normal", "full"):

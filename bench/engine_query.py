@@ -231,7 +231,7 @@ class DirectQueries(Contender):
 
     def setup(self) -> None:
         from firstwrite.engine.api import Engine
-        from firstwrite.engine.client import DirectClient
+        from firstwrite.engine.direct.client import DirectClient
 
         self.engine = Engine(self.path)
         self.client = DirectClient(self.engine)

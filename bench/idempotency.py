@@ -127,8 +127,8 @@ class Shared:
 
     def __init__(self, directory: Path, *, direct: bool = False) -> None:
         from firstwrite.engine.api import Engine
-        from firstwrite.engine.binding import bind
-        from firstwrite.engine.client import DirectClient
+        from firstwrite.engine.binding.sync import bind
+        from firstwrite.engine.direct.client import DirectClient
 
         self.engine = Engine(directory / "idempotency.db", durability="normal")
         self.counter = CallCounter()
@@ -186,7 +186,7 @@ class Shared:
         """A boto3 DynamoDB resource whose client answers from the same engine."""
         import boto3
 
-        from firstwrite.engine.binding import bind
+        from firstwrite.engine.binding.sync import bind
 
         resource = boto3.session.Session(
             aws_access_key_id="AKIDBENCH",

@@ -90,7 +90,7 @@ async def firstwrite_app(shared: Shared, stack: contextlib.AsyncExitStack) -> An
 
 async def aio_client(shared: Shared, stack: contextlib.AsyncExitStack) -> Any:
     """An aiobotocore client bound in process to the shared engine, its calls counted."""
-    from firstwrite.engine.aio_binding import local_aio_client
+    from firstwrite.engine.binding.aio import local_aio_client
 
     client = await stack.enter_async_context(local_aio_client(shared.engine))
     shared.counter.attach(client)

@@ -72,8 +72,8 @@ def _guard(client: Any) -> Any:
 def prepare(path: Path, size: int) -> float:
     """A database file with the layer's table (TTL on) and ``size`` live records; load seconds."""
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.client import DirectClient
-    from firstwrite.engine.ttl import TTLConfig
+    from firstwrite.engine.direct.client import DirectClient
+    from firstwrite.engine.features.ttl import TTLConfig
 
     with Engine(path, ttl_config=TTLConfig(sweep_interval=None)) as engine:
         client = DirectClient(engine)
@@ -125,8 +125,8 @@ def _forget(client: Any, guard: Any, prefix: str, count: int) -> None:
 def worker(path: str) -> None:
     """``python -m bench.scale <db>``: serve one size; commands on stdin, JSON on stdout."""
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.client import DirectClient
-    from firstwrite.engine.ttl import TTLConfig
+    from firstwrite.engine.direct.client import DirectClient
+    from firstwrite.engine.features.ttl import TTLConfig
 
     with Engine(path, ttl_config=TTLConfig(sweep_interval=None)) as engine:
         client = DirectClient(engine)
@@ -207,8 +207,8 @@ def sweep_run(
     during and after (``count``) a sweep of ``expired`` due items; then the time the same
     sweep takes with no writer (``expired`` items again)."""
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.client import DirectClient
-    from firstwrite.engine.ttl import TTLConfig
+    from firstwrite.engine.direct.client import DirectClient
+    from firstwrite.engine.features.ttl import TTLConfig
 
     with Engine(path, ttl_config=TTLConfig(sweep_interval=None)) as engine:
         client = DirectClient(engine)

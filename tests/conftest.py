@@ -9,7 +9,7 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
     :class:`~firstwrite.engine.api.Engine` on its own SQLite file under ``tmp_path``, closed
     after the test.
 ``direct``
-    A :class:`~firstwrite.engine.client.DirectClient` on ``engine`` (region us-east-1).
+    A :class:`~firstwrite.engine.direct.client.DirectClient` on ``engine`` (region us-east-1).
 ``http_server``
     A real ``firstwrite engine serve`` subprocess on a free loopback port with its own database,
     started once per session (per xdist worker) and stopped with SIGTERM at the end. It is an
@@ -17,7 +17,7 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
     ``table_name`` for their tables.
 ``ddb``
     A real boto3 ``dynamodb`` client, parametrized two ways: ``inprocess`` (bound to ``engine``
-    with :func:`~firstwrite.engine.binding.bind`, no sockets) and ``http`` (``endpoint_url`` =
+    with :func:`~firstwrite.engine.binding.sync.bind`, no sockets) and ``http`` (``endpoint_url`` =
     ``http_server.url``). ``Config(retries={"max_attempts": 0})`` so a failure surfaces at once.
     A test using ``ddb`` runs twice; the server is only started if an ``http`` case runs.
 ``table_name``
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     # Imported inside the fixtures: a broken engine module must fail the tests that use it,
     # not the collection of every test in the repository.
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.client import DirectClient
+    from firstwrite.engine.direct.client import DirectClient
 
 from engine_process import (
     HttpServer,
@@ -87,7 +87,7 @@ def engine(firstwrite_engine: Engine) -> Engine:
 
 @pytest.fixture
 def direct(engine: Engine) -> DirectClient:
-    from firstwrite.engine.client import DirectClient
+    from firstwrite.engine.direct.client import DirectClient
 
     return DirectClient(engine, region="us-east-1")
 
@@ -106,7 +106,7 @@ def make_ddb(request: pytest.FixtureRequest) -> Callable[..., Any]:
     def make(
         transport: str, *, service_name: str = "dynamodb", region_name: str = "us-east-1", **kw: Any
     ) -> Any:
-        from firstwrite.engine.binding import bind, dummy_session
+        from firstwrite.engine.binding.sync import bind, dummy_session
 
         kw.setdefault("config", NO_RETRIES)
         session = boto3.session.Session(botocore_session=dummy_session(region_name))

@@ -40,13 +40,13 @@ ABOVE_THE_ENGINE = (
 )
 # The engine's features: core operations reach them only through hooks on the context.
 FEATURES = (
-    "firstwrite.engine.faults",
-    "firstwrite.engine.indexes",
-    "firstwrite.engine.throughput",
-    "firstwrite.engine.regions",
-    "firstwrite.engine.streams",
-    "firstwrite.engine.ttl",
-    "firstwrite.engine.tags",
+    "firstwrite.engine.features.faults.injector",
+    "firstwrite.engine.features.indexes.maintenance",
+    "firstwrite.engine.features.faults.throughput",
+    "firstwrite.engine.features.regions",
+    "firstwrite.engine.features.streams",
+    "firstwrite.engine.features.ttl",
+    "firstwrite.engine.features.tags",
 )
 CORE_OPERATIONS = (
     "_common",

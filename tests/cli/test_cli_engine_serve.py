@@ -17,7 +17,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from firstwrite.cli import build_parser, main
-from firstwrite.engine.binding import dummy_session
+from firstwrite.engine.binding.sync import dummy_session
 
 NO_RETRIES = Config(retries={"max_attempts": 0})
 
@@ -164,7 +164,7 @@ def test_server_construction_is_one_function(monkeypatch: pytest.MonkeyPatch) ->
         seen.update(host=host, port=port, **kwargs)
         kwargs["ready"]("http://127.0.0.1:1234")
 
-    monkeypatch.setattr("firstwrite.engine.server.serve", fake_serve)
+    monkeypatch.setattr("firstwrite.engine.server.app.serve", fake_serve)
     assert main(["engine", "serve", "--port", "0", "--threads", "3"]) == 0
     assert (seen["host"], seen["port"], seen["threads"]) == ("127.0.0.1", 0, 3)
     assert list(seen["mounts"]) == ["/console"]

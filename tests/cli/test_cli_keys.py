@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from firstwrite.engine import Engine, local_client
-from firstwrite.engine.ttl import TTLConfig
+from firstwrite.engine.features.ttl import TTLConfig
 from firstwrite.idempotency import Claim, Idempotency, IdempotencyConfig, Replay
 
 DAY = 86400.0

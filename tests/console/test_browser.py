@@ -401,7 +401,7 @@ def test_sign_in_on_401(
 def test_repeated_wrong_pairs_are_told_to_wait(
     open_browser: Callable[..., Any], served: Callable[..., Server], console_engine: Any
 ) -> None:
-    from firstwrite.engine.session import LoginThrottle
+    from firstwrite.engine.server.session import LoginThrottle
 
     apps: list[Any] = []
     server = served(

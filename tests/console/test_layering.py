@@ -32,10 +32,10 @@ ALLOWED_ENGINE = {
     "firstwrite.engine.Engine",
     "firstwrite.engine.local_client",
     "firstwrite.engine.create_app",
-    "firstwrite.engine.server",
-    "firstwrite.engine.server.wire_call",
-    "firstwrite.engine.ttl",
-    "firstwrite.engine.ttl.TTLConfig",
+    "firstwrite.engine.server.app",
+    "firstwrite.engine.server.app.wire_call",
+    "firstwrite.engine.features.ttl",
+    "firstwrite.engine.features.ttl.TTLConfig",
 }
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.server import ServerThread
+from firstwrite.engine.server.app import ServerThread
 
 TARGET = "DynamoDB_20120810."
 VALIDATION = "com.amazon.coral.validate#ValidationException"

@@ -17,8 +17,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.client import DirectClient
-from firstwrite.engine.indexes import IndexConfig
+from firstwrite.engine.direct.client import DirectClient
+from firstwrite.engine.features.indexes.maintenance import IndexConfig
 
 DEFINITIONS = [
     {"AttributeName": "match", "AttributeType": "S"},

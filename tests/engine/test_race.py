@@ -30,8 +30,8 @@ import pytest
 from botocore.config import Config
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.binding import dummy_session
-from firstwrite.engine.client import DirectClient
+from firstwrite.engine.binding.sync import dummy_session
+from firstwrite.engine.direct.client import DirectClient
 
 KEYS = 500
 THREADS = 16

@@ -25,7 +25,7 @@ def client_for(spec: dict[str, Any]) -> Any:
             aws_secret_access_key="secret",
         )
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding import local_client
+    from firstwrite.engine.binding.sync import local_client
 
     return local_client(Engine(spec["db"]), region="us-east-1")
 

@@ -50,7 +50,7 @@ class Backend:
     def new_client(self, **kwargs: Any) -> Any:
         """Another client on the same database (for the engine: a fresh boto3 binding)."""
         if self.engine is not None:
-            from firstwrite.engine.binding import local_client
+            from firstwrite.engine.binding.sync import local_client
 
             return local_client(self.engine, region=kwargs.pop("region", "us-east-1"), **kwargs)
         raise RuntimeError("no engine")
@@ -70,7 +70,7 @@ def backend(tmp_path: Any) -> Iterator[Backend]:
     """Our engine on a database file, through a real boto3 client bound in-process (the whole
     botocore stack: serialisation to DynamoDB JSON, parsing, exceptions; no sockets)."""
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding import local_client
+    from firstwrite.engine.binding.sync import local_client
 
     path = str(tmp_path / "engine.db")
     engine = Engine(path)

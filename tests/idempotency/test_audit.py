@@ -119,7 +119,7 @@ def test_audit_from_engine_stream(backend: Backend) -> None:
     backend.advance(120)
     backend.engine.ttl.sweep_now()  # TTL deletes the expired record (a REMOVE by the service)
     guard.run("e", lambda: 2)
-    from firstwrite.engine.binding import local_client
+    from firstwrite.engine.binding.sync import local_client
 
     streams = local_client(backend.engine, service_name="dynamodbstreams")
     arn = client.describe_table(TableName="idem-stream")["Table"]["LatestStreamArn"]
@@ -141,8 +141,8 @@ class Staged:
 
     def __init__(self, tmp: Path, **config: Any) -> None:
         from firstwrite.engine.api import Engine
-        from firstwrite.engine.binding import local_client
-        from firstwrite.engine.ttl import TTLConfig
+        from firstwrite.engine.binding.sync import local_client
+        from firstwrite.engine.features.ttl import TTLConfig
 
         self.engine = Engine(tmp / "staged.db", ttl_config=TTLConfig(sweep_interval=None, lag=HOUR))
         self.engine.clock.freeze(1_800_000_000.0)

@@ -464,7 +464,7 @@ def test_first_calls_and_duplicates_leave_no_reference_cycles(backend: Backend, 
     import gc
     import itertools
 
-    from firstwrite.engine.client import DirectClient
+    from firstwrite.engine.direct.client import DirectClient
 
     guard = Idempotency(
         IdempotencyConfig(table_name=table), client=DirectClient(backend.engine), clock=backend.now

@@ -19,7 +19,7 @@ import pytest
 from botocore.config import Config
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.binding import local_client
+from firstwrite.engine.binding.sync import local_client
 from firstwrite.idempotency import (
     AsyncIdempotency,
     BusinessConditionFailedError,

@@ -39,7 +39,7 @@ def spawn(spec: dict[str, Any], stdin: bool = False) -> subprocess.Popen[str]:
 def shared(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     """(spec for workers, parent Engine or None, parent boto3 client)."""
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding import local_client
+    from firstwrite.engine.binding.sync import local_client
 
     transport = getattr(request, "param", "file")
     table = f"procs-{os.getpid()}-{time.monotonic_ns()}"

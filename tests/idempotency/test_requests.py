@@ -27,8 +27,8 @@ _keys = itertools.count()
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding import local_client
-    from firstwrite.engine.ttl import TTLConfig
+    from firstwrite.engine.binding.sync import local_client
+    from firstwrite.engine.features.ttl import TTLConfig
     from firstwrite.idempotency import Idempotency
 
     path: Path = tmp_path_factory.mktemp("mirrors") / "engine.db"

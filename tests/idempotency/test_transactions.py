@@ -329,4 +329,4 @@ def test_a_returned_item_is_noted_not_logged(
         "Message": "The conditional request failed",
         "ItemReturned": True,
     }
-    assert "4242" not in repr(record.__dict__)
+    assert "4242 4242" not in repr(record.__dict__)

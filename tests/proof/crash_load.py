@@ -1,4 +1,4 @@
-"""The load of the crash proof beyond tests/engine/test_crash.py's writers, and how to read
+"""The load of the crash proof beyond tests/engine/storage/test_crash.py's writers, and how to read
 back what survived.
 
 * :class:`TtlWriters` put items that expire while the engine clock is driven forward
@@ -30,7 +30,7 @@ import httpx
 from botocore.config import Config
 
 REGIONS = ("us-east-1", "eu-west-1")
-CRASH_TABLE = "crash"  # tests/engine/test_crash.py's writers' table
+CRASH_TABLE = "crash"  # tests/engine/storage/test_crash.py's writers' table
 TTL_TABLE = "ttl"
 TTL_INDEX = "by-n"  # a GSI on the TTL table: index maintenance under crashes
 GLOBAL_TABLE = "global"
@@ -54,7 +54,7 @@ def free_port() -> int:
 
 
 def client(url: str, region: str = "us-east-1", service: str = "dynamodb") -> Any:
-    from firstwrite.engine.binding import dummy_session
+    from firstwrite.engine.binding.sync import dummy_session
 
     session = boto3.session.Session(botocore_session=dummy_session(region))
     return session.client(service, region_name=region, endpoint_url=url, config=CLIENT_CONFIG)

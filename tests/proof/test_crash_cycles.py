@@ -3,7 +3,7 @@
 Each cycle starts ``firstwrite engine serve`` on the same database file and port, checks what the
 previous kill left, then loads it from every side at once and kills it with SIGKILL:
 
-* tests/engine/test_crash.py's writers: PutItems, and transfers between accounts as
+* tests/engine/storage/test_crash.py's writers: PutItems, and transfers between accounts as
   TransactWriteItems (with ``--durability full`` concurrent writers share commits: group
   commit);
 * TTL: items expiring while the engine clock is driven forward, swept (``--ttl-sweep-interval
@@ -63,7 +63,7 @@ from proofkit import (
     scale,
 )
 
-from engine.test_crash import ACCOUNTS, INITIAL_BALANCE, Writers, assert_survived, key
+from engine.storage.test_crash import ACCOUNTS, INITIAL_BALANCE, Writers, assert_survived, key
 from engine_process import HttpServer, start_server
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, Status
 

@@ -17,17 +17,17 @@ Each hole of issue 15 has its own regression test; this suite does not repeat th
 ====  ====================================================================================
 hole  regression test
 ====  ====================================================================================
-1     tests/engine/security/test_admin_auth.py, test_security_routes.py (admin API auth,
+1     tests/engine/server/security/test_admin_auth.py, test_security_routes.py (admin API auth,
       cross-origin and simple-request refusals)
-2     tests/engine/test_server.py::test_auth_ignores_an_unsigned_payload_hash_header
-3     tests/engine/test_server_stalls.py::test_a_hostile_body_does_not_delay_other_clients;
-      tests/engine/test_big_requests.py (a big body answered without the server decoding it);
-      tests/engine/test_screening.py (the screened answer is the body's own);
+2     tests/engine/server/test_server.py::test_auth_ignores_an_unsigned_payload_hash_header
+3     tests/engine/server/test_server_stalls.py::test_a_hostile_body_does_not_delay_other_clients;
+      tests/engine/server/test_big_requests.py (a big body answered without the server decoding it);
+      tests/engine/server/test_screening.py (the screened answer is the body's own);
       tests/engine/test_malformed_input.py::test_expensive_expressions_are_refused_by_their_cost
-4     tests/engine/test_server_stalls.py::test_a_held_write_lock_does_not_stall_the_server
+4     tests/engine/server/test_server_stalls.py::test_a_held_write_lock_does_not_stall_the_server
 5     tests/engine/test_malformed_input.py (null entries, name types, surrogates, depth)
 6     tests/engine/test_malformed_input.py::test_non_ascii_digits_are_not_numbers
-7     tests/engine/test_server_connections.py (idle, slow-loris, slow body, flood,
+7     tests/engine/server/test_server_connections.py (idle, slow-loris, slow body, flood,
       descriptors, pipelining)
 ====  ====================================================================================
 

@@ -70,7 +70,7 @@ class Spec:
 
 
 def make_client(target: Mapping[str, Any]) -> Any:
-    from firstwrite.engine.binding import dummy_session
+    from firstwrite.engine.binding.sync import dummy_session
 
     session = boto3.session.Session(botocore_session=dummy_session(REGION))
     if "url" in target:
@@ -78,7 +78,7 @@ def make_client(target: Mapping[str, Any]) -> Any:
             "dynamodb", region_name=REGION, endpoint_url=target["url"], config=CLIENT_CONFIG
         )
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding import bind
+    from firstwrite.engine.binding.sync import bind
 
     engine = _engines.get(target["db"])
     if engine is None:

@@ -12,7 +12,7 @@ import pytest
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.clock import Clock
-from firstwrite.engine.server import ServerThread
+from firstwrite.engine.server.app import ServerThread
 from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
 from . import library
@@ -55,7 +55,7 @@ def test_the_marker_chooses_memory_and_region(
 
 
 def _direct(engine: Engine) -> Any:
-    from firstwrite.engine.client import DirectClient
+    from firstwrite.engine.direct.client import DirectClient
 
     return DirectClient(engine, region=engine.default_region)
 

@@ -21,7 +21,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.binding import local_client
+from firstwrite.engine.binding.sync import local_client
 from firstwrite.testing import Redirect, install, mock_dynamodb
 from firstwrite.testing import redirect as redirect_module
 

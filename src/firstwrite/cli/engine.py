@@ -120,7 +120,7 @@ def add_commands(commands: Any) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.ttl import TTLConfig
+    from firstwrite.engine.features.ttl import TTLConfig
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -159,7 +159,7 @@ def run_server(
     ready: Callable[[str], None],
 ) -> None:
     """Build and run the HTTP server until a signal; the one place routes are mounted."""
-    from firstwrite.engine.server import Mounted, serve
+    from firstwrite.engine.server.app import Mounted, serve
 
     mounts: dict[str, Mounted] = {}
     if not args.no_console:

@@ -139,7 +139,7 @@ def connect(
         return
     path = _local_path(target, create=create)
     from firstwrite.engine import Engine, local_client
-    from firstwrite.engine.ttl import TTLConfig
+    from firstwrite.engine.features.ttl import TTLConfig
 
     try:
         # No TTL sweeper: a command looks at (or races on) the data as it is; deleting

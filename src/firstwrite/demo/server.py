@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from firstwrite.engine import runner
+from firstwrite.engine.server import runner
 
 from .app import create_app
 from .bank import Bank
@@ -119,7 +119,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     """uvicorn on ``sock`` until SIGINT/SIGTERM (a second one stops waiting for requests), run
-    the way the engine's own server runs it (:mod:`firstwrite.engine.runner`)."""
+    the way the engine's own server runs it (:mod:`firstwrite.engine.server.runner`)."""
     import uvicorn
 
     config = uvicorn.Config(

@@ -17,13 +17,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .aio_binding import local_aio_client
     from .api import Engine
-    from .binding import bind, local_client, local_resource, unbind
-    from .client import DirectClient, client_error
+    from .binding import bind, local_aio_client, local_client, local_resource, unbind
+    from .direct import DirectClient, client_error
     from .errors import DynamoDBError
-    from .server import EngineApp, Mounted, ServerThread, create_app, serve
-    from .sigv4 import SigV4Verifier
+    from .server import EngineApp, Mounted, ServerThread, SigV4Verifier, create_app, serve
 
 __all__ = [
     "DirectClient",
@@ -46,17 +44,17 @@ __all__ = [
 _WHERE = {
     "Engine": "api",
     "DynamoDBError": "errors",
-    "DirectClient": "client",
-    "client_error": "client",
+    "DirectClient": "direct",
+    "client_error": "direct",
     "bind": "binding",
     "unbind": "binding",
     "local_client": "binding",
-    "local_aio_client": "aio_binding",
+    "local_aio_client": "binding",
     "local_resource": "binding",
     "EngineApp": "server",
     "Mounted": "server",
     "ServerThread": "server",
-    "SigV4Verifier": "sigv4",
+    "SigV4Verifier": "server",
     "create_app": "server",
     "serve": "server",
 }

@@ -26,13 +26,13 @@ from .context import (
     TableHook,
 )
 from .errors import DynamoDBError
-from .faults import FaultInjector
-from .indexes import IndexConfig, Indexes
-from .regions import Replication
+from .features.faults.injector import FaultInjector
+from .features.indexes.maintenance import IndexConfig, Indexes
+from .features.regions import Replication
+from .features.streams import Streams
+from .features.tags import Tags
+from .features.ttl import TimeToLive, TTLConfig
 from .storage import Storage, TableRow, Writer
-from .streams import Streams
-from .tags import Tags
-from .ttl import TimeToLive, TTLConfig
 from .values import Item
 
 Durability = Literal["full", "normal"]

@@ -42,7 +42,7 @@ def _engine() -> tuple[Any, Any]:
     firstwrite``) needs only boto3, so without the ``engine`` extra say how to get it."""
     try:
         from firstwrite.engine import Engine
-        from firstwrite.engine.binding import local_client
+        from firstwrite.engine.binding.sync import local_client
     except ImportError as exc:
         raise ImportError(
             "Idempotency() without a client keeps its records in the local engine, which is not "

@@ -19,7 +19,7 @@ Fixtures (each test gets its own engine; see ``docs/testing.md``):
     created, its clock the engine's. Override ``firstwrite_idempotency_config`` to configure it.
 ``firstwrite_server``
     The engine served over HTTP on a free loopback port
-    (:class:`~firstwrite.engine.server.ServerThread`; ``.url``), for SDKs of other languages
+    (:class:`~firstwrite.engine.server.app.ServerThread`; ``.url``), for SDKs of other languages
     and code that insists on an endpoint.
 ``firstwrite_mock``
     Every DynamoDB client the code under test creates is answered by the engine
@@ -45,7 +45,7 @@ from ._extra import MissingExtraError, require
 if TYPE_CHECKING:
     from firstwrite.engine.api import Engine
     from firstwrite.engine.clock import Clock
-    from firstwrite.engine.server import ServerThread
+    from firstwrite.engine.server.app import ServerThread
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
 STORAGES = ("memory", "file")
@@ -164,21 +164,21 @@ def firstwrite_clock(firstwrite_engine: Engine) -> Clock:
 @pytest.fixture
 def firstwrite_client(firstwrite_engine: Engine) -> Any:
     """A boto3 ``dynamodb`` client answered in process by ``firstwrite_engine``."""
-    binding = _require("firstwrite.engine.binding")
+    binding = _require("firstwrite.engine.binding.sync")
     return binding.local_client(firstwrite_engine, region=firstwrite_engine.default_region)
 
 
 @pytest.fixture
 def firstwrite_resource(firstwrite_engine: Engine) -> Any:
     """``boto3.resource("dynamodb")`` answered in process by ``firstwrite_engine``."""
-    binding = _require("firstwrite.engine.binding")
+    binding = _require("firstwrite.engine.binding.sync")
     return binding.local_resource(firstwrite_engine, region=firstwrite_engine.default_region)
 
 
 @pytest.fixture
 def firstwrite_streams_client(firstwrite_engine: Engine) -> Any:
     """A boto3 ``dynamodbstreams`` client answered in process by ``firstwrite_engine``."""
-    binding = _require("firstwrite.engine.binding")
+    binding = _require("firstwrite.engine.binding.sync")
     return binding.local_client(
         firstwrite_engine, region=firstwrite_engine.default_region, service_name="dynamodbstreams"
     )
@@ -202,7 +202,7 @@ def _async_fixture(func: Callable[..., Any]) -> Any:
 @_async_fixture
 async def firstwrite_aio_client(firstwrite_engine: Engine) -> AsyncIterator[Any]:
     """An aiobotocore ``dynamodb`` client answered in process by ``firstwrite_engine``."""
-    aio_binding = _require("firstwrite.engine.aio_binding")
+    aio_binding = _require("firstwrite.engine.binding.aio")
     async with aio_binding.local_aio_client(
         firstwrite_engine, region=firstwrite_engine.default_region
     ) as client:
@@ -236,7 +236,7 @@ def firstwrite_guard(
 @pytest.fixture
 def firstwrite_server(firstwrite_engine: Engine) -> Iterator[ServerThread]:
     """``firstwrite_engine`` served over HTTP on a free loopback port (``.url``)."""
-    server = _require("firstwrite.engine.server")
+    server = _require("firstwrite.engine.server.app")
     thread = server.ServerThread(firstwrite_engine)
     thread.start()
     yield thread

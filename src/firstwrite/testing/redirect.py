@@ -2,7 +2,7 @@
 
 moto's ``mock_aws`` convenience with the engine's semantics: inside ``with mock_dynamodb() as
 engine:``, every boto3 or aiobotocore ``dynamodb`` and ``dynamodbstreams`` client is answered by
-``engine`` through the boto3 binding (:mod:`firstwrite.engine.binding`), whoever created it and
+``engine`` through the boto3 binding (:mod:`firstwrite.engine.binding.sync`), whoever created it and
 however: ``boto3.client``, ``boto3.resource``, ``boto3.session.Session().client``, aiobotocore's
 ``create_client``; inside the block or before it; in any thread. There is no endpoint to
 configure, and a configured one (DynamoDB Local, ``AWS_ENDPOINT_URL_DYNAMODB``) is overridden.
@@ -36,7 +36,7 @@ from ._extra import require
 
 if TYPE_CHECKING:
     from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding_steps import ResponderBase
+    from firstwrite.engine.binding.steps import ResponderBase
 
 __all__ = [
     "Redirect",
@@ -95,12 +95,13 @@ class _Redirectable:
 
 def _follow(client: Any) -> None:
     try:
-        from firstwrite.engine import binding, binding_steps
+        from firstwrite.engine.binding import steps as binding_steps
+        from firstwrite.engine.binding import sync as binding
     except ImportError:  # no engine extra: there is nothing to redirect to
         return
     base: type[ResponderBase] = binding.Responder
     if binding_steps.is_async_client(client):
-        from firstwrite.engine.aio_binding import AioResponder
+        from firstwrite.engine.binding.aio import AioResponder
 
         base = AioResponder
     region = client.meta.region_name or "us-east-1"

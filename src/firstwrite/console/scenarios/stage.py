@@ -27,7 +27,7 @@ from typing import Any, Literal
 from botocore.config import Config
 
 from firstwrite.engine import Engine, local_client
-from firstwrite.engine.ttl import TTLConfig
+from firstwrite.engine.features.ttl import TTLConfig
 from firstwrite.idempotency import (
     Idempotency,
     IdempotencyConfig,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from firstwrite.engine.ttl import TTLConfig
+from firstwrite.engine.features.ttl import TTLConfig
 from firstwrite.idempotency import (
     ConfigurationError,
     IdempotencyConfig,

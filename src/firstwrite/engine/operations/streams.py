@@ -1,6 +1,6 @@
 """The DynamoDB Streams API: ListStreams, DescribeStream, GetShardIterator, GetRecords.
 
-The records are written by the streams feature (``engine/streams.py``) inside each item's write
+The records are written by the streams feature (``engine/features/streams.py``) inside each item's write
 transaction; these operations only read them. Shard iterators are opaque tokens naming a
 position in the shard, valid for 15 minutes of engine clock (ExpiredIteratorException).
 """
@@ -15,8 +15,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, resource_not_found, validation
+from ..features.streams import RETENTION_S
 from ..storage import Reader, StreamRow, unpack
-from ..streams import RETENTION_S
 from ..validation import F, check
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from ..errors import (
     resource_not_found,
     validation,
 )
-from ..secondary import (
+from ..index_definitions import (
     GSI_MEMBERS,
     GSI_UPDATES,
     LSI_MEMBERS,

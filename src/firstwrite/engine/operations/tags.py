@@ -1,7 +1,7 @@
 """Tagging: TagResource, UntagResource, ListTagsOfResource (tables, by ARN).
 
 Tags live in the table definition (``_tags``, private: DescribeTable does not show them); the
-rules they follow, and CreateTable's ``Tags``, are the tags feature's (``engine/tags.py``).
+rules they follow, and CreateTable's ``Tags``, are the tags feature's (``engine/features/tags.py``).
 Unlike DynamoDB since 2024, tag changes are synchronous: ListTagsOfResource sees them at once.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, invalid_parameters, validation
+from ..features.tags import check_tags, merge_tags
 from ..storage import Reader, TableRow, Writer
-from ..tags import check_tags, merge_tags
 from ..validation import F, check
 
 if TYPE_CHECKING:

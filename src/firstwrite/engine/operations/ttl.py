@@ -2,7 +2,7 @@
 
 The setting lives in the table definition (``_ttl``, with the time of the last change for
 DynamoDB's change-interval rule). Enabling it queues a backfill of the expiry index for the
-items already there; the TTL feature (``engine/ttl.py``, ``engine.ttl``) keeps that index and
+items already there; the TTL feature (``engine/features/ttl.py``, ``engine.ttl``) keeps that index and
 deletes expired items.
 """
 

@@ -1,5 +1,5 @@
 """Item history, for stale (eventually consistent) reads: what fault injection's stale-read
-fault needs (``engine/faults.py``).
+fault needs (``engine/features/faults/injector.py``).
 
 While a stale-read fault is on, every write to a table in its scope records the item as it
 was before the write, stamped with the write's time (:meth:`HistoryWrites.record_history`). The

@@ -5,7 +5,7 @@ An index entry is one row of ``index_items``: the index key ``(ipk, isk)``, the 
 Query on an index is therefore the same kind of statement as a Query on a table: one range of
 one B-tree, in key order. Entries with equal index keys follow in base key order.
 
-The indexes feature (``engine/indexes.py``) keeps the entries in each item's own write
+The indexes feature (``engine/features/indexes/maintenance.py``) keeps the entries in each item's own write
 transaction and builds a new index from its table in chunks; Query and Scan read them
 (``operations/query.py``). ``AsOfIndexReads`` answers index reads as of an instant, from the item
 history (``history.py``), so stale-read faults apply to indexes as they do to tables.

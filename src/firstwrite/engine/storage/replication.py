@@ -1,5 +1,5 @@
 """Global tables' statements: the replication queue and the per-item versions of replicated
-tables (written and read by the regions feature, ``engine/regions.py``)."""
+tables (written and read by the regions feature, ``engine/features/regions.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DynamoDB Streams' statements: the streams (one shard each) and their records (written by
-the streams feature, ``engine/streams.py``, read by ``operations/streams.py``)."""
+the streams feature, ``engine/features/streams.py``, read by ``operations/streams.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["StreamReads", "StreamRow", "StreamWrites"]
 
 @dataclass(frozen=True, slots=True)
 class StreamRow:
-    """A DynamoDB stream (engine/streams.py): one shard, open until ``closed_at``."""
+    """A DynamoDB stream (engine/features/streams.py): one shard, open until ``closed_at``."""
 
     id: int
     arn: str

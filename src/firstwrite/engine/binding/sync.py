@@ -1,0 +1,177 @@
+"""Bind real boto3/botocore clients to an in-process engine: no sockets, botocore's own code.
+
+``bind(client, engine)`` answers each call at botocore's ``before-call`` event. By then botocore
+has done the whole client half of a call exactly as for AWS: parameter hooks, validation,
+endpoint resolution and JSON serialisation (validation asks a check compiled from botocore's
+rules first, which accepts exactly what botocore's validator accepts and leaves everything
+else to it: :mod:`.binding_validate`). The engine answers the serialised body
+(``wire_call``, the HTTP server's code path; a body written from the parameters as they are is
+read from the parameters themselves, its provably equal JSON value: :mod:`.binding_serialize`),
+and that answer becomes the response, or the
+modeled error that ``_make_api_call`` raises, exactly as botocore's parser for that client
+would make it: built from the engine's own answer where that is provably the parser's result
+(:mod:`.binding_parse`), by the parser itself otherwise. The ``after-call`` hooks run as usual.
+
+What the quick path leaves out is botocore's HTTP half: signing, the ``request-created`` and
+``before-send`` hooks, the CRC32 check and the retry handler. On a loopback engine they do
+nothing useful, and skipping them halves the cost of a call. Only answers that botocore
+never retries take the quick path. Any other answer (a throttle, a 500, an unknown error code)
+is kept for the call's first attempt, and the call goes on through botocore's full path:
+``before-send`` returns the kept answer and botocore's retry handler decides, as against AWS.
+Every retry is a fresh engine call. ``bind(client, engine, full_stack=True)`` sends every call
+through the full path. Use that to test your own ``before-send`` or signing hooks.
+
+The quick path is written once, as a generator of the steps that are coroutines on aiobotocore
+(:func:`quick_steps`); :class:`Responder` drives it with plain calls, and
+:mod:`.aio_binding` with ``await``, so both kinds of client take the same decisions.
+
+Use :class:`~firstwrite.engine.direct.client.DirectClient` when per-call overhead matters more than
+exercising the SDK.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import botocore.session
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.model import OperationModel
+
+from ..server.wire import wire_call
+from .parse import wire_answer
+from .steps import (
+    Answered,
+    Call,
+    Emit,
+    Parse,
+    ResponderBase,
+    body_of,
+    configure_dummy,
+    install,
+    is_async_client,
+    parser_of,
+    quick_steps,
+    respond,
+    target_of,
+    unbind,
+)
+
+if TYPE_CHECKING:
+    from ..api import Engine
+
+__all__ = ["bind", "dummy_session", "local_client", "local_resource", "unbind"]
+
+
+class Responder(ResponderBase):
+    """One bound client's handlers: ``before-call`` (the quick path) and ``before-send``."""
+
+    def before_call(
+        self, model: OperationModel, params: dict[str, Any], request_signer: Any, **_kwargs: Any
+    ) -> Answered | None:
+        self.keep(None)
+        engine = self.current_engine()
+        if engine is None:
+            return None
+        steps = quick_steps(
+            engine, self.region, model, params, request_signer, respond, self._shortcut
+        )
+        try:
+            step = next(steps)
+            while True:
+                if type(step) is Call:
+                    answer: Any = wire_answer(
+                        step.engine, step.target, step.body, step.region, step.request
+                    )
+                elif type(step) is Emit:
+                    answer = self._emit(step.event, **step.kwargs)
+                else:
+                    assert type(step) is Parse
+                    answer = self._parser.parse(step.response, step.shape)
+                step = steps.send(answer)
+        except StopIteration as stop:
+            return self.finish(stop.value)
+
+    def before_send(self, request: AWSPreparedRequest, **_kwargs: Any) -> AWSResponse | None:
+        body = body_of(request)
+        kept = self.take_kept(body)
+        if kept is not None:
+            return kept  # the first attempt of a call the quick path handed over
+        engine = self.current_engine()
+        if engine is None:
+            return None
+        status, payload = wire_call(engine, target_of(request), body, self.region)
+        return respond(request.url, status, payload)
+
+
+def bind(client: Any, engine: Engine, *, full_stack: bool = False) -> Any:
+    """Answer every request of boto3 ``client`` with ``engine``; returns the client.
+
+    The engine region is the client's region. Works for ``dynamodb`` and ``dynamodbstreams``
+    clients (dispatch is on the ``X-Amz-Target`` prefix), and for aiobotocore clients too
+    (see :mod:`.aio_binding`). Binding again replaces the engine.
+    ``full_stack=True`` sends every call through botocore's HTTP half too (signing,
+    ``before-send`` hooks, the retry handler on every answer); by default only answers
+    botocore might retry do (see the module docs). Either way the client needs credentials,
+    as any boto3 client does (any will do: see :func:`local_client`).
+    """
+    region = client.meta.region_name or engine.default_region
+    if is_async_client(client):
+        from .aio import AioResponder
+
+        kind: type[ResponderBase] = AioResponder
+    else:
+        kind = Responder
+    responder = kind(engine, region, parser_of(client), client.meta.events.emit)
+    return install(client, responder, full_stack=full_stack)
+
+
+def dummy_session(region: str = "us-east-1") -> botocore.session.Session:
+    """A botocore session that never reads the machine's AWS setup.
+
+    Every configuration variable is botocore's built-in default (no environment variables, no
+    config or credential files, no profile), ``defaults_mode`` is ``legacy`` (``auto`` would
+    query IMDS), configured endpoint URLs are ignored, and the credentials are static dummies
+    (no credential chain, no IMDS). Its clients share the exception classes of
+    :class:`~firstwrite.engine.direct.client.DirectClient`.
+    """
+    session = botocore.session.Session()
+    configure_dummy(session, region)
+    return session
+
+
+def local_client(
+    engine: Engine | None = None,
+    region: str = "us-east-1",
+    service_name: str = "dynamodb",
+    **client_kwargs: Any,
+) -> Any:
+    """A real boto3 client answered in-process by ``engine`` (a new in-memory one if omitted).
+
+    ``client_kwargs`` go to ``boto3.session.Session.client`` (e.g. ``config=Config(...)``);
+    botocore's defaults apply otherwise, retries included, exactly as against AWS.
+    Works on a machine with no AWS configuration at all.
+    """
+    if engine is None:
+        from ..api import Engine
+
+        engine = Engine()
+    session = boto3.session.Session(botocore_session=dummy_session(region))
+    client = session.client(service_name, region_name=region, **client_kwargs)
+    return bind(client, engine)
+
+
+def local_resource(
+    engine: Engine | None = None,
+    region: str = "us-east-1",
+    **resource_kwargs: Any,
+) -> Any:
+    """``boto3.resource("dynamodb")`` whose ``meta.client`` is bound to ``engine``."""
+    if engine is None:
+        from ..api import Engine
+
+        engine = Engine()
+    session = boto3.session.Session(botocore_session=dummy_session(region))
+    resource = session.resource("dynamodb", region_name=region, **resource_kwargs)
+    bind(resource.meta.client, engine)
+    return resource

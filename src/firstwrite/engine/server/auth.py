@@ -1,0 +1,313 @@
+"""Who may use the admin API and mounted apps, and from where: the guard in front of them.
+
+Every request to ``/_firstwrite/...`` or to a mounted app passes :class:`Guard`, in this order:
+
+1. **Host.** When the server is bound to a loopback address, the ``Host`` header must name a
+   loopback host (``localhost``, ``*.localhost``, ``127.x.y.z``, ``[::1]``) or one the server was
+   told to answer to: a web page whose domain was re-pointed at 127.0.0.1 (DNS rebinding) is
+   refused, since to the browser it is same-origin. 403.
+2. **Same origin.** A browser request from another origin (an ``Origin`` header that is not this
+   server's own, or ``Sec-Fetch-Site`` other than ``same-origin``/``none``) is refused. 403.
+3. **JSON only.** A state-changing request (not GET/HEAD/OPTIONS) with a body, or a content
+   type, must be ``application/json`` (or ``+json``): the content types a cross-site form or
+   ``fetch`` can send without a CORS preflight (text/plain, forms, multipart) are refused. 415.
+4. **Credentials**, when the server has any (``--require-auth``): a valid SigV4 signature (the
+   data plane's), or the session cookie ``POST /_firstwrite/session`` sets (:mod:`.session`,
+   which also slows down repeated failed logins). 401. The session route itself needs none (it
+   is the login), nor the public paths a mounted app declares (its login page and the files that
+   page needs).
+
+The authenticated caller is in the ASGI scope under :data:`~.session.PRINCIPAL_SCOPE_KEY` as a
+:class:`~.session.Principal` (``None`` when the server requires no credentials), for mounted
+apps to read.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from urllib.parse import quote
+
+from ..errors import DynamoDBError
+from .asgi import ASGIApp, Headers, Message, Problem, Receive, Scope, Send, header, respond
+from .session import PRINCIPAL_SCOPE_KEY, SESSION_PATH, Principal, Sessions, session_cookie
+from .sigv4 import SigV4Verifier
+
+__all__ = ["Guard", "HostCheck"]
+
+MAX_SIGNED_BODY_BYTES = 16 * 1024 * 1024
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_SAME_SITE = frozenset({b"same-origin", b"none"})
+
+
+# --- hosts -----------------------------------------------------------------------------------
+
+
+def _host_name(value: bytes) -> str:
+    """The host of a ``Host`` header value, lower case, without port or IPv6 brackets."""
+    text = value.decode("latin-1").strip().lower()
+    if text.startswith("["):
+        return text[1 : text.find("]")] if "]" in text else text
+    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class HostCheck:
+    """Which ``Host`` headers a server bound to ``bound_host`` answers.
+
+    Bound to a loopback address: loopback names and addresses, plus ``extra``. Bound to any
+    other address (or ``extra`` containing ``"*"``): every host.
+    """
+
+    def __init__(self, bound_host: str, extra: Iterable[str] = ()) -> None:
+        extra = {h.strip().lower().strip("[]") for h in extra}
+        self.any = "*" in extra or not _is_loopback(bound_host.strip("[]").lower())
+        self.extra = frozenset(extra)
+        self._seen: dict[bytes, bool] = {}
+
+    def allows(self, value: bytes | None) -> bool:
+        if self.any:
+            return True
+        if value is None:
+            return False  # HTTP/1.0 without Host: no browser sends that
+        allowed = self._seen.get(value)
+        if allowed is None:
+            host = _host_name(value)
+            allowed = _is_loopback(host) or host in self.extra
+            if len(self._seen) < 256:
+                self._seen[value] = allowed
+        return allowed
+
+    def refusal(self, value: bytes | None) -> Problem:
+        shown = "none" if value is None else repr(value.decode("latin-1"))
+        return Problem(
+            403,
+            "Forbidden",
+            f"Host {shown} is not a name of this server: it is bound to a loopback address and "
+            "answers to localhost, *.localhost, 127.0.0.1 and [::1] (and the hosts it is told "
+            "to allow)",
+        )
+
+
+# --- the guard -------------------------------------------------------------------------------
+
+
+class Guard:
+    """The checks in the module docstring, in front of ``app`` (pure ASGI middleware)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        verifier: SigV4Verifier | None,
+        sessions: Sessions,
+        hosts: HostCheck | None = None,
+        public: Iterable[str] = (),
+    ) -> None:
+        self.app = app
+        self.verifier = verifier
+        self.sessions = sessions
+        self.hosts = hosts
+        # Paths served without credentials: exact, or every path under one ending with "/".
+        public = {SESSION_PATH, *public}
+        self._public_exact = frozenset(p for p in public if not p.endswith("/"))
+        self._public_prefixes = tuple(p for p in public if p.endswith("/"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        try:
+            self._check_host(scope)
+            self._check_same_origin(scope)
+            if kind == "http":
+                self._check_content_type(scope)
+            receive = await self._authenticate(scope, receive)
+        except Problem as problem:
+            if kind == "websocket":
+                await receive()  # websocket.connect
+                await send({"type": "websocket.close", "code": 1008, "reason": problem.title})
+            else:
+                await respond(send, *problem.encode())
+            return
+        await self.app(scope, receive, _hardened(send) if kind == "http" else send)
+
+    def _check_host(self, scope: Scope) -> None:
+        if self.hosts is not None:
+            host = header(scope, b"host")
+            if not self.hosts.allows(host):
+                raise self.hosts.refusal(host)
+
+    def _check_same_origin(self, scope: Scope) -> None:
+        site = header(scope, b"sec-fetch-site")
+        if site is not None and site.lower() not in _SAME_SITE:
+            raise Problem(
+                403,
+                "Forbidden",
+                f"cross-site request refused (Sec-Fetch-Site: {site.decode('latin-1')}): the "
+                "admin API and mounted apps answer pages of their own origin only",
+            )
+        origin = header(scope, b"origin")
+        if origin is not None:
+            scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+            own = f"{scheme}://{(header(scope, b'host') or b'').decode('latin-1')}".lower()
+            if origin.decode("latin-1").strip().lower() != own:
+                raise Problem(
+                    403,
+                    "Forbidden",
+                    f"cross-origin request refused (Origin: {origin.decode('latin-1')}, this "
+                    f"server: {own}): the admin API and mounted apps answer pages of their own "
+                    "origin only",
+                )
+
+    def _check_content_type(self, scope: Scope) -> None:
+        if scope["method"] in _SAFE_METHODS:
+            return
+        content_type = header(scope, b"content-type")
+        if content_type is None:
+            length = header(scope, b"content-length")
+            has_body = header(scope, b"transfer-encoding") is not None or (
+                length is not None and length.strip() not in (b"", b"0")
+            )
+            if not has_body:
+                return
+            shown = "none"
+        else:
+            bare = content_type.split(b";")[0].strip().lower()
+            if bare == b"application/json" or (
+                bare.startswith(b"application/") and bare.endswith(b"+json")
+            ):
+                return
+            shown = content_type.decode("latin-1")
+        raise Problem(
+            415,
+            "Unsupported Media Type",
+            f"{scope['method']} {scope['path']} takes a JSON body (Content-Type: "
+            f"application/json), not {shown}",
+        )
+
+    def _login_page_for(self, scope: Scope) -> str | None:
+        """The public ``<mount>/login`` page of the mount ``scope`` is under, for a browser's
+        page request (GET or HEAD accepting HTML); None otherwise."""
+        accept = header(scope, b"accept") or b""
+        if scope.get("method") not in ("GET", "HEAD") or b"text/html" not in accept:
+            return None
+        path = scope["path"]
+        for page in self._public_exact:
+            mount = page.removesuffix("/login")
+            if page.endswith("/login") and mount and path.startswith(mount + "/"):
+                return page
+        return None
+
+    async def _authenticate(self, scope: Scope, receive: Receive) -> Receive:
+        """Set the scope's principal; return the ``receive`` the app should use."""
+        scope[PRINCIPAL_SCOPE_KEY] = None
+        if self.verifier is None:
+            return receive
+        token = session_cookie(scope)
+        if token is not None:
+            found = self.sessions.lookup(token)
+            if found is not None:
+                scope[PRINCIPAL_SCOPE_KEY] = Principal(found[0], "session")
+                return receive
+        path = scope["path"]
+        if path in self._public_exact or path.startswith(self._public_prefixes):
+            return receive
+        if header(scope, b"authorization") is None:
+            login = self._login_page_for(scope)
+            if login is not None:  # a browser opening a page: to its mount's sign-in page
+                target = quote(
+                    path
+                    + (
+                        "?" + scope["query_string"].decode("latin-1")
+                        if scope.get("query_string")
+                        else ""
+                    ),
+                    safe="",
+                )
+                raise Problem(
+                    303,
+                    "See Other",
+                    "sign in first",
+                    headers=[("location", f"{login}?next={target}")],
+                )
+            raise Problem(
+                401,
+                "Unauthorized",
+                "this server requires credentials: sign the request with SigV4 (as the data "
+                f"plane), or log in with POST {SESSION_PATH}",
+                headers=[("www-authenticate", "AWS4-HMAC-SHA256")],
+            )
+        body = await _read_all(receive) if scope["type"] == "http" else b""
+        try:
+            key_id, _region = self.verifier.authenticate(
+                scope["method"],
+                scope.get("raw_path") or scope["path"].encode(),
+                scope.get("query_string", b""),
+                scope["headers"],
+                body,
+            )
+        except DynamoDBError as error:
+            raise Problem(401, "Unauthorized", f"{error.code}: {error.message}") from None
+        scope[PRINCIPAL_SCOPE_KEY] = Principal(key_id, "sigv4")
+        return _replay(body, receive)
+
+
+async def _read_all(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_SIGNED_BODY_BYTES:
+            raise Problem(
+                413,
+                "Payload Too Large",
+                f"signed bodies are limited to {MAX_SIGNED_BODY_BYTES} bytes",
+            )
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body already read, then the connection's events."""
+    pending = True
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+_HARDENING: Headers = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"SAMEORIGIN")]
+
+
+def _hardened(send: Send) -> Send:
+    """``send`` adding headers that keep other sites from framing or sniffing the answers."""
+
+    async def send_hardened(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            names = {name.lower() for name, _ in message.get("headers", [])}
+            extra = [(k, v) for k, v in _HARDENING if k not in names]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return send_hardened

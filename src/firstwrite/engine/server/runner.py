@@ -1,0 +1,135 @@
+"""uvicorn, set up the way the engine's server runs: the pieces :func:`.server.serve` and
+:class:`.server.ServerThread` share (configuration, binding, the loop, the server class)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from . import connection
+from .connection import Limits
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from .app import EngineApp
+
+__all__ = [
+    "bind",
+    "new_loop",
+    "request_exit",
+    "serve_until_signalled",
+    "server_class",
+    "url_of",
+    "uvicorn_config",
+]
+
+
+def uvicorn_config(app: EngineApp, host: str, port: int, limits: Limits) -> uvicorn.Config:
+    import uvicorn
+
+    # Threads that may open the database: the engine pool, Starlette's (admin), the lane, the
+    # TTL sweeper and replication.
+    threads = app.threads + 40 + 4
+    http: Any = connection.protocol_class(limits, limits.connections(threads)) or "auto"
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop"
+    except ImportError:  # pragma: no cover - no uvloop on Windows
+        loop = "asyncio"
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop=loop,
+        http=http,
+        lifespan="off",
+        access_log=False,
+        log_config=None,  # never reconfigure the host program's logging
+        log_level="warning",
+        server_header=False,
+        date_header=True,
+        # The server faces its callers: X-Forwarded-For is the caller's own word (it made a new
+        # address, and a fresh login-throttle count, of every guess), and the middleware that
+        # reads it cost every request.
+        proxy_headers=False,
+        backlog=2048,
+        timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=10,
+    )
+
+
+def bind(host: str, port: int) -> socket.socket:
+    # Bound here rather than by uvicorn, whose bind_socket() calls sys.exit() on failure.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def server_class() -> Any:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        """uvicorn's server, minus its signal handling (its owner decides) plus a ready hook."""
+
+        ready_callback: Callable[[], None] | None = None
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and self.ready_callback is not None:
+                self.ready_callback()
+
+    return _Server
+
+
+def request_exit(server: uvicorn.Server) -> None:
+    if server.should_exit:
+        server.force_exit = True  # a second signal: stop waiting for in-flight requests
+    server.should_exit = True
+
+
+def serve_until_signalled(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Run ``server`` on ``sock`` on a new event loop until it exits; on the main thread,
+    SIGINT/SIGTERM ask it to (a second one stops waiting for in-flight requests)."""
+
+    async def main() -> None:
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, request_exit, server)
+        await server.serve(sockets=[sock])
+
+    with asyncio.Runner(loop_factory=new_loop) as loop_runner:
+        loop_runner.run(main())

@@ -1,0 +1,168 @@
+"""How features plug into the engine: one explicit list, one install/start/close protocol, hooks.
+
+Tags, streams, TTL, regions, indexes and faults are :class:`~firstwrite.engine.context.Feature` objects
+the engine lists where it is built; they register hooks through the engine's hook API and
+nothing else. The reader hook is how an interceptor changes what eventually consistent reads
+see, without the operations knowing who set it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstwrite.engine.api import Engine
+from firstwrite.engine.context import Context, Feature
+from firstwrite.engine.direct.client import DirectClient
+from firstwrite.engine.features.faults.injector import FaultInjector
+from firstwrite.engine.features.indexes.maintenance import Indexes
+from firstwrite.engine.features.regions import Replication
+from firstwrite.engine.features.streams import Streams
+from firstwrite.engine.features.tags import Tags
+from firstwrite.engine.features.ttl import TimeToLive, TTLConfig
+
+FEATURES = (Tags, Streams, TimeToLive, Replication, Indexes, FaultInjector)
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    with Engine(tmp_path / "features.db") as engine:
+        yield engine
+
+
+def _table(client: DirectClient) -> None:
+    client.create_table(
+        TableName="tbl",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
+    assert [type(f) for f in engine.features] == list(FEATURES)
+    assert all(isinstance(f, Feature) for f in engine.features)
+    assert engine.features == (
+        engine.tags,
+        engine.streams,
+        engine.ttl,
+        engine.replication,
+        engine.indexes,
+        engine.faults,
+    )
+    # The hooks in force are the features' own, in the listed order (faults: none until used).
+    owners = [getattr(h, "__self__", None) or h.__module__ for h in engine.change_hooks]
+    assert owners == [
+        "firstwrite.engine.features.streams",
+        "firstwrite.engine.features.ttl",
+        engine.replication,
+        engine.indexes,
+    ]
+    assert [h.__module__ for h in engine.table_hooks] == [
+        "firstwrite.engine.features.tags",
+        "firstwrite.engine.features.streams",
+        "firstwrite.engine.features.ttl",
+        "firstwrite.engine.features.regions",
+        "firstwrite.engine.features.indexes.maintenance",
+    ]
+    assert engine.interceptors == []
+
+
+def test_every_feature_is_installed_before_any_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    steps: list[tuple[str, str]] = []
+    for cls in FEATURES:
+        for step in ("install", "start", "close"):
+            original = getattr(cls, step)
+
+            def record(self: Any, *args: Any, _step: str = step, _original: Any = original) -> Any:
+                steps.append((type(self).__name__, _step))
+                return _original(self, *args)
+
+            monkeypatch.setattr(cls, step, record)
+    Engine(tmp_path / "order.db").close()
+    names = [cls.__name__ for cls in FEATURES]
+    assert steps == [
+        *((name, "install") for name in names),
+        *((name, "start") for name in names),
+        *((name, "close") for name in reversed(names)),
+    ]
+
+
+def test_closing_the_engine_stops_the_background_work(tmp_path: Path) -> None:
+    engine = Engine(tmp_path / "close.db", ttl_config=TTLConfig(sweep_interval=0.05))
+    sweeper = engine.ttl._thread
+    assert sweeper is not None and sweeper.is_alive()
+    engine.close()
+    assert not sweeper.is_alive()
+
+
+def test_hooks_are_replaced_not_changed_in_place(engine: Engine) -> None:
+    """A call iterates the list it read: adding or removing a hook makes a new list."""
+    before = engine.interceptors
+
+    def intercept(ctx: Context) -> None:
+        pass
+
+    engine.add_interceptor(intercept)
+    engine.add_interceptor(intercept)  # once only
+    assert before == [] and engine.interceptors == [intercept]
+    during = engine.interceptors
+    engine.remove_interceptor(intercept)
+    assert during == [intercept] and engine.interceptors == []
+
+
+def test_a_hook_without_a_watch_makes_every_table_loud(engine: Engine) -> None:
+    client = DirectClient(engine)
+    _table(client)
+    row = engine.storage.cached_table(engine.default_region, "tbl")
+    assert row is not None and engine.quiet(row)  # streams, TTL and replication ignore it
+    seen: list[str] = []
+
+    def hook(ctx: Context, w: Any, row: Any, old: Any, new: Any) -> None:
+        seen.append(ctx.operation)
+
+    engine.add_change_hook(hook)
+    assert not engine.quiet(row)
+    client.put_item(
+        TableName="tbl", Item={"pk": {"S": "k"}}, ConditionExpression="attribute_not_exists(pk)"
+    )
+    assert seen == ["PutItem"]  # the single-statement path would have skipped the hook
+    engine.remove_change_hook(hook)
+    assert engine.quiet(row)
+
+
+class _Past:
+    """A reader that answers every item read with one fixed item."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+
+    def get(self, table_id: int, pk: bytes, sk: bytes = b"") -> dict[str, Any]:
+        return {"pk": {"S": "k"}, "v": {"S": "as the hook sees it"}}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
+def test_eventually_consistent_reads_go_through_the_calls_reader_hook(engine: Engine) -> None:
+    client = DirectClient(engine)
+    _table(client)
+    client.put_item(TableName="tbl", Item={"pk": {"S": "k"}, "v": {"S": "stored"}})
+
+    def intercept(ctx: Context) -> None:
+        if ctx.operation == "GetItem":
+            ctx.reader_hook = _Past
+
+    engine.add_interceptor(intercept)
+    key = {"pk": {"S": "k"}}
+    eventual = client.get_item(TableName="tbl", Key=key)
+    strong = client.get_item(TableName="tbl", Key=key, ConsistentRead=True)
+    assert eventual["Item"]["v"] == {"S": "as the hook sees it"}
+    assert strong["Item"]["v"] == {"S": "stored"}  # a strongly consistent read never is
+    engine.remove_interceptor(intercept)
+    assert client.get_item(TableName="tbl", Key=key)["Item"]["v"] == {"S": "stored"}
