@@ -21,8 +21,8 @@ AS_IS = "engine as is (features off)"
 
 def _emptied(engine: Any, client: Any) -> None:
     # Streams, TTL and replication stop working on this engine: it only serves as the floor.
-    engine.change_hooks.clear()
-    engine.interceptors.clear()
+    engine.hooks.change_hooks.clear()
+    engine.hooks.interceptors.clear()
 
 
 def _streams(engine: Any, client: Any) -> None:
@@ -45,7 +45,7 @@ def _faults_never_firing(engine: Any, client: Any) -> None:
     if faults is None:
         raise RuntimeError("Engine has no fault injector (engine.faults) yet")
     faults.throttle(operation="Scan", table="no-such-table", rate=1.0)
-    if not engine.interceptors:
+    if not engine.hooks.interceptors:
         raise RuntimeError("a configured fault installed no interceptor")
 
 
@@ -68,8 +68,8 @@ def _hooks(engine: Any) -> str:
         )
 
     return (
-        f"{len(engine.change_hooks)} change hook(s) ({names(engine.change_hooks)}) and "
-        f"{len(engine.interceptors)} interceptor(s) ({names(engine.interceptors)})"
+        f"{len(engine.hooks.change_hooks)} change hook(s) ({names(engine.hooks.change_hooks)}) and "
+        f"{len(engine.hooks.interceptors)} interceptor(s) ({names(engine.hooks.interceptors)})"
     )
 
 

@@ -1,29 +1,34 @@
-"""The structure rules of docs/engine.md and the architecture note, checked on the source tree.
+"""The structure rules of docs/engine.md (Layout) and the architecture note, checked on the tree.
 
 * Layering: the engine is a DynamoDB, full stop. It never imports the idempotency layer or
   anything built on it (CLI, HTTP middleware, demo, console, testing helpers). The layer talks
   to DynamoDB only through a boto3 client; its one permitted touch of the engine is the
-  no-configuration default in ``idempotency/local.py``. Core operations know nothing of the
-  features that ride on them (fault injection, replication, streams, TTL, tags).
-* No import cycles among the modules of ``src/``.
+  no-configuration default in ``idempotency/local.py``.
+* The engine's own layout: at most 12 modules at its top level; the core (the top-level modules
+  but the front door ``api.py``, and ``operations/``, ``expressions/``, ``storage/``) imports
+  none of ``features/``, ``server/``, ``binding/``, ``direct/``; features never import each
+  other (they meet through the hooks); features and the core type against ``context.Host``,
+  never the concrete ``api.Engine``; the ways in (``server/``, ``binding/``, ``direct/``) reach
+  the engine through its front door (``api``, with ``errors`` and ``values``).
+* No import cycles among the modules of ``src/``, counting imports made only for the type
+  checker.
 * Modules stay under ~500 lines, or say in their docstring why one concept needs more.
 
-How imports are read for the cycle check. Every ``import`` that runs counts: at module level,
-in a class body, and inside functions too. A deferred import is the usual way to hide a cycle
-(the module graph still goes round, only the crash is postponed to the call), so it counts as
-an edge like any other. Imports under ``if TYPE_CHECKING:`` do not count: they never run, and
-with ``from __future__ import annotations`` a type may name a class that names it back (the
-Engine creates a Context; a Context carries its Engine) without any module needing the other
-to load. ``from package import name`` is an edge to ``package.name`` when that is a module
-(Python loads the submodule, the package's own code is already running) and to ``package``
-otherwise; importing a submodule does not count as an edge to its parent package, which
-Python always initialises first.
+How imports are read for the cycle check. Every ``import`` counts: at module level, in a class
+body, inside functions, and under ``if TYPE_CHECKING:``. A deferred import is the usual way to
+hide a cycle (the module graph still goes round, only the crash is postponed to the call), and
+a type-checking import is the other: the modules still depend on each other, so both count as
+edges like any other. ``from package import name`` is an edge to ``package.name`` when that is
+a module (Python loads the submodule, the package's own code is already running) and to
+``package`` otherwise; importing a submodule does not count as an edge to its parent package,
+which Python always initialises first.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "firstwrite"
@@ -33,30 +38,23 @@ ABOVE_THE_ENGINE = (
     "firstwrite.idempotency",
     "firstwrite.cli",
     "firstwrite.http",
-    "firstwrite.web",
     "firstwrite.demo",
     "firstwrite.console",
     "firstwrite.testing",
 )
-# The engine's features: core operations reach them only through hooks on the context.
-FEATURES = (
-    "firstwrite.engine.features.faults.injector",
-    "firstwrite.engine.features.indexes.maintenance",
-    "firstwrite.engine.features.faults.throughput",
-    "firstwrite.engine.features.regions",
-    "firstwrite.engine.features.streams",
-    "firstwrite.engine.features.ttl",
-    "firstwrite.engine.features.tags",
-)
-CORE_OPERATIONS = (
-    "_common",
-    "_source",
-    "account",
-    "batch",
-    "items",
-    "query",
-    "tables",
-    "transactions",
+ENGINE = SRC / "engine"
+MAX_ENGINE_TOP_LEVEL = 12
+# The engine's parts beside its core, each a subpackage.
+FEATURES = "firstwrite.engine.features"
+WAYS_IN = ("server", "binding", "direct")
+# The core's subpackages; the core is these and the top-level modules but the front door.
+CORE_PACKAGES = ("operations", "expressions", "storage")
+FRONT_DOOR = "api.py"
+# What the ways in may import of the engine outside their own subpackages.
+FRONT_DOOR_MODULES = (
+    "firstwrite.engine.api",
+    "firstwrite.engine.errors",
+    "firstwrite.engine.values",
 )
 
 # Cycles and long modules being taken apart on other branches of issue 10 at the time of
@@ -124,14 +122,21 @@ def _runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """module -> the modules of the tree under ``root`` (a package directory) it imports."""
+def _all_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, type-checking ones included."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def import_graph(root: Path, *, type_checking: bool = True) -> dict[str, set[str]]:
+    """module -> the modules of the tree under ``root`` (a package directory) it imports
+    (``type_checking``: imports under ``if TYPE_CHECKING:`` count too)."""
+    statements = _all_imports if type_checking else _runtime_imports
     paths = {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for module, path in paths.items():
         package = _package_of(path, root)
         edges: set[str] = set()
-        for node in _runtime_imports(ast.parse(path.read_text(), filename=str(path))):
+        for node in statements(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Import):
                 edges.update(alias.name for alias in node.names if alias.name in paths)
                 continue
@@ -215,22 +220,68 @@ def test_the_idempotency_layer_uses_the_engine_only_for_its_local_default() -> N
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_core_operations_know_no_feature() -> None:
-    """Fault injection, replication, streams, TTL and tags reach the core operations through
-    the hooks on the engine and the context (context.py), never by being imported."""
-    offenders = {
-        name: sorted(
-            m
-            for m in _imports(SRC / "engine" / "operations" / f"{name}.py")
-            if m.startswith(FEATURES)
-        )
-        for name in CORE_OPERATIONS
+def _engine_files(*parts: str) -> list[Path]:
+    return sorted(p for part in parts for p in (ENGINE / part).rglob("*.py"))
+
+
+def _core_files() -> list[Path]:
+    top = [p for p in ENGINE.glob("*.py") if p.name not in (FRONT_DOOR, "__init__.py")]
+    return sorted(top) + _engine_files(*CORE_PACKAGES)
+
+
+def _offenders(paths: list[Path], bad: Callable[[Path, str], bool]) -> dict[str, list[str]]:
+    found = {
+        str(path.relative_to(SRC)): sorted(name for name in _imports(path) if bad(path, name))
+        for path in paths
     }
-    assert {k: v for k, v in offenders.items() if v} == {}
-    # And no operation at all imports fault injection.
-    for path in (SRC / "engine" / "operations").glob("*.py"):
-        imported = _imports(path)
-        assert not any(m.startswith(FEATURES[:2]) for m in imported), path.name
+    return {k: v for k, v in found.items() if v}
+
+
+def test_the_engine_top_level_stays_small() -> None:
+    modules = sorted(p.name for p in ENGINE.glob("*.py"))
+    assert len(modules) <= MAX_ENGINE_TOP_LEVEL, modules
+
+
+def test_the_core_imports_no_feature_and_no_way_in() -> None:
+    """Fault injection, replication, streams, TTL, tags and indexes reach the core through the
+    hooks (context.Hooks), never by being imported; nor does the core know how it is called."""
+    parts = tuple(f"firstwrite.engine.{p}" for p in ("features", *WAYS_IN))
+    assert _offenders(_core_files(), lambda _p, name: name.startswith(parts)) == {}
+
+
+def _feature_of(path: Path) -> str:
+    return path.relative_to(ENGINE / "features").with_suffix("").parts[0]
+
+
+def test_features_never_import_each_other() -> None:
+    def other_feature(path: Path, name: str) -> bool:
+        if not name.startswith(FEATURES + "."):
+            return False
+        return name.removeprefix(FEATURES + ".").split(".")[0] != _feature_of(path)
+
+    paths = [
+        p
+        for p in _engine_files("features")
+        if p.name != "__init__.py" or p.parent.name != "features"
+    ]
+    assert len({_feature_of(p) for p in paths}) >= 6
+    assert _offenders(paths, other_feature) == {}
+
+
+def test_features_and_the_core_type_against_the_host_not_the_engine() -> None:
+    paths = _core_files() + _engine_files("features")
+    assert _offenders(paths, lambda _p, name: name.startswith("firstwrite.engine.api")) == {}
+
+
+def test_the_ways_in_reach_the_engine_through_its_front_door() -> None:
+    ways_in = tuple(f"firstwrite.engine.{p}" for p in WAYS_IN)
+
+    def past_the_door(path: Path, name: str) -> bool:
+        if not name.startswith("firstwrite.engine.") or name.startswith(ways_in):
+            return False
+        return not name.startswith(FRONT_DOOR_MODULES)
+
+    assert _offenders(_engine_files(*WAYS_IN), past_the_door) == {}
 
 
 def test_the_checker_sees_relative_imports() -> None:
@@ -246,6 +297,7 @@ def test_no_import_cycles_in_src() -> None:
     found = cycles(import_graph(SRC))
     new = {tuple(sorted(c)) for c in found - PENDING_CYCLES}
     assert new == set(), "import cycles (see this module's docstring for how imports count)"
+    assert import_graph(SRC)["firstwrite.engine.context"], "the graph reads type-checking imports"
     gone = {tuple(sorted(c)) for c in PENDING_CYCLES - found}
     assert gone == set(), "these cycles are gone: remove them from PENDING_CYCLES"
 
@@ -278,8 +330,10 @@ def test_the_cycle_check_finds_cycles_and_only_cycles(tmp_path: Path) -> None:
             "ring/three.py": "def three() -> None:\n    import pkg.ring.one\n",
         },
     )
-    graph = import_graph(root)
+    graph = import_graph(root, type_checking=False)
     assert graph["pkg.sub.f"] == {"pkg.c"} and graph["pkg.d"] == set()
+    # Counting what is imported for the type checker, c <-> d goes round too.
+    assert frozenset({"pkg.c", "pkg.d"}) in cycles(import_graph(root))
     assert cycles(graph) == {
         frozenset({"pkg.a", "pkg.b"}),
         frozenset({"pkg.loop", "pkg.loop.x"}),

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
 from . import operations
 from .clock import Clock
 from .context import (
     DEFAULT_ACCOUNT,
     DEFAULT_REGION,
-    ChangeHook,
     Context,
+    Durability,
     Feature,
     FinishHook,
-    Interceptor,
+    Hooks,
     Operation,
-    TableHook,
+    Service,
 )
 from .errors import DynamoDBError
 from .features.faults.injector import FaultInjector
@@ -32,13 +32,16 @@ from .features.regions import Replication
 from .features.streams import Streams
 from .features.tags import Tags
 from .features.ttl import TimeToLive, TTLConfig
-from .storage import Storage, TableRow, Writer
-from .values import Item
+from .operations.write_route import RouteHints
+from .storage import Storage
 
-Durability = Literal["full", "normal"]
-Service = Literal["dynamodb", "streams"]
-# The table-row cache of Engine.quiet() is dropped whole past this many rows.
-_QUIET_CACHE_MAX = 4096
+__all__ = ["Durability", "Engine", "Service", "not_an_object", "operation_table"]
+
+
+def operation_table(service: Service = "dynamodb") -> Mapping[str, Operation]:
+    """DynamoDB's operation names, each to the function that serves it, for ``service``
+    (``dynamodb``, or ``streams`` for the Streams API): what in-process clients look up once."""
+    return operations.STREAMS if service == "streams" else operations.DYNAMODB
 
 
 def not_an_object(operation: str, value: Any) -> DynamoDBError:
@@ -87,25 +90,9 @@ class Engine:
         self.account_id = account_id
         self.default_region = region
         self.storage = Storage(self.path, durability=durability)
-        # The hook lists features register on (context.py): called inside the write transaction
-        # (change and table hooks) or before every operation (interceptors). Empty lists cost
-        # one check. They are replaced, never changed in place (copy-on-write, under _hooks_lock),
-        # so a call iterates the list it read.
-        self.change_hooks: list[ChangeHook] = []
-        # Per change hook (when it says): whether it acts on a table's writes at all. A write to
-        # a table no hook acts on may take the single-statement fast path (see quiet()).
-        self.change_watches: dict[ChangeHook, Callable[[TableRow], bool]] = {}
-        # Per change hook (when it says): whether it may refuse a table's writes with a
-        # DynamoDBError after they were made (see refusing()).
-        self.change_refusals: dict[ChangeHook, Callable[[TableRow], bool]] = {}
-        self.table_hooks: list[TableHook] = []
-        self.interceptors: list[Interceptor] = []
-        self._hooks_lock = threading.Lock()
-        # Cost hints the operations keep for themselves (e.g. items.failed_already): what
-        # recent calls did, to pick the cheaper way to the same answer. Never semantics.
-        self.hints: dict[Any, Any] = {}
-        # quiet()'s answers per catalog row (by id()), with the hook list they were made for.
-        self._quiet: dict[int, tuple[TableRow, list[ChangeHook], int, bool]] = {}
+        # The hooks features register on (context.Hooks), and the write path's cost hints.
+        self.hooks = Hooks()
+        self.route_hints = RouteHints()
         self._closed = False
         self._lock = threading.Lock()
         # The features, in the order their hooks run: tags first (CreateTable's tag check, so a
@@ -141,8 +128,7 @@ class Engine:
         service: Service = "dynamodb",
     ) -> dict[str, Any]:
         """Run one operation. Raises :class:`DynamoDBError` exactly where DynamoDB would fail."""
-        table = operations.STREAMS if service == "streams" else operations.DYNAMODB
-        fn = table.get(operation)
+        fn = operation_table(service).get(operation)
         if fn is None:
             raise DynamoDBError("UnknownOperationException", "")
         if request is None and not wire:
@@ -158,101 +144,19 @@ class Engine:
         from ``operations.DYNAMODB`` or ``STREAMS``) and holds a mapping: the same call,
         less the lookup and the request's type checks."""
         ctx = Context(self, request, region, wire, operation)
-        if self.interceptors:
-            for intercept in self.interceptors:
+        interceptors = self.hooks.interceptors
+        if interceptors:
+            for intercept in interceptors:
                 intercept(ctx)
             finish = ctx.finish_hooks
             if finish:
                 return _finished(fn, ctx, finish)
-        return fn(ctx)
-
-    # hooks (context.py) -------------------------------------------------------------------
-
-    def add_change_hook(
-        self,
-        hook: ChangeHook,
-        watches: Callable[[TableRow], bool] | None = None,
-        *,
-        refuses: Callable[[TableRow], bool] | None = None,
-    ) -> None:
-        """Install ``hook``; it acts only on writes to tables for which ``watches`` holds
-        (``None``: on every table's writes, so none takes the single-statement fast path).
-
-        ``refuses``: the tables whose writes ``hook`` may refuse by raising a DynamoDBError
-        (e.g. the item collection size limit); writes to them run under a savepoint, so the
-        refusal undoes what the write had done (see :meth:`refusing`).
-        """
-        with self._hooks_lock:
-            if hook in self.change_hooks:
-                return
-            if watches is not None:
-                self.change_watches[hook] = watches
-            if refuses is not None:
-                self.change_refusals = {**self.change_refusals, hook: refuses}
-            self.change_hooks = [*self.change_hooks, hook]
-
-    def remove_change_hook(self, hook: ChangeHook) -> None:
-        with self._hooks_lock:
-            self.change_hooks = [h for h in self.change_hooks if h != hook]
-            self.change_watches.pop(hook, None)
-            self.change_refusals = {h: r for h, r in self.change_refusals.items() if h != hook}
-
-    def refusing(self, *rows: TableRow) -> bool:
-        """Whether a change hook may refuse a write to any of ``rows``' tables after the write
-        was made: such writes run under a savepoint (``Storage.write(savepoint=True)``)."""
-        refusals = self.change_refusals
-        return bool(refusals) and any(r(row) for row in rows for r in refusals.values())
-
-    def add_table_hook(self, hook: TableHook) -> None:
-        """Install ``hook`` into CreateTable, UpdateTable and DeleteTable's transaction."""
-        with self._hooks_lock:
-            if hook not in self.table_hooks:
-                self.table_hooks = [*self.table_hooks, hook]
-
-    def add_interceptor(self, hook: Interceptor, *, first: bool = False) -> None:
-        """Install ``hook`` before every operation (``first``: before those installed already)."""
-        with self._hooks_lock:
-            current = self.interceptors
-            if hook not in current:
-                self.interceptors = [hook, *current] if first else [*current, hook]
-
-    def remove_interceptor(self, hook: Interceptor) -> None:
-        with self._hooks_lock:
-            self.interceptors = [h for h in self.interceptors if h != hook]
-
-    def quiet(self, row: TableRow) -> bool:
-        """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
-        ``watches`` predicate, e.g. by fault injection, act on every table)."""
-        # Cached per catalog row (one object per table id and version, held by the entry, so
-        # its id() names it) for the current hook list (installers replace the list; its
-        # length guards against an append in place).
-        hooks = self.change_hooks
-        cached = self._quiet.get(id(row))
-        if (
-            cached is not None
-            and cached[0] is row
-            and cached[1] is hooks
-            and cached[2] == len(hooks)
-        ):
-            return cached[3]
-        watches = self.change_watches
-        quiet = True
-        for hook in hooks:
-            watch = watches.get(hook)
-            if watch is None or watch(row):
-                quiet = False
-                break
-        if len(self._quiet) >= _QUIET_CACHE_MAX:
-            self._quiet.clear()
-        self._quiet[id(row)] = (row, hooks, len(hooks), quiet)
-        return quiet
-
-    def emit_change(
-        self, ctx: Context, writer: Writer, row: TableRow, old: Item | None, new: Item | None
-    ) -> None:
-        """Tell every change hook that one item changed (inside the write transaction)."""
-        for hook in self.change_hooks:
-            hook(ctx, writer, row, old, new)
+        response = fn(ctx)
+        finish = ctx.finish_hooks  # registered by the operation's own table hooks
+        if finish:
+            for hook in finish:
+                hook(ctx, response, None)
+        return response
 
     def close(self) -> None:
         with self._lock:

@@ -1,28 +1,37 @@
-"""One call as operations and features see it, and the hooks through which features plug in.
+"""One call as operations and features see it, the host they see it on, and the hooks registry
+through which features plug in.
 
-An operation is a function ``(ctx: Context) -> dict``. A feature (tags, streams, TTL, regions,
-faults; see :class:`Feature`) never patches an operation: it registers hooks on the engine,
-which the engine and the operations call at fixed points of every call:
+An operation is a function ``(ctx: Context) -> dict``. Operations and features type against
+:class:`Host`, never against the concrete :class:`~firstwrite.engine.api.Engine`: the front door
+composes them, they do not know it. A feature (see :class:`Feature`) never patches an
+operation: it registers hooks on ``host.hooks`` (:class:`Hooks`), called at fixed points:
 
 * an :data:`Interceptor` runs before the operation (fault injection, the lazy replication
   apply); it may raise a DynamoDBError, register a :data:`FinishHook` with
   :meth:`Context.on_finish`, or set the call's :data:`ReaderHook`;
 * a :data:`ChangeHook` runs for every changed item inside the write's own transaction (streams,
   the TTL index, replication, the stale-read history);
-* a :data:`TableHook` runs inside CreateTable, UpdateTable and DeleteTable's transaction.
+* a :data:`TableHook` runs inside the transaction of CreateTable, UpdateTable, DeleteTable and
+  UpdateTimeToLive (``action``: ``create``, ``update``, ``delete``, ``ttl``); it returns the row
+  unchanged for an action it does not handle;
+* a :data:`SweepHook` runs after each background sweep (stream records past their retention).
+
+Hook lists are replaced, never changed in place (copy-on-write under a lock), so a call
+iterates the list it read.
 """
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
-    from .api import Engine
     from .clock import Clock
     from .errors import DynamoDBError
+    from .operations.write_route import RouteHints
     from .storage import Reader, Storage, TableRow, Writer
     from .values import Item
 
@@ -31,11 +40,16 @@ __all__ = [
     "DEFAULT_REGION",
     "ChangeHook",
     "Context",
+    "Durability",
     "Feature",
     "FinishHook",
+    "Hooks",
+    "Host",
     "Interceptor",
     "Operation",
     "ReaderHook",
+    "Service",
+    "SweepHook",
     "TableHook",
 ]
 
@@ -53,13 +67,19 @@ FinishHook = Callable[["Context", "dict[str, Any] | None", "DynamoDBError | None
 # The reader an eventually consistent read of this call uses instead of the current one.
 ReaderHook = Callable[["Reader"], "Reader"]
 Operation = Callable[["Context"], dict[str, Any]]
+Durability = Literal["full", "normal"]
+Service = Literal["dynamodb", "streams"]
+# (now): runs after each background sweep, outside any transaction.
+SweepHook = Callable[[float], None]
+# The table-row cache of Hooks.quiet() is dropped whole past this many rows.
+_QUIET_CACHE_MAX = 4096
 
 
 @dataclass(slots=True)
 class Context:
     """What an operation sees of one call: its parameters and the engine serving it."""
 
-    engine: Engine
+    engine: Host
     params: Mapping[str, Any]
     region: str = DEFAULT_REGION
     wire: bool = False  # B values are base64 text (JSON callers) rather than bytes
@@ -112,11 +132,163 @@ class Feature(ABC):
     """
 
     @abstractmethod
-    def install(self, engine: Engine) -> None:
-        """Register this feature's hooks on ``engine`` (called once, before any :meth:`start`)."""
+    def install(self, engine: Host) -> None:
+        """Register this feature's hooks on ``engine.hooks`` (called once, before any
+        :meth:`start`)."""
 
     def start(self) -> None:  # noqa: B027  (most features have no background work)
         """Begin background work, if the feature has any."""
 
     def close(self) -> None:  # noqa: B027
         """Stop background work; the engine closes its storage afterwards."""
+
+
+class Hooks:
+    """The hook lists of one engine, and the questions the write path asks of them."""
+
+    def __init__(self) -> None:
+        self.change_hooks: list[ChangeHook] = []
+        # Per change hook (when it says): whether it acts on a table's writes at all. A write to
+        # a table no hook acts on may take the single-statement fast path (see quiet()).
+        self.change_watches: dict[ChangeHook, Callable[[TableRow], bool]] = {}
+        # Per change hook (when it says): whether it may refuse a table's writes with a
+        # DynamoDBError after they were made (see refusing()).
+        self.change_refusals: dict[ChangeHook, Callable[[TableRow], bool]] = {}
+        self.table_hooks: list[TableHook] = []
+        self.interceptors: list[Interceptor] = []
+        self.sweep_hooks: list[SweepHook] = []
+        self._lock = threading.Lock()
+        # quiet()'s answers per catalog row (by id()), with the hook list they were made for.
+        self._quiet: dict[int, tuple[TableRow, list[ChangeHook], int, bool]] = {}
+
+    def add_change_hook(
+        self,
+        hook: ChangeHook,
+        watches: Callable[[TableRow], bool] | None = None,
+        *,
+        refuses: Callable[[TableRow], bool] | None = None,
+    ) -> None:
+        """Install ``hook``; it acts only on writes to tables for which ``watches`` holds
+        (``None``: on every table's writes, so none takes the single-statement fast path).
+
+        ``refuses``: the tables whose writes ``hook`` may refuse by raising a DynamoDBError
+        (e.g. the item collection size limit); writes to them run under a savepoint, so the
+        refusal undoes what the write had done (see :meth:`refusing`).
+        """
+        with self._lock:
+            if hook in self.change_hooks:
+                return
+            if watches is not None:
+                self.change_watches[hook] = watches
+            if refuses is not None:
+                self.change_refusals = {**self.change_refusals, hook: refuses}
+            self.change_hooks = [*self.change_hooks, hook]
+
+    def remove_change_hook(self, hook: ChangeHook) -> None:
+        with self._lock:
+            self.change_hooks = [h for h in self.change_hooks if h != hook]
+            self.change_watches.pop(hook, None)
+            self.change_refusals = {h: r for h, r in self.change_refusals.items() if h != hook}
+
+    def add_table_hook(self, hook: TableHook) -> None:
+        """Install ``hook`` into the table operations' transaction (see the module docstring)."""
+        with self._lock:
+            if hook not in self.table_hooks:
+                self.table_hooks = [*self.table_hooks, hook]
+
+    def add_interceptor(self, hook: Interceptor, *, first: bool = False) -> None:
+        """Install ``hook`` before every operation (``first``: before those installed already)."""
+        with self._lock:
+            current = self.interceptors
+            if hook not in current:
+                self.interceptors = [hook, *current] if first else [*current, hook]
+
+    def remove_interceptor(self, hook: Interceptor) -> None:
+        with self._lock:
+            self.interceptors = [h for h in self.interceptors if h != hook]
+
+    def add_sweep_hook(self, hook: SweepHook) -> None:
+        """Install ``hook`` after each background sweep."""
+        with self._lock:
+            if hook not in self.sweep_hooks:
+                self.sweep_hooks = [*self.sweep_hooks, hook]
+
+    def refusing(self, *rows: TableRow) -> bool:
+        """Whether a change hook may refuse a write to any of ``rows``' tables after the write
+        was made: such writes run under a savepoint (``Storage.write(savepoint=True)``)."""
+        refusals = self.change_refusals
+        return bool(refusals) and any(r(row) for row in rows for r in refusals.values())
+
+    def quiet(self, row: TableRow) -> bool:
+        """Whether no change hook acts on writes to ``row``'s table (hooks installed without a
+        ``watches`` predicate, e.g. by fault injection, act on every table)."""
+        # Cached per catalog row (one object per table id and version, held by the entry, so
+        # its id() names it) for the current hook list (installers replace the list; its
+        # length guards against an append in place).
+        hooks = self.change_hooks
+        cached = self._quiet.get(id(row))
+        if (
+            cached is not None
+            and cached[0] is row
+            and cached[1] is hooks
+            and cached[2] == len(hooks)
+        ):
+            return cached[3]
+        watches = self.change_watches
+        quiet = True
+        for hook in hooks:
+            watch = watches.get(hook)
+            if watch is None or watch(row):
+                quiet = False
+                break
+        if len(self._quiet) >= _QUIET_CACHE_MAX:
+            self._quiet.clear()
+        self._quiet[id(row)] = (row, hooks, len(hooks), quiet)
+        return quiet
+
+    def emit_change(
+        self, ctx: Context, writer: Writer, row: TableRow, old: Item | None, new: Item | None
+    ) -> None:
+        """Tell every change hook that one item changed (inside the write transaction)."""
+        for hook in self.change_hooks:
+            hook(ctx, writer, row, old, new)
+
+    def swept(self, now: float) -> None:
+        """Run every sweep hook (the background sweeper calls this after each sweep)."""
+        for hook in self.sweep_hooks:
+            hook(now)
+
+
+class Host(Protocol):
+    """What features and operations use of the engine that serves them."""
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def hooks(self) -> Hooks: ...
+
+    @property
+    def route_hints(self) -> RouteHints: ...
+
+    @property
+    def account_id(self) -> str: ...
+
+    @property
+    def default_region(self) -> str: ...
+
+    @property
+    def durability(self) -> Durability: ...
+
+    def execute(
+        self,
+        operation: str,
+        request: Mapping[str, Any] | None = None,
+        *,
+        region: str | None = None,
+        wire: bool = False,
+        service: Service = "dynamodb",
+    ) -> dict[str, Any]: ...

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# The message of an item over DynamoDB's 400 KB limit (PutItem, batches, transactions).
+ITEM_TOO_LARGE = "Item size has exceeded the maximum allowed size"
+
 _DYNAMODB = "com.amazonaws.dynamodb.v20120810#"
 _VALIDATE = "com.amazon.coral.validate#"
 _SERVICE = "com.amazon.coral.service#"

@@ -8,14 +8,16 @@ from typing import Any
 
 from .errors import invalid_parameters, validation
 from .keys import IndexSchema, KeySchema, composite_part, encode_key_value
-from .values import AttributeValue, Item, item_size, parse_value, value_type
-
-MAX_NAME_BYTES = 65535  # the longest attribute name (64 KB itself is refused)
-# DynamoDB's words, measured on the service (ExtendDB issue #365, 2026-09): for item attribute
-# names at any depth and for ExpressionAttributeNames values alike.
-NAME_TOO_LARGE = (
-    "1 validation error detected: Attribute name is too large, must be less than 65536 bytes"
+from .values import (
+    MAX_NAME_BYTES,
+    AttributeValue,
+    Item,
+    check_name,
+    item_size,
+    parse_value,
+    value_type,
 )
+
 MAX_HASH_KEY_BYTES = 2048
 MAX_RANGE_KEY_BYTES = 1024
 _KEY_MISMATCH = "The provided key element does not match the schema"
@@ -39,12 +41,6 @@ def _encoded(name: str, value: AttributeValue, *, is_hash: bool) -> bytes:
             "Aggregated size of all range keys has exceeded the size limit of 1024 bytes"
         )
     return encoded
-
-
-def check_name(name: str) -> None:
-    """Refuse an attribute name longer than DynamoDB's limit."""
-    if len(name) > MAX_NAME_BYTES // 4 and len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise validation(NAME_TOO_LARGE)
 
 
 def check_attribute_names(item: Item, size: int) -> None:

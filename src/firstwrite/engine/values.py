@@ -77,6 +77,20 @@ _EMPTY_SET = {
 # --- numbers -------------------------------------------------------------------------------
 
 
+MAX_NAME_BYTES = 65535  # the longest attribute name (64 KB itself is refused)
+# DynamoDB's words, as the service answers them (ExtendDB issue #365, 2026-09): for item attribute
+# names at any depth and for ExpressionAttributeNames values alike.
+NAME_TOO_LARGE = (
+    "1 validation error detected: Attribute name is too large, must be less than 65536 bytes"
+)
+
+
+def check_name(name: str) -> None:
+    """Refuse an attribute name longer than DynamoDB's limit."""
+    if len(name) > MAX_NAME_BYTES // 4 and len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise validation(NAME_TOO_LARGE)
+
+
 def parse_number(text: Any) -> Decimal:
     """Validate a number as DynamoDB does and return its exact value."""
     if not isinstance(text, str):

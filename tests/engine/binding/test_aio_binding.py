@@ -71,7 +71,7 @@ def test_aio_answers_exactly_like_the_boto3_binding(full_stack: bool) -> None:
 
 def _counting(engine: Engine) -> list[str]:
     calls: list[str] = []
-    engine.interceptors.insert(0, lambda ctx: calls.append(ctx.operation))
+    engine.hooks.interceptors.insert(0, lambda ctx: calls.append(ctx.operation))
     return calls
 
 
@@ -209,7 +209,7 @@ def test_an_engine_call_that_may_block_runs_off_the_event_loop() -> None:
 
     async def run() -> None:
         async with local_aio_client(engine) as client:
-            engine.interceptors.append(hold)
+            engine.hooks.interceptors.append(hold)
             call = asyncio.ensure_future(client.list_tables())
             await asyncio.sleep(0)
             released.set()  # runs while the call is in flight

@@ -209,13 +209,13 @@ def test_stream_records_parse_the_same() -> None:
 
 def _counting(engine: Engine) -> list[str]:
     calls: list[str] = []
-    previous = list(engine.interceptors)
+    previous = list(engine.hooks.interceptors)
 
     def count(ctx: Any) -> None:
         calls.append(ctx.operation)
 
-    engine.interceptors.insert(0, count)
-    assert engine.interceptors[1:] == previous
+    engine.hooks.interceptors.insert(0, count)
+    assert engine.hooks.interceptors[1:] == previous
     return calls
 
 

@@ -104,15 +104,15 @@ def error_of(call: Callable[[], Any]) -> ClientError:
 
 
 def test_nothing_is_installed_until_a_fault_is_added(engine: Engine) -> None:
-    assert engine.interceptors == []
-    hooks_before = list(engine.change_hooks)
+    assert engine.hooks.interceptors == []
+    hooks_before = list(engine.hooks.change_hooks)
     engine.faults.stale_reads(5, table="t")
     engine.faults.crash("before_commit", operation="PutItem")
-    assert len(engine.interceptors) == 1
-    assert len(engine.change_hooks) == len(hooks_before) + 2
+    assert len(engine.hooks.interceptors) == 1
+    assert len(engine.hooks.change_hooks) == len(hooks_before) + 2
     engine.faults.clear()
-    assert engine.interceptors == []
-    assert engine.change_hooks == hooks_before
+    assert engine.hooks.interceptors == []
+    assert engine.hooks.change_hooks == hooks_before
     # A counted fault uninstalls itself once used up.
     client = local_client(engine, config=Config(retries={"total_max_attempts": 1}))
     client.create_table(
@@ -123,7 +123,7 @@ def test_nothing_is_installed_until_a_fault_is_added(engine: Engine) -> None:
     )
     engine.faults.throttle(operation="PutItem", count=1)
     error_of(lambda: put(client, "counted", "a"))
-    assert engine.interceptors == [] and engine.faults.active() == []
+    assert engine.hooks.interceptors == [] and engine.faults.active() == []
     put(client, "counted", "b")
 
 

@@ -54,21 +54,21 @@ def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
         engine.faults,
     )
     # The hooks in force are the features' own, in the listed order (faults: none until used).
-    owners = [getattr(h, "__self__", None) or h.__module__ for h in engine.change_hooks]
+    owners = [getattr(h, "__self__", None) or h.__module__ for h in engine.hooks.change_hooks]
     assert owners == [
         "firstwrite.engine.features.streams",
         "firstwrite.engine.features.ttl",
         engine.replication,
         engine.indexes,
     ]
-    assert [h.__module__ for h in engine.table_hooks] == [
+    assert [h.__module__ for h in engine.hooks.table_hooks] == [
         "firstwrite.engine.features.tags",
         "firstwrite.engine.features.streams",
         "firstwrite.engine.features.ttl",
         "firstwrite.engine.features.regions",
         "firstwrite.engine.features.indexes.maintenance",
     ]
-    assert engine.interceptors == []
+    assert engine.hooks.interceptors == []
 
 
 def test_every_feature_is_installed_before_any_starts(
@@ -103,37 +103,37 @@ def test_closing_the_engine_stops_the_background_work(tmp_path: Path) -> None:
 
 def test_hooks_are_replaced_not_changed_in_place(engine: Engine) -> None:
     """A call iterates the list it read: adding or removing a hook makes a new list."""
-    before = engine.interceptors
+    before = engine.hooks.interceptors
 
     def intercept(ctx: Context) -> None:
         pass
 
-    engine.add_interceptor(intercept)
-    engine.add_interceptor(intercept)  # once only
-    assert before == [] and engine.interceptors == [intercept]
-    during = engine.interceptors
-    engine.remove_interceptor(intercept)
-    assert during == [intercept] and engine.interceptors == []
+    engine.hooks.add_interceptor(intercept)
+    engine.hooks.add_interceptor(intercept)  # once only
+    assert before == [] and engine.hooks.interceptors == [intercept]
+    during = engine.hooks.interceptors
+    engine.hooks.remove_interceptor(intercept)
+    assert during == [intercept] and engine.hooks.interceptors == []
 
 
 def test_a_hook_without_a_watch_makes_every_table_loud(engine: Engine) -> None:
     client = DirectClient(engine)
     _table(client)
     row = engine.storage.cached_table(engine.default_region, "tbl")
-    assert row is not None and engine.quiet(row)  # streams, TTL and replication ignore it
+    assert row is not None and engine.hooks.quiet(row)  # streams, TTL and replication ignore it
     seen: list[str] = []
 
     def hook(ctx: Context, w: Any, row: Any, old: Any, new: Any) -> None:
         seen.append(ctx.operation)
 
-    engine.add_change_hook(hook)
-    assert not engine.quiet(row)
+    engine.hooks.add_change_hook(hook)
+    assert not engine.hooks.quiet(row)
     client.put_item(
         TableName="tbl", Item={"pk": {"S": "k"}}, ConditionExpression="attribute_not_exists(pk)"
     )
     assert seen == ["PutItem"]  # the single-statement path would have skipped the hook
-    engine.remove_change_hook(hook)
-    assert engine.quiet(row)
+    engine.hooks.remove_change_hook(hook)
+    assert engine.hooks.quiet(row)
 
 
 class _Past:
@@ -158,11 +158,11 @@ def test_eventually_consistent_reads_go_through_the_calls_reader_hook(engine: En
         if ctx.operation == "GetItem":
             ctx.reader_hook = _Past
 
-    engine.add_interceptor(intercept)
+    engine.hooks.add_interceptor(intercept)
     key = {"pk": {"S": "k"}}
     eventual = client.get_item(TableName="tbl", Key=key)
     strong = client.get_item(TableName="tbl", Key=key, ConsistentRead=True)
     assert eventual["Item"]["v"] == {"S": "as the hook sees it"}
     assert strong["Item"]["v"] == {"S": "stored"}  # a strongly consistent read never is
-    engine.remove_interceptor(intercept)
+    engine.hooks.remove_interceptor(intercept)
     assert client.get_item(TableName="tbl", Key=key)["Item"]["v"] == {"S": "stored"}

@@ -16,9 +16,8 @@ from botocore.exceptions import ClientError
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.sync import local_client
-from firstwrite.engine.features.streams import RETENTION_S
 from firstwrite.engine.features.ttl import TTLConfig
-from firstwrite.engine.operations.streams import ITERATOR_LIFETIME_S
+from firstwrite.engine.operations.streams import ITERATOR_LIFETIME_S, RETENTION_S
 
 NOW = 1_750_000_000.0
 VIEW_TYPES = ("KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES")

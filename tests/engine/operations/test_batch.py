@@ -338,7 +338,7 @@ def test_batch_write_is_all_or_nothing(tables: Engine) -> None:
 
 def test_batch_write_emits_a_change_per_write(tables: Engine) -> None:
     seen: list[tuple[str, Any, Any]] = []
-    tables.change_hooks.append(
+    tables.hooks.change_hooks.append(
         lambda ctx, w, row, old, new: seen.append((row.name, old and old["pk"], new and new["pk"]))
     )
     write(

@@ -605,7 +605,9 @@ def test_change_hooks_see_each_written_item_and_nothing_when_cancelled(
     put(direct, table, "del")
     put(direct, table, "chk")
     seen: list[tuple[str, Any, Any]] = []
-    engine.change_hooks.append(lambda ctx, w, row, old, new: seen.append((row.name, old, new)))
+    engine.hooks.change_hooks.append(
+        lambda ctx, w, row, old, new: seen.append((row.name, old, new))
+    )
     direct.transact_write_items(
         TransactItems=[
             {"Put": {"TableName": table, "Item": key("new")}},

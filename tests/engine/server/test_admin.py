@@ -94,7 +94,7 @@ def test_faults_add_list_remove(admin: httpx.Client, engine: Engine) -> None:
     problem(admin.delete(f"/faults/{fault['id']}"), 404)
     problem(admin.delete("/faults/abc"), 404)
     assert admin.delete("/faults").json()["faults"] == []
-    assert engine.interceptors == []
+    assert engine.hooks.interceptors == []
 
 
 def test_fault_errors(admin: httpx.Client) -> None:
@@ -141,7 +141,7 @@ def test_throughput_switch(admin: httpx.Client, engine: Engine) -> None:
     assert engine.faults.enforcing_throughput and engine.faults.burst_seconds == 60.0
     problem(admin.post("/faults/throughput", json={"burst_seconds": -1}), 400)
     admin.post("/faults/throughput", json={"enforced": False})
-    assert engine.interceptors == []
+    assert engine.hooks.interceptors == []
 
 
 # --- replication -----------------------------------------------------------------------------

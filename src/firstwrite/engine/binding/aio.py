@@ -74,7 +74,7 @@ def _respond(
 async def _answer(
     engine: Engine, target: str | None, body: Any, region: str, request: Any = None
 ) -> Answer:
-    if engine.durability == "normal" and not engine.interceptors:
+    if engine.durability == "normal" and not engine.hooks.interceptors:
         return wire_answer(engine, target, body, region, request)
     return await asyncio.to_thread(wire_answer, engine, target, body, region, request)
 

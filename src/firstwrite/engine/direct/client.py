@@ -32,7 +32,7 @@ from botocore.serialize import JSONSerializer
 from botocore.validate import ParamValidator
 from botocore.waiter import NormalizedOperationMethod, Waiter, WaiterModel
 
-from .. import operations
+from ..api import operation_table
 from ..errors import DynamoDBError
 from ..server.wire import CONTENT_TYPE, new_request_id
 from .errors import ErrorMaker
@@ -341,7 +341,7 @@ class DirectClient:
         return self._engine
 
     def _method_names(self) -> dict[str, str]:
-        table = operations.STREAMS if self._engine_service == "streams" else operations.DYNAMODB
+        table = operation_table(self._engine_service)
         if self._methods_for != len(table):
             names = {xform_name(op): op for op in self._codec.model.operation_names}
             names.update((xform_name(op), op) for op in table)
@@ -407,7 +407,7 @@ class DirectClient:
         plan = self._codec.plan(operation_name)
         execute = self._engine.execute
         run = self._engine.run
-        table = operations.STREAMS if self._engine_service == "streams" else operations.DYNAMODB
+        table = operation_table(self._engine_service)
         region = self._region
         service = self._engine_service
         codec = self._codec

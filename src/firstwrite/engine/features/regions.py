@@ -45,7 +45,7 @@ from ..validation import F, check
 from ..values import Item, item_size
 
 if TYPE_CHECKING:
-    from ..api import Engine
+    from ..context import Host
 
 __all__ = ["DEFAULT_LAG_SECONDS", "GLOBAL_TABLE_VERSION", "REPLICATED", "Replication"]
 
@@ -91,7 +91,7 @@ def members(row: TableRow) -> list[str]:
 class Replication(Feature):
     """``engine.replication`` (also ``engine.replicas``): global tables and their replication."""
 
-    engine: Engine  # set by install()
+    engine: Host  # set by install()
 
     def __init__(self) -> None:
         self._lag = DEFAULT_LAG_SECONDS
@@ -105,10 +105,12 @@ class Replication(Feature):
         self._stop = threading.Event()
         self._closed = False
 
-    def install(self, engine: Engine) -> None:
+    def install(self, engine: Host) -> None:
         self.engine = engine
-        engine.add_change_hook(self._on_change, lambda row: bool(row.definition.get("Replicas")))
-        engine.add_table_hook(self._on_table)
+        engine.hooks.add_change_hook(
+            self._on_change, lambda row: bool(row.definition.get("Replicas"))
+        )
+        engine.hooks.add_table_hook(self._on_table)
 
     def start(self) -> None:
         """Resume the replication another engine on this file left queued, if any."""
@@ -220,7 +222,7 @@ class Replication(Feature):
             w.put(row.id, entry.pk, entry.sk, item_size(entry.item), entry.item)
         w.set_item_version(row.id, entry.pk, entry.sk, entry.written_at, entry.source_region)
         engine = self.engine
-        if len(engine.change_hooks) > 1 and (old is not None or entry.item is not None):
+        if len(engine.hooks.change_hooks) > 1 and (old is not None or entry.item is not None):
             ctx = Context(
                 engine,
                 {},
@@ -228,7 +230,7 @@ class Replication(Feature):
                 operation="ReplicatedWrite",
                 extras={REPLICATED: entry.source_region},
             )
-            engine.emit_change(ctx, w, row, old, entry.item)
+            engine.hooks.emit_change(ctx, w, row, old, entry.item)
 
     # hooks -----------------------------------------------------------------------------------
 
@@ -399,14 +401,14 @@ class Replication(Feature):
             if self._intercepting:
                 return
             self._intercepting = True
-        self.engine.add_interceptor(self._touch, first=True)
+        self.engine.hooks.add_interceptor(self._touch, first=True)
 
     def _stop_intercepting(self) -> None:
         with self._lock:
             if not self._intercepting:
                 return
             self._intercepting = False
-        self.engine.remove_interceptor(self._touch)
+        self.engine.hooks.remove_interceptor(self._touch)
 
     def _start(self) -> None:
         with self._lock:

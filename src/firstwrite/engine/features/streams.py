@@ -27,18 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..context import Context, Feature
 from ..errors import DynamoDBError, validation
+from ..operations.streams import RETENTION_S
 from ..schema import key_of
-from ..storage import Reader, TableRow, Writer, pack
+from ..storage import TableRow, Writer, pack
 from ..values import Item, equal, item_size
 
 if TYPE_CHECKING:
-    from ..api import Engine
+    from ..context import Host
 
-__all__ = ["RETENTION_S", "TTL_PRINCIPAL", "Streams", "needs_purge", "purge", "same_item"]
+__all__ = ["Streams", "same_item"]
 
-RETENTION_S = 24 * 3600.0
-# The TTL sweeper's Context.principal; turns into the record's userIdentity.
-TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 _VIEW_TYPES = ("NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY")
 
 
@@ -178,15 +176,14 @@ class Streams(Feature):
     Retention (:func:`purge`) runs with the TTL sweeper.
     """
 
-    def install(self, engine: Engine) -> None:
-        engine.add_change_hook(_on_change, lambda row: "_stream" in row.definition)
-        engine.add_table_hook(_on_table)
+    def install(self, engine: Host) -> None:
+        self._storage = engine.storage
+        engine.hooks.add_change_hook(_on_change, lambda row: "_stream" in row.definition)
+        engine.hooks.add_table_hook(_on_table)
+        engine.hooks.add_sweep_hook(self._purge)
 
-
-def purge(w: Writer, now: float) -> None:
-    """Retention: drop records and closed streams older than 24 hours (run by the sweeper)."""
-    w.stream_purge(now - RETENTION_S)
-
-
-def needs_purge(r: Reader, now: float) -> bool:
-    return r.stream_records_before(now - RETENTION_S)
+    def _purge(self, now: float) -> None:
+        """Retention: drop records and closed streams older than 24 hours (after each sweep)."""
+        before = now - RETENTION_S
+        if self._storage.read(lambda r: r.stream_records_before(before)):
+            self._storage.write(lambda w: w.stream_purge(before))

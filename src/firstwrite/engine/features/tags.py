@@ -1,58 +1,25 @@
 """Tags: the rules a table's tags follow, and CreateTable's ``Tags`` (a table hook).
 
 Tags live in the table definition (``_tags``, private: DescribeTable does not show them). The
-tagging operations are in ``operations/tags.py``; both they and CreateTable check tags here.
+rules tags follow are the tagging operations' (``operations/tags.py``); CreateTable's ``Tags``
+are checked by the same rules, from here.
 """
 
 from __future__ import annotations
 
 import copy
-import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context, Feature
-from ..errors import DynamoDBError, invalid_parameters
+from ..errors import DynamoDBError
+from ..operations.tags import check_tags, merge_tags
 from ..storage import TableRow, Writer
 
 if TYPE_CHECKING:
-    from ..api import Engine
+    from ..context import Host
 
-__all__ = ["MAX_TAGS", "Tags", "check_tags", "merge_tags"]
-
-MAX_TAGS = 50
-# Tag keys and values: Unicode letters, separators and digits, and _ . : / = + - @ (AWS's
-# ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$, which Python's re cannot spell).
-_TAG_PUNCTUATION = frozenset("_.:/=+-@")
-
-
-def _valid_tag_text(text: str) -> bool:
-    return all(c in _TAG_PUNCTUATION or unicodedata.category(c)[0] in ("L", "Z", "N") for c in text)
-
-
-def check_tags(tags: list[dict[str, str]]) -> None:
-    for tag in tags:
-        key, value = tag["Key"], tag["Value"]
-        if not _valid_tag_text(key) or not _valid_tag_text(value):
-            raise invalid_parameters(
-                "Invalid tag: tag keys and values may contain only Unicode letters, digits, "
-                f"white space and _ . : / = + - @. Key: {key}"
-            )
-        if key.lower().startswith("aws:"):
-            raise invalid_parameters(f"The tag key prefix 'aws:' is reserved. Key: {key}")
-
-
-def merge_tags(current: list[dict[str, str]], new: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Tags after adding ``new`` (a key given again takes its new value); at most 50."""
-    tags = {t["Key"]: t["Value"] for t in current}
-    for tag in new:
-        tags[tag["Key"]] = tag["Value"]
-    if len(tags) > MAX_TAGS:
-        raise invalid_parameters(
-            f"The number of tags on a resource cannot exceed {MAX_TAGS}: "
-            f"the request would make {len(tags)}"
-        )
-    return [{"Key": k, "Value": v} for k, v in tags.items()]
+__all__ = ["Tags"]
 
 
 def _on_table(
@@ -78,5 +45,5 @@ class Tags(Feature):
     """``engine.tags``: checks CreateTable's ``Tags`` (installed before the streams feature's
     table hook, so a refused CreateTable creates no stream first)."""
 
-    def install(self, engine: Engine) -> None:
-        engine.add_table_hook(_on_table)
+    def install(self, engine: Host) -> None:
+        engine.hooks.add_table_hook(_on_table)

@@ -50,13 +50,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..context import Context, Feature
+from ..errors import validation
 from ..schema import item_key, key_of
 from ..storage import Reader, TableRow, Writer, unpack
 from ..values import Item
-from . import streams
 
 if TYPE_CHECKING:
-    from ..api import Engine
+    from ..context import Host
 
 __all__ = ["TTLConfig", "TimeToLive", "expiry_of"]
 
@@ -161,12 +161,9 @@ def _on_change(ctx: Context, w: Writer, row: TableRow, old: Item | None, new: It
         w.ttl_set(row.id, pk, sk, after)
 
 
-def _on_table(
-    ctx: Context, w: Writer, row: TableRow, action: str, params: Mapping[str, Any]
-) -> TableRow:
-    if action == "delete":
-        w.ttl_drop_table(row.id)
-    return row
+# Who a TTL delete is by: the Context.principal of its change, a stream record's userIdentity.
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+_CHANGED_TOO_OFTEN = "Time to live has been modified multiple times within a fixed interval"
 
 
 # --- the sweeper -----------------------------------------------------------------------------------
@@ -175,7 +172,7 @@ def _on_table(
 class TimeToLive(Feature):
     """``engine.ttl``: the sweeper of one engine and its configuration."""
 
-    _engine: Engine  # set by install()
+    _engine: Host  # set by install()
 
     def __init__(self, config: TTLConfig | None = None) -> None:
         self._config = config or TTLConfig()
@@ -189,10 +186,30 @@ class TimeToLive(Feature):
         self._target_s = SWEEP_SLICE_S  # the next slice's time: small while writers are busy
         self._rest_until = 0.0  # the next slice waits for writers until then (time.monotonic)
 
-    def install(self, engine: Engine) -> None:
+    def install(self, engine: Host) -> None:
         self._engine = engine
-        engine.add_change_hook(_on_change, lambda row: "_ttl" in row.definition)
-        engine.add_table_hook(_on_table)
+        engine.hooks.add_change_hook(_on_change, lambda row: "_ttl" in row.definition)
+        engine.hooks.add_table_hook(self._on_table)
+
+    def _on_table(
+        self, ctx: Context, w: Writer, row: TableRow, action: str, params: Mapping[str, Any]
+    ) -> TableRow:
+        if action == "delete":
+            w.ttl_drop_table(row.id)
+        elif action == "ttl":
+            # UpdateTimeToLive, after its own checks: DynamoDB's change-interval rule, then a
+            # sweep soon once the change commits (the backfill of the existing items).
+            interval = self._config.change_interval
+            changed = row.definition.get("_ttl_changed")
+            if interval is not None and changed is not None and ctx.now() - changed < interval:
+                raise validation(_CHANGED_TOO_OFTEN)
+            if params["TimeToLiveSpecification"]["Enabled"]:
+                ctx.on_finish(self._woken)
+        return row
+
+    def _woken(self, ctx: Context, response: object, error: object) -> None:
+        if error is None:
+            self.wake()
 
     @property
     def config(self) -> TTLConfig:
@@ -270,9 +287,7 @@ class TimeToLive(Feature):
                 if chore.error is not None:
                     raise chore.error
             storage.settle(chore.seq)
-            now = self._engine.clock.now()
-            if storage.read(lambda r: streams.needs_purge(r, now)):
-                storage.write(lambda w: streams.purge(w, now))
+            self._engine.hooks.swept(self._engine.clock.now())
             return chore.deleted
 
     def _any_due(self, r: Reader) -> bool:
@@ -392,8 +407,8 @@ class TimeToLive(Feature):
         """Whether a change hook other than TTL's own acts on ``row``'s writes (streams,
         secondary indexes, replicas, faults): each delete must then go through the hooks."""
         engine = self._engine
-        watches = engine.change_watches
-        for hook in engine.change_hooks:
+        watches = engine.hooks.change_watches
+        for hook in engine.hooks.change_hooks:
             if hook is not _on_change and (watches.get(hook) is None or watches[hook](row)):
                 return True
         return False
@@ -430,9 +445,9 @@ class TimeToLive(Feature):
                 {},
                 row.region,
                 operation="TimeToLive",
-                principal=streams.TTL_PRINCIPAL,
+                principal=TTL_PRINCIPAL,
             )
-            self._engine.emit_change(ctx, w, row, item, None)  # TTL's hook clears the entry
+            self._engine.hooks.emit_change(ctx, w, row, item, None)  # TTL's hook clears the entry
             deleted.append(Expired(row.region, row.name, key_of(row.key_schema, item), expires))
         return deleted, len(due) == limit
 

@@ -18,8 +18,7 @@ from ..expressions import (
     key_condition,
     project,
 )
-from ..schema import check_name
-from ..values import Item
+from ..values import Item, check_name
 
 # Legacy (pre-expression) parameters and expression parameters, in the order DynamoDB lists
 # them in its "Can not use both" message (verified on AWS).

@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import consumed
-from ..errors import constraint, constraint_errors, resource_not_found, serialization, validation
+from ..errors import (
+    ITEM_TOO_LARGE,
+    constraint,
+    constraint_errors,
+    resource_not_found,
+    serialization,
+    validation,
+)
 from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
@@ -27,7 +34,6 @@ from ..validation import (
 )
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized, parse_value
 from ._common import compile_request, projected
-from .items import ITEM_TOO_LARGE
 from .tables import require_table
 
 if TYPE_CHECKING:
@@ -219,8 +225,8 @@ def _apply(
             w.put(row.id, pk, sk, size, item)
         elif old is not None:
             w.delete(row.id, pk, sk)
-        if ctx.engine.change_hooks and (item is not None or old is not None):
-            ctx.engine.emit_change(ctx, w, row, old, item)
+        if ctx.engine.hooks.change_hooks and (item is not None or old is not None):
+            ctx.engine.hooks.emit_change(ctx, w, row, old, item)
         units[row.name] = units.get(row.name, 0.0) + consumed.write_units(max(size, item_size(old)))
     return units
 
@@ -278,7 +284,7 @@ def batch_write_item(ctx: Context) -> dict[str, Any]:
                 planned.append((row, item, pk, sk, size))
         # A change hook may refuse a write to a table with a local secondary index after it
         # was made (the item collection limit): then the whole batch is undone.
-        with w.guarded(ctx.engine.refusing(*{row.id: row for row, *_ in planned}.values())):
+        with w.guarded(ctx.engine.hooks.refusing(*{row.id: row for row, *_ in planned}.values())):
             return _apply(ctx, w, planned)
 
     units = ctx.storage.write(write)

@@ -12,7 +12,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import consumed
-from ..errors import DynamoDBError, conditional_check_failed, internal_error, validation
+from ..errors import (
+    ITEM_TOO_LARGE,
+    DynamoDBError,
+    conditional_check_failed,
+    internal_error,
+    validation,
+)
 from ..expressions import Compiled, apply_update, evaluate, project
 from ..keys import IndexSchema, KeySchema
 from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
@@ -30,6 +36,7 @@ from ..validation import (
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item_sized, parse_value
 from ._common import check_combination, compile_request, projected, return_values_put_delete
 from .tables import with_table
+from .write_route import put_route
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -60,7 +67,6 @@ _GET = (
     F("ExpressionAttributeNames", kind="map", element="str"),
 )
 
-ITEM_TOO_LARGE = "Item size has exceeded the maximum allowed size"
 UPDATE_TOO_LARGE = "Item size to update has exceeded the maximum allowed size"
 
 
@@ -108,9 +114,6 @@ def updated_item(
     return new, size
 
 
-_HINTS_MAX = 4096
-
-
 def failed_already(
     ctx: Context, compiled: Compiled, params: Any, row: TableRow, pk: bytes, sk: bytes
 ) -> DynamoDBError | None:
@@ -129,15 +132,12 @@ def failed_already(
     with callgrind), and a duplicate request is a hot path of its own.
     """
     condition = compiled.condition
-    if condition is None or (row.id, condition.text) not in ctx.engine.hints:
+    if condition is None or not ctx.engine.route_hints.failed_last(row.id, condition.text):
         return None
     old = ctx.engine.storage.get_checked(row, pk, sk)
     if evaluate(condition, old):
         return None
     return failed_condition(params, old)
-
-
-_HINTS_MAX = 4096
 
 
 def conditional_write(
@@ -157,18 +157,14 @@ def conditional_write(
     engine = ctx.engine
     if condition is None:
         return engine.storage.write(write, autocommit=autocommit)
-    hints = engine.hints
-    hint = (row.id, condition.text)
+    hints = engine.route_hints
     try:
         result = engine.storage.write(write, autocommit=autocommit)
     except DynamoDBError as error:
         if error.code == "ConditionalCheckFailedException":
-            if len(hints) >= _HINTS_MAX:
-                hints.clear()
-            hints[hint] = True
+            hints.record(row.id, condition.text, failed=True)
         raise
-    if hints:
-        hints.pop(hint, None)
+    hints.record(row.id, condition.text, failed=False)
     return result
 
 
@@ -221,25 +217,22 @@ def put_item(ctx: Context) -> dict[str, Any]:
             raise validation(ITEM_TOO_LARGE)
         if row.indexes:
             check_index_keys(row.indexes, item)
-        keys = (schema.hash_name, schema.range_name)
-        # attribute_not_exists(<key attribute>) holds exactly when no item is stored under the
-        # key: insert-if-absent in one statement, its own transaction when no hook needs one.
-        if_absent = absent is not None and absent in keys
-        # attribute_not_exists(<key>) OR ...: holds when no item is stored, so an insert that
-        # lands needs no read; one that finds an item leaves the condition to the general path.
-        # Unless the same condition failed last time on this table (see failed_already).
-        insert_first = (
-            not if_absent
-            and absent_or is not None
-            and absent_or in keys
-            and (row.id, text) not in ctx.engine.hints
-        )
         # With the failed-condition hint: a duplicate after a duplicate is one read.
         failed = failed_already(ctx, compiled, params, row, pk, sk)
         if failed is not None:
             return failed
-        quiet = ctx.engine.quiet(row)
-        if if_absent and quiet:
+        quiet = ctx.engine.hooks.quiet(row)
+        route = put_route(
+            absent,
+            absent_or,
+            text,
+            (schema.hash_name, schema.range_name),
+            row.id,
+            ctx.engine.route_hints,
+            quiet,
+        )
+        if_absent, insert_first = route.if_absent, route.insert_first
+        if if_absent and route.autocommit:
             conditional_write(
                 ctx,
                 compiled,
@@ -253,7 +246,7 @@ def put_item(ctx: Context) -> dict[str, Any]:
             return None
         if (
             insert_first
-            and quiet
+            and route.autocommit
             and ctx.storage.write(
                 lambda w: w.insert_checked(row, pk, sk, size, item), autocommit=True
             )
@@ -273,8 +266,8 @@ def put_item(ctx: Context) -> dict[str, Any]:
                     old = w.get_checked(row, pk, sk)
                     check_condition(compiled, params, old)
                     w.put(row.id, pk, sk, size, item)
-                if ctx.engine.change_hooks:
-                    ctx.engine.emit_change(ctx, w, row, old, item)
+                if ctx.engine.hooks.change_hooks:
+                    ctx.engine.hooks.emit_change(ctx, w, row, old, item)
                 return old
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
@@ -309,8 +302,8 @@ def delete_item(ctx: Context) -> dict[str, Any]:
             check_condition(compiled, params, old)
             if old is not None:
                 w.delete(row.id, pk, sk)
-                if ctx.engine.change_hooks:
-                    ctx.engine.emit_change(ctx, w, row, old, None)
+                if ctx.engine.hooks.change_hooks:
+                    ctx.engine.hooks.emit_change(ctx, w, row, old, None)
             return old
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
@@ -350,8 +343,8 @@ def update_item(ctx: Context) -> dict[str, Any]:
             new, size = updated
             with w.guarded(refusing):
                 w.put(row.id, pk, sk, size, new)
-                if ctx.engine.change_hooks:
-                    ctx.engine.emit_change(ctx, w, row, old, new)
+                if ctx.engine.hooks.change_hooks:
+                    ctx.engine.hooks.emit_change(ctx, w, row, old, new)
             return old, new, size
 
         return conditional_write(ctx, compiled, params, row, pk, sk, write)
@@ -379,7 +372,7 @@ def _refusing(ctx: Context, row: TableRow) -> bool:
     """Whether a write to ``row`` needs a savepoint (``Writer.guarded``): a change hook may
     refuse it after it was made (the item collection limit of tables with local secondary
     indexes)."""
-    return bool(row.indexes) and ctx.engine.refusing(row)
+    return bool(row.indexes) and ctx.engine.hooks.refusing(row)
 
 
 def _written(

@@ -15,12 +15,14 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, resource_not_found, validation
-from ..features.streams import RETENTION_S
 from ..storage import Reader, StreamRow, unpack
 from ..validation import F, check
 
 if TYPE_CHECKING:
     from ..context import Context
+
+# How long a stream record (and a closed stream) is kept.
+RETENTION_S = 24 * 3600.0
 
 ITERATOR_LIFETIME_S = 15 * 60.0
 MAX_RECORDS = 1000

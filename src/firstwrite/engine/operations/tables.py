@@ -264,7 +264,7 @@ def create_table(ctx: Context) -> dict[str, Any]:
         if w.table(ctx.region, name) is not None:
             raise DynamoDBError("ResourceInUseException", f"Table already exists: {name}")
         row = w.create_table(ctx.region, name, definition)
-        for hook in ctx.engine.table_hooks:
+        for hook in ctx.engine.hooks.table_hooks:
             row = hook(ctx, w, row, "create", params)
         return describe(w, row)
 
@@ -310,7 +310,7 @@ def delete_table(ctx: Context) -> dict[str, Any]:
         # DynamoDB's answer leaves the global secondary indexes out (dynalite's deleteTable
         # tests, which run against DynamoDB).
         description.pop("GlobalSecondaryIndexes", None)
-        for hook in ctx.engine.table_hooks:
+        for hook in ctx.engine.hooks.table_hooks:
             hook(ctx, w, row, "delete", ctx.params)
         w.drop_table(row)
         return description
@@ -423,7 +423,7 @@ def update_table(ctx: Context) -> dict[str, Any]:
         if params.get("TableClass"):
             definition["TableClassSummary"] = {"TableClass": params["TableClass"]}
         row = w.update_table(row, definition)
-        for hook in ctx.engine.table_hooks:
+        for hook in ctx.engine.hooks.table_hooks:
             row = hook(ctx, w, row, "update", params)
         return describe(w, row)
 

@@ -1,7 +1,7 @@
 """Tagging: TagResource, UntagResource, ListTagsOfResource (tables, by ARN).
 
 Tags live in the table definition (``_tags``, private: DescribeTable does not show them); the
-rules they follow, and CreateTable's ``Tags``, are the tags feature's (``engine/features/tags.py``).
+rules they follow are here; CreateTable's ``Tags`` are the tags feature's (``features/tags.py``).
 Unlike DynamoDB since 2024, tag changes are synchronous: ListTagsOfResource sees them at once.
 """
 
@@ -9,16 +9,51 @@ from __future__ import annotations
 
 import copy
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, invalid_parameters, validation
-from ..features.tags import check_tags, merge_tags
 from ..storage import Reader, TableRow, Writer
 from ..validation import F, check
 
 if TYPE_CHECKING:
     from ..context import Context
+
+MAX_TAGS = 50
+# Tag keys and values: Unicode letters, separators and digits, and _ . : / = + - @ (AWS's
+# ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$, which Python's re cannot spell).
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+def _valid_tag_text(text: str) -> bool:
+    return all(c in _TAG_PUNCTUATION or unicodedata.category(c)[0] in ("L", "Z", "N") for c in text)
+
+
+def check_tags(tags: list[dict[str, str]]) -> None:
+    for tag in tags:
+        key, value = tag["Key"], tag["Value"]
+        if not _valid_tag_text(key) or not _valid_tag_text(value):
+            raise invalid_parameters(
+                "Invalid tag: tag keys and values may contain only Unicode letters, digits, "
+                f"white space and _ . : / = + - @. Key: {key}"
+            )
+        if key.lower().startswith("aws:"):
+            raise invalid_parameters(f"The tag key prefix 'aws:' is reserved. Key: {key}")
+
+
+def merge_tags(current: list[dict[str, str]], new: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Tags after adding ``new`` (a key given again takes its new value); at most 50."""
+    tags = {t["Key"]: t["Value"] for t in current}
+    for tag in new:
+        tags[tag["Key"]] = tag["Value"]
+    if len(tags) > MAX_TAGS:
+        raise invalid_parameters(
+            f"The number of tags on a resource cannot exceed {MAX_TAGS}: "
+            f"the request would make {len(tags)}"
+        )
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
 
 # Tags per ListTagsOfResource page. DynamoDB returns all of a table's (at most 50) tags in one
 # page in practice; NextToken paging still works if this is lowered.

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from .. import consumed
-from ..errors import DynamoDBError, resource_not_found, validation
+from ..errors import ITEM_TOO_LARGE, DynamoDBError, resource_not_found, validation
 from ..expressions import Compiled
 from ..keys import KeySchema
 from ..schema import check_attribute_names, check_index_keys, item_key, key_of, parse_key
@@ -42,7 +42,7 @@ from ..storage import Reader, TableRow, Writer
 from ..validation import RETURN_CONSUMED_CAPACITY, RETURN_ITEM_COLLECTION_METRICS, F, check
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item, parse_value, to_wire
 from ._common import compile_request, projected
-from .items import ITEM_TOO_LARGE, check_condition, updated_item
+from .items import check_condition, updated_item
 from .tables import require_table
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ def transact_write(ctx: Context, *, token_window: float = TOKEN_WINDOW_SECONDS) 
             raise _cancelled(reasons)
         # Every check passed: from here on only a change hook may raise a DynamoDBError (the
         # item collection limit), and then the whole transaction is undone.
-        refusing = ctx.engine.refusing(*{a.row.id: a.row for a in actions if a.row}.values())
+        refusing = ctx.engine.hooks.refusing(*{a.row.id: a.row for a in actions if a.row}.values())
         with w.guarded(refusing):
             units, keys = _apply(ctx, w, actions, olds, news)
         if token is not None:
@@ -361,7 +361,7 @@ def _apply(
     """The writes of a transaction whose every check passed: units and keys per table."""
     units: dict[str, float] = {}
     keys: dict[str, list[tuple[bytes, bytes]]] = {}
-    hooks = bool(ctx.engine.change_hooks)
+    hooks = bool(ctx.engine.hooks.change_hooks)
     for index, action in enumerate(actions):
         row = action.row
         assert row is not None
@@ -385,7 +385,7 @@ def _apply(
         else:
             size = 0
         if hooks and action.kind != "ConditionCheck" and (old is not None or new is not None):
-            ctx.engine.emit_change(ctx, w, row, old, new)
+            ctx.engine.hooks.emit_change(ctx, w, row, old, new)
         units[row.name] = units.get(row.name, 0.0) + consumed.write_units(
             max(size, item_size(old)), transactional=True
         )

@@ -1,9 +1,10 @@
 """Time to Live's operations: UpdateTimeToLive and DescribeTimeToLive.
 
-The setting lives in the table definition (``_ttl``, with the time of the last change for
-DynamoDB's change-interval rule). Enabling it queues a backfill of the expiry index for the
-items already there; the TTL feature (``engine/features/ttl.py``, ``engine.ttl``) keeps that index and
-deletes expired items.
+The setting lives in the table definition (``_ttl``, with the time of the last change). Enabling
+it queues a backfill of the expiry index for the items already there. UpdateTimeToLive runs the
+table hooks (action ``ttl``) after its own checks and before any change: the TTL feature
+(``features/ttl.py``) applies DynamoDB's change-interval rule there, keeps the index and deletes
+expired items.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from .tables import require_table
 if TYPE_CHECKING:
     from ..context import Context
 
-_CHANGED_TOO_OFTEN = "Time to live has been modified multiple times within a fixed interval"
 _UPDATE = (
     TABLE_NAME,
     F(
@@ -46,8 +46,7 @@ def update_time_to_live(ctx: Context) -> dict[str, Any]:
     spec = params["TimeToLiveSpecification"]
     enabled = bool(spec["Enabled"])
     attribute = spec["AttributeName"]
-    ttl = ctx.engine.ttl
-    interval = ttl.config.change_interval
+    hooks = ctx.engine.hooks
 
     def write(w: Writer) -> None:
         row = require_table(ctx, w, name, control_plane=True)
@@ -62,12 +61,10 @@ def update_time_to_live(ctx: Context) -> dict[str, Any]:
                 raise validation("TimeToLive is already disabled")
             if current["AttributeName"] != attribute:
                 raise validation(_different(current["AttributeName"]))
-        now = ctx.now()
-        changed = row.definition.get("_ttl_changed")
-        if interval is not None and changed is not None and now - changed < interval:
-            raise validation(_CHANGED_TOO_OFTEN)
+        for hook in hooks.table_hooks:
+            row = hook(ctx, w, row, "ttl", params)
         definition = copy.deepcopy(row.definition)
-        definition["_ttl_changed"] = now
+        definition["_ttl_changed"] = ctx.now()
         w.ttl_drop_table(row.id)
         if enabled:
             definition["_ttl"] = {"AttributeName": attribute}
@@ -77,8 +74,6 @@ def update_time_to_live(ctx: Context) -> dict[str, Any]:
         w.update_table(row, definition)
 
     ctx.storage.write(write)
-    if enabled:
-        ttl.wake()  # build the index of the existing items soon, not a tick later
     return {"TimeToLiveSpecification": {"Enabled": enabled, "AttributeName": attribute}}
 
 

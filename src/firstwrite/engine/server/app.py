@@ -233,7 +233,7 @@ class EngineApp:
                     await self._too_large(send)
                     return
             lane = self._lane
-            small = not big and not self.engine.interceptors
+            small = not big and not self.engine.hooks.interceptors
             if small and self._inline:
                 start, payload = self._answer(scope, target, authorization, body, coding)
             elif small and lane is not None and not lane.stuck():

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DynamoDBError
-from ..schema import check_name
 from ..values import (
     MAX_ITEM_SIZE,
     MAX_NESTING,
     SET_TYPES,
     TYPES,
+    check_name,
     parse_item_sized,
     parse_value,
     value_size,

@@ -9,7 +9,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import connection
 from .connection import Limits
@@ -17,9 +17,10 @@ from .connection import Limits
 if TYPE_CHECKING:
     import uvicorn
 
-    from .app import EngineApp
+    from .asgi import Receive, Scope, Send
 
 __all__ = [
+    "ServedApp",
     "bind",
     "new_loop",
     "request_exit",
@@ -30,7 +31,17 @@ __all__ = [
 ]
 
 
-def uvicorn_config(app: EngineApp, host: str, port: int, limits: Limits) -> uvicorn.Config:
+class ServedApp(Protocol):
+    """What the runner needs of the app it serves: an ASGI app that says how many threads of
+    its own may open the database (:class:`~.app.EngineApp`)."""
+
+    @property
+    def threads(self) -> int: ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+
+def uvicorn_config(app: ServedApp, host: str, port: int, limits: Limits) -> uvicorn.Config:
     import uvicorn
 
     # Threads that may open the database: the engine pool, Starlette's (admin), the lane, the

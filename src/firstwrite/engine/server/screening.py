@@ -36,9 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
-from .. import operations
-from ..errors import DynamoDBError
-from ..operations.items import ITEM_TOO_LARGE
+from ..api import operation_table
+from ..errors import ITEM_TOO_LARGE, DynamoDBError
 from .reduction import Unreducible, reduce_request, weight
 from .wire import TARGETS, Answer, Decode, dumps, loads
 
@@ -125,7 +124,7 @@ class Screener:
     ) -> T:
         """``answer(decode)`` for a big body, where ``decode`` is the worker's verdict (``None``:
         the body must be decoded, as it is when ``engine`` has interceptors, i.e. faults on)."""
-        if engine.interceptors:
+        if engine.hooks.interceptors:
             return answer(None)
         keys = key_names(engine)
         verdict = self.screen(body, None if target is None else target.decode("latin-1"), keys)
@@ -272,7 +271,7 @@ def _screen(body: bytes, target: str | None, keys: frozenset[str]) -> Verdict:
     service = TARGETS.get(prefix)
     if service is None or not operation:
         return Verdict("request", request={})  # the target's own error, whatever the body
-    known = operations.STREAMS if service == "streams" else operations.DYNAMODB
+    known = operation_table(service)
     if operation not in known or type(request) is not dict:
         # Refused before anything is read (an unknown operation, a body that is not an object).
         return _refusal(operation, request, service) or DECODE

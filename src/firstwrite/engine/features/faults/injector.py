@@ -1,7 +1,7 @@
 """Fault injection: throttling, latency, stale reads, injected errors and crash points.
 
 Off by default and free when off: nothing is installed on the engine until a fault is added
-(``engine.interceptors`` and ``engine.change_hooks`` stay empty, so a call pays one empty-list
+(``engine.hooks.interceptors`` and ``engine.hooks.change_hooks`` stay empty, so a call pays one empty-list
 check), and everything is uninstalled again by :meth:`FaultInjector.clear` or when the last
 counted fault is used up.
 
@@ -55,7 +55,7 @@ from ...values import Item, item_size
 from .throughput import THROUGHPUT_EXCEEDED, TokenBuckets, throttling_error
 
 if TYPE_CHECKING:
-    from ...api import Engine
+    from ...context import Host
 
 __all__ = [
     "CRASH_EXIT_CODE",
@@ -185,7 +185,7 @@ class FaultInjector(Feature):
     with the faults (:meth:`_sync`).
     """
 
-    engine: Engine  # set by install()
+    engine: Host  # set by install()
 
     def __init__(self, *, enforce_throughput: bool = False) -> None:
         self._lock = threading.RLock()
@@ -195,7 +195,7 @@ class FaultInjector(Feature):
         self._installed: set[str] = set()
         self._enforce_at_install = enforce_throughput
 
-    def install(self, engine: Engine) -> None:
+    def install(self, engine: Host) -> None:
         self.engine = engine
         self._buckets = TokenBuckets(engine)
         if self._enforce_at_install:
@@ -371,20 +371,20 @@ class FaultInjector(Feature):
         self._toggle(
             self._intercept,
             bool(faults) or self._enforcing,
-            engine.add_interceptor,
-            engine.remove_interceptor,
+            engine.hooks.add_interceptor,
+            engine.hooks.remove_interceptor,
         )
         self._toggle(
             self._record,
             any(f.kind == "stale_read" for f in faults),
-            engine.add_change_hook,
-            engine.remove_change_hook,
+            engine.hooks.add_change_hook,
+            engine.hooks.remove_change_hook,
         )
         self._toggle(
             self._crash_in_transaction,
             any(f.kind == "crash" and f.point == "before_commit" for f in faults),
-            engine.add_change_hook,
-            engine.remove_change_hook,
+            engine.hooks.add_change_hook,
+            engine.hooks.remove_change_hook,
         )
 
     def _toggle(

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import DynamoDBError
 
 if TYPE_CHECKING:
-    from ...api import Engine
-    from ...context import Context
+    from ...context import Context, Host
     from ...storage import Reader, TableRow
 
 __all__ = [
@@ -53,12 +52,12 @@ _REASON_SUFFIX = {
 }
 
 
-def _table_arn(engine: Engine, region: str, table: str) -> str:
+def _table_arn(engine: Host, region: str, table: str) -> str:
     return f"arn:aws:dynamodb:{region}:{engine.account_id}:table/{table}"
 
 
 def throttling_error(
-    engine: Engine, code: str, operation: str, region: str, tables: Iterable[str], message: str
+    engine: Host, code: str, operation: str, region: str, tables: Iterable[str], message: str
 ) -> DynamoDBError:
     """A throttling error as DynamoDB sends it, with ThrottlingReasons where it has them."""
     suffix = _REASON_SUFFIX.get(code)
@@ -91,7 +90,7 @@ class _Bucket:
 class TokenBuckets:
     """The buckets of one engine, per (region, table, table id, read or write)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Host) -> None:
         self.engine = engine
         self.burst_seconds = BURST_SECONDS
         self._lock = threading.Lock()

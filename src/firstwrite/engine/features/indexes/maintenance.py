@@ -43,7 +43,7 @@ from ...values import Item, item_size
 from . import updates as index_updates
 
 if TYPE_CHECKING:
-    from ...api import Engine
+    from ...context import Host
 
 __all__ = ["COLLECTION_LIMIT_BYTES", "IndexConfig", "Indexes"]
 
@@ -91,7 +91,7 @@ def _collection_metrics(row: TableRow, item: Item, size: int) -> dict[str, Any]:
 class Indexes(Feature):
     """``engine.indexes``: keeps secondary indexes and runs their backfills and deletions."""
 
-    _engine: Engine  # set by install()
+    _engine: Host  # set by install()
 
     def __init__(self, config: IndexConfig | None = None) -> None:
         self._config = config or IndexConfig()
@@ -115,14 +115,14 @@ class Indexes(Feature):
 
     # lifecycle -------------------------------------------------------------------------------
 
-    def install(self, engine: Engine) -> None:
+    def install(self, engine: Host) -> None:
         self._engine = engine
-        engine.add_change_hook(
+        engine.hooks.add_change_hook(
             self._on_change,
             lambda row: bool(row.indexes),
             refuses=lambda row: any(index.local for index in row.indexes),
         )
-        engine.add_table_hook(self._on_table)
+        engine.hooks.add_table_hook(self._on_table)
 
     def start(self) -> None:
         """Resume the backfills and deletions a previous run (or another engine) left."""
