@@ -111,7 +111,7 @@ def test_a_finish_hook_registered_by_an_operation_runs_after_success_only() -> N
         engine.hooks.add_table_hook(on_ttl)
         _ttl(engine)
         assert finished == [("UpdateTimeToLive", True)]
-        with pytest.raises(DynamoDBError, match="^no$"):
+        with pytest.raises(DynamoDBError, match=r"^no$"):
             _ttl(engine, enabled=False)
         assert finished == [("UpdateTimeToLive", True)]
 
