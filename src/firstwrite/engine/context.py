@@ -1,5 +1,4 @@
-"""One call as operations and features see it, the host they see it on, and the hooks registry
-through which features plug in.
+"""One call (Context), the host it runs on (Host) and the hooks registry features plug into.
 
 An operation is a function ``(ctx: Context) -> dict``. Operations and features type against
 :class:`Host`, never against the concrete :class:`~firstwrite.engine.api.Engine`: the front door

@@ -128,8 +128,8 @@ def failed_already(
     keep succeeding. The hint only ever changes the cost of a call, never its answer.
 
     The error is returned, for the operation to raise at its top: an exception costs every
-    frame it leaves a traceback entry and a frame object (~4k instructions a frame, measured
-    with callgrind), and a duplicate request is a hot path of its own.
+    frame it leaves a traceback entry and a frame object, and a duplicate request is a hot
+    path of its own.
     """
     condition = compiled.condition
     if condition is None or not ctx.engine.route_hints.failed_last(row.id, condition.text):
