@@ -11,7 +11,7 @@ from .keys import IndexSchema, KeySchema, composite_part, encode_key_value
 from .values import AttributeValue, Item, item_size, parse_value, value_type
 
 MAX_NAME_BYTES = 65535  # the longest attribute name (64 KB itself is refused)
-# DynamoDB's words, measured on the service (ExtendDB issue #365, 2026-09): for item attribute
+# DynamoDB's words, as observed on the service (ExtendDB issue #365, 2026-09): for item attribute
 # names at any depth and for ExpressionAttributeNames values alike.
 NAME_TOO_LARGE = (
     "1 validation error detected: Attribute name is too large, must be less than 65536 bytes"
