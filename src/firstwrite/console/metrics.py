@@ -1,5 +1,7 @@
-"""The layer's metrics, under the layer's own names, from the MemoryMetrics the console's guards
-(and any app that passes its own to :func:`firstwrite.console.create_console`) write to."""
+"""The layer's metrics, under the layer's own names, from the console's MemoryMetrics.
+
+The MemoryMetrics are those the console's guards (and any app that passes its own to
+:func:`firstwrite.console.create_console`) write to."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Tables and items, read through the engine's own operations (ListTables, DescribeTable,
-DescribeTimeToLive, Scan), for the pages that browse them."""
+"""Tables and items for the pages that browse them, read through the engine's own operations.
+
+The operations are ListTables, DescribeTable, DescribeTimeToLive and Scan."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``python -m firstwrite.demo``: ``firstwrite demo`` by another name (its options, its
-one-line errors and exit statuses: :mod:`firstwrite.cli.demo`)."""
+"""``python -m firstwrite.demo``: ``firstwrite demo`` by another name.
+
+Its options, its one-line errors and exit statuses: :mod:`firstwrite.cli.demo`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The demo's DynamoDB side: its tables, the seeded accounts, the reads, and the writes a
-payment commits together with its idempotency key (variant 3: one ``TransactWriteItems``).
+"""The demo's DynamoDB side: its tables, the seeded accounts, the reads and the writes.
 
-Plain boto3 low-level calls, so it runs unchanged on the local engine and on DynamoDB.
-Amounts are integers in minor units (1250 = 12.50).
+A payment's writes commit together with its idempotency key (variant 3: one
+``TransactWriteItems``). Plain boto3 low-level calls, so it runs unchanged on the local engine
+and on DynamoDB. Amounts are integers in minor units (1250 = 12.50).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Secondary index definitions: CreateTable's ``GlobalSecondaryIndexes`` and
-``LocalSecondaryIndexes`` and UpdateTable's GSI ``Create``, checked as DynamoDB checks them and
-turned into the descriptions DescribeTable shows.
+"""Secondary index definitions, checked as DynamoDB checks them and described as it does.
+
+The definitions are CreateTable's ``GlobalSecondaryIndexes`` and ``LocalSecondaryIndexes`` and
+UpdateTable's GSI ``Create``; the descriptions are those DescribeTable shows.
 
 Messages and their order come from DynamoDB: dynalite's ``validations/createTable.js`` (whose
 tests run against DynamoDB), and the AWS-verified findings of the ack-api-quirks catalogue of

@@ -1,5 +1,4 @@
-"""A table's key schema and its secondary indexes', and key parts encoded as bytes whose order
-is DynamoDB's order.
+"""Key schemas (a table's and its indexes') and key parts encoded in DynamoDB's order.
 
 SQLite compares BLOBs with memcmp, so a range of sort keys becomes a range of byte strings.
 Strings order by UTF-8 bytes and binary by unsigned bytes, so both encode as themselves. Numbers

@@ -1,5 +1,7 @@
-"""Turning items and Key parameters into storage keys, by a table's key schema, and items into
-index entries, by its secondary indexes' key schemas and projections."""
+"""Storage keys and index entries from items, by a table's key schema and its indexes'.
+
+Items and Key parameters become storage keys by the table's key schema; items become index
+entries by its secondary indexes' key schemas and projections."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Testing code that uses DynamoDB against firstwrite's local engine: moto's convenience,
-DynamoDB's semantics.
+"""Testing code that uses DynamoDB against firstwrite's local engine.
+
+Moto's convenience, DynamoDB's semantics:
 
 - :func:`mock_dynamodb`: every boto3 / aiobotocore DynamoDB (and DynamoDB Streams) client the
   code under test creates is answered by an in-process engine, with nothing to configure.

@@ -1,5 +1,7 @@
-"""The local engine (``firstwrite[engine]``) and aiobotocore (``firstwrite[async]``) are
-extras: import them only when a test needs them, and say which to install when one is missing."""
+"""The optional extras: the local engine (``firstwrite[engine]``) and aiobotocore.
+
+Both (``firstwrite[engine]``, ``firstwrite[async]``) are imported only when a test needs them,
+saying which to install when one is missing."""
 
 from __future__ import annotations
 

@@ -1,30 +1,19 @@
 """The pytest plugin (entry point ``firstwrite``): fixtures over firstwrite's local engine.
 
-Fixtures (each test gets its own engine; see ``docs/testing.md``):
+Each test gets its own engine (every fixture in ``docs/testing.md``):
 
-``firstwrite_engine``
-    An :class:`~firstwrite.engine.api.Engine` in memory (or on a SQLite file under
-    ``tmp_path``: ``@pytest.mark.firstwrite(storage="file")`` or ini ``firstwrite_storage``),
-    closed after the test.
-``firstwrite_clock``
-    The engine's :class:`~firstwrite.engine.clock.Clock`, frozen at the test's start:
-    ``advance(seconds)``, ``set(epoch)``, ``unfreeze()``. TTL, leases and streams follow it.
-``firstwrite_client`` / ``firstwrite_resource`` / ``firstwrite_streams_client``
-    A real boto3 ``dynamodb`` client, ``dynamodb`` resource and ``dynamodbstreams`` client,
-    bound in process to the engine (botocore's defaults, retries included).
-``firstwrite_aio_client``
-    An aiobotocore ``dynamodb`` client bound in process (needs pytest-asyncio and aiobotocore).
-``firstwrite_idempotency_config`` / ``firstwrite_guard``
-    An :class:`~firstwrite.idempotency.Idempotency` over ``firstwrite_client``, its table
-    created, its clock the engine's. Override ``firstwrite_idempotency_config`` to configure it.
-``firstwrite_server``
-    The engine served over HTTP on a free loopback port
-    (:class:`~firstwrite.engine.server.app.ServerThread`; ``.url``), for SDKs of other languages
-    and code that insists on an endpoint.
-``firstwrite_mock``
-    Every DynamoDB client the code under test creates is answered by the engine
-    (:func:`~firstwrite.testing.mock_dynamodb`). ``--firstwrite-mock`` (or ini
-    ``firstwrite_mock = true``) applies it to every test.
+* ``firstwrite_engine``: an :class:`~firstwrite.engine.api.Engine` in memory (or on a file:
+  ``@pytest.mark.firstwrite(storage="file")``, ini ``firstwrite_storage``), closed at teardown;
+* ``firstwrite_clock``: its :class:`~firstwrite.engine.clock.Clock`, frozen at the test's start;
+* ``firstwrite_client`` / ``firstwrite_resource`` / ``firstwrite_streams_client`` /
+  ``firstwrite_aio_client``: real boto3 (and aiobotocore) clients bound in process to it;
+* ``firstwrite_idempotency_config`` / ``firstwrite_guard``: an
+  :class:`~firstwrite.idempotency.Idempotency` over ``firstwrite_client``, its table created,
+  its clock the engine's (override the config fixture to configure it);
+* ``firstwrite_server``: the engine served over HTTP on a free loopback port (``.url``);
+* ``firstwrite_mock``: every DynamoDB client the code under test creates is answered by the
+  engine (:func:`~firstwrite.testing.mock_dynamodb`); ``--firstwrite-mock`` (or ini
+  ``firstwrite_mock = true``) applies it to every test.
 
 The engine is imported only when a fixture needs it: without the ``engine`` extra the plugin
 loads, and a test that asks for an engine fails saying what to install.

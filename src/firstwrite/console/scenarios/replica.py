@@ -1,5 +1,7 @@
-"""Scenario 5: a stale replica. Two regions with replication lag, a duplicate routed to the other
-region: what happens without home-region pinning, and with it."""
+"""Scenario 5: a stale replica.
+
+Two regions with replication lag, a duplicate routed to the other region: what happens without
+home-region pinning, and with it."""
 
 from __future__ import annotations
 

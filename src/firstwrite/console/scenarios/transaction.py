@@ -1,5 +1,7 @@
-"""Scenario 4: a transaction cancelled. The claim and the business writes commit together or
-not at all; the cancellation reasons, item by item, decide the layer's outcome."""
+"""Scenario 4: a transaction cancelled.
+
+The claim and the business writes commit together or not at all; the cancellation reasons, item
+by item, decide the layer's outcome."""
 
 from __future__ import annotations
 

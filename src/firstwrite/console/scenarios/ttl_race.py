@@ -1,6 +1,8 @@
-"""Scenario 2: the TTL race. A completed record expires, the sweeper lags, late duplicates
-arrive before and after the sweep; the layer refuses both, the second thanks to the tombstone
-the TTL audit wrote from the stream."""
+"""Scenario 2: the TTL race.
+
+A completed record expires, the sweeper lags, late duplicates arrive before and after the
+sweep; the layer refuses both, the second thanks to the tombstone the TTL audit wrote from the
+stream."""
 
 from __future__ import annotations
 

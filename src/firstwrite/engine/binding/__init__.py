@@ -1,6 +1,6 @@
-"""Real boto3 and aiobotocore clients answered by an in-process engine: no sockets, botocore's
-own client half, the engine's answer handed over at ``before-call``.
+"""Real boto3 and aiobotocore clients answered by an in-process engine, with no sockets.
 
+botocore runs its own client half; the engine's answer is handed over at ``before-call``.
 The public face is :func:`bind` / :func:`unbind` (any client), :func:`local_client` and
 :func:`local_resource` (boto3) and :func:`local_aio_client` (aiobotocore). The modules behind it:
 ``sync`` and ``aio`` (the two bindings), ``steps`` (what they share), ``validate``, ``request``,

@@ -1,23 +1,18 @@
-"""The quick path's parse: what botocore's JSON parser returns for an engine answer, built from
-the answer itself rather than from its JSON.
+"""The quick path's parse: botocore's parsed response, built from the engine's own answer.
 
-The bound client's quick path (:func:`~.binding_steps.quick_steps`) answers a call with the
-engine's wire answer, and botocore's parser turns that JSON back into the dict the engine had
-returned (twice for a modeled error: the error, then its members). That round trip costs more
-than the engine's own work on a small item. :class:`Shortcut` gets the same dict from the
-engine's own answer: one converter per botocore shape, compiled once, applying
-``BaseJSONParser``'s rules one by one (members in the model's order, ``None`` and unknown
-members dropped, lists kept sparse, blobs through the parser's blob parser, timestamps through
-its timestamp parser, ``ResponseMetadata`` from the same headers).
+The quick path (:func:`~.binding_steps.quick_steps`) answers with the engine's wire answer, which
+botocore's parser would turn back from JSON into the dict the engine returned (twice for a
+modeled error). :class:`Shortcut` builds the same dict from the engine's answer: one converter
+per botocore shape, compiled once, applying ``BaseJSONParser``'s rules (members in the model's
+order, ``None`` and unknown members dropped, lists kept sparse, blobs and timestamps through the
+parser's own functions, ``ResponseMetadata`` from the same headers).
 
-It is taken only where its result is provably the parser's: for a value whose JSON round trip
-is the identity (``str``, ``int``, ``bool``, ``float``, ``bytes`` for a blob, ``dict``
-with ``str`` keys, ``list``), on an answer the ``before-parse`` hooks left as it was, with
-botocore's (or aiobotocore's) own JSON parser. Anything else (a tuple, a ``str`` subclass,
-a non-``str`` key, a shape the converters do not know) gives up, and the client's parser runs
-on the body as before. Every container is built anew, as the parser's are: nothing the caller
-gets is shared with the engine. ``tests/engine/binding/test_binding_parse.py`` checks the equivalence, errors included, for
-every operation's output and error shapes.
+It is taken only where its result is provably the parser's: values whose JSON round trip is the
+identity, an answer the ``before-parse`` hooks left as it was, botocore's (or aiobotocore's) own
+JSON parser. Anything else gives up and the client's parser runs on the body as before. Every
+container is built anew: nothing the caller gets is shared with the engine.
+``tests/engine/binding/test_binding_parse.py`` checks the equivalence, errors included, for every
+operation's output and error shapes.
 """
 
 from __future__ import annotations

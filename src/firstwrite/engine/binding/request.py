@@ -1,28 +1,20 @@
 """The quick path's request building: botocore's User-Agent and endpoint parameters, compiled.
 
-Before ``before-call`` (where the quick path answers), botocore builds each request as for AWS.
-Two of its steps cost more on a bound client than the engine's own work on a small item, and
-both compute the same thing call after call:
+Two steps botocore takes before ``before-call`` compute the same thing call after call:
 
-- The ``User-Agent`` header: ``UserAgentString.to_string`` rebuilds and sanitises about twenty
-  components, character by character, on every call. :class:`CachedUserAgent` keeps each string
-  it has built, keyed on everything ``to_string`` reads: the creator's own fields (compared
-  with a snapshot taken when it was wrapped), the client configuration's user-agent fields,
-  and the feature ids in the order ``to_string`` joins them. botocore's own ``to_string``
-  builds every string the first time, and always if ``modify_components`` was replaced.
-- The endpoint ruleset's parameters: ``EndpointRulesetResolver._get_provider_params`` looks up
-  each of the ruleset's parameters through five cached methods per parameter.
-  :class:`CompiledEndpointParams` looks them up in the same order from a plan made once per
-  operation (static context value, the call's member, the operation context's JMESPath, the
-  client context, the builtin, the first that is not ``None``), still emitting
-  ``before-endpoint-resolution`` for the builtins and registering the same feature ids.
-  The endpoint itself is still resolved by botocore (its provider caches the result).
+- :class:`CachedUserAgent` keeps each ``User-Agent`` string ``UserAgentString.to_string`` has
+  built, keyed on everything it reads (the creator's fields, the client configuration's
+  user-agent fields, the feature ids in order); botocore builds every string the first time,
+  and always if ``modify_components`` was replaced.
+- :class:`CompiledEndpointParams` looks the endpoint ruleset's parameters up in botocore's
+  order from a plan made once per operation, still emitting ``before-endpoint-resolution`` for
+  the builtins and registering the same feature ids. botocore still resolves the endpoint.
 
-Neither changes what botocore sends or raises: ``tests/engine/binding/test_binding_request.py`` checks,
-for every operation and for random parameters, feature ids and configurations, that the
-strings, the endpoint parameters and the feature ids registered are botocore's own.
-Both are installed on the quick path of synchronous clients only (:func:`install`), and
-:func:`uninstall` puts botocore's objects back.
+Neither changes what botocore sends or raises: ``tests/engine/binding/test_binding_request.py``
+checks, for every operation and random parameters, feature ids and configurations, that the
+strings, endpoint parameters and feature ids are botocore's own. Both are installed on the
+quick path of synchronous clients only (:func:`install`); :func:`uninstall` puts botocore's
+objects back. Details: docs/engine.md, "The quick path's compiled steps".
 """
 
 from __future__ import annotations

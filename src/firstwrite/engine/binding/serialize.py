@@ -1,33 +1,22 @@
 """The quick path's request serialisation: botocore's JSON request, without botocore's walk.
 
-botocore's ``JSONSerializer`` copies a call's parameters into a new tree, member by member,
-re-reading the model at every value, and then writes that tree as JSON. For parameters made
-only of what it writes as it is (``str``, ``int``, ``bool``, ``dict``, ``list`` and ``tuple``:
-no blob, float or timestamp, no renamed member), the copy is the parameters themselves, so its
-JSON is ``json.dumps(parameters)``. :mod:`.binding_validate` compiles that condition beside its
-validity check (``compile_check(shape, as_is=True)``), and :class:`JsonRequests` builds the
-request dict botocore's serializer would build around that body. Anything else (a blob, a
-float, an operation with a host prefix, a query-compatible service, a serializer that is not
-botocore's own ``JSONSerializer``) is serialised by botocore as before.
+For parameters made only of what botocore's ``JSONSerializer`` writes as they are (``str``,
+``int``, ``bool``, ``dict``, ``list``, ``tuple``: no blob, float or timestamp, no renamed
+member), its copy is the parameters themselves, so the body is ``json.dumps(parameters)``.
+:mod:`.binding_validate` compiles that condition (``compile_check(shape, as_is=True)``) and
+:class:`JsonRequests` builds the request dict botocore's serializer would build around that
+body. Anything else is serialised by botocore as before.
 
-``tests/engine/binding/test_binding_serialize.py`` checks, for every operation's input shape and random
-parameters, that the request is exactly the one botocore's serializer builds.
+Such parameters are also their body's JSON value, so :func:`parameters_of` gives the quick path
+the parameters of the very body built from them (per thread, or per task on aiobotocore), unless
+a hook replaced the body or it holds a ``\\ud`` escape, and the engine reads them in place of
+decoding the body again. The engine never changes those dicts; it trusts that nobody else does
+during the call. Nesting too deep for the decoder raises ``RecursionError`` in the as-is check
+first, as in botocore's own validator.
 
-Such parameters are also their body's JSON value: ``wire.loads(body) == parameters``, with the
-same types all the way down (the as-is check takes lists, never tuples, which JSON would turn
-into lists). The one such body the engine's decoder refuses is one carrying a lone surrogate
-(written as a ``\\udXXX`` escape), which the parameters would not show. So :class:`JsonRequests`
-remembers, per thread (per task on aiobotocore), the last small request it built, and the quick
-path asks :func:`parameters_of` for the parameters of the body it is about to answer: the very
-body object built from them (a hook that changes the request replaces the body), with no
-``\\ud`` escape in it, gives the parameters, which the engine reads in place of decoding the
-body again (``tests/engine/binding/test_binding_direct.py``: the same answers, errors included).
-The engine reads those dicts in place and never changes them (checked by that test); what it
-trusts is that nobody else does during the call: a hook or thread changing the caller's nested
-dicts mid-call would be seen, where botocore alone answers the body already built.
-The nesting the decoder refuses (about a thousand levels) never gets there: the as-is check
-recurses in Python, two or three frames a level, and raises ``RecursionError`` far before (as
-botocore's own validator does).
+``tests/engine/binding/test_binding_serialize.py`` checks, for every operation's input shape and
+random parameters, that the request is exactly the one botocore's serializer builds. The
+reasoning in full: docs/engine.md, "The quick path's compiled steps".
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""What the boto3 and aiobotocore bindings share: the quick path's steps, the responders' base,
-and installing their handlers on a client.
+"""What the boto3 and aiobotocore bindings share: the quick path's steps and responders' base.
 
 The quick path is written once, as a generator of the steps that are coroutines on aiobotocore
 (:func:`quick_steps`); :mod:`.binding` drives it with plain calls and :mod:`.aio_binding` with
-``await``, so both kinds of client take the same decisions. Neither imports the other's
-responder from here, so the two modules never import each other in a circle.
+``await``, so both kinds of client take the same decisions. This module also installs their
+handlers on a client. Neither imports the other's responder from here, so the two modules never
+import each other in a circle.
 """
 
 from __future__ import annotations

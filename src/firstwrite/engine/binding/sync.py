@@ -1,32 +1,22 @@
 """Bind real boto3/botocore clients to an in-process engine: no sockets, botocore's own code.
 
-``bind(client, engine)`` answers each call at botocore's ``before-call`` event. By then botocore
-has done the whole client half of a call exactly as for AWS: parameter hooks, validation,
-endpoint resolution and JSON serialisation (validation asks a check compiled from botocore's
-rules first, which accepts exactly what botocore's validator accepts and leaves everything
-else to it: :mod:`.binding_validate`). The engine answers the serialised body
-(``wire_call``, the HTTP server's code path; a body written from the parameters as they are is
-read from the parameters themselves, its provably equal JSON value: :mod:`.binding_serialize`),
-and that answer becomes the response, or the
-modeled error that ``_make_api_call`` raises, exactly as botocore's parser for that client
-would make it: built from the engine's own answer where that is provably the parser's result
-(:mod:`.binding_parse`), by the parser itself otherwise. The ``after-call`` hooks run as usual.
+``bind(client, engine)`` answers each call at botocore's ``before-call`` event, once botocore
+has done the whole client half of the call exactly as for AWS (parameter hooks, validation,
+endpoint resolution, JSON serialisation; :mod:`.binding_validate`, :mod:`.binding_serialize`).
+The engine answers the serialised body through ``wire_call``, the HTTP server's code path, and
+the answer becomes the response, or the modeled error ``_make_api_call`` raises, exactly as the
+client's own parser would make it (:mod:`.binding_parse`). ``after-call`` hooks run as usual.
 
-What the quick path leaves out is botocore's HTTP half: signing, the ``request-created`` and
-``before-send`` hooks, the CRC32 check and the retry handler. On a loopback engine they do
-nothing useful, and skipping them halves the cost of a call. Only answers that botocore
-never retries take the quick path. Any other answer (a throttle, a 500, an unknown error code)
-is kept for the call's first attempt, and the call goes on through botocore's full path:
-``before-send`` returns the kept answer and botocore's retry handler decides, as against AWS.
-Every retry is a fresh engine call. ``bind(client, engine, full_stack=True)`` sends every call
-through the full path. Use that to test your own ``before-send`` or signing hooks.
+The quick path leaves out botocore's HTTP half (signing, the ``request-created`` and
+``before-send`` hooks, the CRC32 check, the retry handler), which does nothing useful on a
+loopback engine. Only answers botocore never retries take it; any other answer (a throttle, a
+500, an unknown error code) is handed to ``before-send`` for the first attempt and botocore's
+retry handler decides, as against AWS; every retry is a fresh engine call.
+``bind(client, engine, full_stack=True)`` sends every call through the full path.
 
-The quick path is written once, as a generator of the steps that are coroutines on aiobotocore
-(:func:`quick_steps`); :class:`Responder` drives it with plain calls, and
-:mod:`.aio_binding` with ``await``, so both kinds of client take the same decisions.
-
-Use :class:`~firstwrite.engine.direct.client.DirectClient` when per-call overhead matters more than
-exercising the SDK.
+The quick path is one generator (:func:`quick_steps`), driven by :class:`Responder` with plain
+calls and by :mod:`.aio_binding` with ``await``. For the least per-call overhead, use
+:class:`~firstwrite.engine.direct.client.DirectClient`. Details: docs/engine.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Text that no Unicode encoding carries: strings holding a surrogate code point (U+D800 to
-U+DFFF, half of a UTF-16 pair), as the in-process clients may be handed them.
+"""Text that no Unicode encoding carries, as the in-process clients may be handed it.
 
-Over HTTP such text cannot arrive: a body is UTF-8 (or UTF-16/32), and a ``\\uD800`` escape
-left unpaired is refused with the body (:func:`.wire.loads`: a bare SerializationException,
-DynamoDB's answer). A bound boto3 client serialises its request to such a body first. The
+Such text holds a surrogate code point (U+D800 to U+DFFF, half of a UTF-16 pair). Over HTTP it
+cannot arrive: a body is UTF-8 (or UTF-16/32), and a ``\\uD800`` escape left unpaired is refused
+with the body (:func:`.wire.loads`: a bare SerializationException, DynamoDB's answer). A bound
+boto3 client serialises its request to such a body first. The
 :class:`~.client.DirectClient` hands Python values to the engine, so it asks
 :func:`holds_surrogate` and answers :data:`UNREADABLE` as the server would (issue 15, hole 5).
 """

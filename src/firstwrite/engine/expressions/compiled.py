@@ -24,7 +24,7 @@ _NO_VALUES: Mapping[str, AttributeValue] = {}
 _EMPTY_ITEM: Item = {}  # never written to: evaluation only reads
 
 
-# Built per request, so not frozen (a frozen dataclass costs four times as much to build); treat
+# Built per request, so not frozen (a frozen dataclass is several times dearer to build); treat
 # them as immutable all the same: cached ones are shared between requests.
 @dataclass(slots=True)
 class Condition:

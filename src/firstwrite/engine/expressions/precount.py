@@ -1,10 +1,8 @@
 """What an expression's text says about its operator count before it is parsed.
 
 DynamoDB refuses an expression of more than 300 operators and functions
-(:data:`.parser.MAX_OPERATORS`), but reports a syntax error first. lark costs microseconds a
-token, so a 4 KB chain of 1,000 ``NOT`` took milliseconds (more on a loaded machine) to parse
-only to be refused. Two things the text alone gives, with regular expressions (no per-token
-Python):
+(:data:`.parser.MAX_OPERATORS`), but reports a syntax error first. Parsing a long refused
+expression with lark is costly, so two things are read off the text with regular expressions:
 
 * :func:`operator_floor`: a lower bound of the operator count of any parse lark accepts. It
   counts only tokens that are an operator wherever they stand in such a parse: in a condition,
@@ -13,8 +11,7 @@ Python):
   error), each word followed by ``(`` but ``AND``, ``BETWEEN`` and ``NOT`` (a function call, or
   ``IN (`` and ``OR (``: operators too); in an update, each ``+``, ``-`` and function call.
 * :func:`reduced`: the text with each run of three or more ``NOT`` cut to two, which lark
-  accepts if and only if it accepts the text (the keywords after the first are in the same
-  state; a run starting as a name is a syntax error either way).
+  accepts if and only if it accepts the text.
 
 So when the floor is over the limit and lark accepts the (short) reduced text, the answer is
 DynamoDB's "too many operators" whatever the full parse would build; otherwise the text is

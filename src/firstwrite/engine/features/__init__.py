@@ -1,5 +1,6 @@
-"""The engine's features: each rides on the core's hooks (``hooks.py``) and never patches an
-operation, and no feature imports another (they meet through the hooks).
+"""The engine's features, each riding on the core's hooks, never patching an operation.
+
+No feature imports another (they meet through the hooks, ``context.py``).
 
 * ``tags`` — CreateTable's ``Tags``;
 * ``streams`` — the change hook that writes stream records, and streams on and off;

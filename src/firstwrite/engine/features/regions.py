@@ -1,27 +1,20 @@
 """Regions and global tables: replicas and their asynchronous, last-writer-wins replication.
 
 The engine serves every region at once: the catalog is keyed by (region, table name), and each
-call runs in the region of its client (the SigV4 credential scope over HTTP). A table becomes a
-global table with ``UpdateTable(ReplicaUpdates=[{"Create": {"RegionName": r}}])``, as on
-DynamoDB (global tables version 2019.11.21): the replica is created in region ``r`` with the
-same key schema, seeded with the table's items, and every member's DescribeTable lists the
-other members under ``Replicas``.
+call runs in the region of its client (the SigV4 credential scope over HTTP). As on DynamoDB
+(global tables version 2019.11.21), ``UpdateTable(ReplicaUpdates=[{"Create": {"RegionName":
+r}}])`` creates a replica in region ``r`` with the same key schema, seeded with the table's
+items, and every member's DescribeTable lists the other members under ``Replicas``.
 
-Replication
------------
-* A write to a replica records one queue entry per other member *in the write's own SQLite
-  transaction*; an entry is deleted in the transaction that applies it. A crash therefore
-  neither loses nor duplicates replication work, and any engine (thread or process) on the
-  same file can apply it.
-* An entry becomes due ``lag`` seconds (engine clock) after its source write. Due entries are
-  applied by a background thread and, lazily, before any call served in their target region,
-  so a test with a frozen clock can ``engine.clock.advance(lag)`` and read the converged
-  replica at once, without sleeping.
-* Conflicts resolve last-writer-wins by (source write time, source region): the greater
-  region name wins a tie. A write always supersedes the version it overwrote (its time is
-  bumped past it if the clock says otherwise), so the replicas converge.
-* Applied (replicated) writes reach the other change hooks (streams) but are never
-  re-replicated.
+* A write to a replica queues one entry per other member *in the write's own transaction*, and
+  an entry is deleted in the transaction that applies it: a crash neither loses nor duplicates
+  replication work, and any engine (thread or process) on the same file can apply it.
+* An entry is due ``lag`` seconds (engine clock) after its source write. Due entries are applied
+  by a background thread and, lazily, before any call served in their target region, so a test
+  with a frozen clock can ``engine.clock.advance(lag)`` and read the converged replica at once.
+* Conflicts resolve last-writer-wins by (source write time, source region; the greater name
+  wins a tie). A write always supersedes the version it overwrote, so the replicas converge.
+  Replicated writes reach the other change hooks (streams) but are never re-replicated.
 * Conditional writes are linearizable within the region they are sent to only: two regions
   may both accept a conditional create of the same key before either has seen the other's.
 """

@@ -3,40 +3,20 @@
 As on DynamoDB, expiry is *not* a read-side filter: an item whose TTL attribute (a top-level
 Number of epoch seconds) is in the past stays an ordinary item, visible to reads, queries and
 updates, until the sweeper deletes it. The sweeper:
+* reads due items off an expiry index that a change hook keeps in each item's own write
+  transaction, so an idle sweep never scans a table; it builds that index, in slices, for the
+  items already present when TTL is enabled;
+* deletes due items in write transactions that re-check them, consuming no capacity, each item
+  once even with several processes sweeping one file; a delete goes through the change hooks
+  like any other (a stream REMOVE with the TTL service identity, indexes, replicas);
+* shares the engine with its writers: while a sweep has due items, the writers leading batches
+  carry it a bounded piece each (``storage/chores.py``); a piece that fails is rolled back
+  alone and fails the sweep, never the writer's call;
+* ignores values more than five years in the past (DynamoDB's guard against milliseconds), and
+  purges stream records past their 24-hour retention.
 
-* reads due items off an expiry index (``ttl_expiry``) that a change hook keeps in each item's
-  own write transaction, so an idle sweep is one indexed read and never scans a table;
-* builds that index for the items already present when TTL is enabled, in slices;
-* deletes due items in write transactions that re-check them, consuming no capacity; several
-  processes sweeping one file serialise on SQLite's write lock and each item is deleted once.
-  On a table no other change hook watches, a slice is two statements (SQLite deletes the items
-  and their index entries with the GIL released); otherwise each item goes through the change
-  hooks like any delete (streams record a REMOVE with the TTL service identity, secondary
-  indexes and replicas follow);
-* shares the engine with its writers (a sweep of 1e5 items does not stall them;
-  ``python -m bench --only scale`` measures it) by having them carry it: while a sweep has due
-  items it is a chore posted on the storage (``storage/chores.py``) and the writer leading each
-  batch deletes a piece, about :data:`SWEEP_CHORE_S` of work, in its own transaction after its
-  callers' functions, under a savepoint. No thread switch, no wait: the sweeper's own slices
-  cost each writer meeting one the slice plus as long again to hand the lead between threads
-  (claim p99 2.2-3x during a sweep; 1.0-1.5x carried, bench/scale.py). Pieces are reported
-  (the ``Expired`` list) once committed, in commit order; a batch that rolls back takes its
-  piece along and a later one redoes it; a piece that raises is rolled back alone, logged, and
-  fails the sweep, never the writer's call. Meanwhile the sweeper's thread runs the WAL
-  checkpoints (the writers' autocheckpoint is off while the chore is posted: the sweep triples
-  the WAL each write adds, and 1-3% of writers paid a 1-8 ms checkpoint). With no writer
-  carrying it for :data:`SWEEP_IDLE_AFTER_S` it runs pieces itself (background writes, never
-  batched with a writer's call), from :data:`SWEEP_SLICE_S` to :data:`SWEEP_IDLE_SLICE_S` while
-  no writer comes between two. A TTL index backfill runs in such slices, resting
-  :data:`SWEEP_REST` times as long as each took while writers are busy (``rest_until``);
-* ignores values more than five years in the past (DynamoDB's guard against milliseconds);
-* purges stream records past their 24-hour retention.
-
-Time is the engine clock. ``TTLConfig.lag`` delays deletion past expiry (``0``: the next sweep;
-days: DynamoDB's documented worst case), so a test can stage the race between a late write and
-the TTL delete; ``engine.ttl.sweep_now()`` runs one complete sweep synchronously.
-
-UpdateTimeToLive and DescribeTimeToLive are ``operations/ttl.py``.
+Time is the engine clock: ``TTLConfig.lag`` delays deletion past expiry, ``sweep_now()`` runs
+one sweep synchronously. Pacing: docs/engine.md, "TTL sweep". The API is ``operations/ttl.py``.
 """
 
 from __future__ import annotations
@@ -82,10 +62,8 @@ SWEEP_CHORE_S = 0.00006
 SWEEP_IDLE_AFTER_S = 0.002
 # While its chore is posted the sweeper runs the WAL checkpoints (writers do not): this often
 # while writers carry it (keeping the WAL short), and this often on an idle engine. Each
-# checkpoint syncs the files once however little it copies: every 2 ms (until 2026-12) a
-# sweep of 1e5 items took ~1,800 checkpoints, 1.8 s of them, and in 9 of 17 runs on a noisy
-# 2-core machine the claims' p99 during the sweep rose 3.5-5x; every 10 ms, ~270 and 0.8 s,
-# and p99 within 2x in 12 of 12 (bench/scale.py's sweep, same machine, interleaved).
+# checkpoint syncs the files once however little it copies, so the period bounds the syncs a
+# sweep makes while writers wait (why this period: docs/engine.md, "TTL sweep").
 SWEEP_CHECKPOINT_S, SWEEP_IDLE_CHECKPOINT_S = 0.01, 0.02
 # DynamoDB refuses a second UpdateTimeToLive within about an hour of the previous one.
 AWS_CHANGE_INTERVAL_S = 3600.0

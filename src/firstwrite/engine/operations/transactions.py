@@ -3,24 +3,20 @@
 A write transaction is one storage write (one ``BEGIN IMMEDIATE`` transaction): it reads every
 item, evaluates every condition and update, and writes only when all of them pass, so it is
 all-or-nothing and serializable against every other write, in this process or another.
+DynamoDB reports problems in three ways, so the work runs in three phases:
 
-The work runs in three phases, because DynamoDB reports problems in three ways:
-
-1. Request checks that need no table (shapes, expressions, AttributeValues, the 4 MB payload):
-   a top-level ``ValidationException``.
-2. Table and key resolution inside the write: unknown tables (``ResourceNotFoundException``),
-   empty key values, oversized Put items and two actions on one item are top-level errors; a key
-   that does not match the schema is a per-action ``ValidationError``.
+1. Checks needing no table (shapes, expressions, values, the 4 MB payload): ValidationException.
+2. Table and key resolution inside the write: unknown tables, empty key values, oversized Put
+   items and two actions on one item are top-level errors; a key that does not match the schema
+   is a per-action ``ValidationError``.
 3. Conditions and updates: ``TransactionCanceledException`` with one reason per action. Every
    condition is evaluated (no short-circuit); a per-action validation failure wins over failed
    conditions and only the first one is reported.
 
-ClientRequestToken: a *successful* transaction stores (token, request fingerprint, completion
-time) in the same storage transaction as its writes. Within the window a repeat of the same
-request is answered without re-applying it; a different request is an
-IdempotentParameterMismatchException. Cancelled or rejected requests store nothing: DynamoDB
-documents the replay only for a successful original call, and a client retrying a cancelled
-transaction wants it re-evaluated, not the old cancellation replayed.
+ClientRequestToken: a *successful* transaction stores its token and request fingerprint with
+its writes; within the window a repeat is answered without re-applying it, a different request
+is an IdempotentParameterMismatchException. Cancelled or rejected requests store nothing
+(DynamoDB documents the replay for a successful call only; a retry wants re-evaluating).
 """
 
 from __future__ import annotations

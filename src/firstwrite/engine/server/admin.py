@@ -3,27 +3,17 @@
 JSON in and out; every error is an RFC 9457 ``application/problem+json`` body. The server
 composes these routes (:func:`routes`) with its own; routing is Starlette's.
 
-=======  ==========================================  ============================================
-Method   Path                                        Does
-=======  ==========================================  ============================================
-GET      /_firstwrite/clock                          ``{"now", "frozen", "offset"}``
-POST     /_firstwrite/clock                          ``{"reset": true, "freeze": true|false,
-                                                     "set": t, "advance": s}`` (applied in that
-                                                     order; ``freeze`` with ``set`` freezes at t)
-GET      /_firstwrite/faults                         ``{"faults": [...], "throughput": {...}}``
-POST     /_firstwrite/faults                         add one fault: ``{"kind": ..., scope,
-                                                     options}`` (see faults.py) -> 201
-DELETE   /_firstwrite/faults                         remove every fault
-DELETE   /_firstwrite/faults/{id}                    remove one fault
-GET      /_firstwrite/faults/throughput              ``{"enforced", "burst_seconds"}``
-POST     /_firstwrite/faults/throughput              ``{"enforced": bool, "burst_seconds": s}``
-GET      /_firstwrite/replication                    lag settings and the queued backlog
-POST     /_firstwrite/replication                    ``{"lag": s, "region": r, "apply": true,
-                                                     "flush": true}``
-POST     /_firstwrite/replication/replicas           ``{"table", "region", "replica"}``: add a
-                                                     replica (UpdateTable ReplicaUpdates Create)
-DELETE   /_firstwrite/replication/replicas           same body: remove it
-=======  ==========================================  ============================================
+* ``GET /_firstwrite/clock``: ``{"now", "frozen", "offset"}``. ``POST`` applies ``{"reset": true,
+  "freeze": true|false, "set": t, "advance": s}`` in that order (``freeze`` with ``set`` freezes
+  at t).
+* ``GET /_firstwrite/faults``: ``{"faults": [...], "throughput": {...}}``. ``POST`` adds one fault,
+  ``{"kind": ..., scope, options}`` (see faults.py) -> 201. ``DELETE`` removes every fault;
+  ``DELETE /_firstwrite/faults/{id}`` removes one.
+* ``GET /_firstwrite/faults/throughput``: ``{"enforced", "burst_seconds"}``; ``POST`` sets them.
+* ``GET /_firstwrite/replication``: lag settings and the queued backlog. ``POST`` takes
+  ``{"lag": s, "region": r, "apply": true, "flush": true}``.
+* ``POST /_firstwrite/replication/replicas`` ``{"table", "region", "replica"}`` adds a replica
+  (UpdateTable ReplicaUpdates Create); ``DELETE`` with the same body removes it.
 """
 
 from __future__ import annotations

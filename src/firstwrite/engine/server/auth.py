@@ -2,20 +2,17 @@
 
 Every request to ``/_firstwrite/...`` or to a mounted app passes :class:`Guard`, in this order:
 
-1. **Host.** When the server is bound to a loopback address, the ``Host`` header must name a
-   loopback host (``localhost``, ``*.localhost``, ``127.x.y.z``, ``[::1]``) or one the server was
-   told to answer to: a web page whose domain was re-pointed at 127.0.0.1 (DNS rebinding) is
-   refused, since to the browser it is same-origin. 403.
-2. **Same origin.** A browser request from another origin (an ``Origin`` header that is not this
-   server's own, or ``Sec-Fetch-Site`` other than ``same-origin``/``none``) is refused. 403.
-3. **JSON only.** A state-changing request (not GET/HEAD/OPTIONS) with a body, or a content
-   type, must be ``application/json`` (or ``+json``): the content types a cross-site form or
-   ``fetch`` can send without a CORS preflight (text/plain, forms, multipart) are refused. 415.
-4. **Credentials**, when the server has any (``--require-auth``): a valid SigV4 signature (the
-   data plane's), or the session cookie ``POST /_firstwrite/session`` sets (:mod:`.session`,
-   which also slows down repeated failed logins). 401. The session route itself needs none (it
-   is the login), nor the public paths a mounted app declares (its login page and the files that
-   page needs).
+1. **Host.** On a loopback address, the ``Host`` header must name a loopback host
+   (``localhost``, ``*.localhost``, ``127.x.y.z``, ``[::1]``) or one the server was told to
+   answer to, so a DNS-rebound page (same-origin to the browser) is refused. 403.
+2. **Same origin.** An ``Origin`` that is not this server's own, or ``Sec-Fetch-Site`` other
+   than ``same-origin``/``none``, is refused. 403.
+3. **JSON only.** A state-changing request (not GET/HEAD/OPTIONS) with a body or a content type
+   must be ``application/json`` (or ``+json``), which a page cannot send without a CORS
+   preflight. 415.
+4. **Credentials**, when the server has any (``--require-auth``): a valid SigV4 signature, or
+   the session cookie ``POST /_firstwrite/session`` sets (:mod:`.session`). 401. The login
+   route needs none, nor the public paths a mounted app declares (its login page, its files).
 
 The authenticated caller is in the ASGI scope under :data:`~.session.PRINCIPAL_SCOPE_KEY` as a
 :class:`~.session.Principal` (``None`` when the server requires no credentials), for mounted

@@ -1,10 +1,7 @@
 """Reading request bodies on the event loop, big ones at a bounded pace.
 
-Issue 15: while clients stream 16 MiB bodies, the server's other clients wait. Screening them
-in a worker (:mod:`.screening`) took their decoding off the server; receiving them was still
-done as fast as loopback delivers, on the event loop and under the GIL (uvicorn hands a body
-over about 64 KiB at a time, each piece a loop turn and two copies; joining the pieces was one
-more 16 MiB copy), so a few clients streaming bodies took most of the loop. Here:
+Receiving big bodies as fast as loopback delivers them would take the event loop from every
+other client (docs/engine.md, "What the server is hardened for"). Here:
 
 * **A pace.** Big bodies (:data:`BIG_BODY_BYTES` and more, or of unknown size) are read at no
   more than :data:`RATE` bytes a second, all connections together (:class:`Pace`, a token

@@ -1,9 +1,9 @@
 """One HTTP/1.1 connection as the server runs it: uvicorn's httptools protocol, tuned and bounded.
 
 * **Coalesced writes.** uvicorn writes a response's head and its body separately, and uvloop
-  sends each write at once: two ``send(2)`` calls and two TCP segments per DynamoDB answer,
-  which measured as half the server's time under load. :class:`CoalescingTransport` buffers the
-  writes of one event-loop turn and sends them together.
+  sends each write at once: two ``send(2)`` calls and two TCP segments per DynamoDB answer.
+  :class:`CoalescingTransport` buffers the writes of one event-loop turn and sends them together
+  (what that saves: docs/engine.md, "How the HTTP server runs engine calls").
 * **Read timeouts.** A request's headers must arrive within ``header_timeout`` of its first byte
   (or of the connection, for its first request), and its body within ``body_timeout`` of the
   headers; otherwise the server answers 408 and closes. A client trickling one byte a second

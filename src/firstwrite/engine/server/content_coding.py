@@ -1,23 +1,22 @@
 """Request bodies sent with ``Content-Encoding``: decoded as DynamoDB decodes them.
 
 DynamoDB reads request bodies compressed with ``gzip`` or ``deflate`` (the zlib format, RFC
-9110), and the AWS SDKs' request compression sends them (``requestcompression``). What DynamoDB
-does, measured on the service by ScyllaDB's Alternator tests (test_compressed_request.py,
-run against AWS in 2025-11/12; PRs scylladb#27049, #27917, #28820):
+9110), as the AWS SDKs' request compression sends them. As observed on the service (ScyllaDB's
+Alternator tests, test_compressed_request.py, run against AWS in 2025-11/12; PRs
+scylladb#27049, #27917, #28820):
 
-* a valid gzip body (several gzip members one after another included) or deflate body is
-  answered as its decoded JSON; the signature covers the bytes sent (compressed);
+* a valid gzip body (several members one after another included) or deflate body is answered
+  as its decoded JSON; the signature covers the bytes sent (compressed);
 * an unknown coding, a body that is not valid data of its coding (an empty one included), or
-  two deflate streams one after another: HTTP 500 ``InternalServerError``, nothing applied
-  (the engine answers a 400 instead, below);
-* a body that decodes past the request size limit is refused (DynamoDB fixed its
-  "decompression bomb" in 2026); here it is the 413 of any body over the limit.
+  two deflate streams one after another: HTTP 500 ``InternalServerError``, nothing applied;
+* a body that decodes past the request size limit is refused (DynamoDB fixed its "decompression
+  bomb" in 2026); here it is the 413 of any body over the limit.
 
 Two differences, on purpose. A body the engine cannot decode is bad input, so it gets a 400
 ``SerializationException`` naming what is wrong, not DynamoDB's 500: SDKs retry a 500, and would
-resend the same broken bytes up to their retry limit (the team's rule: bad input is a 4xx,
-never a 5xx). And DynamoDB ignores junk after a valid gzip member (a bug, per the same tests);
-the engine refuses it like any other broken body.
+resend the same broken bytes up to their retry limit (bad input is a 4xx, never a 5xx). And
+DynamoDB ignores junk after a valid gzip member (a bug, per the same tests); the engine refuses
+it like any other broken body.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Shrinking a big write request to a small one that the engine answers the same way.
 
-Issue 15, hole 3: a 16 MiB ``PutItem`` of 1.6 million tiny values, decoded and parsed in the
-server, held the GIL for seconds and took a gigabyte, only to be refused as over 400 KB. The
-screening worker (:mod:`.screening`, a separate process) decodes such a body and calls
+The screening worker (:mod:`.screening`, a separate process) decodes a big body and calls
 :func:`reduce_request`, which walks every item of a ``PutItem``, ``BatchWriteItem`` or
 ``TransactWriteItems`` with the engine's own value checks and replaces each heavy item by a
 small stand-in that gets the same answer:
 
 * an item with an invalid value keeps only the path to its first invalid value, so the engine
-  stops on the same error (the checks run in the item's order, and their messages name no
-  position);
-* a valid item keeps only the attributes that some table or index of the engine has as a key
-  (``keys``, placeholders of the same type for non-scalars: a key check reads only their type),
-  one name over the length limit if it has one, and a padding string that gives the stand-in
-  the original's size (:attr:`Reduced.scratch`) or, when that is over 400 KB, just past 400 KB
-  (:attr:`Reduced.server`).
+  stops on the same error (the checks run in the item's order; their messages name no position);
+* a valid item keeps only the attributes some table or index of the engine has as a key
+  (``keys``; placeholders of the same type for non-scalars), one name over the length limit if
+  it has one, and padding that gives the stand-in the original's size (:attr:`Reduced.scratch`)
+  or, when that is over 400 KB, just past 400 KB (:attr:`Reduced.server`).
 
 Every check the engine makes of an item reads only its values' validity, its size, its names'
 lengths and its key attributes, so the stand-in gets the same answer, provided the request is

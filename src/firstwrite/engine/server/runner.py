@@ -1,5 +1,7 @@
-"""uvicorn, set up the way the engine's server runs: the pieces :func:`.server.serve` and
-:class:`.server.ServerThread` share (configuration, binding, the loop, the server class)."""
+"""uvicorn, set up the way the engine's server runs.
+
+The pieces :func:`.app.serve` and :class:`.app.ServerThread` share: configuration, binding, the
+loop, the server class."""
 
 from __future__ import annotations
 

@@ -1,25 +1,20 @@
 """Screening big request bodies in a worker process, so that no one request holds the server.
 
-Issue 15, hole 3: decoding a 16 MiB body of 1.6 million tiny values took the server's GIL from
-everyone else for a second and its memory to a gigabyte, for a request refused in the end (an
-item over 400 KB). The server (:mod:`.server`) now hands every big body to :class:`Screener`,
-whose one worker process (started on first use, niced, its address space capped with
-``RLIMIT_AS``) decodes it and returns a :class:`Verdict` the server acts on without decoding
-the body itself:
+The server (:mod:`.server`) hands every big body to :class:`Screener`, whose one worker process
+(started on first use, niced, its address space capped with ``RLIMIT_AS``) decodes it and
+returns a :class:`Verdict` the server acts on without decoding the body itself:
 
 * ``invalid``: the body is not JSON DynamoDB can read (its SerializationException);
 * ``answer``: the request is refused whatever the tables hold (checked by a scratch engine
   without tables in the worker, the engine's own code): this answer, after the server's own
   target and signature checks, in the order :func:`.wire.wire_call` makes them;
-* ``request``: a write with an item over 400 KB, refused by the engine whatever the tables hold
-  but with an error that depends on them: a small stand-in the engine answers the same way
-  (:mod:`.reduction`), decoded in the worker. PutItem reports the item's size before it looks
-  for the table, but an existing table's key checks (a missing key, a key of the wrong type)
-  come first; BatchWriteItem and TransactWriteItems look for their tables and check keys
-  before sizes;
-* ``decode``: none of those (a valid big request, say): the server decodes the body as before.
-  A legitimate big request costs what it costs, once: the byte budget admits one 16 MiB body
-  at a time.
+* ``request``: a write with an item over 400 KB, whose error depends on the tables: a small
+  stand-in the engine answers the same way (:mod:`.reduction`), decoded in the worker;
+* ``decode``: none of those (a valid big request, say): the server decodes the body as before,
+  once; the byte budget admits one 16 MiB body at a time.
+
+Why (issue 15's 16 MiB bodies of tiny values) and what it bounds: docs/engine.md, "What the
+server is hardened for".
 """
 
 from __future__ import annotations
@@ -50,9 +45,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# The worker's address space. Decoding a 16 MiB body takes ~350 MB for issue 15's (1.6 million
-# {"N":"1"}), ~27 bytes per byte at worst ({"a":[]} repeated); past the cap the worker fails
-# with MemoryError and the body is decoded by the server, as before.
+# The worker's address space: room to decode a 16 MiB body of the worst shape (docs/engine.md,
+# "What the server is hardened for"); past the cap the worker fails with MemoryError and the
+# body is decoded by the server, as before.
 WORKER_ADDRESS_SPACE = 2 * 1024 * 1024 * 1024
 WORKER_NICE = 10  # the server's own threads come first on a busy machine
 # A stand-in of more JSON values than this is not worth it: the body is decoded as it is.

@@ -1,10 +1,9 @@
-"""The browser session: who a request is from, the login that trades the key pair for a
-session cookie, the server-side tokens, and the throttle that slows down guessing.
+"""The browser session: the login, its server-side tokens, the caller, the login throttle.
 
-``POST /_firstwrite/session`` with ``{"access_key_id": ..., "secret_access_key": ...}`` sets an
-HttpOnly, SameSite=Strict cookie holding a random token (only its hash is kept here); ``GET``
-tells who is logged in; ``DELETE`` logs out. :class:`~.auth.Guard` accepts the cookie on the
-admin API and mounted apps.
+``POST /_firstwrite/session`` with ``{"access_key_id": ..., "secret_access_key": ...}`` trades
+the key pair for an HttpOnly, SameSite=Strict cookie holding a random token (only its hash is
+kept here); ``GET`` tells who is logged in; ``DELETE`` logs out. :class:`~.auth.Guard` accepts
+the cookie on the admin API and mounted apps.
 
 Failed logins slow down, per client address (:class:`LoginThrottle`): the first
 :data:`FREE_FAILURES` in a row cost nothing; after that each failure makes the address wait

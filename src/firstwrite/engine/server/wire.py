@@ -147,7 +147,7 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), default=to_wire)
 
 # Members that can carry many items (Query, Scan, BatchGetItem, TransactGetItems, GetRecords):
 # encoded an element at a time, as the C encoder holds the GIL for the whole value it is given
-# (a 16 MB BatchGetItem answer: a tenth of a second or more, with every other thread waiting).
+# (every other thread waits for the whole of a 16 MB BatchGetItem answer; see docs/engine.md).
 _COLLECTIONS = frozenset({"Items", "Responses", "Records", "UnprocessedKeys", "UnprocessedItems"})
 
 

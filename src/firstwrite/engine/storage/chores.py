@@ -3,10 +3,10 @@
 A background task with a lot of small writes to make (the TTL sweep) would otherwise take the
 lead from writers for each of its slices, and every writer arriving meanwhile waits for the
 slice *and* for the hand-over between two threads (two wake-ups and the GIL: about as long again
-as a 100 µs slice, measured). Instead the task posts a :class:`Chore` on the storage
-(:meth:`Storage.post_chore`) and the writer leading each batch runs a small, bounded piece of it
-inside its own transaction, after its callers' functions, under a savepoint (:func:`carry`): no
-thread switch, no wait, a budget of a few tens of microseconds per batch.
+as the slice; docs/engine.md, "TTL sweep"). Instead the task posts a :class:`Chore` on the
+storage (:meth:`Storage.post_chore`) and the writer leading each batch runs a small, bounded
+piece of it inside its own transaction, after its callers' functions, under a savepoint
+(:func:`carry`): no thread switch, no wait, a small fixed budget per batch.
 
 * The piece is committed with the batch, so durability ``full`` covers it with the writer's own
   fsync. :meth:`Chore.committed` is called after the COMMIT, still holding the lead (so pieces

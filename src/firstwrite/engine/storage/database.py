@@ -3,47 +3,20 @@
 Size: one concept, the write path's concurrency and durability contract: group commit and the
 group fsync share its locks, queues and waits, and are only correct read together.
 
-Concurrency model
------------------
-* One SQLite file, WAL mode. Other engines (threads or processes) may open the same file.
-* Writes run as short ``BEGIN IMMEDIATE`` transactions, so the read-check-write of a conditional
-  write happens under SQLite's write lock: every single-item conditional write is linearizable,
-  across threads and across processes.
-* Group commit: concurrent writers in one process queue their write functions; one of them (the
-  leader) runs the whole queue in one transaction and commits once, then wakes the others. An
-  uncontended writer leads its own batch of one, in its own thread, with no hand-off.
-* Durability ``full``: the engine fsyncs the WAL itself (:meth:`Storage._sync`), not inside
-  SQLite's COMMIT, so no commit holds the write lock through an fsync: the next batch commits
-  while one is in flight, and one fsync covers every commit made before it started. Nothing is
-  answered (a write, a failed condition, a read of this engine) before the WAL is synced past
-  every commit it wrote or saw; only readers in other processes may see a commit one fsync
-  early. :meth:`Storage.deferred` leaves several calls' fsync to one wait (the server's lane).
-* A background write (``write(fn, background=True)``, the TTL sweeper's) takes its turn in the
-  queue but runs alone, in its own thread, never batched with callers' writes (each would wait
-  for the other's work); ``fn`` ends early once :meth:`Storage.writers_waiting`. With
-  ``rest_until`` it first lets writers go until then: while they are busy, the first writer to
-  come after that time hands it the lead and queues behind it (or a leader finishing with
-  writers queued does). Its thread is woken once, when its turn has come, and runs while the
-  writer waits for the lead: woken by a timer instead, it would take the GIL from a writer in
-  the middle of its call (at any C call that releases it), and the two would trade it back and
-  forth for the whole slice.
-* A chore (``post_chore``, chores.py: the TTL sweep) is carried by writers: the leader of each
-  batch runs a bounded piece of it in the batch's transaction, after the callers' functions,
-  under a savepoint, and reports it after the COMMIT. An uncontended autocommit write then
-  runs in a transaction too. While one is posted, the writer connection's autocheckpoint is
-  off and the poster's thread runs the checkpoints (:meth:`Storage.checkpoint`).
-* Reads use one connection per thread and see every committed write (WAL snapshots).
-* Catalog rows are cached per process and only ever used through statements that verify them
-  (core.py): no cache can outlive a change made by another engine.
-* A write may run in autocommit (``write(fn, autocommit=True)``): a single statement is its own
-  transaction, the least SQLite can do. Uncontended, ``fn`` then runs with no BEGIN/COMMIT;
-  queued with other writers it runs inside their shared transaction like any other.
-* A write function must raise only *before* it changes anything (validate, evaluate conditions,
-  then write), or ask for a savepoint (``write(fn, savepoint=True)``, used by the control plane,
-  whose hooks may refuse after the catalog row is written). A
-  :class:`~firstwrite.engine.errors.DynamoDBError` from one function fails only that call; any
-  other exception rolls back the whole batch and fails every call in it, so an acknowledgement
-  always means committed.
+* One SQLite file in WAL mode, which other engines (threads or processes) may open too. Writes
+  are short ``BEGIN IMMEDIATE`` transactions, so every single-item conditional write is
+  linearizable across threads and processes; reads (one connection per thread) see every commit.
+* Group commit: concurrent writers in one process queue their functions; a leader runs the queue
+  in one transaction and commits once. A background write (``background=True``) runs alone; a
+  chore (``post_chore``, chores.py) is carried by the leaders, after their callers' functions.
+* Durability ``full``: nothing is answered before the WAL is synced past every commit it wrote
+  or saw (:meth:`Storage._sync`, outside the write lock; :meth:`Storage.deferred`).
+* A write function raises only *before* it changes anything, or asks for a savepoint. A
+  :class:`~firstwrite.engine.errors.DynamoDBError` fails only its own call; any other exception
+  rolls back the whole batch and fails every call in it: an acknowledgement means committed.
+* Catalog rows cached per process are used only through statements that verify them (core.py).
+
+The whole model, background writes, chores and autocommit included: docs/engine.md, "Storage".
 """
 
 from __future__ import annotations
@@ -447,7 +420,7 @@ class Storage:
         if slot.error is not None:
             # Unlink before raising: the error's traceback holds this frame, which holds the
             # slot. Left linked, every failed write (a failed condition, say) is a reference
-            # cycle that only the garbage collector frees, at ~6 us a call (measured).
+            # cycle that only the garbage collector frees, a cost on every such call.
             error, slot.error = slot.error, None
             try:
                 raise error

@@ -1,10 +1,9 @@
-"""Item history, for stale (eventually consistent) reads: what fault injection's stale-read
-fault needs (``engine/features/faults/injector.py``).
+"""Item history, for stale (eventually consistent) reads by the stale-read fault.
 
-While a stale-read fault is on, every write to a table in its scope records the item as it
-was before the write, stamped with the write's time (:meth:`HistoryWrites.record_history`). The
-state of a key at instant ``v`` is then the first recorded pre-image written after ``v``, or the
-current item when there is none.
+The fault is fault injection's (``engine/features/faults/injector.py``). While it is on, every
+write to a table in its scope records the item as it was before the write, stamped with the
+write's time (:meth:`HistoryWrites.record_history`). The state of a key at instant ``v`` is then
+the first recorded pre-image written after ``v``, or the current item when there is none.
 """
 
 from __future__ import annotations

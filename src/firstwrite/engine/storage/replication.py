@@ -1,5 +1,6 @@
-"""Global tables' statements: the replication queue and the per-item versions of replicated
-tables (written and read by the regions feature, ``engine/features/regions.py``)."""
+"""Global tables' statements: the replication queue and replicated tables' per-item versions.
+
+Written and read by the regions feature (``engine/features/regions.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""DynamoDB Streams' statements: the streams (one shard each) and their records (written by
-the streams feature, ``engine/features/streams.py``, read by ``operations/streams.py``)."""
+"""DynamoDB Streams' statements: the streams (one shard each) and their records.
+
+Written by the streams feature (``engine/features/streams.py``), read by
+``operations/streams.py``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""TTL's statements: the expiry index of items and the backfill cursors (the TTL feature,
-``engine/features/ttl.py``, keeps the index in each item's write transaction and sweeps it)."""
+"""TTL's statements: the expiry index of items and the backfill cursors.
+
+The TTL feature (``engine/features/ttl.py``) keeps the index in each item's write transaction
+and sweeps it."""
 
 from __future__ import annotations
 

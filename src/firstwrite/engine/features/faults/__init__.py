@@ -1,2 +1,4 @@
-"""Fault injection (``injector``: throttling, latency, stale reads, injected errors, crash
-points) and provisioned throughput (``throughput``: DynamoDB's token buckets)."""
+"""Fault injection and provisioned throughput.
+
+``injector``: throttling, latency, stale reads, injected errors, crash points; ``throughput``:
+DynamoDB's token buckets."""

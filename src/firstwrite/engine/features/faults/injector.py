@@ -1,35 +1,22 @@
 """Fault injection: throttling, latency, stale reads, injected errors and crash points.
 
-Off by default and free when off: nothing is installed on the engine until a fault is added
-(``engine.hooks.interceptors`` and ``engine.hooks.change_hooks`` stay empty, so a call pays one empty-list
-check), and everything is uninstalled again by :meth:`FaultInjector.clear` or when the last
-counted fault is used up.
+Off by default and free when off: nothing is installed on the engine until a fault is added,
+and everything is uninstalled again by :meth:`FaultInjector.clear` or when the last counted
+fault is used up. Each fault is scoped by operation(s), table and region (``None`` matches any)
+and fires on every matching call (``rate=1``), on a seeded random fraction (``rate=0.2,
+seed=7``), or on the next ``count`` matching calls only; so tests stay deterministic. Kinds:
 
-Each fault is scoped by operation(s), table and region (``None`` matches any) and fires on every
-matching call (``rate=1``), on a seeded random fraction of them (``rate=0.2, seed=7``), or on the
-next ``count`` matching calls only; so tests stay deterministic.
+* ``error``: a DynamoDB error instead of the call (``ThrottlingException``,
+  ``ProvisionedThroughputExceededException``, ``RequestLimitExceeded``,
+  ``TransactionConflictException``, ``InternalServerError``), with DynamoDB's status,
+  ``__type``, message and ``ThrottlingReasons``, so botocore retries exactly what it would;
+* ``latency``: a wall-clock sleep, fixed or seeded random in a range, before the call;
+* ``stale_read``: eventually consistent GetItem/Query/Scan answered as of ``lag`` seconds ago
+  (engine clock), from item versions kept while the fault is on; never ``ConsistentRead``;
+* ``crash``: ``os._exit(exit_code)`` at ``before_operation``, ``before_commit`` (the write is
+  lost) or ``after_commit`` (durable, never answered): "did it land?" tests of a server.
 
-Kinds
------
-``error``
-    Answer with a DynamoDB error instead of running the call: ``ThrottlingException``,
-    ``ProvisionedThroughputExceededException``, ``RequestLimitExceeded`` (HTTP 400, retried by
-    botocore), ``TransactionConflictException`` (400, not retried), ``InternalServerError``
-    (500, retried), with DynamoDB's ``__type``, message and ``ThrottlingReasons``.
-``latency``
-    Sleep (wall clock) a fixed time or a seeded random time in a range before the call.
-``stale_read``
-    Answer eventually consistent GetItem/Query/Scan as of ``lag`` seconds ago (engine clock).
-    While the fault is on, writes to its tables keep the previous version of each item in
-    storage; reads with ``ConsistentRead=true`` are never affected.
-``crash``
-    ``os._exit(exit_code)`` at a named point: ``before_operation``, ``before_commit`` (inside
-    the write transaction, so the write is lost) or ``after_commit`` (the write is durable, its
-    response is never sent). For a server process: "did it land?" tests.
-
-Provisioned-throughput enforcement (``Engine(enforce_throughput=True)``,
-:meth:`FaultInjector.enforce_throughput`) rides on the same interceptor; its token buckets are
-``throughput.py``.
+Provisioned-throughput enforcement rides on the same interceptor (buckets: ``throughput.py``).
 """
 
 from __future__ import annotations

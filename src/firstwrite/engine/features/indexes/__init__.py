@@ -1,2 +1,4 @@
-"""Secondary indexes: kept in every write's own transaction and built and dropped in the
-background (``maintenance``), and UpdateTable's index work (``updates``)."""
+"""Secondary indexes, kept in every write's own transaction.
+
+``maintenance`` keeps them and builds and drops them in the background; ``updates`` is
+UpdateTable's index work."""

@@ -1,26 +1,21 @@
 """Secondary indexes: kept in every write's own transaction, built and dropped in the background.
 
-A change hook keeps each index's entries (``storage/indexes.py``) in the transaction of the write
-that changed the item, whoever wrote it: PutItem, UpdateItem, DeleteItem, BatchWriteItem,
-TransactWriteItems, a TTL deletion or a replicated write. No index ever shows a half-applied
-write, before or after a crash. Only tables with indexes are watched; the others keep the
-single-statement fast paths. The hook also records each index's write units
-(``consumed.INDEX_UNITS``) and, on tables with local secondary indexes, enforces the item
-collection size limit and records ``ItemCollectionMetrics`` (``consumed.COLLECTIONS``).
+A change hook keeps each index's entries (``storage/indexes.py``) in the transaction of the
+write that changed the item, whoever wrote it (any write operation, a TTL deletion, a replicated
+write): no index ever shows a half-applied write, before or after a crash. Only tables with
+indexes are watched; the others keep the single-statement fast paths. The hook also records
+each index's write units (``consumed.INDEX_UNITS``) and, with local secondary indexes, enforces
+the item collection size limit and records ``ItemCollectionMetrics`` (``consumed.COLLECTIONS``).
 
-A table hook gives the indexes of CreateTable their storage, applies UpdateTable's
-``GlobalSecondaryIndexUpdates`` (Create, Update, Delete) with DynamoDB's rules, refuses
-DeleteTable while an index is being built or dropped, and gives a new replica of a global table
-its own copy of every index.
+A table hook gives CreateTable's indexes their storage, applies UpdateTable's
+``GlobalSecondaryIndexUpdates`` with DynamoDB's rules, refuses DeleteTable while an index is
+being built or dropped, and gives a new replica of a global table its own copy of every index.
 
-A GSI added by UpdateTable goes through DynamoDB's states: ``CREATING`` with ``Backfilling``
-false (the table ``UPDATING``) until the first backfill chunk, ``CREATING`` with ``Backfilling``
-true (the table ``ACTIVE``) while the table's items are indexed in chunks of
-``IndexConfig.batch_size`` per transaction, then ``ACTIVE``. A deleted GSI is ``DELETING`` (the
-table ``UPDATING``) until its entries are gone, then leaves the description, and so do the
-attribute definitions no key uses any more. The work runs on a background thread
-(``IndexConfig.background``) or synchronously with :meth:`Indexes.work_now`; its progress is
-stored (``index_backfill``), so a crash or another engine on the same file resumes it.
+A GSI added by UpdateTable goes through DynamoDB's states (``CREATING``, ``Backfilling`` false
+then true while the items are indexed ``IndexConfig.batch_size`` per transaction, ``ACTIVE``);
+a deleted one is ``DELETING`` until its entries are gone, and its unused attribute definitions
+leave with it. The work runs on a background thread (``IndexConfig.background``) or with
+:meth:`Indexes.work_now`; its progress is stored, so a crash or another engine resumes it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""UpdateTable's secondary index work: GSI Create, Update and Delete, billing switches, and the
-indexes of a new global table replica.
+"""UpdateTable's secondary index work: GSI Create, Update and Delete, and billing switches.
 
-DynamoDB's rules and messages, each marked with the ack-api-quirks finding (AWS-verified,
-``table-indexes.md``) or the dynalite source it comes from. The index entries and the background
-backfill/deletion are the indexes feature's (``indexes.py``); the descriptions and CreateTable's
-checks are ``secondary.py``'s.
+It also gives a new global table replica its indexes. DynamoDB's rules and messages, each
+marked with the ack-api-quirks finding (AWS-verified, ``table-indexes.md``) or the dynalite
+source it comes from. The index entries and the background backfill/deletion are the indexes
+feature's (``indexes.py``); the descriptions and CreateTable's checks are ``secondary.py``'s.
 """
 
 from __future__ import annotations
