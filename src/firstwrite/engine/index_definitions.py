@@ -7,7 +7,7 @@ Messages and their order come from DynamoDB: dynalite's ``validations/createTabl
 tests run against DynamoDB), and the AWS-verified findings of the ack-api-quirks catalogue of
 DynamoDB table behaviour (``table-indexes.md``: DDB-TABLE-043, 126, 127, 128, 129) where they are
 newer or more precise. The storage of an index (its entries) is ``storage/indexes.py``; keeping
-them is the indexes feature (``indexes.py``).
+them is the indexes feature (``features/indexes/``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ bucket holds capacity and is charged the units it consumed; an empty bucket answ
 enforces it and a suite written against them would start failing. Buckets live in the engine
 object: processes sharing a file each enforce their own.
 
-The fault injector (``faults.py``) switches enforcement on and off and calls
+The fault injector (``injector.py``) switches enforcement on and off and calls
 :meth:`TokenBuckets.admit` from its interceptor. :func:`throttling_error` is the throttling
 error as DynamoDB sends it, for the buckets and for injected throttling alike.
 """

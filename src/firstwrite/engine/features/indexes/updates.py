@@ -3,7 +3,7 @@
 It also gives a new global table replica its indexes. DynamoDB's rules and messages, each
 marked with the ack-api-quirks finding (AWS-verified, ``table-indexes.md``) or the dynalite
 source it comes from. The index entries and the background backfill/deletion are the indexes
-feature's (``indexes.py``); the descriptions and CreateTable's checks are ``secondary.py``'s.
+feature's (``maintenance.py``); the descriptions and CreateTable's checks are ``index_definitions.py``'s.
 """
 
 from __future__ import annotations
