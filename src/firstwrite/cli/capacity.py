@@ -1,12 +1,11 @@
-"""``firstwrite capacity``: the capacity planner (:mod:`firstwrite.capacity`) on the command line."""
+"""``firstwrite capacity``: the capacity planner (:mod:`.capacity_plan`) on the command line."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from firstwrite import capacity as model
-
+from . import capacity_plan as model
 from ._common import (
     CLIError,
     ExitCode,
