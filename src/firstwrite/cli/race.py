@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from firstwrite.first_writer_wins import Answers
+from firstwrite.shared.first_writer_wins import Answers
 
 from ._common import CLIError, ExitCode, add_json_flag, positive_int, print_json
 from .progress import Progress
