@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from firstwrite.shared.command_line import CLIError, ExitCode
+
 from . import capacity_plan as model
 from ._common import (
-    CLIError,
-    ExitCode,
     add_json_flag,
     fraction,
     non_negative,

@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import Any
 
-from ._common import CLIError, port
+from firstwrite.shared.command_line import CLIError, port
 
 DEFAULT_DB = "firstwrite-local.db"
 

@@ -1,6 +1,7 @@
 """What the programs on top of the layer share, so that none imports another to reach it.
 
 The CLI, the console and the demo import from here; nothing here imports them (nor the engine,
-the layer or the HTTP middleware). :mod:`.first_writer_wins` is the judgment of a race that
-``firstwrite race`` and the console's race both make.
+the layer or the HTTP middleware). :mod:`.first_writer_wins`: the judgment of a race, made by
+``firstwrite race`` and the console's race. :mod:`.command_line`: exit statuses and one-line
+errors, for every command.
 """
