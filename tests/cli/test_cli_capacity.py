@@ -1,5 +1,6 @@
-"""``firstwrite capacity`` and :mod:`firstwrite.capacity`: DynamoDB's rules, the rule of thumb,
-and the worked example in docs/operating-on-aws.md checked against the command's output."""
+"""``firstwrite capacity`` and its planner (:mod:`firstwrite.cli.capacity_plan`): DynamoDB's
+rules, the rule of thumb, and the worked example in docs/operating-on-aws.md checked against the
+command's output."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from firstwrite import capacity as model
+from firstwrite.cli import capacity_plan as model
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operating-on-aws.md"
 

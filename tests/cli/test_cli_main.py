@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from firstwrite.cli import build_parser
-from firstwrite.cli._common import ExitCode
 from firstwrite.cli.progress import Progress
+from firstwrite.shared.command_line import ExitCode
 
 # Commands that serve until stopped rather than print data.
 SERVERS = {("engine", "serve"), ("demo",)}

@@ -19,7 +19,7 @@ import pytest
 
 from firstwrite.cli.race_verdict import Verdict
 from firstwrite.engine import Engine, local_client
-from firstwrite.first_writer_wins import Answers
+from firstwrite.shared.first_writer_wins import Answers
 
 
 def _checks(report: dict[str, Any]) -> None:

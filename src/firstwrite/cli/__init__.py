@@ -4,21 +4,21 @@
 (:mod:`.table`), ``keys get|list|delete`` (:mod:`.keys`), ``race`` (:mod:`.race`), ``capacity``
 (:mod:`.capacity`). Every failure the user can act on is one line on stderr,
 ``firstwrite: <why>``, never a traceback (``--debug`` shows it); exit statuses are listed by
-``firstwrite --help`` (:data:`._common.EXIT_CODES_HELP`).
+``firstwrite --help``. Both come from :mod:`firstwrite.shared.command_line`, which
+``python -m firstwrite.demo`` runs its command line with too.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections.abc import Sequence
 from importlib import metadata
 
+from firstwrite.shared.command_line import EXIT_CODES_HELP, ExitCode, run
+
 from . import capacity, demo, engine, keys, race, table
-from ._common import EXIT_CODES_HELP, CLIError, ExitCode
 from .engine import READY_PREFIX
-from .target import explain, target_of
+from .target import target_of
 
 __all__ = ["READY_PREFIX", "ExitCode", "build_parser", "main"]
 
@@ -53,31 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     target = target_of(args) if hasattr(args, "endpoint_url") else None  # the target options
-    try:
-        code = int(args.handler(args))
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
-        return code
-    except CLIError as exc:
-        return _fail(str(exc), exc.code)
-    except KeyboardInterrupt:
-        return _fail("interrupted", ExitCode.INTERRUPTED)
-    except BrokenPipeError:  # stdout closed early (`| head`): stop quietly, as cat does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return ExitCode.BROKEN_PIPE
-    except Exception as exc:
-        if args.debug:
-            raise
-        known = explain(exc, target)
-        if known is not None:
-            return _fail(str(known), known.code)
-        if isinstance(exc, OSError):  # e.g. the port is taken
-            return _fail(str(exc), ExitCode.ERROR)
-        return _fail(
-            f"unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-            ExitCode.ERROR,
-        )
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"firstwrite: {message}", file=sys.stderr)
-    return code
+    return run(
+        lambda: args.handler(args),
+        debug=args.debug,
+        where=target.describe if target is not None else None,
+    )

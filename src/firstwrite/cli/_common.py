@@ -1,66 +1,31 @@
-"""What every command shares: exit codes, the one-line error, argument types, output helpers."""
+"""What every command of the CLI shares: argument types and output helpers.
+
+Exit codes and the
+one-line error are :mod:`firstwrite.shared.command_line`, which the demo shares too)."""
 
 from __future__ import annotations
 
 import argparse
-import enum
 import json
 import math
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-
-class ExitCode(enum.IntEnum):
-    """The process exit status of every command (``firstwrite --help`` lists them)."""
-
-    OK = 0
-    ERROR = 1  # could not do what was asked: unreachable endpoint, missing table, busy port...
-    USAGE = 2  # bad command line (argparse's own code)
-    VIOLATION = 3  # `race` saw first-writer-wins broken
-    NOT_FOUND = 4  # `keys get` / `keys delete`: no such record
-    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
-    BROKEN_PIPE = 141  # stdout closed early, e.g. piped into `head` (128 + SIGPIPE)
-
-
-EXIT_CODES_HELP = """exit status:
-  0    success
-  1    error: the command could not do its work (unreachable endpoint, missing table,
-       busy port, unusable --db path, DynamoDB error); one line on stderr says why
-  2    bad command line
-  3    race: first-writer-wins was violated
-  4    keys get / keys delete: no such record
-  130  interrupted (Ctrl-C)
-  141  stdout was closed early (e.g. piped into head)"""
-
-
-class CLIError(Exception):
-    """A failure the user can act on: printed as ``firstwrite: <message>``, never a traceback."""
-
-    def __init__(self, message: str, code: ExitCode = ExitCode.ERROR) -> None:
-        super().__init__(message)
-        self.code = code
-
+from firstwrite.shared.command_line import integer
 
 # -- argument types -------------------------------------------------------------------------------
 
 
-def port(text: str) -> int:
-    value = _int(text, "port number")
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, not {value}")
-    return value
-
-
 def positive_int(text: str) -> int:
-    value = _int(text, "integer")
+    value = integer(text, "integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    value = _int(text, "integer")
+    value = integer(text, "integer")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
     return value
@@ -96,13 +61,6 @@ def ratio(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
     return value
-
-
-def _int(text: str, what: str) -> int:
-    try:
-        return int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an {what}: {text!r}") from None
 
 
 def _float(text: str) -> float:

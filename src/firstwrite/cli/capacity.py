@@ -1,15 +1,14 @@
-"""``firstwrite capacity``: the capacity planner (:mod:`firstwrite.capacity`) on the command line."""
+"""``firstwrite capacity``: the capacity planner (:mod:`.capacity_plan`) on the command line."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from firstwrite import capacity as model
+from firstwrite.shared.command_line import CLIError, ExitCode
 
+from . import capacity_plan as model
 from ._common import (
-    CLIError,
-    ExitCode,
     add_json_flag,
     fraction,
     non_negative,

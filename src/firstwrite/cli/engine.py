@@ -13,7 +13,9 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._common import CLIError, port, positive_int
+from firstwrite.shared.command_line import CLIError, port
+
+from ._common import positive_int
 
 if TYPE_CHECKING:
     from firstwrite.engine.api import Engine

@@ -19,27 +19,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from firstwrite.idempotency import IdempotencyConfig, Status, record_view
+from firstwrite.shared.command_line import CLIError, ExitCode, error_code
 
-from ._common import (
-    CLIError,
-    ExitCode,
-    add_json_flag,
-    duration,
-    fields,
-    non_negative_int,
-    print_json,
-    table,
-)
+from ._common import add_json_flag, duration, fields, non_negative_int, print_json, table
 from .progress import Progress
-from .target import (
-    Target,
-    add_target_args,
-    connect,
-    describe_table,
-    error_code,
-    key_schema,
-    target_of,
-)
+from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
 
 SUMMARY_CHARS = 60
 PAGE = 500

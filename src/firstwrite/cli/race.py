@@ -32,20 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from firstwrite.first_writer_wins import Answers
+from firstwrite.shared.command_line import CLIError, ExitCode, error_code
+from firstwrite.shared.first_writer_wins import Answers
 
-from ._common import CLIError, ExitCode, add_json_flag, positive_int, print_json
+from ._common import add_json_flag, positive_int, print_json
 from .progress import Progress
 from .race_verdict import Verdict, Window, render, report
-from .target import (
-    Target,
-    add_target_args,
-    connect,
-    describe_table,
-    error_code,
-    key_schema,
-    target_of,
-)
+from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
 
 if TYPE_CHECKING:
     from firstwrite.idempotency import Idempotency, IdempotencyConfig

@@ -1,8 +1,8 @@
 """The verdict of ``firstwrite race`` and its report: pure, no I/O.
 
-:class:`Verdict` counts the judgments of every key (:func:`firstwrite.first_writer_wins.judge`
-says what first-writer-wins requires); :func:`report` and :func:`render` turn them into
-``--json`` and text.
+:class:`Verdict` counts the judgments of every key
+(:func:`firstwrite.shared.first_writer_wins.judge` says what first-writer-wins requires);
+:func:`report` and :func:`render` turn them into ``--json`` and text.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstwrite.first_writer_wins import Answers, judge
+from firstwrite.shared.first_writer_wins import Answers, judge
 
 from ._common import number, table
 

@@ -12,16 +12,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ._common import CLIError, ExitCode, add_json_flag, fields, number, print_json, size
-from .target import (
-    Target,
-    add_target_args,
-    connect,
-    describe_table,
-    error_code,
-    key_schema,
-    target_of,
-)
+from firstwrite.shared.command_line import CLIError, ExitCode, error_code
+
+from ._common import add_json_flag, fields, number, print_json, size
+from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
 
 TTL_ATTRIBUTE = "expires_at"
 

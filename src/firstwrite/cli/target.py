@@ -4,7 +4,8 @@
 ``~/.firstwrite/local.db``) opens the engine in this process. ``--endpoint-url URL`` talks to any
 DynamoDB endpoint (``firstwrite engine serve``, DynamoDB Local, moto); ``--aws`` to real DynamoDB
 with the standard AWS settings (``AWS_REGION``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL``, the
-credential chain). ``--region`` applies to both. Failures become one-line :class:`CLIError` s.
+credential chain). ``--region`` applies to both. Failures become one-line :class:`CLIError` s
+(botocore's own are explained by :func:`firstwrite.shared.command_line.explain`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._common import CLIError
+from firstwrite.shared.command_line import CLIError, error_code
 
 DEFAULT_TABLE = "firstwrite-idempotency"
 LOCAL_REGION = "us-east-1"
@@ -171,41 +172,6 @@ def remote_client(target: Target, config: Any) -> Any:
         return session.client("dynamodb", region_name=region, **kwargs)
     except ValueError as exc:  # e.g. a malformed endpoint URL
         raise CLIError(f"--endpoint-url {target.endpoint_url}: {exc}") from None
-
-
-def error_code(exc: BaseException) -> str | None:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        code = response.get("Error", {}).get("Code")
-        return str(code) if code else None
-    return None
-
-
-def explain(exc: BaseException, target: Target | None) -> CLIError | None:
-    """The one-line error for an exception from botocore or the engine, or ``None``."""
-    from botocore import exceptions as bx
-
-    where = target.describe() if target else "DynamoDB"
-    if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectionClosedError)):
-        return CLIError(f"cannot reach {where}: {exc}")
-    if isinstance(exc, (bx.ConnectTimeoutError, bx.ReadTimeoutError)):
-        return CLIError(f"{where} did not answer in time: {exc}")
-    if isinstance(exc, bx.NoCredentialsError):
-        return CLIError(
-            "no AWS credentials found: set AWS_PROFILE or AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY, or use --db PATH for the local engine"
-        )
-    if isinstance(exc, bx.NoRegionError):
-        return CLIError("no AWS region: pass --region or set AWS_REGION")
-    if isinstance(exc, bx.ClientError):
-        code = error_code(exc) or "error"
-        message = exc.response.get("Error", {}).get("Message", "")
-        return CLIError(f"{where} answered {code}: {message}".rstrip(": "))
-    if isinstance(exc, bx.BotoCoreError):
-        return CLIError(f"{where}: {exc}")
-    if isinstance(exc, sqlite3.Error):
-        return CLIError(f"local engine database: {exc}")
-    return None
 
 
 def describe_table(client: Any, table: str, target: Target) -> dict[str, Any]:

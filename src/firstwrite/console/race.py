@@ -3,11 +3,11 @@
 Each thread's item names its writer. Exactly one put may succeed; every other one must get
 ``ConditionalCheckFailedException`` carrying the winner's item
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``): judged by
-:func:`firstwrite.first_writer_wins.judge`, as ``firstwrite race`` judges its keys, and shown
-as a checklist. The threads are released together by a
-barrier and share one boto3 client bound in process (boto3 clients are thread-safe); the
-engine's storage decides the order, under SQLite's write lock, as it would for any client.
-The items go to one dedicated table, :data:`RACE_TABLE`.
+:func:`firstwrite.shared.first_writer_wins.judge`, as ``firstwrite race`` judges its keys, and
+shown as a checklist. The threads are released together by a barrier and share one boto3
+client bound in process (boto3 clients are thread-safe); the engine's storage decides the order,
+under SQLite's write lock, as it would for any client. The items go to one dedicated table,
+:data:`RACE_TABLE`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from firstwrite.first_writer_wins import Answers, KeyVerdict, judge
+from firstwrite.shared.first_writer_wins import Answers, KeyVerdict, judge
 
 RACE_TABLE = "firstwrite-console-race"
 MIN_N = 2

@@ -1,5 +1,5 @@
-"""The one judgment of a key's race (:mod:`firstwrite.first_writer_wins`), and the console's
-checklist built on it: all its lines pass exactly when the judgment holds."""
+"""The one judgment of a key's race (:mod:`firstwrite.shared.first_writer_wins`), and the
+console's checklist built on it: all its lines pass exactly when the judgment holds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firstwrite.console import race
-from firstwrite.first_writer_wins import Answers, Violation, judge
+from firstwrite.shared.first_writer_wins import Answers, Violation, judge
 
 CCF = "ConditionalCheckFailedException"
 

@@ -1,26 +1,13 @@
-"""Capacity planner for the idempotency table: write and read units, partitions, storage, cost.
+"""The capacity planner behind ``firstwrite capacity``.
 
-Pure arithmetic, no I/O: ``firstwrite capacity`` prints it and ``docs/operating-on-aws.md`` shows
-a worked example that a test checks against the command's output. DynamoDB's rules it applies
-(cited in that page, from the DynamoDB Developer Guide):
+Write and read units, partitions,
+storage and monthly cost of the idempotency table for a :class:`Workload`.
 
-* a write costs one write unit per started 1 KB of the item (the larger of the old and new item
-  for ``UpdateItem``); a write whose condition fails is still charged, by the size of the item it
-  tried to write (at least one unit);
-* a strongly consistent read costs one read unit per started 4 KB;
-* ``TransactWriteItems`` writes each item twice (prepare and commit): two units per 1 KB;
-* a partition serves at most 3,000 read units or 1,000 write units per second, in the combined
-  form ``RCU / 3,000 + WCU / 1,000``, and holds about 10 GB;
-* every stored item carries 100 bytes of overhead for storage billing;
-* TTL deletes expired items late (typically within 48 hours), so they are stored (and billed)
-  for retention plus that lag.
-
-The request mix: every new request makes a claim (``PutItem``, the record without the result)
-and a completion (``UpdateItem``, the record with the result); every duplicate makes one claim
-whose condition fails (one write unit for the default record); a duplicate that arrives while the
-first request is still running may poll the record with strongly consistent ``GetItem`` s
-(``in_progress_wait > 0``); requests through variant 3 (``claim_with`` / ``complete_with``)
-pay double for their idempotency-record writes.
+Pure arithmetic, no I/O. It applies DynamoDB's capacity rules to the layer's request mix (a
+claim and a completion per new request, a charged failed claim per duplicate, optional
+strongly consistent polls, double writes through variant 3); docs/operating-on-aws.md
+("Planning capacity") lists each rule with its source and shows a worked example that a test
+checks against the command's output.
 """
 
 from __future__ import annotations
