@@ -2,6 +2,20 @@
 
 See ``docs/guarantees.md`` for what is (and is not) exactly-once, ``docs/patterns.md`` for the
 three ways to use it, ``docs/idempotency-record.md`` for the record and its state machine.
+
+Public modules (what this package exports comes from them; import from here or from them):
+
+* :mod:`.guard` (:class:`Idempotency`) and :mod:`.aio` (:class:`AsyncIdempotency`): the guards.
+* :mod:`.decorators`: ``@idempotent`` and ``@idempotent_handler``.
+* :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`, :mod:`.router`.
+* :mod:`.outcomes` (:class:`Claim`, :class:`Replay`, ``UNSET``), :mod:`.keys` (how keys and
+  fingerprints are made), :mod:`.record` and :mod:`.requests` (the record's wire shape and every
+  request the layer makes, for tools that read the table), :mod:`.record_view` (a record decoded
+  for display), :mod:`.local` (the no-configuration local database).
+
+Internals live in the private :mod:`._machine` package. **The state machine is
+:class:`firstwrite.idempotency._machine.machine.StateMachine`** (``_machine/machine.py``): every
+decision, no I/O; the guards only perform the effects it yields.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The asyncio guard: :class:`AsyncIdempotency`, the same machine as
 :class:`~firstwrite.idempotency.guard.Idempotency` driven with ``await``.
 
-It holds a :class:`~.machine.StateMachine` and awaits each effect on an aiobotocore client
-(:func:`.driving.adrive`); only ``run``, which awaits your coroutine function, is written here.
+It holds a :class:`~._machine.machine.StateMachine` and awaits each effect on an aiobotocore client
+(:func:`._machine.driving.adrive`); only ``run``, which awaits your coroutine function, is written here.
 So both guards make the same requests, decisions, logs and metrics
 (``tests/idempotency/test_parity.py`` runs the same scenarios through both).
 
@@ -21,11 +21,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from . import table_setup, transactional
+from ._machine import table_setup, transactional
+from ._machine.driving import Driver, adrive
+from ._machine.effects import Steps, bind
+from ._machine.machine import Clock, StateMachine
 from .config import IdempotencyConfig
-from .driving import Driver, adrive
-from .effects import Steps, bind
-from .machine import Clock, StateMachine
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record

@@ -1,7 +1,7 @@
 """The synchronous guard: :class:`Idempotency`.
 
-It holds a :class:`~.machine.StateMachine` (every decision) and performs the machine's
-effects with blocking calls on a boto3 client (:func:`.driving.drive`); only ``run``, which
+It holds a :class:`~._machine.machine.StateMachine` (every decision) and performs the machine's
+effects with blocking calls on a boto3 client (:func:`._machine.driving.drive`); only ``run``, which
 calls your function, is written here. :class:`~.aio.AsyncIdempotency` is the same over asyncio.
 """
 
@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from . import table_setup, transactional
+from ._machine import table_setup, transactional
+from ._machine.driving import Driver, drive
+from ._machine.effects import Steps, bind
+from ._machine.machine import Clock, StateMachine
 from .config import IdempotencyConfig
-from .driving import Driver, drive
-from .effects import Steps, bind
-from .machine import Clock, StateMachine
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record

@@ -23,11 +23,11 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from .config import RetryPolicy
+from ..config import RetryPolicy
+from ..errors import TableNotFoundError
+from ..requests import tables_of
 from .effects import Call, Sleep, Steps
-from .errors import TableNotFoundError
 from .reporting import Reporter
-from .requests import tables_of
 
 Kind = Literal["throttle", "transient"]
 

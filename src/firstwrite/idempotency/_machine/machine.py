@@ -3,11 +3,11 @@
 Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
 ``complete``, ``fail``, ``renew``, ``get``; the transactional variant's are in
 :mod:`.transactional`, the table set-up in :mod:`.table_setup`). A transition yields the effects it needs (a
-:class:`~.effects.Call` built by :mod:`.requests`, or a :class:`~.effects.Sleep`), is sent
+:class:`~.effects.Call` built by :mod:`..requests`, or a :class:`~.effects.Sleep`), is sent
 their answers and receives the client's exceptions through ``throw()``, as h11's connection
 is fed events. Retries are effects too (:func:`.retry.perform`), and every log record and
-metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`.guard.Idempotency`
-and :class:`.aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
+metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`..guard.Idempotency`
+and :class:`..aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
 asyncio client; so both make exactly the same calls, choices, logs and metrics.
 
 What a failed claim's stored record means is :func:`.verdicts.judge`, one ordered table of
@@ -21,7 +21,6 @@ cache on, a duplicate of a finished request costs nothing.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -30,12 +29,9 @@ from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import requests as q
-from . import serialization
-from .cache import ReplayCache
-from .config import IdempotencyConfig
-from .effects import Call, Sleep, Steps
-from .errors import (
+from .. import requests as q
+from ..config import IdempotencyConfig
+from ..errors import (
     CompletionNotRecordedError,
     InProgressError,
     LateRetryError,
@@ -44,27 +40,21 @@ from .errors import (
     ResultTooLargeError,
     SerializationError,
 )
-from .keys import KeyBuilder, fingerprinter
-from .metrics import Metrics
-from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
-from .record import Record, Status
+from ..keys import KeyBuilder, fingerprinter
+from ..metrics import Metrics
+from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
+from ..record import Record, Status
+from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
+from . import serialization
+from .cache import ReplayCache
+from .effects import Call, Sleep, Steps
 from .reporting import Reporter
-from .requests import NO_FINGERPRINT, Item, Key, millis
 from .retry import backoff, classify, error_code, perform
 from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
 
 _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
-
-
-def new_token(now: float) -> str:
-    """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
-    Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
-    return _TOKEN % (int(now * 1000), os.urandom(10).hex())  # millis(now)
-
-
-_TOKEN = f"%0{q.TOKEN_TIME_DIGITS}x%s"
 
 
 def _retryable_by_default(exc: BaseException) -> bool:

@@ -11,19 +11,19 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import requests as q
-from .cancellation import Cancellation, Kind, read
-from .effects import Call, Sleep, Steps
-from .errors import (
+from .. import requests as q
+from ..errors import (
     BusinessConditionFailedError,
     ItemCollectionSizeLimitError,
     TransactionCancelledError,
     TransactionConflictError,
     TransactionValidationError,
 )
+from ..outcomes import Claim, Outcome, Replay, key_of
+from ..record import Record, Status
+from .cancellation import Cancellation, Kind, read
+from .effects import Call, Sleep, Steps
 from .machine import StateMachine
-from .outcomes import Claim, Outcome, Replay, key_of
-from .record import Record, Status
 from .retry import backoff, error_code
 from .verdicts import Verdict, fenced_outcome
 
