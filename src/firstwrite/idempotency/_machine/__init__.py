@@ -14,6 +14,7 @@ between releases without notice.
   :class:`~.effects.Sleep`) and the client's methods bound once.
 * :mod:`.driving`: performing effects on a blocking or an asyncio client (the guards' base).
 * :mod:`.retry`: the one retry loop (backoff, which errors are retried).
+* :mod:`.client_errors`: a client's errors recognised by their shape (no botocore import).
 * :mod:`.reporting`: every log record and metric of a transition.
 * :mod:`.serialization`, :mod:`.typed_json`: results and errors to and from the record.
 * :mod:`.cache`: the optional in-process replay cache.

@@ -27,8 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from .. import requests as q
 from ..config import IdempotencyConfig
 from ..errors import (
@@ -47,9 +45,10 @@ from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
 from . import serialization
 from .cache import ReplayCache
+from .client_errors import error_code, is_sdk_error
 from .effects import Call, Sleep, Steps
 from .reporting import Reporter
-from .retry import backoff, classify, error_code, perform
+from .retry import backoff, classify, perform
 from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
@@ -346,7 +345,9 @@ class StateMachine:
             call = self.requests.complete(claim.key, claim.owner, claim.version, value)
             try:
                 ok, old = yield from self.conditional(call, key, claim.record_id)
-            except (ClientError, BotoCoreError) as exc:
+            except Exception as exc:
+                if not is_sdk_error(exc):
+                    raise
                 spent = time.monotonic() - started
                 if classify(exc) is None or spent >= lease:
                     self.report.completion_not_recorded(
@@ -401,7 +402,9 @@ class StateMachine:
             return claim
         try:
             return (yield from self.renew(claim, lease))
-        except (ClientError, BotoCoreError):
+        except Exception as exc:
+            if not is_sdk_error(exc):
+                raise
             return None
 
     def fail(

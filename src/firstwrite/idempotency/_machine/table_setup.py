@@ -7,11 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from botocore.exceptions import ClientError
-
+from .client_errors import client_error_code
 from .effects import Call, Sleep, Steps
 from .machine import StateMachine
-from .retry import error_code
 
 
 def ensure_table(m: StateMachine, wait: float = 60.0) -> Steps[bool]:
@@ -42,8 +40,8 @@ def _tolerant(call: Call, expected: str) -> Steps[dict[str, Any] | None]:
     """``call`` once, with ``expected`` (an error code) answered as ``None``."""
     try:
         response: dict[str, Any] = yield call
-    except ClientError as exc:
-        if error_code(exc) != expected:
+    except Exception as exc:
+        if client_error_code(exc) != expected:
             raise
         return None
     return response
