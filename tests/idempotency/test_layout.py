@@ -131,6 +131,6 @@ def test_sync_and_async_guards_take_the_same_arguments() -> None:
             inspect.signature(aio).parameters
         ), name
         assert inspect.iscoroutinefunction(aio) == (name not in ("record_id", "dynamodb_key"))
-    same = ("config", "client", "metrics", "non_retryable", "clock", "rng", "sleep")
+    same = ("config", "client", "metrics", "non_retryable", "clock", "rng", "sleep", "monotonic")
     for guard in (Idempotency, AsyncIdempotency):
         assert set(same) <= set(inspect.signature(guard).parameters)

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from ._machine import table_setup, transactional
 from ._machine.driving import Driver, adrive
 from ._machine.effects import Steps, bind
-from ._machine.machine import Clock, StateMachine
+from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
@@ -68,9 +68,15 @@ class AsyncIdempotency(Driver):
         non_retryable: Sequence[type[BaseException]] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[], float] = random.random,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         machine = StateMachine(
-            config, clock=clock, metrics=metrics, non_retryable=non_retryable, rng=rng
+            config,
+            clock=clock,
+            metrics=metrics,
+            non_retryable=non_retryable,
+            rng=rng,
+            monotonic=monotonic,
         )
         if client is None:
             from .local import default_client

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from ._machine import table_setup, transactional
 from ._machine.driving import Driver, drive
 from ._machine.effects import Steps, bind
-from ._machine.machine import Clock, StateMachine
+from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
@@ -34,7 +34,9 @@ class Idempotency(Driver):
 
     ``client`` is a boto3 low-level DynamoDB client; without one, a local engine database file
     is used (see :mod:`.local`). ``clock`` returns epoch seconds (tests pass the engine's
-    clock); ``sleep`` and ``rng`` drive the retry policy's backoff.
+    clock); ``sleep`` and ``rng`` drive the retry policy's backoff; ``monotonic`` (default
+    ``time.monotonic``) times the layer's own deadlines: the wait for a live request
+    (``in_progress_wait``), a completion's retries (one lease), the wait for a new table.
 
     Methods: :meth:`run`, :meth:`claim`, :meth:`complete`, :meth:`fail`, :meth:`renew`,
     :meth:`claim_with`, :meth:`complete_with`, :meth:`get`, :meth:`ensure_table`; attributes
@@ -54,9 +56,15 @@ class Idempotency(Driver):
         non_retryable: Sequence[type[BaseException]] = (),
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         machine = StateMachine(
-            config, clock=clock, metrics=metrics, non_retryable=non_retryable, rng=rng
+            config,
+            clock=clock,
+            metrics=metrics,
+            non_retryable=non_retryable,
+            rng=rng,
+            monotonic=monotonic,
         )
         if client is None:
             from .local import default_client

@@ -52,6 +52,12 @@ from .retry import backoff, classify, perform
 from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
+"""The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""
+
+Monotonic = Callable[[], float]
+"""The clock of the layer's own deadlines (how long to wait for a live request, how long to
+retry a completion, how long to wait for a new table): seconds from any origin, never going
+back (``time.monotonic``). Only differences of its readings are used."""
 
 _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
 
@@ -73,9 +79,11 @@ class StateMachine:
         metrics: Metrics | None = None,
         non_retryable: Sequence[type[BaseException]] = (),
         rng: Callable[[], float] = random.random,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         self.config = config = config or IdempotencyConfig()
         self.clock = clock
+        self.monotonic = monotonic
         self.report = Reporter(metrics)
         self.metrics = self.report.metrics
         self.requests = q.Requests(config)
@@ -305,8 +313,8 @@ class StateMachine:
                 if budget <= 0:  # the default: answer "in progress" at once
                     raise self.in_progress(trying, rec, now)
                 if deadline is None:
-                    deadline = time.monotonic() + budget
-                remaining = deadline - time.monotonic()
+                    deadline = self.monotonic() + budget
+                remaining = deadline - self.monotonic()
                 if remaining <= 0:
                     raise self.in_progress(trying, rec, now)
                 yield Sleep(min(interval, remaining))
@@ -338,7 +346,7 @@ class StateMachine:
             yield from self.fail(claim, exc, retryable=False, data=None)
             raise
         lease = self.config.lease
-        started = time.monotonic()
+        started = self.monotonic()
         attempt = 0
         unanswered: int | None = None  # the version a renewal of ours left unanswered
         while True:
@@ -348,7 +356,7 @@ class StateMachine:
             except Exception as exc:
                 if not is_sdk_error(exc):
                     raise
-                spent = time.monotonic() - started
+                spent = self.monotonic() - started
                 if classify(exc) is None or spent >= lease:
                     self.report.completion_not_recorded(
                         key, claim.record_id, error_code(exc), spent

@@ -4,7 +4,6 @@ it exists, wait for it, enable TTL. Set-up calls are made once each, with the ex
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from .client_errors import client_error_code
@@ -16,12 +15,12 @@ def ensure_table(m: StateMachine, wait: float = 60.0) -> Steps[bool]:
     """``True`` when this call created the table. Safe to run from many processes at once."""
     table = m.config.table_name
     created = yield from _tolerant(m.requests.create_table(), "ResourceInUseException")
-    deadline = time.monotonic() + wait
+    deadline = m.monotonic() + wait
     while True:
         desc = yield from m.call(m.requests.describe_table(), table, table)
         if desc["Table"].get("TableStatus", "ACTIVE") == "ACTIVE":
             break
-        if time.monotonic() > deadline:
+        if m.monotonic() > deadline:
             break
         yield Sleep(0.5)
     ttl = yield from _tolerant(m.requests.describe_ttl(), "UnknownOperationException")
