@@ -5,6 +5,8 @@ others keep their promises."""
 from __future__ import annotations
 
 import ast
+import inspect
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +14,15 @@ from pathlib import Path
 import botocore.exceptions as bx
 import pytest
 
-from firstwrite.idempotency import TableNotFoundError
+from firstwrite.idempotency import (
+    AsyncGuard,
+    AsyncIdempotency,
+    Guard,
+    Idempotency,
+    TableNotFoundError,
+)
 from firstwrite.idempotency._machine import client_errors
+from firstwrite.idempotency.aio import ThreadedClient
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "firstwrite"
 LAYER = SRC / "idempotency"
@@ -108,3 +117,62 @@ def test_a_missing_table_is_also_the_clients_own_error() -> None:
     assert type(again) is type(error)  # one class per client error class
     plain = TableNotFoundError(["t"], {"Error": {"Code": "ResourceNotFoundException"}}, "PutItem")
     assert plain.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+# -- the guards are what the protocols say -----------------------------------------------------
+
+
+def _guards(tmp_path: Path) -> tuple[Idempotency, AsyncIdempotency]:
+    from firstwrite.engine import Engine, local_client
+
+    engine = Engine(str(tmp_path / "protocols.db"))
+    client = local_client(engine)
+    return Idempotency(client=client), AsyncIdempotency(client=ThreadedClient(client))
+
+
+def test_the_guards_satisfy_the_protocols(tmp_path: Path) -> None:
+    sync, aio = _guards(tmp_path)
+    # Checked by mypy when it reads this file (MYPYPATH=src mypy tests/idempotency/...):
+    # an Idempotency is a Guard and an AsyncIdempotency an AsyncGuard, and not the other way.
+    as_guard: Guard = sync
+    as_async_guard: AsyncGuard = aio
+    either: list[Guard | AsyncGuard] = [sync, aio]
+    # At run time: the discriminating attribute, and every protocol method with its signature.
+    assert as_guard.is_async is False and as_async_guard.is_async is True
+    assert [g.is_async for g in either] == [False, True]
+    for protocol, guard, coroutine in ((Guard, sync, False), (AsyncGuard, aio, True)):
+        for name in ("claim", "complete", "fail", "claim_with"):
+            wanted = inspect.signature(getattr(protocol, name))
+            method = getattr(type(guard), name)
+            assert inspect.signature(method) == wanted, (type(guard).__name__, name)
+            assert inspect.iscoroutinefunction(method) is coroutine, name
+
+
+def test_the_protocols_are_checked_by_mypy(tmp_path: Path) -> None:
+    """The assignments above pass mypy, and the crossed ones fail it: the protocols tell the
+    two kinds of guard apart."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from firstwrite.idempotency import AsyncGuard, AsyncIdempotency, Guard, Idempotency\n"
+        "def good(s: Idempotency, a: AsyncIdempotency) -> tuple[Guard, AsyncGuard]:\n"
+        "    return s, a\n"
+        "def crossed(s: Idempotency, a: AsyncIdempotency) -> tuple[AsyncGuard, Guard]:\n"
+        "    return s, a\n"
+        "def narrowed(g: Guard | AsyncGuard) -> None:\n"
+        "    if g.is_async:\n"
+        "        reveal_type(g)\n"
+        "    else:\n"
+        "        reveal_type(g)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        cwd=SRC.parents[1],
+        env={**os.environ, "MYPYPATH": str(SRC.parent)},  # this tree's source, not an install
+    )
+    out = run.stdout
+    assert "probe.py:3:" not in out, out
+    assert "probe.py:5: error" in out, out  # the crossed tuple does not type-check
+    assert 'probe.py:8: note: Revealed type is "firstwrite.idempotency.protocols.AsyncGuard"' in out
+    assert 'probe.py:10: note: Revealed type is "firstwrite.idempotency.protocols.Guard"' in out

@@ -6,6 +6,8 @@ three ways to use it, ``docs/idempotency-record.md`` for the record and its stat
 Public modules (what this package exports comes from them; import from here or from them):
 
 * :mod:`.guard` (:class:`Idempotency`) and :mod:`.aio` (:class:`AsyncIdempotency`): the guards.
+* :mod:`.protocols`: :class:`Guard` and :class:`AsyncGuard`, what code built on a guard may
+  rely on (the HTTP middleware is typed against them).
 * :mod:`.decorators`: ``@idempotent`` and ``@idempotent_handler``.
 * :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`, :mod:`.router`.
 * :mod:`.outcomes` (:class:`Claim`, :class:`Replay`, ``UNSET``), :mod:`.keys` (how keys and
@@ -55,12 +57,14 @@ from .metrics import (
     OpenTelemetryMetrics,
     PrometheusMetrics,
 )
-from .outcomes import UNSET, Claim, Replay
+from .outcomes import UNSET, Claim, Outcome, Replay
+from .protocols import AsyncGuard, Guard
 from .record import Record, Status
 from .router import HomeRegionRouter, RoutedIdempotency
 
 __all__ = [
     "UNSET",
+    "AsyncGuard",
     "AsyncIdempotency",
     "BusinessConditionFailedError",
     "CallCounter",
@@ -68,6 +72,7 @@ __all__ = [
     "CompletionNotRecordedError",
     "ConfigurationError",
     "DynamoAuditStore",
+    "Guard",
     "HomeRegionRouter",
     "HookMetrics",
     "Idempotency",
@@ -85,6 +90,7 @@ __all__ = [
     "MultiMetrics",
     "NullMetrics",
     "OpenTelemetryMetrics",
+    "Outcome",
     "PayloadMismatchError",
     "PrometheusMetrics",
     "Record",

@@ -19,7 +19,7 @@ import functools
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from ._machine import table_setup, transactional
 from ._machine.driving import Driver, adrive
@@ -57,6 +57,9 @@ class AsyncIdempotency(Driver):
     awaitable; ``sleep`` is an async sleep."""
 
     __slots__ = ("_methods", "_sleep")
+
+    is_async: ClassVar[Literal[True]] = True
+    """``True``: an :class:`~.protocols.AsyncGuard`: calls are awaited."""
 
     def __init__(
         self,

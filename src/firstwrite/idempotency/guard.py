@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from ._machine import table_setup, transactional
 from ._machine.driving import Driver, drive
@@ -40,11 +40,15 @@ class Idempotency(Driver):
 
     Methods: :meth:`run`, :meth:`claim`, :meth:`complete`, :meth:`fail`, :meth:`renew`,
     :meth:`claim_with`, :meth:`complete_with`, :meth:`get`, :meth:`ensure_table`; attributes
-    ``config``, ``client``, ``metrics``; :meth:`record_id` and :meth:`dynamodb_key` locate a
-    key's record.
+    ``config``, ``client``, ``metrics``, ``is_async`` (``False``: it is a
+    :class:`~.protocols.Guard`); :meth:`record_id` and :meth:`dynamodb_key` locate a key's
+    record.
     """
 
     __slots__ = ("_methods", "_sleep")
+
+    is_async: ClassVar[Literal[False]] = False
+    """``False``: a :class:`~.protocols.Guard`: calls return their results."""
 
     def __init__(
         self,
