@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firstwrite.idempotency import serialization
+from firstwrite.idempotency._machine import serialization
 from firstwrite.idempotency.config import IdempotencyConfig, RetryPolicy
 from firstwrite.idempotency.errors import ConfigurationError, MissingKeyError, SerializationError
 from firstwrite.idempotency.keys import KeyBuilder, canonical_json, fingerprint, key_from

@@ -132,9 +132,8 @@ def add_commands(commands: Any) -> None:
 
 
 def _contend(spec: Spec, client: Any, contender: str, barrier: Any, out: Any) -> None:
-    from firstwrite.idempotency.machine import new_token
     from firstwrite.idempotency.record import A_OWNER
-    from firstwrite.idempotency.requests import Requests, fence
+    from firstwrite.idempotency.requests import Requests, fence, new_token
 
     guard = spec.guard(client)
     requests = Requests(guard.config)  # the layer's own claim request, as a first call sends it

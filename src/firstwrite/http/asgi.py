@@ -19,17 +19,19 @@ The rules (which requests, keys, scopes, fingerprints, answers, what is stored) 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from firstwrite.idempotency import (
     UNSET,
+    AsyncGuard,
     AsyncIdempotency,
     Claim,
+    Guard,
     LostClaimError,
+    Outcome,
     Replay,
     SerializationError,
 )
@@ -58,40 +60,74 @@ _HIDDEN_EXTENSIONS = (
 )
 
 
-class _AsyncGuard:
-    """The guard's calls as coroutines: an async guard directly, a sync one in a worker thread."""
+class _Threaded:
+    """A synchronous :class:`Guard` as an :class:`AsyncGuard`: each call runs in a worker
+    thread, so it never blocks the event loop."""
 
-    def __init__(self, guard: Any) -> None:
-        self.guard = guard
-        self.native = inspect.iscoroutinefunction(getattr(guard, "claim", None))
+    is_async: ClassVar[Literal[True]] = True
 
-    async def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        method = getattr(self.guard, name)
-        if self.native:
-            return await method(*args, **kwargs)
-        return await asyncio.to_thread(method, *args, **kwargs)
+    def __init__(self, guard: Guard) -> None:
+        self._guard = guard
 
-    async def claim_with(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("claim_with", *args, **kwargs)
+    async def claim(
+        self,
+        key: str,
+        payload: Any = UNSET,
+        *,
+        scope: str | None = None,
+        lease: float | None = None,
+        wait: float | None = None,
+    ) -> Outcome:
+        return await asyncio.to_thread(
+            self._guard.claim, key, payload, scope=scope, lease=lease, wait=wait
+        )
+
+    async def complete(self, claim: Claim, result: Any = None) -> Replay:
+        return await asyncio.to_thread(self._guard.complete, claim, result)
+
+    async def fail(
+        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+    ) -> None:
+        await asyncio.to_thread(self._guard.fail, claim, error, retryable=retryable, data=data)
+
+    async def claim_with(
+        self,
+        key: str,
+        transact_items: Sequence[dict[str, Any]],
+        payload: Any = UNSET,
+        *,
+        scope: str | None = None,
+        lease: float | None = None,
+    ) -> Outcome:
+        return await asyncio.to_thread(
+            self._guard.claim_with, key, transact_items, payload, scope=scope, lease=lease
+        )
+
+
+def _awaited(guard: Guard | AsyncGuard) -> AsyncGuard:
+    """The guard's calls as coroutines: an async guard's own (``is_async``), a sync one's run
+    in a worker thread."""
+    return guard if guard.is_async else _Threaded(guard)
 
 
 class IdempotencyMiddleware:
     """``IdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``, or with Starlette
-    ``app.add_middleware(IdempotencyMiddleware, guard=..., config=...)``. Without a guard,
-    ``AsyncIdempotency()`` (the local engine file, no configuration); without a config,
+    ``app.add_middleware(IdempotencyMiddleware, guard=..., config=...)``. ``guard`` is an
+    :class:`AsyncGuard` (awaited) or a :class:`Guard` (each call in a worker thread); without
+    one, ``AsyncIdempotency()`` (the local engine file, no configuration). Without a config,
     ``HttpConfig()``."""
 
     def __init__(
         self,
         app: ASGIApp,
         *,
-        guard: Any = None,
+        guard: Guard | AsyncGuard | None = None,
         config: HttpConfig | None = None,
     ) -> None:
         self.app = app
         self.config = config or HttpConfig()
         self.core = Core(self.config)
-        self.guard = _AsyncGuard(guard if guard is not None else AsyncIdempotency())
+        self.guard: AsyncGuard = _awaited(guard if guard is not None else AsyncIdempotency())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -149,13 +185,8 @@ class IdempotencyMiddleware:
     async def _claim(self, plan: Plan, payload: Any, send: Send) -> Claim | None:
         """Claim the key; ``None`` when the request was answered instead (replay or error)."""
         try:
-            outcome = await self.guard.call(
-                "claim",
-                plan.key,
-                payload,
-                scope=plan.scope,
-                lease=plan.route.lease,
-                wait=plan.route.wait,
+            outcome = await self.guard.claim(
+                plan.key, payload, scope=plan.scope, lease=plan.route.lease, wait=plan.route.wait
             )
         except Exception as exc:
             answer = self.core.answer_error(plan, exc)
@@ -166,7 +197,7 @@ class IdempotencyMiddleware:
         if isinstance(outcome, Replay):
             await _respond(send, *self.core.replay(outcome))
             return None
-        return outcome  # type: ignore[no-any-return]
+        return outcome
 
     async def _run(
         self, scope: Scope, receive: Receive, send: Send, context: AsyncRequestIdempotency
@@ -210,7 +241,7 @@ class IdempotencyMiddleware:
             if verdict is Verdict.STORE:
                 stored = core.stored_form(status, capture.headers, capture.body())
                 try:
-                    await self.guard.call("complete", claim, stored)
+                    await self.guard.complete(claim, stored)
                 except SerializationError as exc:  # the layer marked the key FAILED for good
                     log.warning("response for %s not stored: %s", context.plan.request, exc)
                     extra.append((UNSTORED_HEADER, b"size-exceeded"))
@@ -226,7 +257,7 @@ class IdempotencyMiddleware:
 
     async def _release(self, claim: Claim, reason: str) -> None:
         try:
-            await self.guard.call("fail", claim, reason, retryable=True)
+            await self.guard.fail(claim, reason, retryable=True)
         except Exception:  # the lease will expire; the retry then takes the key over
             log.exception("could not release %s", claim.record_id)
 
@@ -246,12 +277,8 @@ class IdempotencyMiddleware:
             await self._release(claim, reason)
             return
         try:
-            await self.guard.call(
-                "fail",
-                claim,
-                reason,
-                retryable=False,
-                data=self.core.unstored_data(status or 0, reason),
+            await self.guard.fail(
+                claim, reason, retryable=False, data=self.core.unstored_data(status or 0, reason)
             )
         except Exception:
             log.exception("could not record that %s was not stored", claim.record_id)

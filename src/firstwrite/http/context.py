@@ -16,8 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from firstwrite.idempotency import (
+    AsyncGuard,
     BusinessConditionFailedError,
     Claim,
+    Guard,
+    Outcome,
     Replay,
     TransactionConflictError,
 )
@@ -36,9 +39,8 @@ _CALLERS = (BusinessConditionFailedError, TransactionConflictError)
 class _Context:
     """Shared state of a guarded request (sync and async flavours below)."""
 
-    def __init__(self, core: Core, plan: Plan, payload: Any, guard: Any) -> None:
+    def __init__(self, core: Core, plan: Plan, payload: Any) -> None:
         self._core = core
-        self._guard = guard
         self.plan = plan
         """The middleware's view of the request: route, key, request, record scope."""
         self.payload = payload
@@ -70,12 +72,12 @@ class _Context:
         if self.claim is not None or self.answer is not None:
             raise RuntimeError("claim_with may be called once per request")
 
-    def _settle(self, outcome: Any) -> Claim | None:
+    def _settle(self, outcome: Outcome) -> Claim | None:
         if isinstance(outcome, Replay):
             self.answer = self._core.replay(outcome)
             return None
         self.claim = outcome
-        return outcome  # type: ignore[no-any-return]
+        return outcome
 
     def _refuse(self, error: BaseException) -> None:
         answer = self._core.answer_error(self.plan, error)
@@ -86,6 +88,10 @@ class _Context:
 
 class AsyncRequestIdempotency(_Context):
     """The context of a request through the ASGI middleware."""
+
+    def __init__(self, core: Core, plan: Plan, payload: Any, guard: AsyncGuard) -> None:
+        super().__init__(core, plan, payload)
+        self._guard = guard
 
     async def claim_with(self, transact_items: Sequence[dict[str, Any]]) -> Claim | None:
         """Claim the key and apply ``transact_items`` (low-level ``TransactWriteItems``
@@ -109,6 +115,10 @@ class AsyncRequestIdempotency(_Context):
 
 class RequestIdempotency(_Context):
     """The context of a request through the WSGI middleware."""
+
+    def __init__(self, core: Core, plan: Plan, payload: Any, guard: Guard) -> None:
+        super().__init__(core, plan, payload)
+        self._guard = guard
 
     def claim_with(self, transact_items: Sequence[dict[str, Any]]) -> Claim | None:
         """See :meth:`AsyncRequestIdempotency.claim_with`."""

@@ -23,7 +23,9 @@ from typing import Any
 
 from firstwrite.idempotency import (
     UNSET,
+    AsyncGuard,
     Claim,
+    Guard,
     Idempotency,
     LostClaimError,
     Replay,
@@ -49,22 +51,20 @@ _READ_CHUNK = 64 * 1024
 class WSGIIdempotencyMiddleware:
     """``WSGIIdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``. Without a guard,
     ``Idempotency()`` (the local engine file, no configuration); without a config,
-    ``HttpConfig()``. The guard must be synchronous."""
+    ``HttpConfig()``. The guard must be a synchronous :class:`Guard` (``TypeError``
+    otherwise)."""
 
     def __init__(
         self,
         app: WSGIApp,
         *,
-        guard: Any = None,
+        guard: Guard | None = None,
         config: HttpConfig | None = None,
     ) -> None:
-        guard = guard if guard is not None else Idempotency()
-        if _is_async(guard):
-            raise TypeError("a WSGI app needs a synchronous guard (Idempotency), not an async one")
+        self.guard = _synchronous(guard if guard is not None else Idempotency())
         self.app = app
         self.config = config or HttpConfig()
         self.core = Core(self.config)
-        self.guard = guard
         self._environ_header = "HTTP_" + self.config.header.upper().replace("-", "_")
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -112,7 +112,7 @@ class WSGIIdempotencyMiddleware:
             return answer
         if isinstance(outcome, Replay):
             return self.core.replay(outcome)
-        return outcome  # type: ignore[no-any-return]
+        return outcome
 
     def _run(
         self, environ: dict[str, Any], start_response: StartResponse, context: RequestIdempotency
@@ -237,10 +237,11 @@ class WSGIIdempotencyMiddleware:
             log.exception("could not record that %s was not stored", claim.record_id)
 
 
-def _is_async(guard: Any) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(getattr(guard, "claim", None))
+def _synchronous(guard: Guard | AsyncGuard) -> Guard:
+    """``guard``, checked: an :class:`AsyncGuard` (``is_async``) cannot serve a WSGI app."""
+    if guard.is_async:
+        raise TypeError("a WSGI app needs a synchronous guard (Idempotency), not an async one")
+    return guard
 
 
 def _lazy_pairs(environ: dict[str, Any]) -> Iterator[tuple[str, str]]:

@@ -2,6 +2,22 @@
 
 See ``docs/guarantees.md`` for what is (and is not) exactly-once, ``docs/patterns.md`` for the
 three ways to use it, ``docs/idempotency-record.md`` for the record and its state machine.
+
+Public modules (what this package exports comes from them; import from here or from them):
+
+* :mod:`.guard` (:class:`Idempotency`) and :mod:`.aio` (:class:`AsyncIdempotency`): the guards.
+* :mod:`.protocols`: :class:`Guard` and :class:`AsyncGuard`, what code built on a guard may
+  rely on (the HTTP middleware is typed against them).
+* :mod:`.decorators`: ``@idempotent`` and ``@idempotent_handler``.
+* :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`, :mod:`.router`.
+* :mod:`.outcomes` (:class:`Claim`, :class:`Replay`, ``UNSET``), :mod:`.keys` (how keys and
+  fingerprints are made), :mod:`.record` and :mod:`.requests` (the record's wire shape and every
+  request the layer makes, for tools that read the table), :mod:`.record_view` (a record decoded
+  for display), :mod:`.local` (the no-configuration local database).
+
+Internals live in the private :mod:`._machine` package. **The state machine is
+:class:`firstwrite.idempotency._machine.machine.StateMachine`** (``_machine/machine.py``): every
+decision, no I/O; the guards only perform the effects it yields.
 """
 
 from __future__ import annotations
@@ -41,12 +57,14 @@ from .metrics import (
     OpenTelemetryMetrics,
     PrometheusMetrics,
 )
-from .outcomes import UNSET, Claim, Replay
+from .outcomes import UNSET, Claim, Outcome, Replay
+from .protocols import AsyncGuard, Guard
 from .record import Record, Status
 from .router import HomeRegionRouter, RoutedIdempotency
 
 __all__ = [
     "UNSET",
+    "AsyncGuard",
     "AsyncIdempotency",
     "BusinessConditionFailedError",
     "CallCounter",
@@ -54,6 +72,7 @@ __all__ = [
     "CompletionNotRecordedError",
     "ConfigurationError",
     "DynamoAuditStore",
+    "Guard",
     "HomeRegionRouter",
     "HookMetrics",
     "Idempotency",
@@ -71,6 +90,7 @@ __all__ = [
     "MultiMetrics",
     "NullMetrics",
     "OpenTelemetryMetrics",
+    "Outcome",
     "PayloadMismatchError",
     "PrometheusMetrics",
     "Record",

@@ -1,8 +1,8 @@
 """The asyncio guard: :class:`AsyncIdempotency`, the same machine as
 :class:`~firstwrite.idempotency.guard.Idempotency` driven with ``await``.
 
-It holds a :class:`~.machine.StateMachine` and awaits each effect on an aiobotocore client
-(:func:`.driving.adrive`); only ``run``, which awaits your coroutine function, is written here.
+It holds a :class:`~._machine.machine.StateMachine` and awaits each effect on an aiobotocore client
+(:func:`._machine.driving.adrive`); only ``run``, which awaits your coroutine function, is written here.
 So both guards make the same requests, decisions, logs and metrics
 (``tests/idempotency/test_parity.py`` runs the same scenarios through both).
 
@@ -19,13 +19,13 @@ import functools
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from . import table_setup, transactional
+from ._machine import table_setup, transactional
+from ._machine.driving import Driver, adrive
+from ._machine.effects import Steps, bind
+from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig
-from .driving import Driver, adrive
-from .effects import Steps, bind
-from .machine import Clock, StateMachine
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
@@ -58,6 +58,9 @@ class AsyncIdempotency(Driver):
 
     __slots__ = ("_methods", "_sleep")
 
+    is_async: ClassVar[Literal[True]] = True
+    """``True``: an :class:`~.protocols.AsyncGuard`: calls are awaited."""
+
     def __init__(
         self,
         config: IdempotencyConfig | None = None,
@@ -68,9 +71,15 @@ class AsyncIdempotency(Driver):
         non_retryable: Sequence[type[BaseException]] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[], float] = random.random,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         machine = StateMachine(
-            config, clock=clock, metrics=metrics, non_retryable=non_retryable, rng=rng
+            config,
+            clock=clock,
+            metrics=metrics,
+            non_retryable=non_retryable,
+            rng=rng,
+            monotonic=monotonic,
         )
         if client is None:
             from .local import default_client

@@ -39,9 +39,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
-
 from . import record as r
+from ._machine.client_errors import client_error_code
 from .config import IdempotencyConfig
 from .keys import caller_key
 from .metrics import NULL, Metrics
@@ -229,8 +228,8 @@ class TtlAudit:
             )
             try:
                 self.client.put_item(**call.params)
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            except Exception as exc:
+                if client_error_code(exc) != "ConditionalCheckFailedException":
                     raise
                 return  # a claim was made since the removal: the INSERT will tell
             self.tombstones += 1

@@ -12,9 +12,8 @@ can say something more useful: a missing table (:class:`TableNotFoundError`, sti
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
-
-from botocore.exceptions import ClientError
 
 
 class IdempotencyError(Exception):
@@ -204,14 +203,25 @@ class ResultTooLargeError(SerializationError):
         self.limit = limit
 
 
-class TableNotFoundError(IdempotencyError, ClientError):  # type: ignore[misc]  # botocore: untyped
+class TableNotFoundError(IdempotencyError):
     """The idempotency table (or a table your transaction items name) does not exist.
 
-    Still a ``botocore`` ``ClientError`` with code ``ResourceNotFoundException``, so existing
-    handlers keep working; the message says what to do."""
+    Still the client's own error: what the layer raises (:meth:`raised_for`) is a subclass of
+    this class *and* of the class of the error the client raised (botocore's
+    ``ResourceNotFoundException``, a ``ClientError``), with its ``response`` and
+    ``operation_name``, so existing handlers keep working; the message says what to do."""
 
-    def __init__(self, tables: list[str], error_response: Any, operation_name: str) -> None:
-        ClientError.__init__(self, error_response, operation_name)
+    response: Mapping[str, Any]
+    operation_name: str
+
+    def __init__(
+        self, tables: list[str], error_response: Mapping[str, Any], operation_name: str
+    ) -> None:
+        # With a client error class among the bases, its own __init__ (botocore builds the
+        # message and sets both attributes); otherwise Exception's.
+        super().__init__(error_response, operation_name)
+        self.response = error_response
+        self.operation_name = operation_name
         self.tables = tables
         names = " or ".join(repr(t) for t in tables) or "the table"
         self.hint = (
@@ -222,6 +232,46 @@ class TableNotFoundError(IdempotencyError, ClientError):  # type: ignore[misc]  
 
     def __str__(self) -> str:
         return self.hint
+
+    @classmethod
+    def raised_for(
+        cls,
+        error: BaseException,
+        tables: list[str],
+        error_response: Mapping[str, Any],
+        operation_name: str,
+    ) -> TableNotFoundError:
+        """The error to raise for ``error``, the client's ``ResourceNotFoundException`` (whose
+        parsed response is ``error_response``): an instance of this class and of
+        ``type(error)``. A class that cannot be combined gives this class alone."""
+        return _beside(type(error))(tables, error_response, operation_name)
+
+
+_BESIDE: dict[type[BaseException], type[TableNotFoundError]] = {}
+
+
+def _beside(client_error: type[BaseException]) -> type[TableNotFoundError]:
+    """:class:`TableNotFoundError` derived from ``client_error`` as well, made once per client
+    error class (botocore makes its modeled exception classes once per session: a few)."""
+    if issubclass(client_error, TableNotFoundError):
+        return client_error
+    known = _BESIDE.get(client_error)
+    if known is not None:
+        return known
+    if len(_BESIDE) >= 16:
+        _BESIDE.clear()
+    namespace = {
+        "__module__": __name__,
+        "__qualname__": TableNotFoundError.__qualname__,
+        "__doc__": TableNotFoundError.__doc__,
+    }
+    try:
+        made = type(TableNotFoundError.__name__, (TableNotFoundError, client_error), namespace)
+    except TypeError:  # a layout that cannot be combined
+        return TableNotFoundError
+    assert issubclass(made, TableNotFoundError)
+    _BESIDE[client_error] = made
+    return made
 
 
 class BusinessConditionFailedError(IdempotencyError):

@@ -1,7 +1,7 @@
 """The synchronous guard: :class:`Idempotency`.
 
-It holds a :class:`~.machine.StateMachine` (every decision) and performs the machine's
-effects with blocking calls on a boto3 client (:func:`.driving.drive`); only ``run``, which
+It holds a :class:`~._machine.machine.StateMachine` (every decision) and performs the machine's
+effects with blocking calls on a boto3 client (:func:`._machine.driving.drive`); only ``run``, which
 calls your function, is written here. :class:`~.aio.AsyncIdempotency` is the same over asyncio.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from . import table_setup, transactional
+from ._machine import table_setup, transactional
+from ._machine.driving import Driver, drive
+from ._machine.effects import Steps, bind
+from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig
-from .driving import Driver, drive
-from .effects import Steps, bind
-from .machine import Clock, StateMachine
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
@@ -34,15 +34,21 @@ class Idempotency(Driver):
 
     ``client`` is a boto3 low-level DynamoDB client; without one, a local engine database file
     is used (see :mod:`.local`). ``clock`` returns epoch seconds (tests pass the engine's
-    clock); ``sleep`` and ``rng`` drive the retry policy's backoff.
+    clock); ``sleep`` and ``rng`` drive the retry policy's backoff; ``monotonic`` (default
+    ``time.monotonic``) times the layer's own deadlines: the wait for a live request
+    (``in_progress_wait``), a completion's retries (one lease), the wait for a new table.
 
     Methods: :meth:`run`, :meth:`claim`, :meth:`complete`, :meth:`fail`, :meth:`renew`,
     :meth:`claim_with`, :meth:`complete_with`, :meth:`get`, :meth:`ensure_table`; attributes
-    ``config``, ``client``, ``metrics``; :meth:`record_id` and :meth:`dynamodb_key` locate a
-    key's record.
+    ``config``, ``client``, ``metrics``, ``is_async`` (``False``: it is a
+    :class:`~.protocols.Guard`); :meth:`record_id` and :meth:`dynamodb_key` locate a key's
+    record.
     """
 
     __slots__ = ("_methods", "_sleep")
+
+    is_async: ClassVar[Literal[False]] = False
+    """``False``: a :class:`~.protocols.Guard`: calls return their results."""
 
     def __init__(
         self,
@@ -54,9 +60,15 @@ class Idempotency(Driver):
         non_retryable: Sequence[type[BaseException]] = (),
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         machine = StateMachine(
-            config, clock=clock, metrics=metrics, non_retryable=non_retryable, rng=rng
+            config,
+            clock=clock,
+            metrics=metrics,
+            non_retryable=non_retryable,
+            rng=rng,
+            monotonic=monotonic,
         )
         if client is None:
             from .local import default_client

@@ -15,11 +15,11 @@ import threading
 import time
 from typing import Any
 
-from . import table_setup
+from ._machine import table_setup
+from ._machine.driving import drive
+from ._machine.effects import bind
+from ._machine.machine import StateMachine
 from .config import IdempotencyConfig
-from .driving import drive
-from .effects import bind
-from .machine import StateMachine
 
 ENV_VAR = "FIRSTWRITE_LOCAL_DB"
 

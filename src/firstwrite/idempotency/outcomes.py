@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from . import serialization
+from ._machine import serialization
 from .errors import ReplayedFailureError
 from .record import Status
 from .requests import Key

@@ -1,8 +1,8 @@
 """A stored record decoded for people: what ``firstwrite keys`` prints and the console shows.
 
 Pure, no I/O. It reads the layer's item format (:class:`.record.Record`), decodes the stored
-result and failure as a duplicate would get them (:mod:`.serialization`), and says what a
-duplicate would get now from the layer's own verdict table (:func:`.verdicts.judge`). The front
+result and failure as a duplicate would get them (:mod:`._machine.serialization`), and says what a
+duplicate would get now from the layer's own verdict table (:func:`._machine.verdicts.judge`). The front
 ends keep only their presentation: the CLI's columns and JSON, the console's templates.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import serialization
+from ._machine import serialization
+from ._machine.verdicts import Verdict, judge
 from .errors import SerializationError
 from .record import Record, Status
 from .requests import NO_FINGERPRINT
-from .verdicts import Verdict, judge
 
 SUMMARY_CHARS = 120
 TOMBSTONE = "(removed by TTL; a tombstone keeps only owner, fingerprint and status)"

@@ -4,7 +4,7 @@ This module is the record's wire shape: the attribute names, the owner-token for
 condition expression written once *beside the Python predicate that mirrors it*, and the
 builders of every request (claim, replace, complete, fail, renew, get, transact, and the table
 set-up). A request is a :class:`Call`: the operation name and its parameters, exactly as the
-boto3 low-level method takes them. The state machine (:mod:`.machine`) yields Calls; the drivers
+boto3 low-level method takes them. The state machine (:mod:`._machine.machine`) yields Calls; the drivers
 (:mod:`.guard`, :mod:`.aio`) perform them and nothing else.
 
 Why mirrors: a failed conditional write comes back with the stored item (``ALL_OLD``), and the
@@ -18,11 +18,12 @@ costs one ``Item``/values dict build.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ._machine.effects import Call
 from .config import IdempotencyConfig
-from .effects import Call
 
 # -- the item -----------------------------------------------------------------------------------
 
@@ -49,6 +50,15 @@ Key = dict[str, dict[str, str]]
 def millis(now: float) -> int:
     """``now`` (epoch seconds) in whole milliseconds: the one rounding every check uses."""
     return int(now * 1000)
+
+
+def new_token(now: float) -> str:
+    """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
+    Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
+    return _TOKEN % (int(now * 1000), os.urandom(10).hex())  # millis(now)
+
+
+_TOKEN = f"%0{TOKEN_TIME_DIGITS}x%s"
 
 
 def fence(token: str, version: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any, overload
 
 # The extra that brings a missing top-level module, and what it is for; anything else is the
 # engine's (lark, msgpack, uvicorn, ...).
@@ -18,11 +19,17 @@ class MissingExtraError(ImportError):
     """firstwrite.testing needed an extra (the engine, aiobotocore) that is not installed."""
 
 
-def require(module: str) -> ModuleType:
-    """Import ``module``; a missing third-party dependency becomes :class:`MissingExtraError`
-    naming the extra to install (a missing firstwrite module is a real bug and propagates)."""
+@overload
+def require(module: str) -> ModuleType: ...
+@overload
+def require(module: str, name: str) -> Any: ...
+def require(module: str, name: str | None = None) -> Any:
+    """Import ``module`` (and get its attribute ``name``: a lazily loaded one imports what it
+    needs then); a missing third-party dependency becomes :class:`MissingExtraError` naming the
+    extra to install (a missing firstwrite module is a real bug and propagates)."""
     try:
-        return importlib.import_module(module)
+        loaded = importlib.import_module(module)
+        return loaded if name is None else getattr(loaded, name)
     except ModuleNotFoundError as exc:
         missing = exc.name or "?"
         top = missing.split(".")[0]

@@ -32,9 +32,8 @@ from . import redirect
 from ._extra import MissingExtraError, require
 
 if TYPE_CHECKING:
-    from firstwrite.engine.api import Engine
-    from firstwrite.engine.clock import Clock
-    from firstwrite.engine.server.app import ServerThread
+    from firstwrite.engine import Engine, ServerThread
+    from firstwrite.engine.clock import Clock  # a type only: the engine exports no Clock
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
 STORAGES = ("memory", "file")
@@ -67,9 +66,9 @@ class Settings:
         return cls(**values)
 
 
-def _require(module: str) -> Any:
+def _require(module: str, name: str) -> Any:
     try:
-        return require(module)
+        return require(module, name)
     except MissingExtraError as exc:
         message = str(exc)
     pytest.fail(message, pytrace=False)
@@ -135,11 +134,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def firstwrite_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     """A fresh engine for this test (in memory by default, or a file under ``tmp_path``)."""
     settings = Settings.of(request)
-    api = _require("firstwrite.engine.api")
+    engine_class = _require("firstwrite.engine", "Engine")
     path = None
     if settings.storage == "file":
         path = request.getfixturevalue("tmp_path") / "firstwrite.db"
-    with api.Engine(path, region=settings.region) as engine:
+    with engine_class(path, region=settings.region) as engine:
         yield engine
 
 
@@ -153,22 +152,22 @@ def firstwrite_clock(firstwrite_engine: Engine) -> Clock:
 @pytest.fixture
 def firstwrite_client(firstwrite_engine: Engine) -> Any:
     """A boto3 ``dynamodb`` client answered in process by ``firstwrite_engine``."""
-    binding = _require("firstwrite.engine.binding.sync")
-    return binding.local_client(firstwrite_engine, region=firstwrite_engine.default_region)
+    local_client = _require("firstwrite.engine.binding", "local_client")
+    return local_client(firstwrite_engine, region=firstwrite_engine.default_region)
 
 
 @pytest.fixture
 def firstwrite_resource(firstwrite_engine: Engine) -> Any:
     """``boto3.resource("dynamodb")`` answered in process by ``firstwrite_engine``."""
-    binding = _require("firstwrite.engine.binding.sync")
-    return binding.local_resource(firstwrite_engine, region=firstwrite_engine.default_region)
+    local_resource = _require("firstwrite.engine.binding", "local_resource")
+    return local_resource(firstwrite_engine, region=firstwrite_engine.default_region)
 
 
 @pytest.fixture
 def firstwrite_streams_client(firstwrite_engine: Engine) -> Any:
     """A boto3 ``dynamodbstreams`` client answered in process by ``firstwrite_engine``."""
-    binding = _require("firstwrite.engine.binding.sync")
-    return binding.local_client(
+    local_client = _require("firstwrite.engine.binding", "local_client")
+    return local_client(
         firstwrite_engine, region=firstwrite_engine.default_region, service_name="dynamodbstreams"
     )
 
@@ -191,8 +190,8 @@ def _async_fixture(func: Callable[..., Any]) -> Any:
 @_async_fixture
 async def firstwrite_aio_client(firstwrite_engine: Engine) -> AsyncIterator[Any]:
     """An aiobotocore ``dynamodb`` client answered in process by ``firstwrite_engine``."""
-    aio_binding = _require("firstwrite.engine.binding.aio")
-    async with aio_binding.local_aio_client(
+    local_aio_client = _require("firstwrite.engine.binding", "local_aio_client")
+    async with local_aio_client(
         firstwrite_engine, region=firstwrite_engine.default_region
     ) as client:
         yield client
@@ -225,8 +224,8 @@ def firstwrite_guard(
 @pytest.fixture
 def firstwrite_server(firstwrite_engine: Engine) -> Iterator[ServerThread]:
     """``firstwrite_engine`` served over HTTP on a free loopback port (``.url``)."""
-    server = _require("firstwrite.engine.server.app")
-    thread = server.ServerThread(firstwrite_engine)
+    server_thread = _require("firstwrite.engine", "ServerThread")
+    thread = server_thread(firstwrite_engine)
     thread.start()
     yield thread
     thread.stop()

@@ -2,7 +2,7 @@
 
 moto's ``mock_aws`` convenience with the engine's semantics: inside ``with mock_dynamodb() as
 engine:``, every boto3 or aiobotocore ``dynamodb`` and ``dynamodbstreams`` client is answered by
-``engine`` through the boto3 binding (:mod:`firstwrite.engine.binding.sync`), whoever created it and
+``engine`` through the boto3 binding (:func:`firstwrite.engine.binding.follow`), whoever created it and
 however: ``boto3.client``, ``boto3.resource``, ``boto3.session.Session().client``, aiobotocore's
 ``create_client``; inside the block or before it; in any thread. There is no endpoint to
 configure, and a configured one (DynamoDB Local, ``AWS_ENDPOINT_URL_DYNAMODB``) is overridden.
@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from ._extra import require
 
 if TYPE_CHECKING:
-    from firstwrite.engine.api import Engine
-    from firstwrite.engine.binding.steps import ResponderBase
+    from firstwrite.engine import Engine
 
 __all__ = [
     "Redirect",
@@ -95,36 +94,10 @@ class _Redirectable:
 
 def _follow(client: Any) -> None:
     try:
-        from firstwrite.engine.binding import steps as binding_steps
-        from firstwrite.engine.binding import sync as binding
+        from firstwrite.engine.binding import follow
     except ImportError:  # no engine extra: there is nothing to redirect to
         return
-    base: type[ResponderBase] = binding.Responder
-    if binding_steps.is_async_client(client):
-        from firstwrite.engine.binding.aio import AioResponder
-
-        base = AioResponder
-    region = client.meta.region_name or "us-east-1"
-    responder = _following(base)(
-        None, region, binding_steps.parser_of(client), client.meta.events.emit
-    )
-    binding_steps.install(client, responder)
-
-
-def _redirected_engine(_self: object) -> Engine | None:
-    return current_engine()
-
-
-_FOLLOWING: dict[type[ResponderBase], type[ResponderBase]] = {}
-
-
-def _following(base: type[ResponderBase]) -> type[ResponderBase]:
-    """``base`` answering with the active redirect's engine instead of a fixed one."""
-    kind = _FOLLOWING.get(base)
-    if kind is None:
-        name = f"Redirected{base.__name__}"
-        kind = _FOLLOWING[base] = type(name, (base,), {"current_engine": _redirected_engine})
-    return kind
+    follow(client, current_engine)
 
 
 def _on_creating_client_class(base_classes: list[type], **_kwargs: Any) -> None:
@@ -271,7 +244,7 @@ class Redirect:
         install()
         engine = self._given
         if engine is None:
-            engine = require("firstwrite.engine.api").Engine(region=self.region)
+            engine = require("firstwrite.engine", "Engine")(region=self.region)
         self.engine = engine
         with _lock:
             if not _stack:

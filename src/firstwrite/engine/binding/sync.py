@@ -21,6 +21,7 @@ calls and by :mod:`.aio_binding` with ``await``. For the least per-call overhead
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -114,6 +115,42 @@ def bind(client: Any, engine: Engine, *, full_stack: bool = False) -> Any:
         kind = Responder
     responder = kind(engine, region, parser_of(client), client.meta.events.emit)
     return install(client, responder, full_stack=full_stack)
+
+
+def follow(client: Any, engine: Callable[[], Engine | None]) -> Any:
+    """Answer every request of ``client`` (boto3 or aiobotocore) with the engine ``engine()``
+    returns at the time of the call, or let the call go to its endpoint when it returns
+    ``None``; returns the client. The engine region is the client's (``us-east-1`` when it has
+    none). For a redirect that outlives any one engine (``firstwrite.testing.mock_dynamodb``);
+    otherwise :func:`bind` is the same with one engine."""
+    region = client.meta.region_name or "us-east-1"
+    if is_async_client(client):
+        from .aio import AioResponder
+
+        base: type[ResponderBase] = AioResponder
+    else:
+        base = Responder
+    responder = _following(base, engine)(None, region, parser_of(client), client.meta.events.emit)
+    return install(client, responder)
+
+
+_FOLLOWING: dict[tuple[type[ResponderBase], Callable[[], Engine | None]], type[ResponderBase]] = {}
+
+
+def _following(
+    base: type[ResponderBase], source: Callable[[], Engine | None]
+) -> type[ResponderBase]:
+    """``base`` answering with ``source()``'s engine instead of a fixed one (one class per
+    base and source)."""
+    kind = _FOLLOWING.get((base, source))
+    if kind is None:
+
+        def current_engine(_self: object) -> Engine | None:
+            return source()
+
+        name = f"Redirected{base.__name__}"
+        kind = _FOLLOWING[base, source] = type(name, (base,), {"current_engine": current_engine})
+    return kind
 
 
 def dummy_session(region: str = "us-east-1") -> botocore.session.Session:

@@ -4,26 +4,23 @@ it exists, wait for it, enable TTL. Set-up calls are made once each, with the ex
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from botocore.exceptions import ClientError
-
+from .client_errors import client_error_code
 from .effects import Call, Sleep, Steps
 from .machine import StateMachine
-from .retry import error_code
 
 
 def ensure_table(m: StateMachine, wait: float = 60.0) -> Steps[bool]:
     """``True`` when this call created the table. Safe to run from many processes at once."""
     table = m.config.table_name
     created = yield from _tolerant(m.requests.create_table(), "ResourceInUseException")
-    deadline = time.monotonic() + wait
+    deadline = m.monotonic() + wait
     while True:
         desc = yield from m.call(m.requests.describe_table(), table, table)
         if desc["Table"].get("TableStatus", "ACTIVE") == "ACTIVE":
             break
-        if time.monotonic() > deadline:
+        if m.monotonic() > deadline:
             break
         yield Sleep(0.5)
     ttl = yield from _tolerant(m.requests.describe_ttl(), "UnknownOperationException")
@@ -42,8 +39,8 @@ def _tolerant(call: Call, expected: str) -> Steps[dict[str, Any] | None]:
     """``call`` once, with ``expected`` (an error code) answered as ``None``."""
     try:
         response: dict[str, Any] = yield call
-    except ClientError as exc:
-        if error_code(exc) != expected:
+    except Exception as exc:
+        if client_error_code(exc) != expected:
             raise
         return None
     return response

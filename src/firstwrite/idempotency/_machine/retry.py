@@ -10,8 +10,10 @@ safe because the state machine recognises its own earlier write by the owner tok
 async: the retries are effects (a :class:`~.effects.Sleep`, then the same
 :class:`~.effects.Call` again), so the drivers have no retry code of their own.
 
-These retries stack on botocore's own (legacy mode: up to 10 attempts); pass a client built with
-``Config(retries={"total_max_attempts": 1})`` to leave all retrying to this policy.
+The client's errors are recognised by their shape (:mod:`.client_errors`): like the whole layer,
+this module imports no botocore. These retries stack on botocore's own (legacy mode: up to 10
+attempts); pass a client built with ``Config(retries={"total_max_attempts": 1})`` to leave all
+retrying to this policy.
 """
 
 from __future__ import annotations
@@ -20,14 +22,12 @@ import random
 from collections.abc import Callable
 from typing import Any, Literal
 
-from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
-from botocore.exceptions import ConnectionError as BotoConnectionError
-
-from .config import RetryPolicy
+from ..config import RetryPolicy
+from ..errors import TableNotFoundError
+from ..requests import tables_of
+from .client_errors import is_sdk_error, is_transport_error, response_of
 from .effects import Call, Sleep, Steps
-from .errors import TableNotFoundError
 from .reporting import Reporter
-from .requests import tables_of
 
 Kind = Literal["throttle", "transient"]
 
@@ -59,23 +59,19 @@ CONDITION_FAILED = "ConditionalCheckFailedException"
 ANSWERS = frozenset({CONDITION_FAILED, "TransactionCanceledException"})
 
 
-def error_code(exc: BaseException) -> str:
-    if isinstance(exc, ClientError):
-        return str(exc.response.get("Error", {}).get("Code", ""))
-    return type(exc).__name__
-
-
 def classify(exc: BaseException) -> Kind | None:
-    """``"throttle"``, ``"transient"`` or ``None`` (not retryable: an answer or a bug)."""
-    if isinstance(exc, ClientError):
-        code = error_code(exc)
+    """``"throttle"``, ``"transient"`` or ``None`` (not retryable: an answer or a bug). Errors
+    are told apart by their shape (:mod:`.client_errors`)."""
+    response = response_of(exc)
+    if response is not None:
+        code = str(response["Error"].get("Code", ""))
         if code in THROTTLE_CODES:
             return "throttle"
         if code in TRANSIENT_CODES:
             return "transient"
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return "transient" if isinstance(status, int) and status >= 500 else None
-    if isinstance(exc, (BotoConnectionError, HTTPClientError)):
+    if is_transport_error(exc):
         return "transient"
     return None
 
@@ -110,20 +106,25 @@ def perform(
     while True:
         try:
             response: dict[str, Any] = yield call
-        except (ClientError, BotoCoreError) as exc:
-            code = error_code(exc)
+        except Exception as exc:
+            answer = response_of(exc)
+            if answer is None and not is_sdk_error(exc):
+                raise  # not the client's: a bug, or the caller's own exception
+            code = type(exc).__name__ if answer is None else str(answer["Error"].get("Code", ""))
             if code in ANSWERS:
                 if reporting:
                     report.refused(call, exc, start)
-                if conditional and isinstance(exc, ClientError) and code == CONDITION_FAILED:
-                    return False, exc.response.get("Item")
+                if conditional and answer is not None and code == CONDITION_FAILED:
+                    return False, answer.get("Item")
                 raise
             attempt += 1
             kind = classify(exc)
             if kind is None or attempt >= policy.max_attempts:
                 report.gave_up(call, code, kind is not None, key, record_id, start)
-                if code == "ResourceNotFoundException" and isinstance(exc, ClientError):
-                    raise TableNotFoundError(tables_of(call), exc.response, call.operation) from exc
+                if code == "ResourceNotFoundException" and answer is not None:
+                    raise TableNotFoundError.raised_for(
+                        exc, tables_of(call), answer, call.operation
+                    ) from exc
                 raise
             delay = backoff(policy, attempt, rng)
             report.retrying(call.operation, kind, code, attempt, delay, key, record_id)

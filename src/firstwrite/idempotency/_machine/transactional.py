@@ -9,22 +9,21 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from . import requests as q
-from .cancellation import Cancellation, Kind, read
-from .effects import Call, Sleep, Steps
-from .errors import (
+from .. import requests as q
+from ..errors import (
     BusinessConditionFailedError,
     ItemCollectionSizeLimitError,
     TransactionCancelledError,
     TransactionConflictError,
     TransactionValidationError,
 )
+from ..outcomes import Claim, Outcome, Replay, key_of
+from ..record import Record, Status
+from .cancellation import Cancellation, Kind, read
+from .client_errors import response_of
+from .effects import Call, Sleep, Steps
 from .machine import StateMachine
-from .outcomes import Claim, Outcome, Replay, key_of
-from .record import Record, Status
-from .retry import backoff, error_code
+from .retry import backoff
 from .verdicts import Verdict, fenced_outcome
 
 # Top-level errors that say "another transaction holds an item": retried by the retry policy,
@@ -38,10 +37,13 @@ def transact(
     """Run one TransactWriteItems: ``None`` when applied, else its cancellation reasons."""
     try:
         yield from m.call(call, key, record_id)
-    except ClientError as exc:
-        code = error_code(exc)
+    except Exception as exc:
+        response = response_of(exc)
+        if response is None:
+            raise
+        code = response["Error"].get("Code")
         if code == "TransactionCanceledException":
-            reasons = exc.response.get("CancellationReasons")
+            reasons = response.get("CancellationReasons")
             return list(reasons) if isinstance(reasons, list) else []
         if code in _CONFLICT_CODES:
             raise TransactionConflictError(key, [], record_id=record_id) from exc

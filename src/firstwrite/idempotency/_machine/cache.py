@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from .outcomes import Replay
-from .requests import same_request
+from ..outcomes import Replay
+from ..requests import same_request
 
 
 class ReplayCache:

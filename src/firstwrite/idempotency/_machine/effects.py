@@ -1,9 +1,9 @@
 """What the state machine asks a driver to do, as plain values (h11's "events as data").
 
 A transition of :class:`.machine.StateMachine` is a generator: it yields a :class:`Call` (one
-DynamoDB request, built by :mod:`.requests`) or a :class:`Sleep`, is sent the answer (the
+DynamoDB request, built by :mod:`..requests`) or a :class:`Sleep`, is sent the answer (the
 response dict, or ``None`` after a sleep), and receives the client's exceptions through
-``throw()``. The drivers (:mod:`.guard`, :mod:`.aio`) perform effects and nothing else.
+``throw()``. The drivers (:mod:`..guard`, :mod:`..aio`) perform effects and nothing else.
 """
 
 from __future__ import annotations

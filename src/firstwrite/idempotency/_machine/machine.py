@@ -3,11 +3,11 @@
 Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
 ``complete``, ``fail``, ``renew``, ``get``; the transactional variant's are in
 :mod:`.transactional`, the table set-up in :mod:`.table_setup`). A transition yields the effects it needs (a
-:class:`~.effects.Call` built by :mod:`.requests`, or a :class:`~.effects.Sleep`), is sent
+:class:`~.effects.Call` built by :mod:`..requests`, or a :class:`~.effects.Sleep`), is sent
 their answers and receives the client's exceptions through ``throw()``, as h11's connection
 is fed events. Retries are effects too (:func:`.retry.perform`), and every log record and
-metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`.guard.Idempotency`
-and :class:`.aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
+metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`..guard.Idempotency`
+and :class:`..aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
 asyncio client; so both make exactly the same calls, choices, logs and metrics.
 
 What a failed claim's stored record means is :func:`.verdicts.judge`, one ordered table of
@@ -21,21 +21,15 @@ cache on, a duplicate of a finished request costs nothing.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from . import requests as q
-from . import serialization
-from .cache import ReplayCache
-from .config import IdempotencyConfig
-from .effects import Call, Sleep, Steps
-from .errors import (
+from .. import requests as q
+from ..config import IdempotencyConfig
+from ..errors import (
     CompletionNotRecordedError,
     InProgressError,
     LateRetryError,
@@ -44,27 +38,28 @@ from .errors import (
     ResultTooLargeError,
     SerializationError,
 )
-from .keys import KeyBuilder, fingerprinter
-from .metrics import Metrics
-from .outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
-from .record import Record, Status
+from ..keys import KeyBuilder, fingerprinter
+from ..metrics import Metrics
+from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
+from ..record import Record, Status
+from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
+from . import serialization
+from .cache import ReplayCache
+from .client_errors import error_code, is_sdk_error
+from .effects import Call, Sleep, Steps
 from .reporting import Reporter
-from .requests import NO_FINGERPRINT, Item, Key, millis
-from .retry import backoff, classify, error_code, perform
+from .retry import backoff, classify, perform
 from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
+"""The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""
+
+Monotonic = Callable[[], float]
+"""The clock of the layer's own deadlines (how long to wait for a live request, how long to
+retry a completion, how long to wait for a new table): seconds from any origin, never going
+back (``time.monotonic``). Only differences of its readings are used."""
 
 _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
-
-
-def new_token(now: float) -> str:
-    """A claim's owner token: the claim time (epoch ms, 12 hex digits) then 80 random bits.
-    Unique per claim, and it dates the claim without a ``claimed_at`` attribute."""
-    return _TOKEN % (int(now * 1000), os.urandom(10).hex())  # millis(now)
-
-
-_TOKEN = f"%0{q.TOKEN_TIME_DIGITS}x%s"
 
 
 def _retryable_by_default(exc: BaseException) -> bool:
@@ -84,9 +79,11 @@ class StateMachine:
         metrics: Metrics | None = None,
         non_retryable: Sequence[type[BaseException]] = (),
         rng: Callable[[], float] = random.random,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         self.config = config = config or IdempotencyConfig()
         self.clock = clock
+        self.monotonic = monotonic
         self.report = Reporter(metrics)
         self.metrics = self.report.metrics
         self.requests = q.Requests(config)
@@ -316,8 +313,8 @@ class StateMachine:
                 if budget <= 0:  # the default: answer "in progress" at once
                     raise self.in_progress(trying, rec, now)
                 if deadline is None:
-                    deadline = time.monotonic() + budget
-                remaining = deadline - time.monotonic()
+                    deadline = self.monotonic() + budget
+                remaining = deadline - self.monotonic()
                 if remaining <= 0:
                     raise self.in_progress(trying, rec, now)
                 yield Sleep(min(interval, remaining))
@@ -349,15 +346,17 @@ class StateMachine:
             yield from self.fail(claim, exc, retryable=False, data=None)
             raise
         lease = self.config.lease
-        started = time.monotonic()
+        started = self.monotonic()
         attempt = 0
         unanswered: int | None = None  # the version a renewal of ours left unanswered
         while True:
             call = self.requests.complete(claim.key, claim.owner, claim.version, value)
             try:
                 ok, old = yield from self.conditional(call, key, claim.record_id)
-            except (ClientError, BotoCoreError) as exc:
-                spent = time.monotonic() - started
+            except Exception as exc:
+                if not is_sdk_error(exc):
+                    raise
+                spent = self.monotonic() - started
                 if classify(exc) is None or spent >= lease:
                     self.report.completion_not_recorded(
                         key, claim.record_id, error_code(exc), spent
@@ -411,7 +410,9 @@ class StateMachine:
             return claim
         try:
             return (yield from self.renew(claim, lease))
-        except (ClientError, BotoCoreError):
+        except Exception as exc:
+            if not is_sdk_error(exc):
+                raise
             return None
 
     def fail(

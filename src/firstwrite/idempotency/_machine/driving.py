@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .config import IdempotencyConfig
+from ..config import IdempotencyConfig
+from ..metrics import Metrics
+from ..requests import Key
 from .effects import Call, Steps
 from .machine import StateMachine
-from .metrics import Metrics
-from .requests import Key
 
 T = TypeVar("T")
 
@@ -98,7 +98,7 @@ class Driver:
 
     @property
     def metrics(self) -> Metrics:
-        """The metrics sink (:class:`~.metrics.NullMetrics` unless one was given)."""
+        """The metrics sink (:class:`~..metrics.NullMetrics` unless one was given)."""
         return self._machine.metrics
 
     def record_id(self, key: str, *, scope: str | None = None) -> str:

@@ -1,0 +1,108 @@
+"""What code built on the layer may rely on of a guard: :class:`Guard` (synchronous) and
+:class:`AsyncGuard` (asyncio), the calls the HTTP middleware makes.
+
+:class:`~.guard.Idempotency` is a :class:`Guard` and :class:`~.aio.AsyncIdempotency` an
+:class:`AsyncGuard` (``tests/idempotency/test_package_surface.py`` checks both, with mypy and at
+run time). Anything else with the same methods is one too, a test double or a wrapper, as long
+as it says which kind it is: ``is_async`` is ``False`` on a :class:`Guard` and ``True`` on an
+:class:`AsyncGuard`. That attribute, not the look of a method, is how a caller that takes either
+decides whether to await the calls or to run them in a worker thread; a type checker narrows
+``Guard | AsyncGuard`` on it.
+
+The methods' contracts are those of :class:`~.guard.Idempotency`'s methods of the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from .outcomes import UNSET, Claim, Outcome, Replay
+
+__all__ = ["AsyncGuard", "Guard"]
+
+
+class Guard(Protocol):
+    """A synchronous guard: each call blocks until DynamoDB answers."""
+
+    @property
+    def is_async(self) -> Literal[False]:
+        """``False``: the calls return their results."""
+        ...
+
+    def claim(
+        self,
+        key: str,
+        payload: Any = UNSET,
+        *,
+        scope: str | None = None,
+        lease: float | None = None,
+        wait: float | None = None,
+    ) -> Outcome:
+        """A :class:`Claim` of ``key``, or a :class:`Replay` of its stored outcome."""
+        ...
+
+    def complete(self, claim: Claim, result: Any = None) -> Replay:
+        """Store ``result``: the key is COMPLETED."""
+        ...
+
+    def fail(
+        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+    ) -> None:
+        """The key is FAILED: free again (``retryable``) or for good."""
+        ...
+
+    def claim_with(
+        self,
+        key: str,
+        transact_items: Sequence[dict[str, Any]],
+        payload: Any = UNSET,
+        *,
+        scope: str | None = None,
+        lease: float | None = None,
+    ) -> Outcome:
+        """Claim ``key`` and apply ``transact_items`` in one transaction, or replay."""
+        ...
+
+
+class AsyncGuard(Protocol):
+    """An asyncio guard: the same calls as :class:`Guard`, each a coroutine."""
+
+    @property
+    def is_async(self) -> Literal[True]:
+        """``True``: the calls are awaited."""
+        ...
+
+    async def claim(
+        self,
+        key: str,
+        payload: Any = UNSET,
+        *,
+        scope: str | None = None,
+        lease: float | None = None,
+        wait: float | None = None,
+    ) -> Outcome:
+        """See :meth:`Guard.claim`."""
+        ...
+
+    async def complete(self, claim: Claim, result: Any = None) -> Replay:
+        """See :meth:`Guard.complete`."""
+        ...
+
+    async def fail(
+        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+    ) -> None:
+        """See :meth:`Guard.fail`."""
+        ...
+
+    async def claim_with(
+        self,
+        key: str,
+        transact_items: Sequence[dict[str, Any]],
+        payload: Any = UNSET,
+        *,
+        scope: str | None = None,
+        lease: float | None = None,
+    ) -> Outcome:
+        """See :meth:`Guard.claim_with`."""
+        ...
