@@ -1,5 +1,6 @@
-"""The ``Idempotency-Key`` header for web services: pure ASGI and WSGI middleware over the
-idempotency layer.
+"""The ``Idempotency-Key`` header for web services.
+
+Pure ASGI and WSGI middleware over the idempotency layer.
 
 >>> app.add_middleware(IdempotencyMiddleware, guard=AsyncIdempotency(config, client=client))
 >>> flask_app.wsgi_app = WSGIIdempotencyMiddleware(flask_app.wsgi_app, guard=Idempotency())

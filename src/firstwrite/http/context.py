@@ -1,5 +1,6 @@
-"""What a handler sees of the middleware: the request's key, record scope and claim, and, on a
-``transactional`` route, the claim made together with the handler's own DynamoDB writes.
+"""What a handler sees of the middleware.
+
+The request's key, record scope and claim, and, on a ``transactional`` route, the claim made together with the handler's own DynamoDB writes.
 
 ``idempotency(request)`` finds it in the ASGI scope (``request.scope``) or the WSGI environ
 (``request.environ``) under :data:`CONTEXT_KEY`::

@@ -1,5 +1,6 @@
-"""The decisions both middlewares share, with no I/O: which requests are guarded, the key, the
-record's scope, the fingerprint, what a layer outcome or error answers, whether a response is
+"""The decisions both middlewares share, with no I/O.
+
+Which requests are guarded, the key, the record's scope, the fingerprint, what a layer outcome or error answers, whether a response is
 stored, the stored form of a response, and the Retry-After estimate.
 
 The ASGI and WSGI middlewares (:mod:`.asgi`, :mod:`.wsgi`) only move bytes and call the guard

@@ -1,5 +1,6 @@
-"""The request as the middleware's callables see it (principal, fingerprint): one view over an
-ASGI scope or a WSGI environ, with the raw mapping at hand for anything framework-specific
+"""The request as the middleware's callables see it (principal, fingerprint).
+
+One view over an ASGI scope or a WSGI environ, with the raw mapping at hand for anything framework-specific
 (``request.raw["user"]`` set by Starlette's AuthenticationMiddleware, ``REMOTE_USER``...)."""
 
 from __future__ import annotations

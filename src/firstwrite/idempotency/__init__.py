@@ -4,7 +4,6 @@ See ``docs/guarantees.md`` for what is (and is not) exactly-once, ``docs/pattern
 three ways to use it, ``docs/idempotency-record.md`` for the record and its state machine.
 
 Public modules (what this package exports comes from them; import from here or from them):
-
 * :mod:`.guard` (:class:`Idempotency`) and :mod:`.aio` (:class:`AsyncIdempotency`): the guards.
 * :mod:`.protocols`: :class:`Guard` and :class:`AsyncGuard`, what code built on a guard may
   rely on (the HTTP middleware is typed against them).

@@ -1,5 +1,6 @@
-"""The asyncio guard: :class:`AsyncIdempotency`, the same machine as
-:class:`~firstwrite.idempotency.guard.Idempotency` driven with ``await``.
+"""The asyncio guard: :class:`AsyncIdempotency`.
+
+The same machine as :class:`~firstwrite.idempotency.guard.Idempotency`, driven with ``await``.
 
 It holds a :class:`~._machine.machine.StateMachine` and awaits each effect on an aiobotocore client
 (:func:`._machine.driving.adrive`); only ``run``, which awaits your coroutine function, is written here.

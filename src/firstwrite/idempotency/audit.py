@@ -1,32 +1,21 @@
 """The TTL audit: a retry that arrives after TTL removed its record is no longer taken for new.
 
-The hazard: TTL removes a finished record some time after its retention (DynamoDB: typically
-within 48 hours). A retry that arrives later still (a client retrying longer than
-``client_retry_ceiling`` promised) finds no record, looks new, and runs the side effect again.
-The configuration check (``retention >= client_retry_ceiling``) prevents that only while the
-promise about clients holds; this audit is the defence when it does not. Item absent is then no
-longer proof that a request is new:
+TTL removes a finished record some time after its retention; a retry later still (a client
+retrying longer than ``client_retry_ceiling`` promised) finds no record and would run again.
+This audit is the defence when that promise does not hold (docs/guarantees.md, "The TTL audit"):
 
-1. :meth:`TtlAudit.process` reads the idempotency table's stream. A ``REMOVE`` made by the TTL
-   service (``userIdentity`` = the DynamoDB service) of a finished record (COMPLETED, or FAILED
-   for good) becomes a **tombstone** under the same key, when the audit has a ``client``: the
-   removed record's owner token (so its claim time), fingerprint and status, kept for
-   ``window`` seconds after the removal, then removed by TTL in turn. It costs the request path
-   nothing: a claim's condition fails on the tombstone and the failure returns it (``ALL_OLD``).
-   The guard then treats a request with the same fingerprint as a **late retry**: counted
-   (``dynamo_ttl_delete_before_retry_total``, ``firstwrite_late_retries_total{record="removed"}``),
-   logged with the caller's key and the record's age, and either run again (the default) or,
-   with ``IdempotencyConfig(refuse_late_retries=True)``, refused with
-   :class:`~.errors.LateRetryError`. A different request with the same key replaces the
-   tombstone: after retention a key is free.
-2. The removal is also noted in an :class:`AuditStore` (in memory, or a DynamoDB table for a
-   consumer that does not live long, such as a Lambda function). A fresh claim of that key
-   (an ``INSERT``: it was made before the tombstone, because the stream lags) within ``window``
-   of the removal is a late retry detected after the fact: counted, logged, and passed to
-   ``on_detect``.
+1. :meth:`TtlAudit.process` reads the table's stream. A ``REMOVE`` by the TTL service of a
+   finished record becomes a **tombstone** under the same key (when the audit has a
+   ``client``), kept for ``window`` seconds. A claim's condition fails on it and returns it, so
+   a request with the same fingerprint is a **late retry**: counted, logged, and run again (the
+   default) or refused with :class:`~.errors.LateRetryError` (``refuse_late_retries=True``). A
+   different request with the same key replaces the tombstone.
+2. The removal is also noted in an :class:`AuditStore` (in memory, or a DynamoDB table); a fresh
+   claim of that key within ``window`` of the removal is a late retry detected after the fact:
+   counted, logged, and passed to ``on_detect``.
 
 Feed it GetRecords responses' ``Records`` or a Lambda DynamoDB-stream event's ``Records`` (both
-casings of ``userIdentity`` are accepted); the stream needs the old image (``OLD_IMAGE`` or
+casings of ``userIdentity``); the stream needs the old image (``OLD_IMAGE`` or
 ``NEW_AND_OLD_IMAGES``).
 """
 

@@ -10,23 +10,7 @@ Every counter's name ends in ``_total``, so a name is the same under every sink:
 :class:`MemoryMetrics`. The histogram is exported by Prometheus as ``<name>_bucket``,
 ``<name>_sum`` and ``<name>_count``.
 
-============================================ ========= ====================================
-name                                         kind      labels
-============================================ ========= ====================================
-firstwrite_claims_total                      counter   outcome
-firstwrite_lost_claims_total                 counter   operation
-firstwrite_dynamodb_retries_total            counter   operation, kind, dynamo_error_code
-firstwrite_dynamodb_throttles_total          counter   operation, dynamo_error_code
-firstwrite_consumed_capacity_total           counter   operation, source (reported|estimated)
-firstwrite_operation_seconds                 histogram operation
-firstwrite_in_progress_polls_total           counter   (none)
-firstwrite_cache_hits_total                  counter   (none)
-firstwrite_late_retries_total                counter   record (expired|removed)
-firstwrite_completions_not_recorded_total    counter   (none)
-transact_write_cancellation_reason_total     counter   reason
-dynamo_ttl_delete_before_retry_total         counter   (none)
-dynamo_cross_region_duplicate_detected_total counter   region
-============================================ ========= ====================================
+The names, kinds and labels of every signal: docs/operating-on-aws.md, "Metrics".
 """
 
 from __future__ import annotations

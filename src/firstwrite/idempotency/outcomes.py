@@ -1,5 +1,6 @@
-"""What a claim gives back: a :class:`Claim` to complete or fail, or a :class:`Replay` of the
-stored outcome. Plain immutable values, shared by the machine and both drivers."""
+"""What a claim gives back.
+
+A :class:`Claim` to complete or fail, or a :class:`Replay` of the stored outcome. Plain immutable values, shared by the machine and both drivers."""
 
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ class Claim:
 
 
 class Attempt(NamedTuple):
-    """A claim being tried: what its :class:`Claim` will be, far cheaper to build (a frozen
-    dataclass costs 1.5 us) and most duplicates never become one."""
+    """A claim being tried: what its :class:`Claim` will be, far cheaper to build than a frozen
+    dataclass, and most duplicates never become one."""
 
     record_id: str
     key: Key

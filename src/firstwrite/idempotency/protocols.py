@@ -1,5 +1,6 @@
-"""What code built on the layer may rely on of a guard: :class:`Guard` (synchronous) and
-:class:`AsyncGuard` (asyncio), the calls the HTTP middleware makes.
+"""What code built on the layer may rely on of a guard.
+
+:class:`Guard` (synchronous) and :class:`AsyncGuard` (asyncio), the calls the HTTP middleware makes.
 
 :class:`~.guard.Idempotency` is a :class:`Guard` and :class:`~.aio.AsyncIdempotency` an
 :class:`AsyncGuard` (``tests/idempotency/test_package_surface.py`` checks both, with mypy and at

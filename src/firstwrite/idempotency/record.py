@@ -8,9 +8,7 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
   ``claimed_at`` needs no attribute of its own), the other 20 random (80 bits).
 * ``lease_expires_at`` (epoch milliseconds) is present exactly while the record may be taken
   over by the same request once it has passed: PENDING records, and retryable FAILED records
-  (lease ``0``). ``expires_at`` is the TTL attribute, which DynamoDB requires in epoch seconds.
-  Both are integers: a number with a fraction costs DynamoDB clients and our engine more to
-  validate and compare than a second placeholder does.
+  (lease ``0``). ``expires_at`` is the TTL attribute, in epoch seconds. Both are integers.
 * The status is which outcome attribute is present: ``result`` (COMPLETED), ``error``
   (FAILED), neither (PENDING).
 * ``fingerprint`` is absent when payload validation was off for the claim.
@@ -110,7 +108,7 @@ class Record(NamedTuple):
     :mod:`.audit`).
 
     An immutable named tuple rather than a frozen dataclass: one is decoded per duplicate
-    request, and building a frozen dataclass costs three times as much (1.4 us, measured)."""
+    request, and a named tuple is the cheaper of the two to build."""
 
     status: Status
     version: int

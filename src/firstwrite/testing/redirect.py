@@ -185,9 +185,8 @@ _LOADERS: dict[str | None, Any] = {}  # botocore data loaders shared by redirect
 def _new_default_session() -> Any:
     """A fresh boto3 default session, as moto starts one, that skips re-reading botocore's data.
 
-    A new session parses endpoints.json and each service's model again: about 45 ms of a first
-    ``boto3.client("dynamodb")`` against 8 ms with the parsed data shared (measured), in every
-    test. The loader holds only that read-only data (the clients of one session share it in
+    A new session parses endpoints.json and each service's model again, most of a first
+    ``boto3.client("dynamodb")``'s cost, in every test. The loader holds only that read-only data (the clients of one session share it in
     the same way), so redirects share one loader; the session is new each time.
     """
     import boto3

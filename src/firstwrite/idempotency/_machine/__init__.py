@@ -1,8 +1,7 @@
 """The layer's internals: the state machine and the parts it is made of. Not public API.
 
-Nothing here is imported by users; the public modules beside this package (``guard``,
-``aio``, ``decorators``, ``config``, ``errors``, ...) are built on it. Names may change
-between releases without notice.
+The public modules beside it (``guard``, ``aio``, ``decorators``, ...) are built on it; names
+here may change between releases without notice. Loading it imports nothing.
 
 * :mod:`.machine`: the idempotency state machine, :class:`~.machine.StateMachine`, every
   decision of ``claim``/``complete``/``fail``/``renew``/``get`` as a generator of effects, no I/O.
@@ -18,7 +17,4 @@ between releases without notice.
 * :mod:`.reporting`: every log record and metric of a transition.
 * :mod:`.serialization`, :mod:`.typed_json`: results and errors to and from the record.
 * :mod:`.cache`: the optional in-process replay cache.
-
-This package imports nothing at load time, so loading one of its modules loads only what that
-module needs.
 """

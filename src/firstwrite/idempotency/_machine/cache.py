@@ -1,5 +1,6 @@
-"""The local cache (``IdempotencyConfig(local_cache_size=n)``): duplicates of finished requests
-answered from memory, with no DynamoDB call.
+"""The local cache (``IdempotencyConfig(local_cache_size=n)``).
+
+Duplicates of finished requests answered from memory, with no DynamoDB call.
 
 Safe because a finished record (COMPLETED, or FAILED for good) never changes within its
 retention, and an entry is used only until the record's ``expires_at``. A mismatching

@@ -1,8 +1,7 @@
 """Variant 3: what a cancelled ``TransactWriteItems`` means, read item by item (pure).
 
 DynamoDB answers a cancelled transaction with one reason per item, in request order; the layer's
-own item (the claim, or the fenced completion) is always first, the caller's items follow. Each
-code of each item gets its own branch:
+own item (the claim, or the fenced completion) is always first, the caller's items follow:
 
 =================================== ===================== ===================================
 reason                              on the layer's item   on one of the caller's items
@@ -16,10 +15,8 @@ reason                              on the layer's item   on one of the caller's
 anything else                       :class:`TransactionCancelledError` (not retryable)
 =================================== ===================== ===================================
 
-When several items fail, the first applicable row of this order wins: a validation error
-(DynamoDB then reports only that item), the layer's own condition (a duplicate is the answer
-even when the caller's condition failed too), a caller's condition, the size limit, and only
-when nothing else failed, conflicts and throttling.
+Several failures: a validation error wins, then the layer's condition (a duplicate is the
+answer even when the caller's failed too), a caller's condition, the size limit, then the rest.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Result serialisation: JSON types, dataclasses, pydantic models, raw bytes, and the values
-JSON cannot keep (``Decimal``, ``datetime``, ``date``, ``time``, ``UUID``, sets, nested bytes).
+"""Result serialisation.
+
+JSON types, dataclasses, pydantic models, raw bytes, and the values JSON cannot keep (``Decimal``, ``datetime``, ``date``, ``time``, ``UUID``, sets, nested bytes).
 
 Stored forms (the ``result`` attribute):
 

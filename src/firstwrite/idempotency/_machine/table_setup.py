@@ -1,4 +1,6 @@
-"""``ensure_table`` as a transition: create the table (on-demand, TTL on ``expires_at``) unless
+"""``ensure_table`` as a transition.
+
+Create the table (on-demand, TTL on ``expires_at``) unless
 it exists, wait for it, enable TTL. Set-up calls are made once each, with the expected errors
 (the table exists, TTL is already on, an emulator without TTL) taken as answers."""
 

@@ -1,5 +1,6 @@
-"""Variant 3's transitions: the claim, or the completion, in one ``TransactWriteItems`` with the
-caller's business writes. Generators of effects over a :class:`~.machine.StateMachine`, like its
+"""Variant 3's transitions.
+
+The claim, or the completion, in one ``TransactWriteItems`` with the caller's business writes. Generators of effects over a :class:`~.machine.StateMachine`, like its
 own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`.
 """
 

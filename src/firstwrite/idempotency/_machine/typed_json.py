@@ -1,5 +1,6 @@
-"""JSON that keeps the standard library values plain JSON would change: ``Decimal``,
-``datetime``, ``date``, ``time``, ``UUID``, ``set``/``frozenset`` and ``bytes`` inside a result.
+"""JSON that keeps the standard library values plain JSON would change.
+
+``Decimal``, ``datetime``, ``date``, ``time``, ``UUID``, ``set``/``frozenset`` and ``bytes`` inside a result.
 
 Plain JSON would replay ``Decimal("10.50")`` as the float ``10.5`` and a ``datetime`` as a
 string: another type than the first call returned, silently. A result holding such values is

@@ -1,5 +1,6 @@
-"""What a stored record means for a request: the verdict table of a failed claim, and whether a
-failed fenced write was our own (pure; used by the machine and the transactional variant)."""
+"""What a stored record means for a request.
+
+The verdict table of a failed claim, and whether a failed fenced write was our own (pure; used by the machine and the transactional variant)."""
 
 from __future__ import annotations
 
