@@ -24,6 +24,7 @@ from bench import (  # noqa: E402
     engine_bound,
     engine_direct,
     engine_http,
+    engine_partiql,
     idempotency,
     overhead,
     report,
@@ -93,6 +94,25 @@ def test_bound() -> None:
         full = next(t for t in table.targets if t.ours == engine_bound.FULL)
         assert full.bound == engine_bound.ENGINE_FLOOR
         assert table.get(engine_bound.ENGINE_FLOOR) is not None
+
+
+def test_partiql() -> None:
+    section = engine_partiql.run(TINY, _log)
+    _check_section(section, {engine_partiql.SELECT})
+    table = section.tables[0]
+    assert {s.name for s in table.series} == {
+        engine_partiql.GET,
+        engine_partiql.SELECT,
+        engine_partiql.FLOOR,
+    }
+    (target,) = table.targets
+    assert (target.ours, target.peer, target.bound) == (
+        engine_partiql.SELECT,
+        engine_partiql.GET,
+        engine_partiql.FLOOR,
+    )
+    assert target.minimum == pytest.approx(1 / 1.5)
+    assert "partiql" in bench_main.BENCHMARKS
 
 
 def test_overhead() -> None:

@@ -11,7 +11,7 @@ operation.
 from __future__ import annotations
 
 from ..context import Operation
-from . import account, batch, items, query, streams, tables, tags, transactions, ttl
+from . import account, batch, items, partiql, query, streams, tables, tags, transactions, ttl
 
 __all__ = ["DYNAMODB", "STREAMS", "Operation"]
 
@@ -40,6 +40,9 @@ DYNAMODB: dict[str, Operation] = {
     "BatchWriteItem": batch.batch_write_item,
     "TransactGetItems": transactions.transact_get_items,
     "TransactWriteItems": transactions.transact_write_items,
+    "ExecuteStatement": partiql.execute_statement,
+    "BatchExecuteStatement": partiql.batch_execute_statement,
+    "ExecuteTransaction": partiql.execute_transaction,
 }
 
 STREAMS: dict[str, Operation] = {
