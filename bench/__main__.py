@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import (
+    backups,
     charts,
     durability,
     engine_bound,
@@ -58,6 +59,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "install_size": install_size.run,
     "middleware": middleware.run,
     "plugin": plugin.run,
+    "backups": backups.run,
 }
 
 

@@ -286,3 +286,20 @@ def test_loadgroup_really_groups(request: pytest.FixtureRequest) -> None:
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not run with pytest-xdist --dist loadgroup")
     assert request.node.nodeid.endswith("@bench")
+
+
+def test_backups() -> None:
+    from bench import backups
+
+    [small, larger] = backups.measure(TINY, _log, (200, 2_000))
+    for table in (small, larger):
+        _check_section(_common.Section("backups", "backups", [], [table]), {backups.BACKUP})
+        assert {s.name for s in table.series} == {
+            backups.COPY,
+            backups.BACKUP,
+            backups.RESTORE,
+            backups.POINT,
+        }
+        assert all(t.peer == backups.COPY and t.maximum for t in table.targets)
+    assert backups.run(TINY, _log).title.startswith("Backup and restore")
+    assert "backups" in bench_main.BENCHMARKS

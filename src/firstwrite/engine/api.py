@@ -26,6 +26,7 @@ from .context import (
     Service,
 )
 from .errors import DynamoDBError
+from .features.backups import Backups
 from .features.faults.injector import FaultInjector
 from .features.indexes.maintenance import IndexConfig, Indexes
 from .features.regions import Replication
@@ -104,6 +105,9 @@ class Engine:
         self.replicas = self.replication  # the same object, by the name tests reach for
         # Secondary indexes; after replication, whose replicas get their indexes from it.
         self.indexes = Indexes(index_config)
+        # Point-in-time recovery's history and the SYSTEM backup of a deleted table; after the
+        # indexes, whose DeleteTable refusal comes first.
+        self.backups = Backups()
         self.faults = FaultInjector(enforce_throughput=enforce_throughput)  # off until added
         self.features: tuple[Feature, ...] = (
             self.tags,
@@ -111,6 +115,7 @@ class Engine:
             self.ttl,
             self.replication,
             self.indexes,
+            self.backups,
             self.faults,
         )
         for feature in self.features:

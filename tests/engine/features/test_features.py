@@ -1,6 +1,6 @@
 """How features plug into the engine: one explicit list, one install/start/close protocol, hooks.
 
-Tags, streams, TTL, regions, indexes and faults are :class:`~firstwrite.engine.context.Feature` objects
+Tags, streams, TTL, regions, indexes, backups and faults are :class:`~firstwrite.engine.context.Feature` objects
 the engine lists where it is built; they register hooks through the engine's hook API and
 nothing else. The reader hook is how an interceptor changes what eventually consistent reads
 see, without the operations knowing who set it.
@@ -17,6 +17,7 @@ import pytest
 from firstwrite.engine.api import Engine
 from firstwrite.engine.context import Context, Feature
 from firstwrite.engine.direct.client import DirectClient
+from firstwrite.engine.features.backups import Backups
 from firstwrite.engine.features.faults.injector import FaultInjector
 from firstwrite.engine.features.indexes.maintenance import Indexes
 from firstwrite.engine.features.regions import Replication
@@ -24,7 +25,7 @@ from firstwrite.engine.features.streams import Streams
 from firstwrite.engine.features.tags import Tags
 from firstwrite.engine.features.ttl import TimeToLive, TTLConfig
 
-FEATURES = (Tags, Streams, TimeToLive, Replication, Indexes, FaultInjector)
+FEATURES = (Tags, Streams, TimeToLive, Replication, Indexes, Backups, FaultInjector)
 
 
 @pytest.fixture
@@ -51,6 +52,7 @@ def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
         engine.ttl,
         engine.replication,
         engine.indexes,
+        engine.backups,
         engine.faults,
     )
     # The hooks in force are the features' own, in the listed order (faults: none until used).
@@ -60,6 +62,7 @@ def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
         "firstwrite.engine.features.ttl",
         engine.replication,
         engine.indexes,
+        "firstwrite.engine.features.backups",
     ]
     assert [h.__module__ for h in engine.hooks.table_hooks] == [
         "firstwrite.engine.features.tags",
@@ -67,6 +70,7 @@ def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
         "firstwrite.engine.features.ttl",
         "firstwrite.engine.features.regions",
         "firstwrite.engine.features.indexes.maintenance",
+        "firstwrite.engine.features.backups",
     ]
     assert engine.hooks.interceptors == []
 

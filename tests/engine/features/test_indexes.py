@@ -1067,8 +1067,8 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Any) -> None:
         assert _tenant(client, "indexed", "t") == [("a", 1)]
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
-            "2",
+            "3",
         )
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    with pytest.raises(RuntimeError, match="database schema version 3 is not 2"):
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    with pytest.raises(RuntimeError, match="database schema version 4 is not 3"):
         Engine(path)

@@ -145,3 +145,44 @@ def test_indexes_created_queried_and_paged(seen: dict[str, Any]) -> None:
     )
     assert seen["addedStatus"] == ["ACTIVE", "ACTIVE", "CREATING"]
     assert seen["cityCount"] == 5
+
+
+def test_a_backup_and_a_point_in_time_restore(sdk: Path, cli_server: Callable[..., Any]) -> None:
+    """tests/engine/server/js/backup_check.mjs: the SDK's own parsing of the backup shapes,
+    timestamps included, and of the backup errors."""
+    server = cli_server()
+    done = subprocess.run(
+        ["node", str(sdk.with_name("backup_check.mjs")), server.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen: dict[str, Any] = json.loads(done.stdout)
+    base = seen["window"]["earliest"]
+    assert seen["backup"] == {
+        "status": "AVAILABLE",
+        "type": "USER",
+        "created": True,
+        "createdAt": base,
+    }
+    assert seen["restored"] == {
+        "itemCount": 3,
+        "sourceBackupArn": True,
+        "restoreDateTime": base,
+        "inProgress": False,
+    }
+    assert seen["restoredAnns"] == ["a", "c"]  # the GSI is restored; d came after the backup
+    assert seen["listed"] == ["js-backup"]
+    assert seen["sourceItemCount"] == 3
+    assert seen["window"] == {"status": "ENABLED", "earliest": base, "latest": base + 310}
+    assert seen["pointItems"] == ["a", "b", "c"]
+    assert seen["tooEarly"]["name"] == "InvalidRestoreTimeException"
+    assert seen["tooEarly"]["status"] == 400
+    assert seen["exists"] == {
+        "name": "TableAlreadyExistsException",
+        "message": "Table already exists: js-point",
+        "status": 400,
+    }
+    assert seen["gone"]["name"] == "BackupNotFoundException"

@@ -11,7 +11,20 @@ operation.
 from __future__ import annotations
 
 from ..context import Operation
-from . import account, batch, items, partiql, query, streams, tables, tags, transactions, ttl
+from . import (
+    account,
+    backups,
+    batch,
+    items,
+    partiql,
+    pitr,
+    query,
+    streams,
+    tables,
+    tags,
+    transactions,
+    ttl,
+)
 
 __all__ = ["DYNAMODB", "STREAMS", "Operation"]
 
@@ -29,6 +42,14 @@ DYNAMODB: dict[str, Operation] = {
     "ListTagsOfResource": tags.list_tags_of_resource,
     "DescribeLimits": account.describe_limits,
     "DescribeEndpoints": account.describe_endpoints,
+    "CreateBackup": backups.create_backup,
+    "DescribeBackup": backups.describe_backup,
+    "ListBackups": backups.list_backups,
+    "DeleteBackup": backups.delete_backup,
+    "RestoreTableFromBackup": backups.restore_table_from_backup,
+    "UpdateContinuousBackups": pitr.update_continuous_backups,
+    "DescribeContinuousBackups": pitr.describe_continuous_backups,
+    "RestoreTableToPointInTime": pitr.restore_table_to_point_in_time,
     # items
     "PutItem": items.put_item,
     "GetItem": items.get_item,

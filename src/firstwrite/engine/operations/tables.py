@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import (
@@ -218,6 +218,20 @@ def _throughput(params: dict[str, Any], billing: str) -> dict[str, Any]:
 def create_table(ctx: Context) -> dict[str, Any]:
     params = dict(ctx.params)
     check(params, _CREATE, name_first=True)
+    definition = new_definition(ctx, params)
+    name = params["TableName"]
+
+    def write(w: Writer) -> dict[str, Any]:
+        if w.table(ctx.region, name) is not None:
+            raise DynamoDBError("ResourceInUseException", f"Table already exists: {name}")
+        return describe(w, create_in(ctx, w, definition, params))
+
+    return {"TableDescription": ctx.storage.write(write, savepoint=True)}
+
+
+def new_definition(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    """The definition of the table a CreateTable request (already shape-checked) makes, after
+    CreateTable's rules: the key schema, the billing mode and throughput, the indexes."""
     _validate_key_schema(params)
     billing = params.get("BillingMode") or "PROVISIONED"
     throughput = _throughput(params, billing)
@@ -259,16 +273,19 @@ def create_table(ctx: Context) -> dict[str, Any]:
     if params.get("TableClass"):
         definition["TableClassSummary"] = {"TableClass": params["TableClass"]}
     definition["_tags"] = [{"Key": t["Key"], "Value": t["Value"]} for t in params.get("Tags") or []]
+    return definition
 
-    def write(w: Writer) -> dict[str, Any]:
-        if w.table(ctx.region, name) is not None:
-            raise DynamoDBError("ResourceInUseException", f"Table already exists: {name}")
-        row = w.create_table(ctx.region, name, definition)
-        for hook in ctx.engine.hooks.table_hooks:
-            row = hook(ctx, w, row, "create", params)
-        return describe(w, row)
 
-    return {"TableDescription": ctx.storage.write(write, savepoint=True)}
+def create_in(
+    ctx: Context, w: Writer, definition: dict[str, Any], params: Mapping[str, Any]
+) -> TableRow:
+    """Create the table of ``definition`` in the transaction of ``w`` (whose caller checked
+    that none has its name, and runs under a savepoint), with every table hook's ``create``
+    work done: what CreateTable and the restores share."""
+    row = w.create_table(ctx.region, definition["TableName"], definition)
+    for hook in ctx.engine.hooks.table_hooks:
+        row = hook(ctx, w, row, "create", params)
+    return row
 
 
 def describe_table(ctx: Context) -> dict[str, Any]:

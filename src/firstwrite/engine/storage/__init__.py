@@ -5,8 +5,9 @@
 * ``schema.py``: every table definition (the whole SQL schema) and its version.
 * ``base.py``: what the statement modules share (base class, catalog row, item body codec).
 * ``core.py``: the core reads and writes: catalog, items, transaction tokens.
-* ``indexes.py``, ``ttl.py``, ``streams.py``, ``replication.py``, ``history.py``: one module per
-  feature's statements, each a reads class and a writes class over one connection.
+* ``indexes.py``, ``ttl.py``, ``streams.py``, ``replication.py``, ``history.py``,
+  ``backups.py``: one module per feature's statements, each a reads class and a writes class
+  over one connection.
 * ``access.py``: the :class:`Reader` and :class:`Writer` that ``Storage`` hands out, ``core``
   plus every feature's statements, composed in one place.
 
@@ -17,6 +18,7 @@ A feature adds its tables to ``schema.py`` and its statements in a module of its
 from __future__ import annotations
 
 from .access import AsOfReader, Reader, Writer
+from .backups import BackupRow
 from .base import StaleTable, TableRow, pack, unpack
 from .database import Storage
 from .indexes import IndexEntry, IndexView
@@ -25,6 +27,7 @@ from .streams import StreamRow
 
 __all__ = [
     "AsOfReader",
+    "BackupRow",
     "IndexEntry",
     "IndexView",
     "Reader",

@@ -8,6 +8,7 @@ in a module of their own beside the others and join the two lists below.
 
 from __future__ import annotations
 
+from .backups import BackupReads, BackupWrites
 from .base import TableRow
 from .core import CoreReads, CoreWrites
 from .history import AsOfReads, HistoryWrites
@@ -19,7 +20,7 @@ from .ttl import TTLReads, TTLWrites
 __all__ = ["AsOfReader", "Reader", "Writer"]
 
 
-class Reader(CoreReads, IndexReads, TTLReads, StreamReads, ReplicationReads):
+class Reader(CoreReads, IndexReads, TTLReads, StreamReads, ReplicationReads, BackupReads):
     """Read access over one connection; every method is one consistent SQLite snapshot, or
     part of the caller's (``Storage.snapshot`` / ``Storage.write``)."""
 
@@ -30,7 +31,14 @@ class Reader(CoreReads, IndexReads, TTLReads, StreamReads, ReplicationReads):
 
 
 class Writer(
-    CoreWrites, IndexWrites, TTLWrites, StreamWrites, ReplicationWrites, HistoryWrites, Reader
+    CoreWrites,
+    IndexWrites,
+    TTLWrites,
+    StreamWrites,
+    ReplicationWrites,
+    HistoryWrites,
+    BackupWrites,
+    Reader,
 ):
     """Read and write access inside one write transaction (see database.py)."""
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 __all__ = ["SCHEMA", "SCHEMA_UPGRADES", "SCHEMA_VERSION"]
 
 # A database file written by another schema version is refused rather than misread.
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 # Older versions this schema upgrades in place: the script only adds tables (IF NOT EXISTS), so
-# opening a version-1 file creates them and stamps it 2. An engine of version 1 then refuses
-# the file rather than writing to tables with indexes it would not maintain.
-SCHEMA_UPGRADES = frozenset({"1"})
+# opening a version-1 or version-2 file creates them and stamps it 3. An engine of an older
+# version then refuses the file rather than writing to tables with indexes it would not maintain
+# (version 1) or to tables whose point-in-time history it would not record (version 2).
+SCHEMA_UPGRADES = frozenset({"1", "2"})
 
 SCHEMA = """
 -- Storage (database.py): the schema version of the file.
@@ -168,4 +169,43 @@ CREATE TABLE IF NOT EXISTS item_history (
     body          BLOB
 );
 CREATE INDEX IF NOT EXISTS item_history_by_key ON item_history (table_id, pk, sk, superseded_at);
+
+-- Backups (backups.py). backups holds one row per on-demand backup (USER, or SYSTEM: made when
+-- a table with point-in-time recovery is deleted); its description is the BackupDetails and
+-- the source table's definition as they were when it was made. backup_items is the backup's
+-- copy of the table's items, in the items table's layout.
+CREATE TABLE IF NOT EXISTS backups (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    arn         TEXT NOT NULL UNIQUE,
+    region      TEXT NOT NULL,
+    table_name  TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    expires_at  REAL,
+    description TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS backups_by_time ON backups (region, created_at);
+CREATE TABLE IF NOT EXISTS backup_items (
+    backup_id INTEGER NOT NULL,
+    pk        BLOB NOT NULL,
+    sk        BLOB NOT NULL,
+    size      INTEGER NOT NULL,
+    body      BLOB NOT NULL,
+    PRIMARY KEY (backup_id, pk, sk)
+) WITHOUT ROWID;
+
+-- Point-in-time recovery (backups.py): while it is on for a table, every write to the table
+-- records the item as it was before the write (NULL: absent), stamped with the write's time, in
+-- the write's own transaction. The table as of instant t is its items now, each key changed
+-- since t put back to its first pre-image recorded after t.
+CREATE TABLE IF NOT EXISTS pitr_changes (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_id   INTEGER NOT NULL,
+    pk         BLOB NOT NULL,
+    sk         BLOB NOT NULL,
+    changed_at REAL NOT NULL,
+    size       INTEGER NOT NULL,
+    body       BLOB
+);
+CREATE INDEX IF NOT EXISTS pitr_changes_by_time ON pitr_changes (table_id, changed_at);
 """
