@@ -253,3 +253,111 @@ def test_docs_worked_example_numbers_match_the_json(cli: Callable[..., Any]) -> 
     assert table["provisioned, per month"] == f"${money['provisioned']['total']:,.2f}"
     # The seed's figure is in the example too.
     assert data["rule_of_thumb_wcu"] == 2300
+
+
+# -- indexes, business items, alarms -------------------------------------------------------------
+
+
+def test_gsis_take_an_index_write_per_claim_and_completion() -> None:
+    plain = model.plan(model.Workload(peak_rps=1000, duplicate_ratio=0.5, result_bytes=2000))
+    two = model.plan(model.Workload(peak_rps=1000, duplicate_ratio=0.5, result_bytes=2000, gsis=2))
+    [index] = [line for line in two.lines if line.name == "index writes"]
+    # Each index: the claim (216 B: 1 unit) and the completion (2,216 B: 3 units), not the
+    # failed duplicate claims (nothing is written).
+    assert (index.rate, index.wcu_each, index.wcu) == (2000, 4, 8000)
+    assert two.wcu == plain.wcu + 8000
+    # The indexes have partitions of their own: the table's count stays.
+    assert two.table_wcu == plain.wcu
+    assert two.partitions_for_throughput == plain.partitions_for_throughput
+
+
+def test_business_items_in_transactions_are_charged_twice() -> None:
+    w = {"peak_rps": 1000, "transactional_share": 0.5}
+    plain = model.plan(model.Workload(**w))
+    with_items = model.plan(model.Workload(**w, business_items=2, business_item_bytes=1500))
+    [items] = [line for line in with_items.lines if line.name == "business items"]
+    assert (items.rate, items.wcu_each) == (1000, 4)  # 500 tx x 2 items; 2 units x 2
+    assert with_items.wcu == plain.wcu + 4000
+    assert with_items.table_wcu == plain.wcu
+    assert any("business tables" in note for note in with_items.notes)
+    # Without transactions there are no business writes in the layer's requests.
+    assert model.plan(model.Workload(peak_rps=1000, business_items=2)).wcu == 2000
+
+
+def test_gsis_from_the_tables_description(cli: Callable[..., Any], tmp_path: Path) -> None:
+    from firstwrite.engine import Engine, local_client
+
+    db = tmp_path / "gsi.db"
+    with Engine(db) as engine:
+        local_client(engine).create_table(
+            TableName="with-gsis",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "tenant", "AttributeType": "S"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": f"by-tenant-{i}",
+                    "KeySchema": [{"AttributeName": "tenant", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "ALL"},
+                    "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
+                }
+                for i in range(2)
+            ],
+            ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
+        )
+    base = ("capacity", "--peak-rps", "100", "--json")
+    read = cli(*base, "--db", str(db), "--table", "with-gsis")
+    assert read.code == 0, read.err
+    given = cli(*base, "--gsi", "2").json()
+    assert read.json()["workload"]["gsis"] == 2 and read.json()["wcu"] == given["wcu"] == 600
+    assert cli(*base, "--db", str(db), "--table", "nope").code != 0
+    assert cli(*base, "--gsi", "1", "--table", "with-gsis").code == 2
+    text = cli("capacity", "--peak-rps", "100", "--gsi", "2").out
+    assert "index writes       2 GSI(s) x (claim + completion)" in text
+    # The alarms know the table is PROVISIONED.
+    alarms = cli(
+        "capacity", "--peak-rps", "100", "--db", str(db), "--table", "with-gsis", "--alarms"
+    )
+    assert "    Default: with-gsis\n" in alarms.out and "    Default: PROVISIONED\n" in alarms.out
+
+
+def cfn_lint(path: Path) -> Any:
+    import subprocess
+    import sys
+
+    lint = Path(sys.executable).with_name("cfn-lint")
+    return subprocess.run(
+        [str(lint), "--", str(path)], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_alarms_are_a_template_cfn_lint_accepts(cli: Callable[..., Any], tmp_path: Path) -> None:
+    result = cli("capacity", "--peak-rps", "500", "--alarms")
+    assert result.code == 0, result.err
+    template = result.out
+    for metric in (
+        "ThrottledRequests",
+        "ReadThrottleEvents",
+        "WriteThrottleEvents",
+        "ConsumedWriteCapacityUnits",
+        "ProvisionedWriteCapacityUnits",
+        "ConsumedReadCapacityUnits",
+        "ReplicationLatency",
+        "firstwrite_lost_claims_total",
+        "dynamo_ttl_delete_before_retry_total",
+        "firstwrite_late_retries_total",
+        "dynamo_cross_region_duplicate_detected_total",
+    ):
+        assert f"MetricName: {metric}\n" in template, metric
+    assert "    Default: PAY_PER_REQUEST\n" in template
+    assert "    Default: 80\n" in template  # utilization alarm: target 70% + 10 points
+    path = tmp_path / "alarms.yaml"
+    path.write_text(template)
+    linted = cfn_lint(path)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    # cfn-lint does check it: a comparison CloudWatch does not have is refused.
+    path.write_text(template.replace("GreaterThanThreshold", "GreaterThan", 1))
+    refused = cfn_lint(path)
+    assert refused.returncode != 0 and "E3030" in refused.stdout

@@ -21,7 +21,7 @@ def test_create_then_describe_on_the_default_local_database(
     assert info["partition_key"] == {"name": "pk", "type": "S"}
     assert info["billing_mode"] == "PAY_PER_REQUEST"
     assert info["ttl"] == {"status": "ENABLED", "attribute": "expires_at"}
-    assert info["problems"] == []
+    assert info["problems"] == [] and info["warnings"] == []
     assert Path(clean_env["FIRSTWRITE_LOCAL_DB"]).exists()
 
     again = cli("table", "create")
@@ -32,6 +32,7 @@ def test_create_then_describe_on_the_default_local_database(
     assert described.code == 0
     assert "TTL            ENABLED on expires_at" in described.out
     assert "ok: the table suits the idempotency layer" in described.out
+    assert "warning" not in described.out
 
 
 def test_create_with_a_sort_key_and_a_name(cli: Callable[..., Any], tmp_path: Path) -> None:
@@ -39,7 +40,12 @@ def test_create_with_a_sort_key_and_a_name(cli: Callable[..., Any], tmp_path: Pa
     result = cli("table", "create", "--db", db, "--table", "idem-sk", "--sort-key", "sk", "--json")
     assert result.code == 0, result.err
     assert result.json()["sort_key"] == {"name": "sk", "type": "S"}
-    assert cli("table", "describe", "--db", db, "--table", "idem-sk").code == 0
+    [warning] = result.json()["warnings"]
+    assert "one partition per scope" in warning and "KeyRangeThroughputExceeded" in warning
+    described = cli("table", "describe", "--db", db, "--table", "idem-sk")
+    assert described.code == 0  # a warning, not a problem
+    assert "warning: with a sort key the layer writes one partition per scope" in described.out
+    assert "ok: the table suits the idempotency layer" in described.out
     assert cli("table", "create", "--db", db, "--table", "x").code == 2  # invalid table name
 
 

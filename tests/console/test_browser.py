@@ -47,10 +47,11 @@ PAGES = {
     "/scenarios/transaction-cancelled": "A transaction cancelled",
     "/scenarios/stale-replica": "A stale replica",
     "/scenarios/replay": "Replay",
+    "/scenarios/hot-partition": "A hot partition",
     "/metrics": "Metrics",
     "/login": "Sign in to the engine",
 }
-SCREENSHOTS = {"lease-takeover", "transaction-cancelled"}
+SCREENSHOTS = {"lease-takeover", "transaction-cancelled", "hot-partition"}
 
 
 def expect(locator: Any) -> Any:
@@ -236,6 +237,7 @@ def test_the_keyboard_reaches_and_runs_the_race(
         "transaction-cancelled",
         "stale-replica",
         "replay",
+        "hot-partition",
     ],
 )
 def test_each_scenario_shows_its_verdict(

@@ -31,6 +31,7 @@ PAGES = {
     "/scenarios/transaction-cancelled": "A transaction cancelled",
     "/scenarios/stale-replica": "A stale replica",
     "/scenarios/replay": "Replay",
+    "/scenarios/hot-partition": "A hot partition",
     "/metrics": "Metrics",
     "/login": "Sign in to the engine",
 }

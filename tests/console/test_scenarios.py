@@ -1,4 +1,4 @@
-"""The six scenarios: each holds on the real layer, says so from what it observed, and says it
+"""The seven scenarios: each holds on the real layer, says so from what it observed, and says it
 did not hold when the layer is broken. None of them touches the served engine."""
 
 from __future__ import annotations
@@ -111,6 +111,32 @@ def test_stale_replica_compares_unpinned_and_pinned() -> None:
     assert sum("order-8 charged" in t for t in texts) == 1
 
 
+def test_hot_partition_throttles_the_tenants_partition_alone() -> None:
+    outcome = run("hot-partition")
+    hot = [e for e in events(outcome, "The burst, keyed by tenant") if isinstance(e, Exchange)]
+    throttled = [e for e in hot if e.code == "ThrottlingException"]  # on-demand tables
+    assert throttled
+    for call in throttled:
+        assert call.response["throttlingReasons"] == [
+            {
+                "reason": "TableWriteKeyRangeThroughputExceeded",
+                "resource": "arn:aws:dynamodb:us-east-1:000000000000:table/orders-by-tenant",
+            }
+        ]
+        assert call.summary.endswith(": TableWriteKeyRangeThroughputExceeded")
+    assert {e.request["Key" if "Key" in e.request else "Item"]["pk"]["S"] for e in hot} == {
+        "IDEMPOTENCY#tenant-acme"
+    }
+    spread = [
+        e
+        for e in events(outcome, "The same burst, keyed by idempotency key")
+        if isinstance(e, Exchange)
+    ]
+    assert spread and all(e.code != "ThrottlingException" for e in spread)
+    advice = [e.text for e in events(outcome, "What to do about a hot partition")]
+    assert any("one tenant id, a fixed queue name, a date bucket" in a for a in advice)
+
+
 def test_an_error_becomes_the_outcome_not_an_exception() -> None:
     def broken(stage: Stage) -> str:
         stage.check("got this far", True)
@@ -136,6 +162,21 @@ def test_replay_does_not_hold_without_deduplication(monkeypatch: pytest.MonkeyPa
     assert not outcome.held
     failed = [c.text for c in outcome.checks if not c.passed]
     assert "the card was charged exactly once" in failed
+
+
+def test_hot_partition_does_not_hold_without_deduplication(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def naive_run(
+        self: Idempotency, key: str, fn: Callable[[], Any], payload: Any = None, **_: Any
+    ) -> Any:
+        return fn()
+
+    monkeypatch.setattr(Idempotency, "run", naive_run)
+    outcome = run("hot-partition")
+    assert not outcome.held
+    failed = [c.text for c in outcome.checks if not c.passed]
+    assert "no order's side effect ran twice" in failed
 
 
 def test_lease_takeover_does_not_hold_without_the_fence(monkeypatch: pytest.MonkeyPatch) -> None:

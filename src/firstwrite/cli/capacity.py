@@ -7,6 +7,7 @@ from typing import Any
 
 from firstwrite.shared.command_line import CLIError, ExitCode
 
+from . import capacity_alarms
 from . import capacity_plan as model
 from ._common import (
     add_json_flag,
@@ -20,6 +21,7 @@ from ._common import (
     ratio,
     table,
 )
+from .target import DEFAULT_TABLE, add_target_args, connect, describe_table, target_of
 
 PRICES = model.Prices()
 
@@ -119,6 +121,43 @@ def add_commands(commands: Any) -> None:
         help="provisioned capacity = peak units / this (default: %(default)s, "
         "autoscaling's default target)",
     )
+    cap.add_argument(
+        "--business-items",
+        type=non_negative,
+        default=0.0,
+        metavar="N",
+        help="business items each variant-3 transaction writes beside the claim, each at 2x "
+        "(default: 0)",
+    )
+    cap.add_argument(
+        "--business-item-bytes",
+        type=positive_int,
+        default=model.WRITE_UNIT_BYTES,
+        metavar="B",
+        help="the size of one business item (default: %(default)s)",
+    )
+    cap.add_argument(
+        "--gsi",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="global secondary indexes on the idempotency table, each projecting the record: "
+        "an index write per claim and completion (default: 0, or the table's own with --table)",
+    )
+    cap.add_argument(
+        "--alarms",
+        action="store_true",
+        help="print CloudWatch alarms for the table as a CloudFormation template (YAML) "
+        "instead of the plan: throttling, consumed vs provisioned capacity, replication "
+        "latency, the layer's own metrics",
+    )
+    add_target_args(cap, table=False)
+    cap.add_argument(
+        "--table",
+        default=None,
+        help="read the number of GSIs and the billing mode from this table's description "
+        "(at the local engine, --endpoint-url or --aws)",
+    )
     prices = cap.add_argument_group(
         f"prices in USD (defaults: us-east-1, Standard table class, as of {PRICES.as_of})"
     )
@@ -141,7 +180,24 @@ def add_commands(commands: Any) -> None:
     cap.set_defaults(handler=capacity_command)
 
 
+def _described(args: argparse.Namespace) -> tuple[int, str]:
+    """(GSIs, billing mode): from ``--gsi`` or, with ``--table``, the table's description."""
+    if args.table is None:
+        return (args.gsi or 0), "PAY_PER_REQUEST"
+    if args.gsi is not None:
+        raise CLIError("give --gsi or --table, not both", ExitCode.USAGE)
+    target = target_of(args)
+    with connect(target) as client:
+        table = describe_table(client, args.table, target)
+    billing = (table.get("BillingModeSummary") or {}).get("BillingMode")
+    if billing is None:  # DynamoDB omits the summary for tables created as PROVISIONED
+        write = (table.get("ProvisionedThroughput") or {}).get("WriteCapacityUnits")
+        billing = "PROVISIONED" if write else "PAY_PER_REQUEST"
+    return len(table.get("GlobalSecondaryIndexes") or ()), str(billing)
+
+
 def capacity_command(args: argparse.Namespace) -> int:
+    gsis, billing = _described(args)
     try:
         workload = model.Workload(
             peak_rps=args.peak_rps,
@@ -155,6 +211,9 @@ def capacity_command(args: argparse.Namespace) -> int:
             polls=args.polls,
             transactional_share=args.transactional_share,
             target_utilization=args.target_utilization,
+            gsis=gsis,
+            business_items=args.business_items,
+            business_item_bytes=args.business_item_bytes,
         )
         prices = model.Prices(
             write_request_per_million=args.write_request_per_million,
@@ -167,6 +226,16 @@ def capacity_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(str(exc), ExitCode.USAGE) from None
     result = model.plan(workload, prices)
+    if args.alarms:
+        print(
+            capacity_alarms.template(
+                args.table or DEFAULT_TABLE,
+                billing_mode=billing,
+                utilization_percent=round(min(90.0, args.target_utilization * 100 + 10), 1),
+            ),
+            end="",
+        )
+        return 0
     if args.json:
         print_json(result.to_dict())
     else:
@@ -196,6 +265,10 @@ def render(p: model.Plan) -> str:
     )
     if w.transactional_share:
         head += f"; {w.transactional_share:.0%} through transactions (2x)"
+        if w.business_items:
+            head += f" writing {model.number_text(w.business_items)} business item(s) each"
+    if w.gsis:
+        head += f"; {w.gsis} GSI(s)"
     rows = [
         (line.name, line.call, number(line.rate, 2), _units(line.wcu), _units(line.rcu))
         for line in p.lines
@@ -205,7 +278,7 @@ def render(p: model.Plan) -> str:
     share = f" ({missed / p.wcu:.0%} of the total)" if p.wcu else ""
     partitions = [
         f"partitions: {p.partitions}",
-        f"  throughput: {number(p.wcu)} WCU / 1,000 + {number(p.rcu)} RCU / 3,000 "
+        f"  throughput: {number(p.table_wcu)} WCU / 1,000 + {number(p.table_rcu)} RCU / 3,000 "
         f"-> {p.partitions_for_throughput}",
         f"  storage: {p.storage_gib:,.1f} GiB / 10 GiB -> {p.partitions_for_storage}",
     ]

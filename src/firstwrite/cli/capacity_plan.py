@@ -5,7 +5,8 @@ storage and monthly cost of the idempotency table for a :class:`Workload`.
 
 Pure arithmetic, no I/O. It applies DynamoDB's capacity rules to the layer's request mix (a
 claim and a completion per new request, a charged failed claim per duplicate, optional
-strongly consistent polls, double writes through variant 3); docs/operating-on-aws.md
+strongly consistent polls, double writes through variant 3, the business items those
+transactions write at 2x, an index write per claim and completion for each GSI); docs/operating-on-aws.md
 ("Planning capacity") lists each rule with its source and shows a worked example that a test
 checks against the command's output.
 """
@@ -75,7 +76,9 @@ class Workload:
     (default: the peak) drives monthly cost and storage. ``in_progress_share`` of the duplicates
     arrive while the first attempt still runs and each makes ``polls`` strongly consistent reads
     (the layer's default ``in_progress_wait=0`` makes none). ``transactional_share`` of the
-    requests use variant 3."""
+    requests use variant 3, each writing ``business_items`` items of ``business_item_bytes``
+    in the same transaction. ``gsis`` global secondary indexes on the idempotency table, each
+    projecting the whole record, take an index write for every claim and completion."""
 
     peak_rps: float
     duplicate_ratio: float = 0.0
@@ -88,6 +91,9 @@ class Workload:
     polls: float = 0.0
     transactional_share: float = 0.0
     target_utilization: float = DEFAULT_TARGET_UTILIZATION
+    gsis: int = 0
+    business_items: float = 0.0
+    business_item_bytes: int = WRITE_UNIT_BYTES
 
     def __post_init__(self) -> None:
         _check(self.peak_rps > 0, "peak_rps must be > 0")
@@ -108,6 +114,12 @@ class Workload:
         _check(self.polls >= 0, "polls must be >= 0")
         _check(0 <= self.transactional_share <= 1, "transactional_share must be within 0..1")
         _check(0 < self.target_utilization <= 1, "target_utilization must be within 0..1")
+        _check(self.gsis >= 0, "gsis must be >= 0")
+        _check(self.business_items >= 0, "business_items must be >= 0")
+        _check(
+            0 < self.business_item_bytes <= 400 * 1024,
+            "business_item_bytes must be within 1..400 KB",
+        )
 
     @property
     def average(self) -> float:
@@ -123,6 +135,7 @@ class Line:
     rate: float
     wcu_each: float
     rcu_each: float
+    on_table: bool = True  # False: an index's or another table's partitions take it
 
     @property
     def wcu(self) -> float:
@@ -171,6 +184,16 @@ class Plan:
         return self.storage_bytes / GIB
 
     @property
+    def table_wcu(self) -> int:
+        """The write units the idempotency table's own partitions take (not its indexes',
+        nor the business tables')."""
+        return _whole(sum(line.wcu for line in self.lines if line.on_table))
+
+    @property
+    def table_rcu(self) -> int:
+        return _whole(sum(line.rcu for line in self.lines if line.on_table))
+
+    @property
     def missed_by_rule_of_thumb(self) -> int:
         return self.wcu - self.rule_of_thumb_wcu
 
@@ -188,6 +211,8 @@ class Plan:
             "rcu": self.rcu,
             "missed_by_rule_of_thumb_wcu": self.missed_by_rule_of_thumb,
             "partitions": {
+                "table_wcu": self.table_wcu,
+                "table_rcu": self.table_rcu,
                 "throughput": self.partitions_for_throughput,
                 "storage": self.partitions_for_storage,
                 "needed": self.partitions,
@@ -215,7 +240,7 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
     tx = 1 + w.transactional_share  # the transactional share pays twice
     completed = w.record_bytes + w.result_bytes
     duplicates = w.peak_rps * w.duplicate_ratio
-    lines = (
+    lines: tuple[Line, ...] = (
         Line("claim", "PutItem, new key", w.peak_rps, write_units(w.record_bytes) * tx, 0.0),
         Line(
             "completion",
@@ -239,6 +264,28 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
             float(read_units(completed)),
         ),
     )
+    if w.gsis:
+        lines += (
+            Line(
+                "index writes",
+                f"{w.gsis} GSI(s) x (claim + completion)",
+                w.peak_rps * w.gsis,
+                float(write_units(w.record_bytes) + write_units(completed)),
+                0.0,
+                on_table=False,
+            ),
+        )
+    if w.business_items and w.transactional_share:
+        lines += (
+            Line(
+                "business items",
+                f"TransactWriteItems, {number_text(w.business_items)} per request, 2x",
+                w.peak_rps * w.transactional_share * w.business_items,
+                write_units(w.business_item_bytes) * 2.0,
+                0.0,
+                on_table=False,
+            ),
+        )
     wcu = _whole(sum(line.wcu for line in lines))
     rcu = _whole(sum(line.rcu for line in lines))
 
@@ -264,6 +311,12 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
         storage=storage_cost,
     )
     notes = []
+    if w.gsis or (w.business_items and w.transactional_share):
+        notes.append(
+            "business items are written to your business tables, index entries to the "
+            "indexes' own partitions: both are in the total and the cost, not in the "
+            "idempotency table's partitions"
+        )
     if w.ttl_lag_hours > MAX_TTL_LAG_HOURS:
         notes.append("ttl_lag_hours is beyond the 48 hours DynamoDB typically takes")
     if w.record_bytes + w.result_bytes > 4 * 1024:
@@ -281,7 +334,13 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
         items_stored=items,
         item_bytes=item_bytes,
         storage_bytes=storage_bytes,
-        partitions_for_throughput=max(1, _whole(wcu / PARTITION_WCU + rcu / PARTITION_RCU)),
+        partitions_for_throughput=max(
+            1,
+            _whole(
+                sum(line.wcu for line in lines if line.on_table) / PARTITION_WCU
+                + sum(line.rcu for line in lines if line.on_table) / PARTITION_RCU
+            ),
+        ),
         partitions_for_storage=max(1, math.ceil(storage_bytes / PARTITION_BYTES)),
         provisioned_wcu=provisioned_wcu,
         provisioned_rcu=provisioned_rcu,
@@ -289,6 +348,11 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
         provisioned=provisioned,
         notes=tuple(notes),
     )
+
+
+def number_text(value: float) -> str:
+    """``2`` for 2.0, ``1.5`` for 1.5."""
+    return f"{value:g}"
 
 
 def _check(ok: bool, message: str) -> None:

@@ -102,7 +102,9 @@ def add_commands(commands: Any) -> None:
     serve.add_argument(
         "--enforce-throughput",
         action="store_true",
-        help="throttle PROVISIONED tables beyond their capacity, as DynamoDB does (default: off)",
+        help="throttle PROVISIONED tables beyond their capacity, and any partition key beyond "
+        "DynamoDB's per-partition ceiling (1,000 WCU, 3,000 RCU a second), as DynamoDB does "
+        "(default: off)",
     )
     serve.add_argument(
         "--threads",

@@ -1,8 +1,8 @@
 """``firstwrite table create|describe``: the idempotency table.
 
 ``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
-``expires_at``; safe to run again). ``describe`` shows DescribeTable and DescribeTimeToLive and
-checks what the layer needs from the table.
+``expires_at``; safe to run again). ``describe`` shows DescribeTable and DescribeTimeToLive,
+checks what the layer needs from the table, and warns where the layout concentrates writes.
 """
 
 from __future__ import annotations
@@ -18,6 +18,16 @@ from ._common import add_json_flag, fields, number, print_json, size
 from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
 
 TTL_ATTRIBUTE = "expires_at"
+# DynamoDB's per-partition write ceiling, units per second.
+PARTITION_WCU = 1000
+HOT_PARTITION_WARNING = (
+    "with a sort key the layer writes one partition per scope (pk = <prefix>#<scope>, "
+    "sk = <key>): every claim and completion of one tenant goes to one partition key, and "
+    "DynamoDB throttles a partition past {wcu:,} WCU a second (KeyRangeThroughputExceeded), "
+    "about {requests:,} requests a second for that tenant. Keep the key in the partition key "
+    "(no sort key) unless you query a tenant's records together, and then give a busy tenant "
+    "more than one scope (docs/testing-with-faults.md#hot-partitions)"
+)
 
 
 def add_commands(commands: Any) -> None:
@@ -136,7 +146,15 @@ def table_info(client: Any, name: str, target: Target) -> dict[str, Any]:
         ],
     }
     info["problems"] = _problems(info)
+    info["warnings"] = _warnings(info)
     return info
+
+
+def _warnings(info: dict[str, Any]) -> list[str]:
+    """What suits the layer but may hurt under load: a tenant partition key with a sort key."""
+    if info["sort_key"] is None:
+        return []
+    return [HOT_PARTITION_WARNING.format(wcu=PARTITION_WCU, requests=PARTITION_WCU // 2)]
 
 
 def _problems(info: dict[str, Any]) -> list[str]:
@@ -183,6 +201,7 @@ def render(info: dict[str, Any]) -> str:
         ),
     ]
     text = fields(pairs)
+    text += "".join(f"\nwarning: {w}" for w in info.get("warnings", ()))
     if info["problems"]:
         text += "\n" + "\n".join(f"problem: {p}" for p in info["problems"])
     else:

@@ -3,6 +3,7 @@ throughput enforcement and crash points in a real server process."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -389,6 +390,160 @@ def test_provisioned_throughput_token_buckets(tmp_path: Any) -> None:
         assert response["ConsumedCapacity"] == {"TableName": "tight", "CapacityUnits": 1.0}
 
 
+# --- hot partitions ---------------------------------------------------------------------------
+
+HOT_KEY_MESSAGE = (
+    "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically "
+    "scaling your table or index so please try again shortly. If exceptions persist, check if "
+    "you have a hot key: "
+    "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html"
+)
+
+
+def key_range(table: str, side: str = "Write") -> list[dict[str, str]]:
+    return [
+        {
+            "reason": f"Table{side}KeyRangeThroughputExceeded",
+            "resource": f"arn:aws:dynamodb:us-east-1:000000000000:table/{table}",
+        }
+    ]
+
+
+def test_one_partition_past_dynamodbs_ceiling_is_throttled_alone(tmp_path: Any) -> None:
+    with Engine(tmp_path / "hot.db", enforce_throughput=True) as engine:
+        client = local_client(engine, config=Config(retries={"total_max_attempts": 1}))
+        client.create_table(
+            TableName="on-demand",
+            KeySchema=KEY,
+            AttributeDefinitions=ATTRS,
+            BillingMode="PAY_PER_REQUEST",
+        )
+        provisioned(client, "roomy", read=10_000, write=10_000)
+        engine.clock.freeze()
+        # 1,000 WCU per second per partition: a thousand small writes of one key, then throttled.
+        for i in range(1000):
+            put(client, "on-demand", "tenant-1", str(i))
+        error = error_of(lambda: put(client, "on-demand", "tenant-1"))
+        assert error.response["Error"]["Code"] == "ThrottlingException"
+        assert error.response["Error"]["Message"] == HOT_KEY_MESSAGE
+        assert error.response["throttlingReasons"] == key_range("on-demand")
+        assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        put(client, "on-demand", "tenant-2")  # the table's other keys pass
+        # Nor may a batch or a transaction write the hot key.
+        error = error_of(
+            lambda: client.batch_write_item(
+                RequestItems={
+                    "on-demand": [
+                        {"PutRequest": {"Item": {"pk": {"S": "tenant-3"}}}},
+                        {"PutRequest": {"Item": {"pk": {"S": "tenant-1"}}}},
+                    ]
+                }
+            )
+        )
+        assert error.response["Error"]["Code"] == "ThrottlingException"
+        engine.clock.advance(1)  # the partition's second is over
+        put(client, "on-demand", "tenant-1", "again")
+
+        # A PROVISIONED table with capacity to spare says ProvisionedThroughputExceeded, with
+        # the key-range reason. Transactional writes cost 2 units: 500 fill the second.
+        for i in range(500):
+            client.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": "roomy", "Item": {"pk": {"S": "q"}, "n": {"N": str(i)}}}}
+                ]
+            )
+        error = error_of(lambda: put(client, "roomy", "q"))
+        assert error.response["Error"]["Code"] == PTEE
+        assert error.response["ThrottlingReasons"] == key_range("roomy")
+        # Reads have their own ceiling, 3,000 RCU: a consistent read of a 12 KB item costs 3.
+        put(client, "roomy", "big", "x" * 12_000)
+        for _ in range(1000):
+            client.get_item(TableName="roomy", Key={"pk": {"S": "big"}}, ConsistentRead=True)
+        error = error_of(
+            lambda: client.get_item(
+                TableName="roomy", Key={"pk": {"S": "big"}}, ConsistentRead=True
+            )
+        )
+        assert error.response["ThrottlingReasons"] == key_range("roomy", "Read")
+
+    # Without enforcement no partition is ever throttled.
+    with Engine(tmp_path / "lenient.db") as engine:
+        client = local_client(engine, config=Config(retries={"total_max_attempts": 1}))
+        client.create_table(
+            TableName="lenient",
+            KeySchema=KEY,
+            AttributeDefinitions=ATTRS,
+            BillingMode="PAY_PER_REQUEST",
+        )
+        engine.clock.freeze()
+        for i in range(1100):
+            put(client, "lenient", "tenant-1", str(i))
+
+
+def test_a_hot_key_fault(faults: Faults, client: Any, table_name: str) -> None:
+    # Every matching call to one partition, count-limited.
+    fault = faults.add("hot_key", table=table_name, key="tenant-1", count=2)
+    assert fault["key"] == "tenant-1" and fault["remaining"] == 2
+    for _ in range(2):
+        error = error_of(lambda: put(client, table_name, "tenant-1"))
+        assert error.response["Error"]["Code"] == "ThrottlingException"
+        assert error.response["throttlingReasons"] == [
+            {
+                "reason": "TableWriteKeyRangeThroughputExceeded",
+                "resource": f"arn:aws:dynamodb:us-east-1:000000000000:table/{table_name}",
+            }
+        ]
+        put(client, table_name, "tenant-2")
+    put(client, table_name, "tenant-1")
+    assert faults.listed() == []
+
+    # A ceiling for one key, per second of engine clock.
+    faults.clock(freeze=True)
+    fault = faults.add("hot_key", table=table_name, key="tenant-1", units=3)
+    assert fault["units"] == 3
+    for i in range(3):
+        put(client, table_name, "tenant-1", str(i))
+    error = error_of(lambda: put(client, table_name, "tenant-1"))
+    assert error.response["throttlingReasons"][0]["reason"] == (
+        "TableWriteKeyRangeThroughputExceeded"
+    )
+    # Reads have a bucket of their own: 3 units, 0.5 per eventually consistent small read.
+    read = functools.partial(client.get_item, TableName=table_name, Key={"pk": {"S": "tenant-1"}})
+    for _ in range(6):
+        read()
+    error = error_of(read)
+    assert error.response["throttlingReasons"][0]["reason"] == (
+        "TableReadKeyRangeThroughputExceeded"
+    )
+    for i in range(10):
+        put(client, table_name, "tenant-2", str(i))
+    faults.clock(advance=1)
+    put(client, table_name, "tenant-1", "refilled")
+    faults.clear()
+
+    # A ceiling for every partition of the table: spread keys pass, a repeated one does not.
+    faults.add("hot_key", table=table_name, units=2)
+    for i in range(10):
+        put(client, table_name, f"order-{i}")
+    put(client, table_name, "queue")
+    put(client, table_name, "queue")
+    error_of(lambda: put(client, table_name, "queue"))
+
+
+def test_hot_key_fault_arguments(engine: Engine, http_server: Any) -> None:
+    with pytest.raises(ValueError, match="key="):
+        engine.faults.add("hot_key", table="t")
+    with pytest.raises(ValueError, match="AttributeValue"):
+        engine.faults.add("hot_key", key={"S": "a", "N": "1"})
+    with pytest.raises(ValueError, match="without count"):
+        engine.faults.add("hot_key", key="a", units=5, count=1)
+    with pytest.raises(ValueError, match="hot_key"):
+        engine.faults.add("error", code=PTEE, key="a")
+    assert engine.faults.hot_key({"N": "7"}, units=1).describe()["key"] == {"N": "7"}
+    response = httpx.post(f"{http_server.url}/_firstwrite/faults", json={"kind": "hot_key"})
+    assert response.status_code == 400 and "key=" in response.json()["detail"]
+
+
 # --- crash points in a real server process ---------------------------------------------------
 
 
@@ -452,4 +607,4 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "5 passed" in result.stdout
+    assert "6 passed" in result.stdout

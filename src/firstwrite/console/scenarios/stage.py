@@ -104,6 +104,10 @@ class Exchange:
             reasons = body.get("CancellationReasons") or []
             codes = ", ".join(str(r.get("Code")) for r in reasons if isinstance(r, Mapping))
             text += f": reasons [{codes}]"
+        elif "throttlingReasons" in body or "ThrottlingReasons" in body:
+            reasons = body.get("throttlingReasons") or body.get("ThrottlingReasons") or []
+            named = ", ".join(str(r.get("reason")) for r in reasons if isinstance(r, Mapping))
+            text += f": {named}"
         return text
 
     @property

@@ -57,6 +57,8 @@ _FAULT_KEYS = frozenset(
         "lag",
         "point",
         "exit_code",
+        "key",
+        "units",
     }
 )
 

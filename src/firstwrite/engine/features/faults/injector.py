@@ -1,22 +1,22 @@
-"""Fault injection: throttling, latency, stale reads, injected errors and crash points.
+"""Fault injection: throttling, hot keys, latency, stale reads, injected errors, crash points.
 
-Off by default and free when off: nothing is installed on the engine until a fault is added,
-and everything is uninstalled again by :meth:`FaultInjector.clear` or when the last counted
-fault is used up. Each fault is scoped by operation(s), table and region (``None`` matches any)
-and fires on every matching call (``rate=1``), on a seeded random fraction (``rate=0.2,
-seed=7``), or on the next ``count`` matching calls only; so tests stay deterministic. Kinds:
+Off by default and free when off: hooks are installed only while a fault is on (or throughput
+enforced). Each fault is scoped by operation(s), table and region (``None`` matches any) and
+fires on every matching call (``rate=1``), a seeded random fraction (``rate=0.2, seed=7``), or
+the next ``count`` matching calls; so tests stay deterministic. Kinds:
 
-* ``error``: a DynamoDB error instead of the call (``ThrottlingException``,
-  ``ProvisionedThroughputExceededException``, ``RequestLimitExceeded``,
-  ``TransactionConflictException``, ``InternalServerError``), with DynamoDB's status,
+* ``error``: a DynamoDB error instead of the call (:data:`ERRORS`), with DynamoDB's status,
   ``__type``, message and ``ThrottlingReasons``, so botocore retries exactly what it would;
+* ``hot_key``: one partition (``key=``) throttled as DynamoDB throttles a hot partition
+  (``KeyRangeThroughputExceeded``), on every matching call or, with ``units=``, past that
+  ceiling per second (``units=`` alone: every partition of the scope);
 * ``latency``: a wall-clock sleep, fixed or seeded random in a range, before the call;
 * ``stale_read``: eventually consistent GetItem/Query/Scan answered as of ``lag`` seconds ago
   (engine clock), from item versions kept while the fault is on; never ``ConsistentRead``;
 * ``crash``: ``os._exit(exit_code)`` at ``before_operation``, ``before_commit`` (the write is
   lost) or ``after_commit`` (durable, never answered): "did it land?" tests of a server.
 
-Provisioned-throughput enforcement rides on the same interceptor (buckets: ``throughput.py``).
+Throughput enforcement and ``units=`` ride on the same interceptor (``throughput.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,14 @@ from ...errors import DynamoDBError
 from ...schema import item_key
 from ...storage import TableRow, Writer
 from ...values import Item, item_size
-from .throughput import THROUGHPUT_EXCEEDED, TokenBuckets, throttling_error
+from .partitions import hot_key_scope, tables_of
+from .throughput import (
+    THROUGHPUT_EXCEEDED,
+    Ceiling,
+    TokenBuckets,
+    key_range_error,
+    throttling_error,
+)
 
 if TYPE_CHECKING:
     from ...context import Host
@@ -54,7 +61,7 @@ __all__ = [
 
 CRASH_EXIT_CODE = 86
 CRASH_POINTS = ("before_operation", "before_commit", "after_commit")
-KINDS = ("error", "latency", "stale_read", "crash")
+KINDS = ("error", "hot_key", "latency", "stale_read", "crash")
 
 # code -> DynamoDB's message. Throttling messages as DynamoDB sends them on the wire.
 ERRORS: dict[str, str] = {
@@ -71,25 +78,6 @@ ERRORS: dict[str, str] = {
 _STALE_OPERATIONS = frozenset({"GetItem", "Query", "Scan"})
 # Context.extras key.
 _CRASH_BEFORE_COMMIT = "firstwrite.crash_before_commit"
-
-
-def tables_of(operation: str, params: Mapping[str, Any]) -> list[str]:
-    """The table names a request touches."""
-    name = params.get("TableName")
-    if isinstance(name, str):
-        return [name]
-    items = params.get("RequestItems")
-    if isinstance(items, Mapping):
-        return [str(t) for t in items]
-    transact = params.get("TransactItems")
-    names: list[str] = []
-    if isinstance(transact, list):
-        for element in transact:
-            if isinstance(element, Mapping):
-                for action in element.values():
-                    if isinstance(action, Mapping) and isinstance(action.get("TableName"), str):
-                        names.append(action["TableName"])
-    return names
 
 
 # --- faults ----------------------------------------------------------------------------------
@@ -113,6 +101,9 @@ class Fault:
     lag: float | None = None
     point: str | None = None
     exit_code: int = CRASH_EXIT_CODE
+    key: str | dict[str, Any] | None = None  # hot_key: the partition key value, as given
+    keys: frozenset[str] | None = None  # hot_key: its key_text forms
+    units: float | None = None  # hot_key: the partition ceiling per second
     fired: int = 0
     _random: random.Random = field(default_factory=random.Random, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -144,7 +135,7 @@ class Fault:
         out: dict[str, Any] = {"id": self.id, "kind": self.kind}
         if self.operations is not None:
             out["operations"] = sorted(self.operations)
-        for key in ("table", "region", "code", "message", "lag", "point", "seed"):
+        for key in ("table", "region", "code", "message", "lag", "point", "seed", "key", "units"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -206,8 +197,12 @@ class FaultInjector(Feature):
         lag: float | None = None,
         point: str | None = None,
         exit_code: int = CRASH_EXIT_CODE,
+        key: str | Mapping[str, Any] | None = None,
+        units: float | None = None,
     ) -> Fault:
         """Add one fault; returns it (``.id`` removes it again). Raises ValueError if invalid."""
+        if kind != "hot_key" and (key is not None or units is not None):
+            raise ValueError("key= and units= belong to hot_key faults")
         if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(KINDS)}")
         operations: frozenset[str] | None
@@ -242,6 +237,9 @@ class FaultInjector(Feature):
                 raise ValueError(f"error faults need code= one of {', '.join(ERRORS)}")
             fault.code = code
             fault.message = ERRORS[code] if message is None else message
+        elif kind == "hot_key":
+            counted = fault.count is not None or fault.rate < 1
+            fault.key, fault.keys, fault.units = hot_key_scope(key, units, counted=counted)
         elif kind == "latency":
             if latency is None:
                 raise ValueError("latency faults need latency=seconds or (min, max)")
@@ -288,6 +286,16 @@ class FaultInjector(Feature):
             seed=seed,
             code=code,
         )
+
+    def hot_key(
+        self,
+        key: str | Mapping[str, Any] | None = None,
+        *,
+        units: float | None = None,
+        **scope: Any,
+    ) -> Fault:
+        """Make partition ``key`` hot (see the module notes): ``add("hot_key", ...)``."""
+        return self.add("hot_key", key=key, units=units, **scope)
 
     def error(self, code: str, **scope: Any) -> Fault:
         """Inject ``code`` (e.g. InternalServerError, TransactionConflictException)."""
@@ -400,11 +408,22 @@ class FaultInjector(Feature):
         tables = tables_of(operation, ctx.params)
         exhausted = False
         as_of: float | None = None  # the stale-read instant (the oldest, if several fire)
+        ceilings: list[Ceiling] = []
         for fault in self._faults:
             if not fault.matches(operation, region, tables):
                 continue
             kind = fault.kind
-            if kind == "latency":
+            if kind == "hot_key":
+                if fault.units is not None:
+                    ceilings.append(Ceiling(fault.id, fault.units, fault.table, fault.keys))
+                    continue
+                assert fault.keys is not None
+                row = self._buckets.touched(ctx, tables, fault.table, fault.keys)
+                if row is not None and fault.fire():
+                    if fault.exhausted:
+                        self._drop_exhausted()
+                    raise key_range_error(self.engine, row, operation)
+            elif kind == "latency":
                 if fault.fire():
                     assert fault.latency is not None
                     low, high = fault.latency
@@ -434,8 +453,8 @@ class FaultInjector(Feature):
             ctx.reader_hook = operator.methodcaller("as_of", as_of)
         if exhausted:
             self._drop_exhausted()
-        if self._enforcing and tables:
-            self._buckets.admit(ctx, tables)
+        if (self._enforcing or ceilings) and tables:
+            self._buckets.admit(ctx, tables, enforce=self._enforcing, ceilings=ceilings)
 
     def _crash_in_transaction(
         self, ctx: Context, w: Writer, row: TableRow, old: Item | None, new: Item | None
