@@ -81,3 +81,46 @@ def sample(name: str) -> Any:
     if name not in _SAMPLES:
         _SAMPLES[name] = json.loads((HERE / f"{name}.json").read_text())
     return copy.deepcopy(_SAMPLES[name])
+
+
+@pytest.fixture(scope="session")
+def moto_sqs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real SQS-API server: ``python -m moto.server`` on a free loopback port."""
+    from brokers import start_moto
+
+    broker = start_moto(tmp_path_factory.mktemp("moto"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def sqs(moto_sqs: Any) -> Any:
+    import boto3
+
+    return boto3.client(
+        "sqs",
+        endpoint_url=moto_sqs.url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+@pytest.fixture
+def queue_url(sqs: Any, request: pytest.FixtureRequest) -> str:
+    import uuid
+
+    name = f"q-{uuid.uuid4().hex[:12]}"
+    return str(sqs.create_queue(QueueName=name)["QueueUrl"])
+
+
+@pytest.fixture(scope="session")
+def rabbitmq() -> Iterator[Any]:
+    """Debian's rabbitmq-server, on a free loopback port, stopped with rabbitmqctl."""
+    from brokers import rabbitmq_available, start_rabbitmq
+
+    if not rabbitmq_available():
+        pytest.skip("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+    broker = start_rabbitmq()
+    yield broker
+    broker.stop()

@@ -268,7 +268,10 @@ class Consumer(Generic[R]):
         lease: float | None = None,
         keepalive: Keepalive | None = None,
     ) -> RecordResult:
-        """Claim the record's key, run ``handler(record)``, record what happened."""
+        """Claim the record's key, run ``handler(record)``, record what happened. The claim's
+        lease is ``lease``, else the keepalive's, else the guard's."""
+        if lease is None and keepalive is not None:
+            lease = keepalive.lease
         try:
             key = self.key(record)
             payload = UNSET if self.payload is None else self.payload(record)

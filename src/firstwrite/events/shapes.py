@@ -24,6 +24,7 @@ __all__ = [
     "SNSRecord",
     "SQSAttributes",
     "SQSEvent",
+    "SQSMessage",
     "SQSRecord",
     "StreamData",
 ]
@@ -71,6 +72,17 @@ class SQSRecord(TypedDict):
 
 class SQSEvent(TypedDict):
     Records: list[SQSRecord]
+
+
+class SQSMessage(TypedDict):
+    """A message as ``ReceiveMessage`` returns it (the SQS poller's records)."""
+
+    MessageId: str
+    ReceiptHandle: str
+    Body: str
+    MD5OfBody: NotRequired[str]
+    Attributes: NotRequired[SQSAttributes]
+    MessageAttributes: NotRequired[dict[str, Any]]
 
 
 class KinesisData(TypedDict):
