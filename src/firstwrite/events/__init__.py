@@ -7,8 +7,7 @@ runs, then COMPLETED with the result or FAILED (retryably, or for good after ``m
 * Lambda event sources: :class:`SQSBatch` (standard and FIFO), :class:`KinesisBatch`,
   :class:`DynamoDBStreamBatch` (partial batch responses), :class:`SNSEvents`,
   :class:`EventBridgeEvents` (single events); their event shapes in :mod:`.shapes`.
-* Long-running consumers: :class:`~.sqs_poller.SQSPoller` (boto3),
-  :class:`~.sqs_poller_aio.AsyncSQSPoller` (aiobotocore), and
+* Long-running consumers: :class:`~.sqs_poller.SQSPoller` (boto3) and
   :class:`~.rabbitmq.RabbitMQConsumer` (pika, extra ``firstwrite[rabbitmq]``), imported from
   their modules so that their clients stay optional.
 
