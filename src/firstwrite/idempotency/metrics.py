@@ -58,6 +58,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Records claimed in another region than the one serving the request",
         ("region",),
     ),
+    # firstwrite.events: one per record a consumer handled, by what became of it.
+    "firstwrite_event_records_total": (
+        "Event records handled by a consumer, by source and outcome",
+        ("source", "outcome"),
+    ),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "firstwrite_operation_seconds": ("Idempotency operation latency", ("operation",)),

@@ -1,0 +1,55 @@
+"""How many runs of a record failed: counted in the idempotency table, one slot per failed run.
+
+A record's run that raised, or that was abandoned (its worker died or timed out, and a later
+delivery took its claim over), takes the next free slot: slot ``n`` is the key claimed under the
+scope ``firstwrite-attempt-<n>`` (one conditional PutItem, then its completion with the reason),
+so two consumers failing the same record at once take two slots and the count stays exact. A
+record that succeeds at once costs nothing here. The count survives redeliveries to any
+consumer, any process, any invocation; SQS's ``ApproximateReceiveCount`` would also count the
+deliveries that found the record in progress elsewhere, and other brokers have no such count.
+"""
+
+from __future__ import annotations
+
+from .guard import EventGuard
+
+__all__ = ["AttemptLedger", "attempt_scope"]
+
+
+def attempt_scope(scope: str | None, n: int) -> str:
+    """The per-call scope of attempt slot ``n`` of a record claimed in ``scope``."""
+    slot = f"firstwrite-attempt-{n}"
+    return f"{scope}#{slot}" if scope else slot
+
+
+class AttemptLedger:
+    """Failed runs of each key, up to ``limit`` (the count never needs to go past it)."""
+
+    __slots__ = ("guard", "limit", "scope")
+
+    def __init__(self, guard: EventGuard, limit: int, scope: str | None = None) -> None:
+        self.guard = guard
+        self.limit = limit
+        self.scope = scope
+
+    def note(self, key: str, reason: str) -> int:
+        """Record one failed run of ``key`` and return how many there have been (at most
+        ``limit``: ``limit`` means "at least that many")."""
+        from firstwrite.idempotency import Claim, InProgressError
+
+        for n in range(1, self.limit + 1):
+            try:
+                outcome = self.guard.claim(key, scope=attempt_scope(self.scope, n), wait=0)
+            except InProgressError:  # another consumer is taking this slot right now
+                continue
+            if isinstance(outcome, Claim):
+                self.guard.complete(outcome, {"reason": reason[:1000]})
+                return n
+        return self.limit
+
+    def count(self, key: str) -> int:
+        """How many failed runs of ``key`` are recorded (consistent reads; for tools and tests)."""
+        n = 0
+        while n < self.limit and self.guard.get(key, scope=attempt_scope(self.scope, n + 1)):
+            n += 1
+        return n

@@ -1,0 +1,457 @@
+"""The broker-agnostic core: every record of a batch guarded on its own idempotency key.
+
+:class:`Consumer` claims a record's key before its handler runs, completes the claim with the
+handler's result, or fails it: retryably, or for good once ``max_attempts`` runs failed
+(:mod:`.attempts`) or the record is invalid. Each record ends with a :class:`RecordOutcome`
+that says whether the broker may forget it (``acknowledged``: it ran now, it ran before, or
+it was given up for good with its reason logged) or must deliver it again (it failed, it is
+running elsewhere, it was not tried). Nothing is acknowledged before it ran.
+
+:class:`Ordering` says what a failure does to the records after it: nothing (SQS standard
+queues), hold back the rest of its group (SQS FIFO message groups), or stop the batch (Kinesis
+and DynamoDB Streams, whose checkpoint is the first record not done). :func:`consume` is the
+whole thing for any broker; the sources of this package are thin adapters over it.
+
+Every outcome is counted in ``firstwrite_event_records_total{source, outcome}`` (the guard's
+metrics sink unless one is given) and logged on logger ``firstwrite.events``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from firstwrite.idempotency import (
+    UNSET,
+    Claim,
+    CompletionNotRecordedError,
+    InProgressError,
+    LateRetryError,
+    LostClaimError,
+    Metrics,
+    MissingKeyError,
+    PayloadMismatchError,
+    Replay,
+    SerializationError,
+)
+
+from .attempts import AttemptLedger
+from .guard import EventGuard
+
+__all__ = [
+    "BatchResult",
+    "Consumer",
+    "Keepalive",
+    "Ordering",
+    "RecordOutcome",
+    "RecordResult",
+    "consume",
+]
+
+R = TypeVar("R")
+
+LOG = logging.getLogger("firstwrite.events")
+METRIC = "firstwrite_event_records_total"
+
+
+class Ordering(enum.Enum):
+    """What a record that is not done does to the records after it in the batch."""
+
+    INDEPENDENT = "independent"  # nothing: each record on its own (SQS standard queues)
+    GROUPS = "groups"  # the later records of its group are not tried (SQS FIFO)
+    STREAM = "stream"  # no later record is tried (Kinesis, DynamoDB Streams)
+
+
+class RecordOutcome(enum.Enum):
+    """What became of one record."""
+
+    PROCESSED = "processed"  # the handler ran now and its result is stored
+    REPLAYED = "replayed"  # it ran before: not run again
+    REPLAYED_FAILURE = "replayed_failure"  # it was given up before: not run again
+    FAILED_FINAL = "failed_final"  # given up now (attempts spent, invalid): stored FAILED
+    FAILED = "failed"  # the handler raised: to be delivered again
+    IN_PROGRESS = "in_progress"  # another consumer holds its claim: to be delivered again
+    MISMATCH = "mismatch"  # its key is another payload's: to be delivered again (to the DLQ)
+    INVALID = "invalid"  # no key could be selected: to be delivered again (to the DLQ)
+    LOST = "lost"  # ran, but its result was not recorded: to be delivered again
+    SKIPPED = "skipped"  # not tried (an earlier failure of its group, or no time left)
+
+    @property
+    def acknowledged(self) -> bool:
+        """The broker may forget the record: it ran, or it was given up for good."""
+        return self in _ACKNOWLEDGED
+
+
+_ACKNOWLEDGED = frozenset(
+    {
+        RecordOutcome.PROCESSED,
+        RecordOutcome.REPLAYED,
+        RecordOutcome.REPLAYED_FAILURE,
+        RecordOutcome.FAILED_FINAL,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """One record's outcome; ``result`` is the handler's return value when it ran now."""
+
+    id: str
+    key: str | None
+    outcome: RecordOutcome
+    result: object = None
+    reason: str | None = None
+    attempts: int = 0
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.outcome.acknowledged
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Every record's outcome, in the batch's order."""
+
+    results: Sequence[RecordResult]
+    ordering: Ordering = Ordering.INDEPENDENT
+
+    @property
+    def redeliver(self) -> list[str]:
+        """The ids of the records the broker must deliver again, in order."""
+        return [r.id for r in self.results if not r.outcome.acknowledged]
+
+    @property
+    def item_failures(self) -> list[str]:
+        """What a partial batch response reports: every record not acknowledged, or, on a
+        stream, only the first one (Lambda resumes the shard from it)."""
+        failed = self.redeliver
+        return failed[:1] if self.ordering is Ordering.STREAM else failed
+
+    def count(self, outcome: RecordOutcome) -> int:
+        return sum(1 for r in self.results if r.outcome is outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    """Keep a record's claim alive while its handler runs: every ``every`` seconds renew the
+    lease to ``lease`` seconds and call ``extend`` (for example SQS's
+    ``ChangeMessageVisibility``), so the broker and the claim expire together."""
+
+    every: float
+    lease: float | None = None
+    extend: Callable[[], object] | None = None
+
+
+class _Renewer(threading.Thread):
+    """The thread behind a :class:`Keepalive`: renews until stopped or the claim is lost."""
+
+    def __init__(self, guard: EventGuard, claim: Claim, keepalive: Keepalive) -> None:
+        super().__init__(name="firstwrite-events-keepalive", daemon=True)
+        self.guard, self.claim, self.keepalive = guard, claim, keepalive
+        self.stopped = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.keepalive.every):
+            try:
+                if self.keepalive.extend is not None:
+                    self.keepalive.extend()
+                self.claim = self.guard.renew(self.claim, self.keepalive.lease)
+            except LostClaimError:
+                self.lost = True
+                return
+            except Exception:
+                LOG.warning("keepalive failed; retrying at the next beat", exc_info=True)
+
+    def finish(self) -> Claim:
+        self.stopped.set()
+        self.join()
+        return self.claim
+
+
+@dataclass
+class Consumer(Generic[R]):
+    """Guards records of type ``R`` with ``guard``: see the module's docstring.
+
+    * ``key(record)``: the record's idempotency key; ``id(record)``: what the broker calls it
+      (a partial batch response's ``itemIdentifier``; default: the key).
+    * ``payload(record)``: what is fingerprinted (a key arriving with another payload is a
+      mismatch, not a duplicate); ``None``: no check.
+    * ``group(record)``: the ordering group under :attr:`Ordering.GROUPS`.
+    * ``validate(record)``: raises for a record that can never be handled; it is given up at
+      once (FAILED final, acknowledged) with the error as its reason.
+    * ``max_attempts``: failed or abandoned runs before a record is given up.
+    * ``non_retryable``: exception types that give a record up at their first occurrence
+      (so does an exception with ``idempotency_retryable = False``).
+    * ``min_time``: with a deadline, a record is not started with less time than this left.
+    """
+
+    guard: EventGuard
+    key: Callable[[R], str]
+    source: str = "custom"
+    id: Callable[[R], str] | None = None
+    payload: Callable[[R], object] | None = None
+    group: Callable[[R], str | None] | None = None
+    ordering: Ordering = Ordering.INDEPENDENT
+    validate: Callable[[R], object] | None = None
+    max_attempts: int = 3
+    non_retryable: tuple[type[BaseException], ...] = ()
+    scope: str | None = None
+    metrics: Metrics | None = None
+    min_time: float = 1.0
+    logger: logging.Logger = field(default=LOG)
+    attempts: AttemptLedger = field(init=False, repr=False)
+    _metrics: Metrics = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        if self.ordering is Ordering.GROUPS and self.group is None:
+            raise ValueError("Ordering.GROUPS needs group=")
+        self.attempts = AttemptLedger(self.guard, self.max_attempts, self.scope)
+        self._metrics = self.metrics if self.metrics is not None else self.guard.metrics
+
+    # -- a batch -----------------------------------------------------------------------------
+
+    def consume(
+        self,
+        records: Iterable[R],
+        handler: Callable[[R], object],
+        *,
+        remaining: Callable[[], float] | None = None,
+        keepalive: Callable[[R], Keepalive | None] | None = None,
+    ) -> BatchResult:
+        """Handle ``records`` in order under :attr:`ordering`. ``remaining()`` is the time left
+        (seconds) to the deadline: each claim's lease is capped at it, and a record is not
+        started with less than ``min_time`` left (it, and every record after it, is skipped)."""
+        results: list[RecordResult] = []
+        blocked: set[str | None] = set()
+        stopped = False
+        for record in records:
+            group = self.group(record) if self.ordering is Ordering.GROUPS and self.group else None
+            lease: float | None = None
+            if not stopped and remaining is not None:
+                left = remaining()
+                if left < self.min_time:
+                    stopped = True
+                else:
+                    lease = min(float(self.guard.config.lease), left)
+            if stopped or group in blocked:
+                why = "an earlier record of its group is not done" if not stopped else None
+                results.append(self._skip(record, why or "not started: no time left"))
+                continue
+            result = self.process(
+                record, handler, lease=lease, keepalive=keepalive(record) if keepalive else None
+            )
+            results.append(result)
+            if not result.acknowledged:
+                if self.ordering is Ordering.STREAM:
+                    stopped = True
+                elif self.ordering is Ordering.GROUPS:
+                    blocked.add(group)
+        return BatchResult(results, self.ordering)
+
+    def _skip(self, record: R, reason: str) -> RecordResult:
+        return self._done(record, None, RecordOutcome.SKIPPED, reason=reason)
+
+    # -- one record --------------------------------------------------------------------------
+
+    def process(
+        self,
+        record: R,
+        handler: Callable[[R], object],
+        *,
+        lease: float | None = None,
+        keepalive: Keepalive | None = None,
+    ) -> RecordResult:
+        """Claim the record's key, run ``handler(record)``, record what happened. The claim's
+        lease is ``lease``, else the keepalive's, else the guard's."""
+        if lease is None and keepalive is not None:
+            lease = keepalive.lease
+        try:
+            key = self.key(record)
+            payload = UNSET if self.payload is None else self.payload(record)
+        except (MissingKeyError, KeyError, ValueError, TypeError) as exc:
+            return self._done(record, None, RecordOutcome.INVALID, reason=f"no key: {exc!r}")
+        guard = self.guard
+        try:
+            outcome = guard.claim(key, payload, scope=self.scope, lease=lease)
+        except InProgressError as busy:
+            reason = f"in progress elsewhere; retry after {busy.retry_after:g} s"
+            return self._done(record, key, RecordOutcome.IN_PROGRESS, reason=reason)
+        except PayloadMismatchError:
+            reason = "the key was first used with another payload"
+            return self._done(record, key, RecordOutcome.MISMATCH, reason=reason)
+        except LateRetryError:
+            return self._done(record, key, RecordOutcome.REPLAYED, reason="late retry refused")
+        except Exception as exc:  # DynamoDB unreachable: nothing ran, try again later
+            return self._done(record, key, RecordOutcome.FAILED, reason=f"claim: {exc!r}")
+        if isinstance(outcome, Replay):
+            if outcome.completed:
+                return self._done(record, key, RecordOutcome.REPLAYED)
+            return self._done(record, key, RecordOutcome.REPLAYED_FAILURE, reason=outcome.error)
+        claim = outcome
+        if claim.taken_over:
+            n = self.attempts.note(key, "abandoned: a run stopped before it finished")
+            if n >= self.max_attempts:
+                why = f"gave up after {n} attempts: the last runs stopped before finishing"
+                return self._give_up(record, key, claim, why, n)
+        if self.validate is not None:
+            try:
+                self.validate(record)
+            except Exception as exc:
+                return self._give_up(record, key, claim, f"invalid record: {exc!r}", 0)
+        renewer = None
+        if keepalive is not None:
+            renewer = _Renewer(guard, claim, keepalive)
+            renewer.start()
+        try:
+            result = handler(record)
+        except Exception as exc:
+            if renewer is not None:
+                claim = renewer.finish()
+            return self._failed(record, key, claim, exc)
+        except BaseException as exc:  # interrupted: free the key for the redelivery
+            if renewer is not None:
+                claim = renewer.finish()
+            guard.fail(claim, exc, retryable=True)
+            raise
+        if renewer is not None:
+            claim = renewer.finish()
+        try:
+            guard.complete(claim, result)
+        except LostClaimError:
+            why = "ran, but another consumer took the claim over: its result is the one kept"
+            return self._done(record, key, RecordOutcome.LOST, reason=why)
+        except CompletionNotRecordedError as exc:
+            return self._done(record, key, RecordOutcome.LOST, reason=f"not recorded: {exc}")
+        except SerializationError as exc:  # the layer stored it FAILED for good
+            return self._done(record, key, RecordOutcome.FAILED_FINAL, reason=repr(exc))
+        return self._done(record, key, RecordOutcome.PROCESSED, result=result)
+
+    def _failed(self, record: R, key: str, claim: Claim, exc: Exception) -> RecordResult:
+        reason = f"{type(exc).__name__}: {exc}"
+        final = isinstance(exc, self.non_retryable) or (
+            getattr(exc, "idempotency_retryable", True) is False
+        )
+        try:
+            n = self.attempts.note(key, reason)
+        except Exception:  # the count could not be written: the record stays retryable
+            self.logger.warning("could not count a failed attempt of %s", key, exc_info=True)
+            n = 0
+        if final or n >= self.max_attempts:
+            why = reason if final else f"gave up after {n} attempts; last: {reason}"
+            return self._give_up(record, key, claim, why, n, exc)
+        try:
+            self.guard.fail(claim, exc, retryable=True, data={"attempts": n})
+        except LostClaimError:
+            pass  # another consumer took it over: it is theirs now
+        return self._done(record, key, RecordOutcome.FAILED, reason=reason, attempts=n)
+
+    def _give_up(
+        self,
+        record: R,
+        key: str,
+        claim: Claim,
+        reason: str,
+        attempts: int,
+        exc: BaseException | None = None,
+    ) -> RecordResult:
+        error: BaseException | str = exc if exc is not None else reason
+        try:
+            self.guard.fail(
+                claim, error, retryable=False, data={"attempts": attempts, "reason": reason}
+            )
+        except LostClaimError:
+            why = "another consumer took the claim over before it was given up"
+            return self._done(record, key, RecordOutcome.LOST, reason=why)
+        return self._done(record, key, RecordOutcome.FAILED_FINAL, reason=reason, attempts=attempts)
+
+    def _done(
+        self,
+        record: R,
+        key: str | None,
+        outcome: RecordOutcome,
+        *,
+        result: object = None,
+        reason: str | None = None,
+        attempts: int = 0,
+    ) -> RecordResult:
+        try:
+            rid = self.id(record) if self.id is not None else (key or "?")
+        except (KeyError, TypeError):
+            rid = key or "?"
+        if self._metrics.enabled:
+            self._metrics.count(METRIC, source=self.source, outcome=outcome.value)
+        level = _LEVELS[outcome]
+        if self.logger.isEnabledFor(level):
+            self.logger.log(
+                level,
+                "%s record %s: %s%s",
+                self.source,
+                rid,
+                outcome.value,
+                f" ({reason})" if reason else "",
+                extra={
+                    "event_source": self.source,
+                    "record_id": rid,
+                    "idempotency_key": key,
+                    "outcome": outcome.value,
+                    "reason": reason,
+                    "attempts": attempts,
+                },
+            )
+        return RecordResult(rid, key, outcome, result, reason, attempts)
+
+
+_LEVELS = {
+    RecordOutcome.PROCESSED: logging.DEBUG,
+    RecordOutcome.REPLAYED: logging.INFO,
+    RecordOutcome.REPLAYED_FAILURE: logging.INFO,
+    RecordOutcome.FAILED_FINAL: logging.ERROR,
+    RecordOutcome.FAILED: logging.WARNING,
+    RecordOutcome.IN_PROGRESS: logging.INFO,
+    RecordOutcome.MISMATCH: logging.ERROR,
+    RecordOutcome.INVALID: logging.ERROR,
+    RecordOutcome.LOST: logging.WARNING,
+    RecordOutcome.SKIPPED: logging.DEBUG,
+}
+
+
+def consume(
+    records: Iterable[R],
+    handler: Callable[[R], object],
+    *,
+    guard: EventGuard,
+    key: Callable[[R], str],
+    id: Callable[[R], str] | None = None,
+    payload: Callable[[R], object] | None = None,
+    ordering: Ordering = Ordering.INDEPENDENT,
+    group: Callable[[R], str | None] | None = None,
+    max_attempts: int = 3,
+    source: str = "custom",
+    remaining: Callable[[], float] | None = None,
+    validate: Callable[[R], object] | None = None,
+    scope: str | None = None,
+    metrics: Metrics | None = None,
+) -> BatchResult:
+    """Handle a batch from any broker: :class:`Consumer` (same arguments) then
+    :meth:`Consumer.consume`. Build a :class:`Consumer` once instead for a long-lived loop."""
+    consumer: Consumer[R] = Consumer(
+        guard,
+        key,
+        source=source,
+        id=id,
+        payload=payload,
+        group=group,
+        ordering=ordering,
+        max_attempts=max_attempts,
+        validate=validate,
+        scope=scope,
+        metrics=metrics,
+    )
+    return consumer.consume(records, handler, remaining=remaining)

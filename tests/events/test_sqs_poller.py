@@ -1,0 +1,206 @@
+"""The SQS poller against a real SQS-API server (moto in server mode) and the local engine:
+duplicates, a visibility timeout running out mid-handler, keepalive, a SIGKILLed consumer,
+FIFO groups, stopping on a signal. Real threads and processes throughout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from firstwrite.events import RecordOutcome
+from firstwrite.events.sqs_poller import SQSPoller
+from firstwrite.idempotency import Idempotency, Status
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def drain(pollers: list[SQSPoller], sqs: Any, queue_url: str, timeout: float = 30) -> None:
+    """Run ``pollers`` in threads until the queue is empty (visible and in flight)."""
+    threads = [threading.Thread(target=p.run, kwargs={"handle_signals": False}) for p in pollers]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=queue_url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"]
+            if all(v == "0" for v in attrs.values()):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"queue not drained: {attrs}")
+    finally:
+        for p in pollers:
+            p.stop()
+        for t in threads:
+            t.join(timeout=30)
+
+
+def test_duplicates_run_once_and_every_message_is_deleted(
+    guard: Idempotency, sqs: Any, queue_url: str
+) -> None:
+    for i in range(20):  # each order sent twice, as a retrying producer would
+        for _ in range(2):
+            sqs.send_message(QueueUrl=queue_url, MessageBody=f'{{"order_id": "o-{i}"}}')
+    ran: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def handler(message: Any) -> None:
+        with lock:
+            ran[message["Body"]] += 1
+
+    pollers = [SQSPoller(sqs, queue_url, guard, handler, key="order_id", wait=1) for _ in range(2)]
+    drain(pollers, sqs, queue_url)
+    assert len(ran) == 20 and set(ran.values()) == {1}
+    metrics = guard.metrics.total  # type: ignore[attr-defined]
+    assert metrics("firstwrite_event_records_total", source="sqs_poller", outcome="replayed") >= 20
+
+
+def test_visibility_timeout_running_out_mid_handler_does_not_run_it_twice(
+    guard: Idempotency, sqs: Any, queue_url: str
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
+    runs: list[str] = []
+    started = threading.Event()
+
+    def slow(message: Any) -> None:
+        runs.append(threading.current_thread().name)
+        started.set()
+        time.sleep(3.5)  # the 1 s visibility runs out three times meanwhile
+
+    # The first poller does not extend the message's visibility (the claim's lease it still
+    # renews): the queue hands the message to the second poller while the first works.
+    first = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1, extend_visibility=False)
+    second = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1)
+    t = threading.Thread(target=first.poll_once, name="first")
+    t.start()
+    assert started.wait(10)
+    outcomes: list[RecordOutcome] = []
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        outcomes += [r.outcome for r in second.poll_once().results]
+    t.join()
+    assert RecordOutcome.IN_PROGRESS in outcomes  # redelivered while the first still worked
+    assert RecordOutcome.PROCESSED not in outcomes
+    drain([second], sqs, queue_url)
+    assert runs == ["first"]
+
+
+def test_keepalive_extends_the_visibility_while_the_handler_runs(
+    guard: Idempotency, sqs: Any, queue_url: str
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
+    runs: list[str] = []
+
+    def slow(message: Any) -> None:
+        runs.append(message["MessageId"])
+        time.sleep(3)
+
+    first = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1)
+    t = threading.Thread(target=first.poll_once)
+    t.start()
+    time.sleep(0.3)
+    seen = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=2, VisibilityTimeout=0)
+    t.join()
+    assert "Messages" not in seen  # never visible again while it ran
+    assert len(runs) == 1
+
+
+def test_sigkilled_consumer_record_runs_once_after_its_lease(
+    guard: Idempotency, sqs: Any, queue_url: str, moto_sqs: Any, tmp_path: Path
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="hang-1")
+    marks = tmp_path / "marks.txt"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("_poller_worker.py")),
+            str(tmp_path / "events.db"),
+            moto_sqs.url,
+            queue_url,
+            str(marks),
+            "2",
+        ],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (marks.exists() and "start hang-1" in marks.read_text()):
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.05)
+        os.kill(worker.pid, signal.SIGKILL)  # mid-record: claimed, started, never finished
+        worker.wait()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    key = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])  # still there
+    assert key["Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "1"
+    done: list[tuple[str, str]] = []
+
+    def finish(message: Any) -> None:
+        done.append((message["Body"], message["MessageId"]))
+
+    poller = SQSPoller(sqs, queue_url, guard, finish, visibility=2, wait=1)
+    outcomes: list[RecordOutcome] = []
+    deadline = time.monotonic() + 20
+    while not done and time.monotonic() < deadline:
+        outcomes += [r.outcome for r in poller.poll_once().results]
+    assert [body for body, _ in done] == ["hang-1"], (
+        outcomes
+    )  # ran by the survivor, after the lease
+    message_id = done[0][1]
+    record = guard.get(message_id)
+    assert record is not None and record.status is Status.COMPLETED
+    drain([poller], sqs, queue_url)
+    assert len(done) == 1 and marks.read_text().count("start hang-1") == 1
+    assert poller.consumer.attempts.count(message_id) == 1  # the abandoned run is counted
+
+
+def test_fifo_group_with_a_failure_in_the_middle(guard: Idempotency, sqs: Any) -> None:
+    url = sqs.create_queue(
+        QueueName=f"orders-{os.getpid()}-{time.monotonic_ns()}.fifo",
+        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+    )["QueueUrl"]
+    # moto, unlike SQS, hands out a group's later messages while earlier ones are in flight,
+    # so only the order within each receive is ours to check here (the Lambda test, on one
+    # batch, checks the whole group's order).
+    for i in range(5):
+        sqs.send_message(QueueUrl=url, MessageBody=f"A{i}", MessageGroupId="A")
+    order: list[str] = []
+    failed = {"A2"}
+    batches: list[list[tuple[str, RecordOutcome]]] = []
+
+    def handler(message: Any) -> None:
+        order.append(message["Body"])
+        if message["Body"] in failed:
+            failed.discard(message["Body"])  # fails once
+            raise RuntimeError("boom")
+
+    poller = SQSPoller(sqs, url, guard, handler, visibility=1, wait=1)
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and sorted(set(order)) != [f"A{i}" for i in range(5)]:
+        batch = poller.poll_once()
+        batches.append([(r.id, r.outcome) for r in batch.results])
+    drain([poller], sqs, url, timeout=20)
+    assert sorted(order) == ["A0", "A1", "A2", "A2", "A3", "A4"]  # each done once, A2 retried
+    assert order.index("A0") < order.index("A1") < order.index("A2")
+    for batch in batches:  # within a receive, nothing after the failure ran
+        outcomes = [outcome for _, outcome in batch]
+        if RecordOutcome.FAILED in outcomes:
+            after = outcomes[outcomes.index(RecordOutcome.FAILED) + 1 :]
+            assert set(after) <= {RecordOutcome.SKIPPED}, batch
