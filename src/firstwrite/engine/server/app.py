@@ -122,7 +122,7 @@ class EngineApp:
         self._inline = inline is True
         # (Only durability "full" has anything for a batch to wait for.)
         scope = engine.storage.deferred if engine.durability == "full" else None
-        self._lane = Lane(scope=scope) if inline is None else None
+        self._lane = Lane(scope=scope, overflow=self._pool) if inline is None else None
         self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
         self.bodies = BodyReader(max_body_bytes)  # reads big bodies at a bounded pace
         self.screener = Screener()  # decodes big bodies in a worker process first
