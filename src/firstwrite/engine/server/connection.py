@@ -1,32 +1,20 @@
 """One HTTP/1.1 connection as the server runs it: uvicorn's httptools protocol, tuned and bounded.
 
-* **Coalesced writes.** uvicorn writes a response's head and its body separately, and uvloop
-  sends each write at once: two ``send(2)`` calls and two TCP segments per DynamoDB answer.
-  :class:`CoalescingTransport` buffers the writes of one event-loop turn and sends them together
-  (what that saves: docs/engine.md, "How the HTTP server runs engine calls").
-* **Read timeouts.** A request's headers must arrive within ``header_timeout`` of its first byte
-  (or of the connection, for its first request), and its body within ``body_timeout`` of the
-  headers; otherwise the server answers 408 and closes. A client trickling one byte a second
-  holds a connection for seconds, not forever (one timer per connection, re-armed lazily, so a
-  request costs no timer of its own). Idle keep-alive connections are closed by uvicorn after
-  ``keep_alive_timeout``.
-* **A connection limit.** Beyond ``max_connections`` open connections, a new one is answered
-  503 (an ``application/problem+json`` body, ``Connection: close``) and closed at once, so the
-  process keeps file descriptors for the engine's own work (SQLite files, the TTL sweeper).
-* **Back-pressure.** While the client is not reading its responses (the socket's send buffer is
-  full) or has too many pipelined requests queued, the server stops reading from it: unread
-  responses cannot pile up in memory.
-* **A header limit.** A request's line and headers together may take at most
-  ``max_header_bytes``: past it, 431 and the connection is closed. They are counted as they
-  arrive, before the parser buffers them (httptools keeps a header whole until it ends, however
-  long it is).
-* **No tiny chunks.** A chunked body's first ``free_chunks`` chunks may be of any size; the
-  chunks after them must average ``min_chunk_bytes``, or it is refused with 400 and the connection
-  closed: the parser calls back into Python for every chunk, so the cost of a body is its number
-  of chunks as much as its bytes, and the body pace (:mod:`.bodies`) counts only bytes.
-* **Nothing kept after close.** When a connection closes, every reference between its objects
-  (the protocol, its flow control, its request cycle, the parser) is dropped, so its memory
-  (its last headers included) is freed at once, not at the next full garbage collection.
+* **Coalesced writes**: the writes of one event-loop turn go out as one (:class:`CoalescingTransport`).
+* **Read timeouts**: a request's headers within ``header_timeout`` of its first byte, its body
+  within ``body_timeout`` of the headers, else 408 and close (one lazily re-armed timer per
+  connection); idle keep-alive connections close after ``keep_alive_timeout``.
+* **A connection limit**: beyond ``max_connections``, a new connection gets 503 and is closed.
+* **Back-pressure**: while the client does not read its answers or queues too many pipelined
+  requests, the server stops reading from it.
+* **A head limit**: a request's line and headers take at most ``max_header_bytes``, counted as
+  they arrive (the parser would buffer a header whole, however long), else 431 and close.
+* **No tiny chunks**: past a chunked body's first ``free_chunks`` chunks, its chunks must
+  average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
+  only), else 400 and close, the rest of the read left unparsed.
+* **Nothing kept after close**: the references between a connection's objects (protocol, flow
+  control, request cycle, pipeline, keep-alive timer) are dropped when it closes, so its memory
+  is freed then, not at the next full garbage collection.
 """
 
 from __future__ import annotations
