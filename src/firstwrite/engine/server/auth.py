@@ -2,11 +2,8 @@
 
 Every request to ``/_firstwrite/...`` or to a mounted app passes :class:`Guard`, in this order:
 
-1. **Host.** On a loopback address, the ``Host`` header must name a loopback host
-   (``localhost``, ``*.localhost``, ``127.x.y.z``, ``[::1]``) or one the server was told to
-   answer to, so a DNS-rebound page (same-origin to the browser) is refused. 403.
-2. **Same origin.** An ``Origin`` that is not this server's own, or ``Sec-Fetch-Site`` other
-   than ``same-origin``/``none``, is refused. 403.
+1. **Host** and 2. **same origin**, on every request: the project's one policy
+   (:mod:`.origins`). 403.
 3. **JSON only.** A state-changing request (not GET/HEAD/OPTIONS) with a body or a content type
    must be ``application/json`` (or ``+json``), which a page cannot send without a CORS
    preflight. 415.
@@ -21,12 +18,12 @@ apps to read.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from urllib.parse import quote
 
 from ..errors import DynamoDBError
 from .asgi import ASGIApp, Headers, Message, Problem, Receive, Scope, Send, header, respond
+from .origins import HostCheck, check_origin
 from .session import PRINCIPAL_SCOPE_KEY, SESSION_PATH, Principal, Sessions, session_cookie
 from .sigv4 import SigV4Verifier
 
@@ -34,64 +31,6 @@ __all__ = ["Guard", "HostCheck"]
 
 MAX_SIGNED_BODY_BYTES = 16 * 1024 * 1024
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_SAME_SITE = frozenset({b"same-origin", b"none"})
-
-
-# --- hosts -----------------------------------------------------------------------------------
-
-
-def _host_name(value: bytes) -> str:
-    """The host of a ``Host`` header value, lower case, without port or IPv6 brackets."""
-    text = value.decode("latin-1").strip().lower()
-    if text.startswith("["):
-        return text[1 : text.find("]")] if "]" in text else text
-    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class HostCheck:
-    """Which ``Host`` headers a server bound to ``bound_host`` answers.
-
-    Bound to a loopback address: loopback names and addresses, plus ``extra``. Bound to any
-    other address (or ``extra`` containing ``"*"``): every host.
-    """
-
-    def __init__(self, bound_host: str, extra: Iterable[str] = ()) -> None:
-        extra = {h.strip().lower().strip("[]") for h in extra}
-        self.any = "*" in extra or not _is_loopback(bound_host.strip("[]").lower())
-        self.extra = frozenset(extra)
-        self._seen: dict[bytes, bool] = {}
-
-    def allows(self, value: bytes | None) -> bool:
-        if self.any:
-            return True
-        if value is None:
-            return False  # HTTP/1.0 without Host: no browser sends that
-        allowed = self._seen.get(value)
-        if allowed is None:
-            host = _host_name(value)
-            allowed = _is_loopback(host) or host in self.extra
-            if len(self._seen) < 256:
-                self._seen[value] = allowed
-        return allowed
-
-    def refusal(self, value: bytes | None) -> Problem:
-        shown = "none" if value is None else repr(value.decode("latin-1"))
-        return Problem(
-            403,
-            "Forbidden",
-            f"Host {shown} is not a name of this server: it is bound to a loopback address and "
-            "answers to localhost, *.localhost, 127.0.0.1 and [::1] (and the hosts it is told "
-            "to allow)",
-        )
 
 
 # --- the guard -------------------------------------------------------------------------------
@@ -145,26 +84,7 @@ class Guard:
                 raise self.hosts.refusal(host)
 
     def _check_same_origin(self, scope: Scope) -> None:
-        site = header(scope, b"sec-fetch-site")
-        if site is not None and site.lower() not in _SAME_SITE:
-            raise Problem(
-                403,
-                "Forbidden",
-                f"cross-site request refused (Sec-Fetch-Site: {site.decode('latin-1')}): the "
-                "admin API and mounted apps answer pages of their own origin only",
-            )
-        origin = header(scope, b"origin")
-        if origin is not None:
-            scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
-            own = f"{scheme}://{(header(scope, b'host') or b'').decode('latin-1')}".lower()
-            if origin.decode("latin-1").strip().lower() != own:
-                raise Problem(
-                    403,
-                    "Forbidden",
-                    f"cross-origin request refused (Origin: {origin.decode('latin-1')}, this "
-                    f"server: {own}): the admin API and mounted apps answer pages of their own "
-                    "origin only",
-                )
+        check_origin(scope, "the admin API and mounted apps")
 
     def _check_content_type(self, scope: Scope) -> None:
         if scope["method"] in _SAFE_METHODS:
