@@ -44,6 +44,15 @@ def test_options_reach_the_service(
     assert served == [("0.0.0.0", 9090, 0, db)]
 
 
+def test_allowed_hosts_reach_the_service(
+    cli: Callable[..., Any], served: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "demo.db")
+    result = cli("demo", "--db", db, "--allow-host", "demo.test", "--allow-host", "other.test")
+    assert result.code == 0, result.err
+    assert served == [("127.0.0.1", 8080, 8000, db, {"allowed_hosts": ["demo.test", "other.test"]})]
+
+
 def test_aws_runs_it_on_dynamodb_with_no_local_database(
     cli: Callable[..., Any], served: list[tuple[Any, ...]]
 ) -> None:

@@ -36,6 +36,9 @@ ALLOWED_ENGINE = {
     "firstwrite.engine.server.app.wire_call",
     "firstwrite.engine.features.ttl",
     "firstwrite.engine.features.ttl.TTLConfig",
+    # The one Host and Origin policy every app the project serves applies (issue 27).
+    "firstwrite.engine.server.origins",
+    "firstwrite.engine.server.origins.OriginPolicy",
 }
 
 

@@ -64,6 +64,15 @@ def add_commands(commands: Any) -> None:
         "--db", metavar="PATH", default=None, help="SQLite database file (default: in memory)"
     )
     serve.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a Host name to answer besides loopback ones (repeatable; '*': any): a server "
+        "bound to a loopback address refuses other names, so that a page of another site "
+        "re-pointed at this address (DNS rebinding) is refused",
+    )
+    serve.add_argument(
         "--durability",
         choices=("full", "normal"),
         default="normal",
@@ -173,7 +182,8 @@ def run_server(
         # overview page's "Seed" button writes the examples when asked).
         from firstwrite.console import PUBLIC_PATHS, create_console
 
-        mounts["/console"] = Mounted(create_console(engine, seed=False), public=PUBLIC_PATHS)
+        console = create_console(engine, seed=False, allowed_hosts=args.allow_host)
+        mounts["/console"] = Mounted(console, public=PUBLIC_PATHS)
     serve(
         engine,
         args.host,
@@ -182,4 +192,5 @@ def run_server(
         mounts=mounts,
         threads=args.threads,
         ready=ready,
+        allowed_hosts=args.allow_host,
     )

@@ -8,6 +8,7 @@ API; bad input is a 4xx with a clear message, never a 500.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -20,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from firstwrite.engine import DynamoDBError, Engine
+from firstwrite.engine.server.origins import OriginPolicy
 from firstwrite.idempotency import MemoryMetrics, record_view
 
 from . import records
@@ -56,7 +58,11 @@ def _templates() -> Jinja2Templates:
 
 
 def create_console(
-    engine: Engine, *, metrics: MemoryMetrics | None = None, seed: bool = True
+    engine: Engine,
+    *,
+    metrics: MemoryMetrics | None = None,
+    seed: bool = True,
+    allowed_hosts: Iterable[str] = (),
 ) -> Starlette:
     """The console for ``engine`` as an ASGI app, to be mounted (e.g. at ``/console``).
 
@@ -65,6 +71,9 @@ def create_console(
     (alone or in a :class:`~firstwrite.idempotency.MultiMetrics`) to see your traffic too.
     ``seed``: on a fresh database, write example records in every state into the console's own
     table ``firstwrite-console-examples`` (never into any other table).
+    ``allowed_hosts``: the ``Host`` names it answers besides loopback ones (``localhost``,
+    ``127.0.0.1``, ...), whatever server it is mounted in; ``["*"]``: any (see
+    :mod:`.security`).
     """
     console = Console(engine, metrics if metrics is not None else MemoryMetrics())
     if seed:
@@ -108,7 +117,13 @@ def create_console(
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(SameOriginJSON, max_body_bytes=MAX_BODY_BYTES)],
+        middleware=[
+            Middleware(
+                SameOriginJSON,
+                max_body_bytes=MAX_BODY_BYTES,
+                policy=OriginPolicy("127.0.0.1", allowed_hosts),
+            )
+        ],
         exception_handlers={HTTPException: http_error, DynamoDBError: engine_error},
     )
     app.state.console = console

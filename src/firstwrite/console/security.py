@@ -1,14 +1,16 @@
-"""Same-origin JSON for every state change, and the response headers every page carries.
+"""The console's own guard: its hosts, same-origin JSON state changes, the headers of its pages.
 
-The console changes state only through ``fetch`` POSTs with ``Content-Type: application/json``,
-which a cross-site page can send only after a CORS preflight the console never grants. The
-server it is mounted in may already enforce this; the console enforces it again (defence in
-depth):
+The console protects itself rather than trusting the server it is mounted in (which may check
+nothing), with the project's one Host and Origin policy
+(:class:`firstwrite.engine.server.origins.OriginPolicy`):
 
+* every request's ``Host`` must be a loopback name or one the console was told to answer
+  (``create_console(..., allowed_hosts=[...])``): else 403, so a page of another site re-pointed
+  at this address (DNS rebinding) reads and changes nothing;
 * a request that is not GET/HEAD must be ``application/json`` (a plain ``<form>`` can only send
   ``application/x-www-form-urlencoded``, ``multipart/form-data`` or ``text/plain``): else 415;
 * its ``Sec-Fetch-Site``, when the browser sends one, must be ``same-origin``: else 403;
-* its ``Origin``, when present, must be the console's own origin: else 403.
+* its ``Origin``, when present, must be the console's own origin (its checked ``Host``): else 403.
 
 Every response gets a Content-Security-Policy that allows only the console's own scripts,
 styles and connections (no inline script, no framing), ``nosniff`` and a same-origin referrer.
@@ -20,6 +22,8 @@ import json
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from firstwrite.engine.server.origins import OriginPolicy
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 CSP = (
@@ -89,18 +93,21 @@ def too_large(limit: int) -> tuple[int, str, str]:
 
 
 class SameOriginJSON:
-    """Pure ASGI middleware: refuse cross-site or non-JSON state changes and bodies over the
-    limit; add the headers."""
+    """Pure ASGI middleware: refuse foreign hosts (``policy``; default: loopback names only),
+    cross-site or non-JSON state changes and bodies over the limit; add the headers."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int, policy: OriginPolicy | None = None
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.policy = policy if policy is not None else OriginPolicy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refused = refusal(scope) or self._too_large(scope)
+        refused = self._foreign_host(scope) or refusal(scope) or self._too_large(scope)
         if refused is not None:
             status, title, detail = refused
             body = json.dumps(
@@ -132,6 +139,14 @@ class SameOriginJSON:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    def _foreign_host(self, scope: Scope) -> tuple[int, str, str] | None:
+        host = _header(scope, b"host")
+        raw = None if host is None else host.encode("latin-1")
+        if self.policy.hosts.allows(raw):
+            return None
+        problem = self.policy.hosts.refusal(raw)
+        return problem.status, problem.title, problem.detail
 
     def _too_large(self, scope: Scope) -> tuple[int, str, str] | None:
         """Refused at once when the declared length is over the limit (a chunked body is

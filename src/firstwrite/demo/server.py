@@ -20,10 +20,11 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
-from firstwrite.engine.server import runner
+from firstwrite.engine.server import connection, runner
+from firstwrite.engine.server.origins import OriginPolicy, Protected
 
 from .app import create_app
 from .bank import Bank
@@ -39,6 +40,7 @@ def serve(
     mounts: Mapping[str, Any] | None = None,
     *,
     aws: bool = False,
+    allowed_hosts: Iterable[str] = (),
     out: TextIO | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
@@ -48,8 +50,12 @@ def serve(
     endpoint (to ``out``, default stdout). ``port=0``/``engine_port=0`` pick free ports.
     ``mounts`` adds ASGI apps under path prefixes (not guarded: e.g. ``{"/console": app}``).
     ``ready(url)`` is called once the API accepts requests. A port in use raises ``OSError``
-    before anything starts.
+    before anything starts. Bound to a loopback address, the demo, its console and its engine
+    endpoint answer loopback ``Host`` names only, plus ``allowed_hosts`` (``["*"]``: any), and
+    refuse a state change from a page of another origin (403): the engine's own policy
+    (:class:`~firstwrite.engine.server.origins.OriginPolicy`), with its connection limits.
     """
+    allowed_hosts = tuple(allowed_hosts)
     out = out or sys.stdout
     if not aws:
         folder = os.path.dirname(os.path.abspath(db))
@@ -65,7 +71,9 @@ def serve(
             guard = None
             console = False
         else:
-            engine, client, endpoint = stack.enter_context(_local(db, host, engine_port))
+            engine, client, endpoint = stack.enter_context(
+                _local(db, host, engine_port, allowed_hosts)
+            )
             where = f"the local engine, database {db}"
             # The console watches the demo's own engine, and its metrics page counts the
             # demo's claims too: one MemoryMetrics shared by the demo's guard and the console.
@@ -75,10 +83,15 @@ def serve(
             metrics = MemoryMetrics()
             guard = Idempotency(client=client, metrics=metrics)
             guard.ensure_table()
-            mounts = {"/console": create_console(engine, metrics=metrics), **(mounts or {})}
+            console_app = create_console(engine, metrics=metrics, allowed_hosts=allowed_hosts)
+            mounts = {"/console": console_app, **(mounts or {})}
             console = True
         Bank(client).setup()
-        app = create_app(client, guard=guard, mounts=mounts)
+        app = Protected(
+            create_app(client, guard=guard, mounts=mounts),
+            OriginPolicy(host, allowed_hosts),
+            what="the payments demo",
+        )
         url = runner.url_of(api_socket)
 
         def announce() -> None:
@@ -91,12 +104,14 @@ def serve(
 
 
 @contextlib.contextmanager
-def _local(db: str, host: str, engine_port: int) -> Iterator[tuple[Any, Any, str]]:
+def _local(
+    db: str, host: str, engine_port: int, allowed_hosts: tuple[str, ...]
+) -> Iterator[tuple[Any, Any, str]]:
     """The engine on ``db``, a client bound to it, and its HTTP endpoint on ``engine_port``."""
     from firstwrite.engine import Engine, ServerThread, local_client
 
     with Engine(db) as engine:
-        server = ServerThread(engine, host, engine_port)
+        server = ServerThread(engine, host, engine_port, allowed_hosts=allowed_hosts)
         endpoint = server.start()
         try:
             yield engine, local_client(engine), endpoint
@@ -122,8 +137,13 @@ def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     the way the engine's own server runs it (:mod:`firstwrite.engine.server.runner`)."""
     import uvicorn
 
+    limits = connection.Limits()
     config = uvicorn.Config(
         app,
+        # The engine server's HTTP/1.1 protocol: read timeouts, the connection and head limits,
+        # no tiny chunks, nothing kept after close (firstwrite.engine.server.connection).
+        http=connection.protocol_class(limits, limits.connections(threads=40)) or "auto",
+        timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
         # Off, as for the engine's server: the app has nothing to start or stop, and a lifespan
         # task is one more thing a signal can leave behind to be cancelled (and logged) at exit.
         lifespan="off",

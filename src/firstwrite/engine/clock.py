@@ -7,8 +7,24 @@ stage a race by moving time instead of sleeping.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+
+# The instants the engine can stand at: from the epoch to the last second of year 9999, the
+# range DynamoDB's timestamps (and the engine's dates, ARNs and stream records) can show.
+EARLIEST = 0.0
+LATEST = 253_402_300_799.0
+
+
+def _in_range(at: float) -> float:
+    at = float(at)
+    if not (math.isfinite(at) and EARLIEST <= at <= LATEST):
+        raise ValueError(
+            f"the engine clock ranges from {EARLIEST:.0f} to {LATEST:.0f} (epoch seconds, "
+            f"1970-01-01 to 9999-12-31), not {at!r}"
+        )
+    return at
 
 
 class Clock:
@@ -29,10 +45,15 @@ class Clock:
     def frozen(self) -> bool:
         return self._frozen_at is not None
 
+    @staticmethod
+    def check(at: float) -> None:
+        """``ValueError`` unless the clock can stand at ``at`` (:data:`EARLIEST`..:data:`LATEST`)."""
+        _in_range(at)
+
     def freeze(self, at: float | None = None) -> float:
         """Stop the clock at ``at`` (default: the current engine time). Returns the instant."""
         with self._lock:
-            self._frozen_at = self.now() if at is None else float(at)
+            self._frozen_at = self.now() if at is None else _in_range(at)
             return self._frozen_at
 
     def unfreeze(self) -> None:
@@ -43,7 +64,9 @@ class Clock:
                 self._frozen_at = None
 
     def set(self, at: float) -> None:
-        """Jump to ``at``; a frozen clock stays frozen there."""
+        """Jump to ``at``; a frozen clock stays frozen there. Outside
+        :data:`EARLIEST`..:data:`LATEST`: ``ValueError``."""
+        at = _in_range(at)
         with self._lock:
             if self._frozen_at is not None:
                 self._frozen_at = float(at)
@@ -51,10 +74,12 @@ class Clock:
                 self._offset = float(at) - time.time()
 
     def advance(self, seconds: float) -> float:
-        """Move forward (or back, with a negative amount). Returns the new time."""
+        """Move forward (or back, with a negative amount). Returns the new time. A move that
+        would leave :data:`EARLIEST`..:data:`LATEST`: ``ValueError``, the clock unmoved."""
         if seconds != seconds:  # NaN
             raise ValueError("cannot advance the clock by NaN")
         with self._lock:
+            _in_range(self.now() + seconds)
             if self._frozen_at is not None:
                 self._frozen_at += seconds
             else:

@@ -46,8 +46,8 @@ THROUGHPUT = F(
     "ProvisionedThroughput",
     kind="struct",
     members=(
-        F("ReadCapacityUnits", kind="int", required=True, min=1),
-        F("WriteCapacityUnits", kind="int", required=True, min=1),
+        F("ReadCapacityUnits", kind="int", long=True, required=True, min=1),
+        F("WriteCapacityUnits", kind="int", long=True, required=True, min=1),
     ),
 )
 INDEX_NAME = F("IndexName", required=True, min_len=3, max_len=255, pattern=TABLE_NAME_PATTERN)

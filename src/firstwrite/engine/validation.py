@@ -39,6 +39,7 @@ class F:
     pattern: str | None = None
     min: int | None = None
     max: int | None = None
+    long: bool = False  # an int member the model types Long (64 bits), not Integer (32)
     members: tuple[F, ...] = ()  # struct members, or the element struct of a list
     element: str | None = None  # element kind for lists (and map values) of scalars
     shape: str | None = None  # the model's name for the struct elements of a list (messages)
@@ -91,6 +92,21 @@ def _check_type(value: Any, kind: str) -> None:
         raise serialization(f"{json_kind(value)} cannot be converted to {label}")
 
 
+# What Java's int and long hold: DynamoDB's JSON reader refuses a number past them before any
+# constraint is checked (and a Python int past 64 bits cannot reach SQLite at all).
+_INTEGER_RANGE = (-(2**31), 2**31 - 1)
+_LONG_RANGE = (-(2**63), 2**63 - 1)
+
+
+def _check_range(value: int | float, spec: F) -> None:
+    low, high = _LONG_RANGE if spec.long else _INTEGER_RANGE
+    if not low <= value <= high:
+        shown = java_str(value) if isinstance(value, float) else str(value)
+        raise serialization(
+            f"Numeric value ({shown}) out of range of {'long' if spec.long else 'int'}"
+        )
+
+
 def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
     if value is None:
         if spec.required:
@@ -121,6 +137,7 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
                 )
             )
     elif spec.kind == "int":
+        _check_range(value, spec)
         if spec.min is not None and value < spec.min:
             errors.append(
                 constraint(

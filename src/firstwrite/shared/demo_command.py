@@ -48,6 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the local engine database file (default: %(default)s)",
     )
     parser.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a Host name to answer besides loopback ones (repeatable; '*': any): a server "
+        "bound to a loopback address refuses other names, so that a page of another site "
+        "re-pointed at this address (DNS rebinding) is refused",
+    )
+    parser.add_argument(
         "--aws",
         action="store_true",
         help="run on DynamoDB with the standard AWS settings (AWS_REGION, credentials, "
@@ -67,8 +76,9 @@ def check(args: argparse.Namespace) -> None:
 
 def serve_with(serve: Callable[..., Any], args: argparse.Namespace) -> int:
     """Call ``serve`` (:func:`firstwrite.demo.serve`) with the options; the exit status."""
+    hosts = {"allowed_hosts": args.allow_host} if args.allow_host else {}
     if args.aws:
-        serve(args.host, args.port, args.engine_port, args.db, aws=True)
+        serve(args.host, args.port, args.engine_port, args.db, aws=True, **hosts)
     else:
-        serve(args.host, args.port, args.engine_port, args.db)
+        serve(args.host, args.port, args.engine_port, args.db, **hosts)
     return 0

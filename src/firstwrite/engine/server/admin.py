@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -128,6 +129,15 @@ class Admin:
         reset, freeze = _flag(body, "reset"), _flag(body, "freeze")
         at, advance = _number(body, "set"), _number(body, "advance")
         clock = self.engine.clock
+        # Checked whole before anything moves: an instant the engine cannot stand at (its dates
+        # and ARNs could not show it) is a 400, and the clock stays where it was.
+        start = at if at is not None else (time.time() if reset else clock.now())
+        try:
+            for instant in (at, None if advance is None else start + advance):
+                if instant is not None:
+                    clock.check(instant)
+        except ValueError as exc:
+            raise _bad(str(exc)) from None
         if reset:
             clock.reset()
         if freeze is True:

@@ -102,6 +102,8 @@ class EngineApp:
         self.hosts = hosts
         self.sessions = Sessions()
         self.mounts = tuple(mounts or {})
+        self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
+        self.bodies = BodyReader(max_body_bytes)  # reads big bodies at a bounded pace
         self.control = control.compose(
             engine,
             routes=routes or {},
@@ -110,6 +112,8 @@ class EngineApp:
             verifier=self.verifier,
             sessions=self.sessions,
             hosts=hosts,
+            bodies=self.bodies,
+            budget=self._budget,
         )
         self.max_body_bytes = max_body_bytes
         self.threads = threads
@@ -122,9 +126,7 @@ class EngineApp:
         self._inline = inline is True
         # (Only durability "full" has anything for a batch to wait for.)
         scope = engine.storage.deferred if engine.durability == "full" else None
-        self._lane = Lane(scope=scope) if inline is None else None
-        self._budget = ByteBudget(max(BIG_BODY_BUDGET, max_body_bytes))
-        self.bodies = BodyReader(max_body_bytes)  # reads big bodies at a bounded pace
+        self._lane = Lane(scope=scope, overflow=self._pool) if inline is None else None
         self.screener = Screener()  # decodes big bodies in a worker process first
         self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
 

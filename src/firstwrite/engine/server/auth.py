@@ -2,96 +2,37 @@
 
 Every request to ``/_firstwrite/...`` or to a mounted app passes :class:`Guard`, in this order:
 
-1. **Host.** On a loopback address, the ``Host`` header must name a loopback host
-   (``localhost``, ``*.localhost``, ``127.x.y.z``, ``[::1]``) or one the server was told to
-   answer to, so a DNS-rebound page (same-origin to the browser) is refused. 403.
-2. **Same origin.** An ``Origin`` that is not this server's own, or ``Sec-Fetch-Site`` other
-   than ``same-origin``/``none``, is refused. 403.
+1. **Host** and 2. **same origin**: the project's one policy (:mod:`.origins`). 403.
 3. **JSON only.** A state-changing request (not GET/HEAD/OPTIONS) with a body or a content type
    must be ``application/json`` (or ``+json``), which a page cannot send without a CORS
    preflight. 415.
-4. **Credentials**, when the server has any (``--require-auth``): a valid SigV4 signature, or
-   the session cookie ``POST /_firstwrite/session`` sets (:mod:`.session`). 401. The login
-   route needs none, nor the public paths a mounted app declares (its login page, its files).
+4. **Credentials**, when the server has any (``--require-auth``): a SigV4 signature (its header,
+   date, scope and key checked before any body is read), or the session cookie (:mod:`.session`).
+   401. Not for the login route, nor a mounted app's public paths (its login page, its files).
 
-The authenticated caller is in the ASGI scope under :data:`~.session.PRINCIPAL_SCOPE_KEY` as a
-:class:`~.session.Principal` (``None`` when the server requires no credentials), for mounted
-apps to read.
+The guard reads a body itself: at most :data:`MAX_BODY_BYTES` (413; at once, closing, when the
+announced length is over), at the data plane's pace and within its byte budget (:mod:`.bodies`).
+The caller is in the ASGI scope under :data:`~.session.PRINCIPAL_SCOPE_KEY` (a
+:class:`~.session.Principal`, ``None`` without credentials), for mounted apps to read.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from urllib.parse import quote
 
 from ..errors import DynamoDBError
 from .asgi import ASGIApp, Headers, Message, Problem, Receive, Scope, Send, header, respond
+from .bodies import BIG_BODY_BYTES, BodyReader
+from .lanes import ByteBudget
+from .origins import HostCheck, check_origin
 from .session import PRINCIPAL_SCOPE_KEY, SESSION_PATH, Principal, Sessions, session_cookie
 from .sigv4 import SigV4Verifier
 
 __all__ = ["Guard", "HostCheck"]
 
-MAX_SIGNED_BODY_BYTES = 16 * 1024 * 1024
+MAX_BODY_BYTES = 1024 * 1024  # admin requests, logins, mounted apps' (the console's) bodies
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_SAME_SITE = frozenset({b"same-origin", b"none"})
-
-
-# --- hosts -----------------------------------------------------------------------------------
-
-
-def _host_name(value: bytes) -> str:
-    """The host of a ``Host`` header value, lower case, without port or IPv6 brackets."""
-    text = value.decode("latin-1").strip().lower()
-    if text.startswith("["):
-        return text[1 : text.find("]")] if "]" in text else text
-    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class HostCheck:
-    """Which ``Host`` headers a server bound to ``bound_host`` answers.
-
-    Bound to a loopback address: loopback names and addresses, plus ``extra``. Bound to any
-    other address (or ``extra`` containing ``"*"``): every host.
-    """
-
-    def __init__(self, bound_host: str, extra: Iterable[str] = ()) -> None:
-        extra = {h.strip().lower().strip("[]") for h in extra}
-        self.any = "*" in extra or not _is_loopback(bound_host.strip("[]").lower())
-        self.extra = frozenset(extra)
-        self._seen: dict[bytes, bool] = {}
-
-    def allows(self, value: bytes | None) -> bool:
-        if self.any:
-            return True
-        if value is None:
-            return False  # HTTP/1.0 without Host: no browser sends that
-        allowed = self._seen.get(value)
-        if allowed is None:
-            host = _host_name(value)
-            allowed = _is_loopback(host) or host in self.extra
-            if len(self._seen) < 256:
-                self._seen[value] = allowed
-        return allowed
-
-    def refusal(self, value: bytes | None) -> Problem:
-        shown = "none" if value is None else repr(value.decode("latin-1"))
-        return Problem(
-            403,
-            "Forbidden",
-            f"Host {shown} is not a name of this server: it is bound to a loopback address and "
-            "answers to localhost, *.localhost, 127.0.0.1 and [::1] (and the hosts it is told "
-            "to allow)",
-        )
 
 
 # --- the guard -------------------------------------------------------------------------------
@@ -108,11 +49,18 @@ class Guard:
         sessions: Sessions,
         hosts: HostCheck | None = None,
         public: Iterable[str] = (),
+        bodies: BodyReader | None = None,
+        budget: ByteBudget | None = None,
     ) -> None:
         self.app = app
         self.verifier = verifier
         self.sessions = sessions
         self.hosts = hosts
+        # Bodies read at the data plane's pace (its BodyReader's), capped at MAX_BODY_BYTES,
+        # big ones within its byte budget.
+        pace = bodies.pace if bodies is not None else None
+        self.bodies = BodyReader(MAX_BODY_BYTES, pace=pace)
+        self.budget = budget if budget is not None else ByteBudget(MAX_BODY_BYTES)
         # Paths served without credentials: exact, or every path under one ending with "/".
         public = {SESSION_PATH, *public}
         self._public_exact = frozenset(p for p in public if not p.endswith("/"))
@@ -129,6 +77,8 @@ class Guard:
             if kind == "http":
                 self._check_content_type(scope)
             receive = await self._authenticate(scope, receive)
+            if kind == "http" and _has_body(scope):
+                receive = await self._read_body(scope, receive)
         except Problem as problem:
             if kind == "websocket":
                 await receive()  # websocket.connect
@@ -145,26 +95,7 @@ class Guard:
                 raise self.hosts.refusal(host)
 
     def _check_same_origin(self, scope: Scope) -> None:
-        site = header(scope, b"sec-fetch-site")
-        if site is not None and site.lower() not in _SAME_SITE:
-            raise Problem(
-                403,
-                "Forbidden",
-                f"cross-site request refused (Sec-Fetch-Site: {site.decode('latin-1')}): the "
-                "admin API and mounted apps answer pages of their own origin only",
-            )
-        origin = header(scope, b"origin")
-        if origin is not None:
-            scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
-            own = f"{scheme}://{(header(scope, b'host') or b'').decode('latin-1')}".lower()
-            if origin.decode("latin-1").strip().lower() != own:
-                raise Problem(
-                    403,
-                    "Forbidden",
-                    f"cross-origin request refused (Origin: {origin.decode('latin-1')}, this "
-                    f"server: {own}): the admin API and mounted apps answer pages of their own "
-                    "origin only",
-                )
+        check_origin(scope, "the admin API and mounted apps")
 
     def _check_content_type(self, scope: Scope) -> None:
         if scope["method"] in _SAFE_METHODS:
@@ -244,7 +175,15 @@ class Guard:
                 f"plane), or log in with POST {SESSION_PATH}",
                 headers=[("www-authenticate", "AWS4-HMAC-SHA256")],
             )
-        body = await _read_all(receive) if scope["type"] == "http" else b""
+        try:  # everything but the signature itself, before a byte of the body is read
+            self.verifier.check_headers(scope["headers"])
+        except DynamoDBError as error:
+            raise Problem(401, "Unauthorized", f"{error.code}: {error.message}") from None
+        body = b""
+        if scope["type"] == "http" and _has_body(scope):
+            receive = await self._read_body(scope, receive)
+            body = (await receive())["body"]
+            receive = _replay(body, receive)
         try:
             key_id, _region = self.verifier.authenticate(
                 scope["method"],
@@ -255,29 +194,47 @@ class Guard:
             )
         except DynamoDBError as error:
             raise Problem(401, "Unauthorized", f"{error.code}: {error.message}") from None
+        scope["firstwrite.body_read"] = True
         scope[PRINCIPAL_SCOPE_KEY] = Principal(key_id, "sigv4")
-        return _replay(body, receive)
+        return receive
 
-
-async def _read_all(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_SIGNED_BODY_BYTES:
+    async def _read_body(self, scope: Scope, receive: Receive) -> Receive:
+        """Read the body (once) at the shared pace, capped: a ``receive`` replaying it."""
+        if scope.get("firstwrite.body_read"):
+            return receive
+        scope["firstwrite.body_read"] = True
+        length = header(scope, b"content-length")
+        size = int(length) if length is not None and length.strip().isdigit() else None
+        if size is not None and size > MAX_BODY_BYTES:  # announced too big: not worth reading
             raise Problem(
                 413,
                 "Payload Too Large",
-                f"signed bodies are limited to {MAX_SIGNED_BODY_BYTES} bytes",
+                f"the request is larger than {scope['path']} accepts ({MAX_BODY_BYTES} bytes)",
+                headers=[("connection", "close")],
             )
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+        big = size is None or size > BIG_BODY_BYTES
+        granted = (
+            await self.budget.acquire(min(size or MAX_BODY_BYTES, MAX_BODY_BYTES)) if big else 0
+        )
+        try:
+            body = await self.bodies.read(receive, size, big=big)
+        finally:
+            if granted:
+                self.budget.release(granted)
+        if body is None:
+            raise Problem(
+                413,
+                "Payload Too Large",
+                f"the request is larger than {scope['path']} accepts ({MAX_BODY_BYTES} bytes)",
+            )
+        return _replay(bytes(body), receive)
+
+
+def _has_body(scope: Scope) -> bool:
+    length = header(scope, b"content-length")
+    return header(scope, b"transfer-encoding") is not None or (
+        length is not None and length.strip() not in (b"", b"0")
+    )
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

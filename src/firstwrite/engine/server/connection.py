@@ -1,21 +1,20 @@
 """One HTTP/1.1 connection as the server runs it: uvicorn's httptools protocol, tuned and bounded.
 
-* **Coalesced writes.** uvicorn writes a response's head and its body separately, and uvloop
-  sends each write at once: two ``send(2)`` calls and two TCP segments per DynamoDB answer.
-  :class:`CoalescingTransport` buffers the writes of one event-loop turn and sends them together
-  (what that saves: docs/engine.md, "How the HTTP server runs engine calls").
-* **Read timeouts.** A request's headers must arrive within ``header_timeout`` of its first byte
-  (or of the connection, for its first request), and its body within ``body_timeout`` of the
-  headers; otherwise the server answers 408 and closes. A client trickling one byte a second
-  holds a connection for seconds, not forever (one timer per connection, re-armed lazily, so a
-  request costs no timer of its own). Idle keep-alive connections are closed by uvicorn after
-  ``keep_alive_timeout``.
-* **A connection limit.** Beyond ``max_connections`` open connections, a new one is answered
-  503 (an ``application/problem+json`` body, ``Connection: close``) and closed at once, so the
-  process keeps file descriptors for the engine's own work (SQLite files, the TTL sweeper).
-* **Back-pressure.** While the client is not reading its responses (the socket's send buffer is
-  full) or has too many pipelined requests queued, the server stops reading from it: unread
-  responses cannot pile up in memory.
+* **Coalesced writes**: the writes of one event-loop turn go out as one (:class:`CoalescingTransport`).
+* **Read timeouts**: a request's headers within ``header_timeout`` of its first byte, its body
+  within ``body_timeout`` of the headers, else 408 and close (one lazily re-armed timer per
+  connection); idle keep-alive connections close after ``keep_alive_timeout``.
+* **A connection limit**: beyond ``max_connections``, a new connection gets 503 and is closed.
+* **Back-pressure**: while the client does not read its answers or queues too many pipelined
+  requests, the server stops reading from it.
+* **A head limit**: a request's line and headers take at most ``max_header_bytes``, counted as
+  they arrive (the parser would buffer a header whole, however long), else 431 and close.
+* **No tiny chunks**: past a chunked body's first ``free_chunks`` chunks, its chunks must
+  average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
+  only), else 400 and close, the rest of the read left unparsed.
+* **Nothing kept after close**: the references between a connection's objects (protocol, flow
+  control, request cycle, pipeline, keep-alive timer) are dropped when it closes, so its memory
+  is freed then, not at the next full garbage collection.
 """
 
 from __future__ import annotations
@@ -46,6 +45,9 @@ class Limits:
     keep_alive_timeout: float = 75.0
     max_connections: int | None = None  # None: from the process's file descriptor limit
     max_pipelined: int = 16
+    max_header_bytes: int = 64 * 1024  # a request's line and headers (as common servers allow)
+    free_chunks: int = 1024  # chunks of a chunked body that may be of any size...
+    min_chunk_bytes: int = 1024  # ...past which they must average this many bytes
 
     def __post_init__(self) -> None:
         for name in ("header_timeout", "body_timeout", "keep_alive_timeout"):
@@ -53,8 +55,9 @@ class Limits:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)!r}")
         if self.max_connections is not None and self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
-        if self.max_pipelined < 1:
-            raise ValueError(f"max_pipelined must be at least 1, not {self.max_pipelined}")
+        for name in ("max_pipelined", "max_header_bytes", "free_chunks", "min_chunk_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
     def connections(self, threads: int) -> int:
         """The connection limit: as set, or what the file descriptor limit leaves after keeping
@@ -120,16 +123,36 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
+class _Stop(Exception):
+    """Raised from a parser callback to stop parsing a connection just refused."""
+
+
 def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protocol] | None:
     """uvicorn's httptools protocol with the behaviour in the module docstring (None without
     httptools)."""
     try:
+        import httptools
         from uvicorn.protocols.http.flow_control import FlowControl
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # pragma: no cover - httptools is a dependency
         return None
 
     header_timeout, body_timeout = limits.header_timeout, limits.body_timeout
+    max_header_bytes = limits.max_header_bytes
+    free_chunks, min_chunk_bytes = limits.free_chunks, limits.min_chunk_bytes
+    too_long = problem_bytes(
+        431,
+        "Request Header Fields Too Large",
+        f"a request's line and headers are limited to {max_header_bytes} bytes",
+        close=True,
+    )
+    too_chunky = problem_bytes(
+        400,
+        "Bad Request",
+        f"a chunked body's chunks must average at least {min_chunk_bytes} bytes past its first "
+        f"{free_chunks}: send the body in bigger chunks, or with a Content-Length",
+        close=True,
+    )
     refusal = problem_bytes(
         503,
         "Service Unavailable",
@@ -140,16 +163,16 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
     class BoundedFlow(FlowControl):
         """Reading resumes only while the client reads its answers and queues few requests."""
 
-        def __init__(self, transport: asyncio.Transport, protocol: Any) -> None:
+        def __init__(self, transport: asyncio.Transport, pipeline: Any) -> None:
             super().__init__(transport)
-            self._protocol = protocol
+            self._pipeline = pipeline  # the protocol's queue (not the protocol: no cycle)
 
         def resume_reading(self) -> None:
             # Called twice a request (uvicorn's receive() and end of response): not paused is
             # the common case, answered first.
             if not self.read_paused:
                 return
-            if self.write_paused or len(self._protocol.pipeline) >= limits.max_pipelined:
+            if self.write_paused or len(self._pipeline) >= limits.max_pipelined:
                 return
             self.read_paused = False
             self._transport.resume_reading()
@@ -164,6 +187,11 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         _due = 0.0  # when the timer fires
         _waiting_for = "headers"
         _refused = False
+        _in_head = True  # reading a request's line and headers (or waiting for the next one)
+        _head_bytes = 0
+        _chunks = 0
+        _body_bytes = 0
+        _free_bytes = 0  # body bytes in the chunks that may be of any size
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             if len(self.connections) >= max_connections:
@@ -172,7 +200,7 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 transport.close()
                 return
             super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
-            self.flow = BoundedFlow(self.transport, self)
+            self.flow = BoundedFlow(self.transport, self.pipeline)
             self._arm("headers", header_timeout)
 
         def connection_lost(self, exc: Exception | None) -> None:
@@ -183,18 +211,99 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 self._timer.cancel()
                 self._timer = None
             super().connection_lost(exc)
+            # Nothing of this connection may keep the rest alive: the request cycle points back
+            # here (its on_response), the pipeline holds cycles that hold the flow, a keep-alive
+            # timer holds this protocol for its 75 s. (The running request, if any, keeps its
+            # own cycle until it ends.)
+            keep_alive = self.timeout_keep_alive_task
+            if keep_alive is not None:
+                keep_alive.cancel()
+                self.timeout_keep_alive_task = None
+            self.pipeline.clear()
+            self.cycle = None  # type: ignore[assignment]
+            self.scope = None  # type: ignore[assignment]
+            self.headers = None  # type: ignore[assignment]
+
+        def data_received(self, data: bytes) -> None:
+            # A request's head is counted as it arrives, before the parser buffers it: fed to
+            # the parser no further than the limit, then refused.
+            while self._in_head:
+                room = max_header_bytes - self._head_bytes
+                if room <= 0:
+                    self._refuse(too_long)
+                    return
+                if len(data) > room:
+                    piece, data = data[:room], data[room:]
+                else:
+                    piece, data = data, b""
+                self._head_bytes += len(piece)
+                self._feed(piece)
+                if not data or self.parser is None or self.transport.is_closing():
+                    return
+            self._feed(data)
+
+        def _feed(self, data: bytes) -> None:
+            # uvicorn's data_received, but a parse stopped by a refusal (a callback raising
+            # _Stop) is not reported as a malformed request.
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError:
+                if self.transport.is_closing():
+                    return  # refused already: the rest of the read is dropped unparsed
+                msg = "Invalid HTTP request received."
+                self.logger.warning(msg)
+                self.send_400_response(msg)
+            except httptools.HttpParserUpgrade:
+                if self._should_upgrade():
+                    self.handle_websocket_upgrade()
+                else:
+                    self._unsupported_upgrade_warning()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._chunks = self._body_bytes = 0
             self._arm("headers", header_timeout)
 
         def on_headers_complete(self) -> None:
+            self._in_head = False
             super().on_headers_complete()
             self._arm("body", body_timeout)
 
+        def on_chunk_header(self) -> None:
+            # (Called as a chunk starts: the bytes counted are those of the chunks before it.)
+            chunks = self._chunks = self._chunks + 1
+            if chunks == free_chunks + 1:
+                self._free_bytes = self._body_bytes
+            elif (
+                chunks > free_chunks + 1
+                and self._body_bytes - self._free_bytes
+                < (chunks - free_chunks - 1) * min_chunk_bytes
+            ):
+                self._refuse(too_chunky)
+                raise _Stop  # the parser stops here: the rest of the read is not parsed
+
+        def on_body(self, body: bytes) -> None:
+            self._body_bytes += len(body)
+            super().on_body(body)
+
         def on_message_complete(self) -> None:
             super().on_message_complete()
+            self._in_head, self._head_bytes = True, 0  # the next request's head
             self._deadline = None
+
+        def _refuse(self, answer: bytes) -> None:
+            """Answer ``answer`` (a whole response, ``Connection: close``) and close, as a read
+            timeout does: the app's request, if one is running, sees a disconnect."""
+            if self.transport is None or self.transport.is_closing():
+                return
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete or not cycle.response_started:
+                self.transport.write(answer)
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True
+                cycle.message_event.set()
+            self.transport.close()
 
         def pause_writing(self) -> None:
             super().pause_writing()
@@ -231,17 +340,9 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             self._timed_out(what, header_timeout if what == "headers" else body_timeout)
 
         def _timed_out(self, what: str, seconds: float) -> None:
-            if self.transport is None or self.transport.is_closing():
-                return
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete or not cycle.response_started:
-                detail = f"the request's {what} did not arrive within {seconds:g} s"
-                self.transport.write(problem_bytes(408, "Request Timeout", detail, close=True))
-            if cycle is not None and not cycle.response_complete:
-                # As connection_lost will: the app's receive() says http.disconnect, and its
-                # late answer is dropped rather than written after ours.
-                cycle.disconnected = True
-                cycle.message_event.set()
-            self.transport.close()
+            # As connection_lost will: the app's receive() says http.disconnect, and its late
+            # answer is dropped rather than written after ours.
+            detail = f"the request's {what} did not arrive within {seconds:g} s"
+            self._refuse(problem_bytes(408, "Request Timeout", detail, close=True))
 
     return BoundedHttpToolsProtocol

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from .asgi import ASGIApp, problem_handlers
 from .auth import Guard, HostCheck
+from .bodies import BodyReader
+from .lanes import ByteBudget
 from .session import Sessions, session_routes
 from .sigv4 import SigV4Verifier
 
@@ -48,6 +50,8 @@ def compose(
     verifier: SigV4Verifier | None,
     sessions: Sessions,
     hosts: HostCheck | None,
+    bodies: BodyReader | None = None,
+    budget: ByteBudget | None = None,
 ) -> Guard:
     """The guarded app serving ``/_firstwrite/...`` and every mount prefix."""
     from starlette.applications import Starlette
@@ -80,4 +84,12 @@ def compose(
         else:
             composed.append(Mount(prefix, mounted))
     app = Starlette(routes=composed, exception_handlers=problem_handlers())
-    return Guard(app, verifier=verifier, sessions=sessions, hosts=hosts, public=public)
+    return Guard(
+        app,
+        verifier=verifier,
+        sessions=sessions,
+        hosts=hosts,
+        public=public,
+        bodies=bodies,
+        budget=budget,
+    )

@@ -6,7 +6,9 @@
   and hands the results back with one wake-up. The event loop only moves bytes, and a call that waits (on SQLite's write
   lock held by another process, say) holds up the lane, never the loop.
 * When the lane has been busy with one call for longer than :data:`STUCK_SECONDS`, new calls
-  go to the thread pool instead: one waiting write does not hold up every read.
+  go to the thread pool instead, and so do the calls already queued behind it (a watch on the
+  event loop, armed while the lane has work, moves them): a call waiting on SQLite's write lock
+  holds up no call that does not depend on it.
 * :class:`ByteBudget`: big request bodies are admitted while their sizes fit in a budget, so
   the memory a few huge requests take at once stays bounded.
 """
@@ -16,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
 
 __all__ = ["STUCK_SECONDS", "ByteBudget", "Lane"]
@@ -44,6 +48,7 @@ class Lane:
         self,
         name: str = "firstwrite-lane",
         scope: Callable[[], contextlib.AbstractContextManager[Pending | None]] | None = None,
+        overflow: Executor | None = None,
     ) -> None:
         # Entered around each batch (the engine's Storage.deferred). What it yields, if needed
         # once the batch is done, is waited for on a second thread before the batch's results
@@ -55,6 +60,14 @@ class Lane:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.busy_since: float | None = None  # when the running job started (None: idle)
+        # Where queued jobs go once the lane is stuck (None: they wait for it), and the watch
+        # that moves them there: one timer at a time, armed by submit() while the lane has work.
+        self._overflow = overflow
+        self._watch: asyncio.TimerHandle | None = None
+        self.moved = 0  # jobs moved off a stuck lane (tests and figures)
+        # The running batch's results so far, which the watch hands back early when the lane is
+        # stuck (only without a scope: with one, a batch's results wait for its settling).
+        self._running: list[_Result] | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -70,7 +83,35 @@ class Lane:
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._queue.put((fn, args, future))
+        if self._watch is None and self._overflow is not None:
+            self._watch = loop.call_later(STUCK_SECONDS, self._rescue)
         return future
+
+    def _rescue(self) -> None:
+        """On the event loop: if the lane is stuck, move every job queued behind the running one
+        to the overflow executor; watch again while the lane has work."""
+        self._watch = None
+        loop, overflow = self._loop, self._overflow
+        if loop is None or overflow is None or loop.is_closed():
+            return
+        if self.stuck():
+            running = self._running
+            if running:  # answered already: not held back by the call that waits
+                _deliver(running[: len(running)])
+            while True:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:  # closing: the lane must still see it
+                    self._queue.put(None)
+                    break
+                fn, args, future = job
+                self.moved += 1
+                moved = loop.run_in_executor(overflow, fn, *args)
+                moved.add_done_callback(functools.partial(_pass_on, future))
+        if self.busy_since is not None or not self._queue.empty():
+            self._watch = loop.call_later(STUCK_SECONDS, self._rescue)
 
     def _run(self) -> None:
         get, scope = self._queue.get, self._scope
@@ -79,7 +120,9 @@ class Lane:
             results: list[_Result] = []
             if scope is None:  # (no scope: not even an empty one entered per batch)
                 pending = None
+                self._running = results
                 job = self._batch(job, results)
+                self._running = None
             else:
                 with scope() as pending:
                     job = self._batch(job, results)
@@ -140,6 +183,9 @@ class Lane:
             self._hand_back(results)
 
     def close(self) -> None:
+        watch = self._watch
+        if watch is not None:
+            watch.cancel()
         self._queue.put(None)
         self._thread.join()
 
@@ -156,9 +202,21 @@ class Pending(Protocol):
     def wait(self) -> None: ...
 
 
+def _pass_on(future: asyncio.Future[Any], done: asyncio.Future[Any]) -> None:
+    """Hand a moved job's outcome (``done``) to the future its request awaits."""
+    if future.cancelled():
+        return
+    if done.cancelled():
+        future.cancel()
+    elif (error := done.exception()) is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(done.result())
+
+
 def _deliver(results: list[_Result]) -> None:
     for future, result, error in results:
-        if future.cancelled():
+        if future.done():  # cancelled, or handed back early by a stuck lane's watch
             continue
         if error is None:
             future.set_result(result)

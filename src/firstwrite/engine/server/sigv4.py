@@ -77,6 +77,10 @@ def _signer_class() -> Any:
     return DeclaredHeadersSigner
 
 
+# (access key id, secret, region, service, signed header names, header values, date, signature)
+_Parsed = tuple[str, str, str, str, list[str], dict[str, list[str]], str, str]
+
+
 class SigV4Verifier:
     """Verifies AWS Signature Version 4 against configured access key/secret pairs.
 
@@ -103,6 +107,11 @@ class SigV4Verifier:
         """Return the signed region, or raise the :class:`DynamoDBError` DynamoDB would."""
         return self.authenticate(method, raw_path, query_string, headers, body)[1]
 
+    def check_headers(self, headers: list[tuple[bytes, bytes]]) -> str:
+        """What can be checked before the body arrives (the header's parameters, the date, the
+        credential scope, the access key): the access key id, or DynamoDB's error."""
+        return self._parse(headers)[0]
+
     def authenticate(
         self,
         method: str,
@@ -112,6 +121,34 @@ class SigV4Verifier:
         body: bytes,
     ) -> tuple[str, str]:
         """Return ``(access key id, region)`` of a valid signature, or raise DynamoDB's error."""
+        key_id, secret, region, service, names, values, amz_date, signature = self._parse(headers)
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
+        signed = _SignedHeaders((n, values.get(n) or [""]) for n in names)
+        path = raw_path.decode("latin-1") or "/"
+        query = query_string.decode("latin-1")
+        request = AWSRequest(
+            method, "http://host" + path + ("?" + query if query else ""), data=body
+        )
+        # DynamoDB hashes the body itself: an X-Amz-Content-SHA256 header (an S3 convention) is
+        # never taken for the body's hash. Signed, it is one more canonical header; unsigned,
+        # it is ignored. Left out of ``request.headers``, botocore hashes the body.
+        request.context["timestamp"] = amz_date
+        signer = _signer_class()(Credentials(key_id, secret), service, region, signed)
+        canonical = signer.canonical_request(request)
+        string_to_sign = signer.string_to_sign(request, canonical)
+        expected = signer.signature(string_to_sign, request)
+        if not hmac.compare_digest(expected, signature):
+            raise DynamoDBError(
+                "InvalidSignatureException",
+                f"{_SIGNATURE_MISMATCH}\n\nThe Canonical String for this request should have been\n"
+                f"'{canonical}'\n\nThe String-to-Sign should have been\n'{string_to_sign}'\n",
+            )
+        return key_id, region
+
+    def _parse(self, headers: list[tuple[bytes, bytes]]) -> _Parsed:
+        """Every check but the signature's, in DynamoDB's order."""
         values: dict[str, list[str]] = {}
         for name, value in headers:
             values.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
@@ -185,31 +222,7 @@ class SigV4Verifier:
         secret = self.credentials.get(key_id)
         if secret is None:
             raise DynamoDBError("UnrecognizedClientException", _BAD_TOKEN)
-
-        from botocore.awsrequest import AWSRequest
-        from botocore.credentials import Credentials
-
-        signed = _SignedHeaders((n, values.get(n) or [""]) for n in names)
-        path = raw_path.decode("latin-1") or "/"
-        query = query_string.decode("latin-1")
-        request = AWSRequest(
-            method, "http://host" + path + ("?" + query if query else ""), data=body
-        )
-        # DynamoDB hashes the body itself: an X-Amz-Content-SHA256 header (an S3 convention) is
-        # never taken for the body's hash. Signed, it is one more canonical header; unsigned,
-        # it is ignored. Left out of ``request.headers``, botocore hashes the body.
-        request.context["timestamp"] = amz_date
-        signer = _signer_class()(Credentials(key_id, secret), service, region, signed)
-        canonical = signer.canonical_request(request)
-        string_to_sign = signer.string_to_sign(request, canonical)
-        expected = signer.signature(string_to_sign, request)
-        if not hmac.compare_digest(expected, params["Signature"]):
-            raise DynamoDBError(
-                "InvalidSignatureException",
-                f"{_SIGNATURE_MISMATCH}\n\nThe Canonical String for this request should have been\n"
-                f"'{canonical}'\n\nThe String-to-Sign should have been\n'{string_to_sign}'\n",
-            )
-        return key_id, region
+        return key_id, secret, region, service, names, values, amz_date, params["Signature"]
 
     @staticmethod
     def _parse_date(date: str) -> float:
