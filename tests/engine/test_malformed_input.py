@@ -187,7 +187,8 @@ def test_deeply_nested_items_are_a_validation_error(http: httpx.Client, levels: 
     body = f'{{"TableName":"strings","Item":{{"pk":{{"S":"a"}},"x":{_nested_map(levels)}}}}}'
     assert error(call(http, "PutItem", body)) == (
         VALIDATION,
-        "One or more parameter values were invalid: Nesting Levels have exceeded supported limits",
+        "Nesting Levels have exceeded supported limits: Attributes in the item have nested levels "
+        "beyond supported limit",
     )
 
 

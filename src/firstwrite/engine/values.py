@@ -29,6 +29,10 @@ SET_TYPES = frozenset({"SS", "NS", "BS"})
 
 MAX_ITEM_SIZE = 409_600
 MAX_NESTING = 32
+NESTING_TOO_DEEP = (
+    "Nesting Levels have exceeded supported limits: Attributes in the item have nested levels "
+    "beyond supported limit"
+)
 MAX_SIGNIFICANT_DIGITS = 38
 MAX_EXPONENT = 125  # 9.99..E+125 is the largest magnitude
 MIN_EXPONENT = -130  # 1E-130 is the smallest non-zero magnitude
@@ -234,7 +238,7 @@ def parse_value(value: Any, *, wire: bool = False, depth: int = 1) -> AttributeV
     raw = value[kind]
     if depth > MAX_NESTING:
         # The top-level attribute is level 1; a document path reaches at most 32 levels.
-        raise invalid_parameters("Nesting Levels have exceeded supported limits")
+        raise validation(NESTING_TOO_DEEP)
     if kind == "S":
         return {"S": _string(raw)}
     if kind == "N":

@@ -333,3 +333,88 @@ def test_a_modeled_error_leaves_no_garbage_cycle(full_stack: bool) -> None:
 
     assert cycles_left_by(fail_five_times) == []
     engine.close()
+
+
+# The errors of PartiQL, backups and point-in-time recovery that no botocore retry mode
+# retries: each is answered at before-call, with the same error as botocore's full path.
+BACKUP_TABLE = "quick-backups"
+FINAL_STEPS: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "execute_statement",
+        {"Statement": f"INSERT INTO \"{TABLE}\" VALUE {{'pk': 'a', 'sk': 1}}"},
+        "DuplicateItemException",
+    ),
+    (
+        "describe_backup",
+        {"BackupArn": f"arn:aws:dynamodb:us-east-1:000000000000:table/{TABLE}/backup/01"},
+        "BackupNotFoundException",
+    ),
+    (
+        "create_backup",
+        {"TableName": "no-such-table", "BackupName": "bkp"},
+        "TableNotFoundException",
+    ),
+    (
+        "restore_table_to_point_in_time",
+        {
+            "SourceTableName": TABLE,
+            "TargetTableName": BACKUP_TABLE,
+            "UseLatestRestorableTime": True,
+        },
+        "PointInTimeRecoveryUnavailableException",
+    ),
+    (
+        "update_continuous_backups",
+        {
+            "TableName": TABLE,
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        },
+        "",
+    ),
+    (
+        "restore_table_to_point_in_time",
+        {
+            "SourceTableName": TABLE,
+            "TargetTableName": BACKUP_TABLE,
+            "RestoreDateTime": datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC),
+        },
+        "InvalidRestoreTimeException",
+    ),
+]
+
+
+def test_partiql_and_backup_errors_take_the_quick_path_and_match_the_full_path(
+    pair: tuple[Any, Any],
+) -> None:
+    quick, full = pair
+    for client in pair:
+        client.create_table(**STEPS[0][1])
+        client.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "sk": {"N": "1"}})
+    sent: list[str] = []
+    quick.meta.events.register("before-send.dynamodb", lambda **kw: sent.append("sent"))
+    for method, params, code in FINAL_STEPS:
+        got = _outcome(quick, method, params)
+        want = _outcome(full, method, params)
+        assert got == want, method
+        if code:
+            assert code in FINAL_ERRORS
+            assert got[1]["Error"]["Code"] == code, method
+        else:
+            assert got[0] == "ok", method
+    # A backup's ARN differs between the engines: each restores its own over an existing table.
+    got, want = (
+        _outcome(
+            client,
+            "restore_table_from_backup",
+            {
+                "TargetTableName": TABLE,
+                "BackupArn": client.create_backup(TableName=TABLE, BackupName="bkp")[
+                    "BackupDetails"
+                ]["BackupArn"],
+            },
+        )
+        for client in (quick, full)
+    )
+    assert got == want
+    assert got[1]["Error"]["Code"] == "TableAlreadyExistsException" in FINAL_ERRORS
+    assert sent == []  # every answer, error or not, was given at before-call

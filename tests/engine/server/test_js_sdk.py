@@ -186,3 +186,46 @@ def test_a_backup_and_a_point_in_time_restore(sdk: Path, cli_server: Callable[..
         "status": 400,
     }
     assert seen["gone"]["name"] == "BackupNotFoundException"
+
+
+def test_partiql_statements_batches_and_transactions(
+    sdk: Path, cli_server: Callable[..., Any]
+) -> None:
+    """tests/engine/server/js/partiql_check.mjs: the SDK's own parsing of PartiQL answers,
+    of a batch's per-statement errors and of a cancelled transaction's reasons."""
+    server = cli_server()
+    done = subprocess.run(
+        ["node", str(sdk.with_name("partiql_check.mjs")), server.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen: dict[str, Any] = json.loads(done.stdout)
+    assert seen["inserted"] == []
+    assert seen["selected"] == [{"title": "first", "cover": [0, 255]}]
+    assert seen["duplicate"] == {
+        "name": "DuplicateItemException",
+        "message": "Duplicate primary key exists in table",
+        "status": 400,
+        "fault": "client",
+        "reasons": None,
+    }
+    # Each statement of a batch is answered on its own: the duplicate fails alone.
+    assert seen["batch"] == [
+        None,
+        {"Code": "DuplicateItem", "Message": "Duplicate primary key exists in table"},
+        None,
+    ]
+    assert seen["afterBatch"] == [[1, 7], [2, None]]
+    cancelled = seen["cancelled"]
+    assert cancelled["name"] == "TransactionCanceledException"
+    assert cancelled["status"] == 400
+    assert cancelled["message"].endswith("[None, None, DuplicateItem]")
+    assert cancelled["reasons"] == [
+        {"Code": "None"},
+        {"Code": "None"},
+        {"Code": "DuplicateItem", "Message": "Duplicate primary key exists in table"},
+    ]
+    assert seen["afterTransaction"] == [1, 2]  # all or nothing

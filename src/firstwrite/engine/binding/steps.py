@@ -78,6 +78,16 @@ FINAL_ERRORS = frozenset(
         "MissingAuthenticationTokenException",
         "InvalidSignatureException",
         "AccessDeniedException",
+        # PartiQL (an INSERT of an existing key), backups and point-in-time recovery
+        "DuplicateItemException",
+        "BackupNotFoundException",
+        "BackupInUseException",
+        "TableNotFoundException",
+        "TableAlreadyExistsException",
+        "TableInUseException",
+        "InvalidRestoreTimeException",
+        "PointInTimeRecoveryUnavailableException",
+        "ContinuousBackupsUnavailableException",
     }
 )
 

@@ -406,7 +406,8 @@ def update_table(ctx: Context) -> dict[str, Any]:
                     current_billing == "PROVISIONED"
                     and read == current["ReadCapacityUnits"]
                     and write_units == current["WriteCapacityUnits"]
-                    and len(changes) == 1
+                    # BillingMode PROVISIONED on a provisioned table changes nothing either
+                    and all(c in ("ProvisionedThroughput", "BillingMode") for c in changes)
                 ):
                     raise validation(
                         "The provisioned throughput for the table will not change. The requested "

@@ -9,7 +9,7 @@ feature's (``maintenance.py``); the descriptions and CreateTable's checks are ``
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DynamoDBError, invalid_parameters, resource_not_found, validation
@@ -291,8 +291,17 @@ def _create_gsi(
     # Only the new key attributes are taken from the request; existing definitions win
     # (DDB-TABLE-162: unused or conflicting entries are ignored).
     attributes = list(definition["AttributeDefinitions"])
-    known = {d["AttributeName"] for d in attributes}
+    # An existing key attribute given another type for the new key is refused (its other
+    # entries are ignored, as above); a name repeated within the request takes its first type.
+    existing = {d["AttributeName"]: d["AttributeType"] for d in attributes}
     keys = {k["AttributeName"] for k in action["KeySchema"]}
+    for spec in provided:
+        attribute = spec.get("AttributeName")
+        if attribute in keys and existing.get(attribute, spec.get("AttributeType")) != spec.get(
+            "AttributeType"
+        ):
+            raise _redefined(definition, action, attribute, provided)
+    known = set(existing)
     for spec in provided:
         attribute = spec.get("AttributeName")
         if attribute in keys and attribute not in known:
@@ -325,6 +334,45 @@ def _create_gsi(
     index_id = w.index_allocate(row.id, name)
     definition["_index_ids"] = {**(definition.get("_index_ids") or {}), name: index_id}
     w.index_backfill_set(index_id, row.id, None)
+
+
+def _schema(key_schema: Sequence[Mapping[str, Any]], types: Mapping[str, Any]) -> str:
+    elements = ", ".join(
+        f"SchemaElement: key{{{k['AttributeName']}:{types.get(k['AttributeName'])}:{k['KeyType']}}}"
+        for k in key_schema
+    )
+    return f"Schema:[{elements}]"
+
+
+def _redefined(
+    definition: Mapping[str, Any],
+    action: Mapping[str, Any],
+    attribute: str,
+    provided: Sequence[Mapping[str, Any]],
+) -> DynamoDBError:
+    """A GSI Create whose key gives an existing key attribute another type: DynamoDB's words
+    (ScyllaDB's test/alternator/test_gsi_updatetable.py records them), the existing key schema
+    that uses the attribute (the table's, a GSI's or an LSI's) against the new index's."""
+    types = {d["AttributeName"]: d["AttributeType"] for d in definition["AttributeDefinitions"]}
+    schemas = [definition["KeySchema"]] + [
+        i["KeySchema"]
+        for member in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes")
+        for i in definition.get(member) or ()
+    ]
+    existing = next(s for s in schemas if any(k["AttributeName"] == attribute for k in s))
+    new_types = dict(types)
+    for spec in provided:  # the new attributes' first types; the redefined one's own
+        new_types.setdefault(spec.get("AttributeName"), spec.get("AttributeType"))
+    new_types[attribute] = next(
+        d.get("AttributeType")
+        for d in provided
+        if d.get("AttributeName") == attribute and d.get("AttributeType") != types[attribute]
+    )
+    return invalid_parameters(
+        "Attributes cannot be redefined. Please check that your attribute has the same type as "
+        f"previously defined. Existing schema: {_schema(existing, types)} New schema: "
+        f"{_schema(action['KeySchema'], new_types)}"
+    )
 
 
 def billing_switch(w: Writer, row: TableRow) -> TableRow:

@@ -1,0 +1,418 @@
+"""Answers checked against DynamoDB's own, one request each: through boto3, in process and over
+HTTP (the ``ddb`` fixture). Each test's docstring names where DynamoDB's answer was recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from firstwrite.engine.values import MAX_NESTING
+
+UNCHECKED = Config(retries={"total_max_attempts": 1}, parameter_validation=False)
+
+
+def _error(call: Callable[[], Any]) -> tuple[str, str]:
+    with pytest.raises(ClientError) as excinfo:
+        call()
+    error = excinfo.value.response["Error"]
+    return error["Code"], error["Message"]
+
+
+def _transport(request: pytest.FixtureRequest) -> str:
+    return str(request.node.callspec.params["ddb"])
+
+
+@pytest.fixture
+def unchecked(request: pytest.FixtureRequest, make_ddb: Any, ddb: Any) -> Any:
+    """A client of the same transport as ``ddb`` that sends what botocore would refuse."""
+    return make_ddb(_transport(request), config=UNCHECKED)
+
+
+@pytest.fixture
+def streams(request: pytest.FixtureRequest, make_ddb: Any, ddb: Any) -> Any:
+    return make_ddb(_transport(request), service_name="dynamodbstreams")
+
+
+def _hash_table(ddb: Any, name: str, **extra: Any) -> dict[str, Any]:
+    extra.setdefault("BillingMode", "PAY_PER_REQUEST")
+    answer: dict[str, Any] = ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        **extra,
+    )
+    return answer["TableDescription"]
+
+
+@pytest.mark.parametrize("billing", [{}, {"BillingMode": "PROVISIONED"}])
+def test_update_table_to_the_same_throughput_is_refused(
+    ddb: Any, table_name: str, billing: dict[str, str]
+) -> None:
+    """dynalite test/updateTable.js, "should return ValidationException if read and write are
+    same" (recorded against DynamoDB): the whole message, units included. Its recording sends
+    ProvisionedThroughput alone; with ``BillingMode: PROVISIONED`` on a provisioned table the
+    request changes nothing either, and issue #28 reports DynamoDB's answer as the same
+    ValidationException."""
+    _hash_table(
+        ddb,
+        table_name,
+        BillingMode="PROVISIONED",
+        ProvisionedThroughput={"ReadCapacityUnits": 3, "WriteCapacityUnits": 4},
+    )
+    code, message = _error(
+        lambda: ddb.update_table(
+            TableName=table_name,
+            ProvisionedThroughput={"ReadCapacityUnits": 3, "WriteCapacityUnits": 4},
+            **billing,
+        )
+    )
+    assert code == "ValidationException"
+    assert message == (
+        "The provisioned throughput for the table will not change. The requested value equals "
+        "the current value. Current ReadCapacityUnits provisioned for the table: 3. Requested "
+        "ReadCapacityUnits: 3. Current WriteCapacityUnits provisioned for the table: 4. "
+        "Requested WriteCapacityUnits: 4. Refer to the Amazon DynamoDB Developer Guide for "
+        "current limits and how to request higher limits."
+    )
+
+
+def test_a_key_schema_naming_one_attribute_twice_is_refused(ddb: Any, table_name: str) -> None:
+    """dynalite test/createTable.js, "should return ValidationException for hash key and range
+    key having same name"."""
+    code, message = _error(
+        lambda: ddb.create_table(
+            TableName=table_name,
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "pk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    )
+    assert (code, message) == (
+        "ValidationException",
+        "Both the Hash Key and the Range Key element in the KeySchema have the same name",
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "extra"),
+    [
+        ("list_tables", {}),
+        ("scan", {"TableName": "limit-zero"}),
+        (
+            "query",
+            {
+                "TableName": "limit-zero",
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "a"}},
+            },
+        ),
+    ],
+)
+def test_a_limit_of_zero_is_refused(unchecked: Any, method: str, extra: dict[str, Any]) -> None:
+    """dynalite test/listTables.js, "should return ValidationException for low Limit": the
+    model's constraint in DynamoDB's words (botocore refuses it before sending; this client
+    does not check)."""
+    code, message = _error(lambda: getattr(unchecked, method)(Limit=0, **extra))
+    assert (code, message) == (
+        "ValidationException",
+        "1 validation error detected: Value '0' at 'limit' failed to satisfy constraint: "
+        "Member must have value greater than or equal to 1",
+    )
+
+
+@pytest.mark.parametrize("method", ["tag_resource", "untag_resource", "list_tags_of_resource"])
+def test_a_tag_operation_with_an_empty_body_is_an_invalid_table_arn(
+    unchecked: Any, method: str
+) -> None:
+    """dynalite test/tagResource.js, untagResource.js and listTagsOfResource.js, "should
+    return ValidationException for no ResourceArn": ``{}`` is ``Invalid TableArn``, before
+    the missing Tags or TagKeys are reported."""
+    assert _error(getattr(unchecked, method)) == ("ValidationException", "Invalid TableArn")
+
+
+def test_delete_table_describes_the_table_without_its_gsis(ddb: Any, table_name: str) -> None:
+    """dynalite test/deleteTable.js, "should eventually delete": the answer is the table's
+    description with ``TableStatus`` DELETING and no ``GlobalSecondaryIndexes``; the LSIs,
+    key schema and attribute definitions stay."""
+    ddb.create_table(
+        TableName=table_name,
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "g", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-g",
+                "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        LocalSecondaryIndexes=[
+            {
+                "IndexName": "by-pk-g",
+                "KeySchema": [
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "g", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+    )
+    described = ddb.delete_table(TableName=table_name)["TableDescription"]
+    assert described["TableStatus"] == "DELETING"
+    assert "GlobalSecondaryIndexes" not in described
+    assert [i["IndexName"] for i in described["LocalSecondaryIndexes"]] == ["by-pk-g"]
+    assert described["TableName"] == table_name
+    assert {"TableArn", "TableId", "KeySchema", "AttributeDefinitions"} <= set(described)
+
+
+def test_list_streams_pages_and_its_last_page_has_no_last_evaluated_arn(
+    ddb: Any, streams: Any, table_name: str
+) -> None:
+    """DynamoDB Streams API reference, ListStreams: "If LastEvaluatedStreamArn is empty, then
+    the 'last page' of results has been processed and there is no more data to be
+    retrieved". A table whose stream was switched off and on again has two streams."""
+    spec = {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+    _hash_table(ddb, table_name, StreamSpecification=spec)
+    ddb.update_table(TableName=table_name, StreamSpecification={"StreamEnabled": False})
+    ddb.update_table(TableName=table_name, StreamSpecification=spec)
+    everything = streams.list_streams(TableName=table_name)
+    assert len(everything["Streams"]) == 2
+    assert "LastEvaluatedStreamArn" not in everything
+    first = streams.list_streams(TableName=table_name, Limit=1)
+    assert first["LastEvaluatedStreamArn"] == first["Streams"][0]["StreamArn"]
+    last = streams.list_streams(
+        TableName=table_name, Limit=1, ExclusiveStartStreamArn=first["LastEvaluatedStreamArn"]
+    )
+    assert first["Streams"] + last["Streams"] == everything["Streams"]
+    assert "LastEvaluatedStreamArn" not in last
+
+
+def test_describe_stream_checks_its_shard_filter(
+    ddb: Any, request: pytest.FixtureRequest, make_ddb: Any, table_name: str
+) -> None:
+    """DynamoDB Streams API reference, ShardFilter: ``Type`` takes only ``CHILD_SHARDS`` and
+    ``ShardId`` is 28 to 65 characters; DynamoDB reports both in its constraint form."""
+    spec = {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+    arn = _hash_table(ddb, table_name, StreamSpecification=spec)["LatestStreamArn"]
+    unchecked = make_ddb(_transport(request), service_name="dynamodbstreams", config=UNCHECKED)
+    code, message = _error(
+        lambda: unchecked.describe_stream(
+            StreamArn=arn, ShardFilter={"Type": "PARENT_SHARDS", "ShardId": "shardId-1"}
+        )
+    )
+    assert (code, message) == (
+        "ValidationException",
+        "2 validation errors detected: Value 'PARENT_SHARDS' at 'shardFilter.type' failed to "
+        "satisfy constraint: Member must satisfy enum value set: [CHILD_SHARDS]; Value "
+        "'shardId-1' at 'shardFilter.shardId' failed to satisfy constraint: Member must have "
+        "length greater than or equal to 28",
+    )
+
+
+def test_an_update_giving_one_gsi_key_attribute_leaves_the_item_out_of_the_index(
+    ddb: Any, table_name: str
+) -> None:
+    """AWS Developer Guide, "Take advantage of sparse indexes": an item is written to a GSI
+    only if it has every attribute of the index's key; an UpdateItem that gives one of them is
+    not an error. A value of the wrong type for the one it gives is refused, as for a full key
+    (dynalite test/updateItem.js, "should return ValidationException if trying to update wrong
+    type on index")."""
+    ddb.create_table(
+        TableName=table_name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "g", "AttributeType": "S"},
+            {"AttributeName": "h", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-g-h",
+                "KeySchema": [
+                    {"AttributeName": "g", "KeyType": "HASH"},
+                    {"AttributeName": "h", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+    ddb.update_item(
+        TableName=table_name,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression="SET g = :g",
+        ExpressionAttributeValues={":g": {"S": "x"}},
+    )
+    assert ddb.scan(TableName=table_name, IndexName="by-g-h")["Items"] == []
+    code, message = _error(
+        lambda: ddb.update_item(
+            TableName=table_name,
+            Key={"pk": {"S": "a"}},
+            UpdateExpression="SET h = :h",
+            ExpressionAttributeValues={":h": {"S": "not a number"}},
+        )
+    )
+    assert code == "ValidationException"
+    assert message.startswith(
+        "One or more parameter values were invalid: Type mismatch for Index Key h Expected: N "
+        "Actual: S IndexName: by-g-h"
+    )
+    ddb.update_item(
+        TableName=table_name,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression="SET h = :h",
+        ExpressionAttributeValues={":h": {"N": "1"}},
+    )
+    [indexed] = ddb.scan(TableName=table_name, IndexName="by-g-h")["Items"]
+    assert indexed == {"pk": {"S": "a"}, "g": {"S": "x"}, "h": {"N": "1"}}
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"S": "leaf"}
+    for _ in range(levels):
+        value = {"M": {"n": value}}
+    return value
+
+
+def test_the_nesting_limit_is_32_levels(ddb: Any, table_name: str) -> None:
+    """DynamoDB's answer captured in eu-west-2 (2026): a value wrapped in 31 maps (its leaf at
+    level 32, the attribute being level 1) is stored, 32 maps are refused with ``Nesting Levels
+    have exceeded supported limits: Attributes in the item have nested levels beyond supported
+    limit``; the same value in ExpressionAttributeValues is refused too (the capture checks
+    only that its message speaks of nesting levels)."""
+    _hash_table(ddb, table_name)
+    deepest = MAX_NESTING - 1
+    ddb.put_item(TableName=table_name, Item={"pk": {"S": "ok"}, "d": _nested(deepest)})
+    got = ddb.get_item(TableName=table_name, Key={"pk": {"S": "ok"}})["Item"]["d"]
+    assert got == _nested(deepest)
+    too_deep = (
+        "ValidationException",
+        "Nesting Levels have exceeded supported limits: Attributes in the item have nested "
+        "levels beyond supported limit",
+    )
+    put = {"pk": {"S": "deep"}, "d": _nested(deepest + 1)}
+    assert _error(lambda: ddb.put_item(TableName=table_name, Item=put)) == too_deep
+    code, message = _error(
+        lambda: ddb.update_item(
+            TableName=table_name,
+            Key={"pk": {"S": "ok"}},
+            UpdateExpression="SET t = :t",
+            ConditionExpression="d = :deep",
+            ExpressionAttributeValues={":t": {"S": "y"}, ":deep": _nested(deepest + 1)},
+        )
+    )
+    # In DynamoDB's wrapping of a bad value in ExpressionAttributeValues.
+    assert (code, message) == (
+        "ValidationException",
+        f"ExpressionAttributeValues contains invalid value: {too_deep[1]} for key :deep",
+    )
+
+
+def _table_with_gsi_and_lsi(ddb: Any, name: str) -> None:
+    """ScyllaDB's test_gsi_delete_with_lsi table: ``x`` is an LSI's range key and a GSI's
+    partition key."""
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": "p", "KeyType": "HASH"},
+            {"AttributeName": "c", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "p", "AttributeType": "S"},
+            {"AttributeName": "c", "AttributeType": "S"},
+            {"AttributeName": "x", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        LocalSecondaryIndexes=[
+            {
+                "IndexName": "lsi",
+                "KeySchema": [
+                    {"AttributeName": "p", "KeyType": "HASH"},
+                    {"AttributeName": "x", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "gsi",
+                "KeySchema": [{"AttributeName": "x", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+
+
+def test_a_gsi_create_may_not_give_a_key_attribute_another_type(ddb: Any, table_name: str) -> None:
+    """ScyllaDB's test/alternator/test_gsi_updatetable.py, test_gsi_key_type_conflict_on_update,
+    quotes DynamoDB: ``One or more parameter values were invalid: Attributes cannot be
+    redefined. Please check that your attribute has the same type as previously defined.
+    Existing schema: Schema:[SchemaElement: key{xyz:S:HASH}] New schema:
+    Schema:[SchemaElement: key{xyz:N:HASH}]`` (the existing schema is the key that uses the
+    attribute). The same entry for an attribute the new key does not use is ignored (the
+    ack-api-quirks DynamoDB probe, DDB-TABLE-162)."""
+    _table_with_gsi_and_lsi(ddb, table_name)
+    code, message = _error(
+        lambda: ddb.update_table(
+            TableName=table_name,
+            AttributeDefinitions=[{"AttributeName": "x", "AttributeType": "N"}],
+            GlobalSecondaryIndexUpdates=[
+                {
+                    "Create": {
+                        "IndexName": "gsi-2",
+                        "KeySchema": [{"AttributeName": "x", "KeyType": "HASH"}],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
+                }
+            ],
+        )
+    )
+    assert (code, message) == (
+        "ValidationException",
+        "One or more parameter values were invalid: Attributes cannot be redefined. Please "
+        "check that your attribute has the same type as previously defined. Existing schema: "
+        "Schema:[SchemaElement: key{x:S:HASH}] New schema: Schema:[SchemaElement: key{x:N:HASH}]",
+    )
+    described = ddb.describe_table(TableName=table_name)["Table"]
+    assert [i["IndexName"] for i in described["GlobalSecondaryIndexes"]] == ["gsi"]
+
+
+def test_deleting_a_gsi_keeps_the_definition_an_lsi_still_uses(ddb: Any, table_name: str) -> None:
+    """ScyllaDB's test/alternator/test_gsi_updatetable.py, test_gsi_delete_with_lsi (run
+    against DynamoDB too): once the GSI on ``x`` is deleted, ``x`` is still the LSI's key of
+    type S, so an item with a number there is refused as a type mismatch, and the GSI cannot be
+    deleted twice."""
+    _table_with_gsi_and_lsi(ddb, table_name)
+    ddb.update_table(
+        TableName=table_name, GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": "gsi"}}]
+    )
+    described = ddb.describe_table(TableName=table_name)["Table"]
+    assert {"AttributeName": "x", "AttributeType": "S"} in described["AttributeDefinitions"]
+    code, message = _error(
+        lambda: ddb.put_item(
+            TableName=table_name,
+            Item={"p": {"S": "a"}, "c": {"S": "b"}, "x": {"N": "7"}},
+        )
+    )
+    assert code == "ValidationException"
+    assert "mismatch" in message
+    code, _ = _error(
+        lambda: ddb.update_table(
+            TableName=table_name, GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": "gsi"}}]
+        )
+    )
+    assert code == "ResourceNotFoundException"
