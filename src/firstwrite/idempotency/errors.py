@@ -350,3 +350,22 @@ class ItemCollectionSizeLimitError(TransactionCancelledError):
             f"transaction for {self.key!r} cancelled: an item collection would exceed its 10 GB "
             f"limit (reasons {[r.get('Code') for r in self.reasons]})"
         )
+
+
+class TooManyTransactItemsError(IdempotencyError, ValueError):
+    """Variant 3: more business items than fit beside the layer's own in one
+    ``TransactWriteItems``. DynamoDB takes at most ``limit`` actions per transaction (100), and
+    the claim (or the completion) is one of them, so ``limit - 1`` of yours fit. Refused before
+    any call: nothing was written and the key is untouched. Split the writes, or claim first
+    and write the rest under the claim's fencing token."""
+
+    def __init__(self, key: str, given: int, limit: int, *, operation: str) -> None:
+        super().__init__(
+            f"{operation} for {key!r} was given {given} transaction items, but a "
+            f"TransactWriteItems takes at most {limit} and the layer's own item is one of them: "
+            f"at most {limit - 1} of yours fit"
+        )
+        self.key = key
+        self.given = given
+        self.limit = limit
+        self.operation = operation

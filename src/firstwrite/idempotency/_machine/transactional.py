@@ -14,6 +14,7 @@ from .. import requests as q
 from ..errors import (
     BusinessConditionFailedError,
     ItemCollectionSizeLimitError,
+    TooManyTransactItemsError,
     TransactionCancelledError,
     TransactionConflictError,
     TransactionValidationError,
@@ -73,6 +74,14 @@ def _settle(
     return attempt
 
 
+def _fits(key: str, transact_items: Sequence[dict[str, Any]], operation: str) -> None:
+    """Refuse, before any call, more items than fit beside the layer's own."""
+    if len(transact_items) >= q.MAX_TRANSACT_ITEMS:
+        raise TooManyTransactItemsError(
+            key, len(transact_items), q.MAX_TRANSACT_ITEMS, operation=operation
+        )
+
+
 def claim_with(
     m: StateMachine,
     key: str,
@@ -81,6 +90,7 @@ def claim_with(
     scope: str | None,
     lease: float | None,
 ) -> Steps[Outcome]:
+    _fits(key, transact_items, "claim_with")
     dkey, record_id = m.keys.key(key, scope)
     fp = m.fingerprint_of(payload)
     requests = m.requests
@@ -126,6 +136,7 @@ def complete_with(
     m: StateMachine, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any
 ) -> Steps[Replay]:
     key = key_of(claim)
+    _fits(key, transact_items, "complete_with")
     value = m.encode_result(claim, result)
     attempt = 0
     while True:
