@@ -268,6 +268,16 @@ class StateMachine:
         ``(False, ALL_OLD item or None)``; a failed condition is an answer, never an error."""
         return perform(call, self.config.retry, self.rng, self.report, key, record_id, True)
 
+    def refused_item(
+        self, old: Item | None, dkey: Key, key: str, record_id: str
+    ) -> Steps[Item | None]:
+        """The stored item behind a failed conditional write: the one it returned
+        (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) or, from an endpoint that does not
+        return it, one consistent read; ``None`` when nothing is stored."""
+        if old is not None:
+            return old
+        return (yield from self.call(self.requests.get(dkey), key, record_id)).get("Item")
+
     # -- the transitions -------------------------------------------------------------------------
 
     def claim(
@@ -381,6 +391,7 @@ class StateMachine:
                 continue
             if ok:
                 break
+            old = yield from self.refused_item(old, claim.key, key, claim.record_id)
             rec = None if old is None else Record.from_item(old)
             if fenced_outcome(rec, claim, Status.COMPLETED):
                 break  # our own completion, whose answer was lost
@@ -422,6 +433,7 @@ class StateMachine:
         request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
         ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
         if not ok:
+            old = yield from self.refused_item(old, claim.key, key_of(claim), claim.record_id)
             rec = None if old is None else Record.from_item(old)
             if not fenced_outcome(rec, claim, Status.FAILED):
                 raise self.lost(claim, rec, "fail")
@@ -441,6 +453,7 @@ class StateMachine:
         request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
         ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
         if not ok:
+            old = yield from self.refused_item(old, claim.key, key_of(claim), claim.record_id)
             rec = None if old is None else Record.from_item(old)
             if rec is None or not fenced_outcome(rec, claim, Status.PENDING):
                 raise self.lost(claim, rec, "renew")

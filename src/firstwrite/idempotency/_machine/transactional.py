@@ -152,7 +152,7 @@ def complete_with(
         if cancelled.kind is not Kind.OWN_CONDITION:
             attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt)
             continue
-        item = cancelled.own_item
+        item = yield from m.refused_item(cancelled.own_item, claim.key, key, claim.record_id)
         rec = None if item is None else Record.from_item(item)
         if fenced_outcome(rec, claim, Status.COMPLETED):
             break
