@@ -25,7 +25,7 @@ from firstwrite.http import (
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, RetryPolicy
 
 TABLE = "http-budget"
-BUDGET = 0.6
+BUDGET = 2.0
 CONFIG = HttpConfig(routes=[Route("/pay", require_key=True, budget=BUDGET)])
 
 

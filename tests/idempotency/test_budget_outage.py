@@ -125,7 +125,7 @@ def test_the_default_budget_bounds_a_plain_boto3_client(
     OUTAGES["500"](endpoint.engine)
     with caplog.at_level(logging.ERROR, "firstwrite.idempotency"), CallCounter(client) as calls:
         error, took = _timed(lambda: guard.run("k", lambda: None))
-    assert isinstance(error, DeadlineExceededError), error
+    assert _retryable(error), error  # the budget's error, or the 500 once attempts ran out
     assert took <= 10.0 * SLACK
     assert calls.total <= 4  # the layer's attempts; botocore's own are cut short inside each
     logged = [r for r in caplog.records if getattr(r, "dynamo_error_code", None)]

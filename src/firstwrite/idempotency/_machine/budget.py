@@ -9,10 +9,10 @@ botocore retries inside a single call too (legacy mode, DynamoDB's default: up t
 about 25 s of backoff). :func:`install` hooks the client's ``needs-retry`` event, which botocore
 asks before each of its retries: while a deadline is current (set by the drivers around each
 transition, in a context variable, so the hook sees only the layer's own calls), the hook
-declines a retry whose longest possible backoff for the client's retry mode would reach the
-deadline; botocore then raises the error as after its last attempt. The client is read by duck
-typing (``client.meta.events.register_first``, ``client.meta.config``), like everything else
-the layer knows of a client: no botocore import.
+declines a retry whose longest possible backoff for the client's retry mode, plus an attempt
+as long as the last one, would reach the deadline; botocore then raises the error as after its
+last attempt. The client is read by duck typing (``client.meta.events.register_first``,
+``client.meta.config``), like everything else the layer knows of a client: no botocore import.
 
 What the hook cannot shorten is one attempt that hangs: the client's ``connect_timeout`` and
 ``read_timeout`` bound that. :func:`slowest_attempt` reads them, and ``docs/patterns.md`` (Time
@@ -102,20 +102,35 @@ def slowest_attempt(client: Any) -> float | None:
     return float(connect) + float(read)
 
 
+_MARK = "firstwrite_retry_mark"  # in botocore's per-request context: when the last retry began
+
+
 class _Cut:
-    """The ``needs-retry`` handler: ``False`` (no retry) when the longest backoff would reach
-    the current deadline, else ``None`` (botocore's own handler decides)."""
+    """The ``needs-retry`` handler: ``False`` (no retry) when the longest backoff and another
+    attempt as long as the last one would reach the current deadline, else ``None`` (botocore's
+    own handler decides)."""
 
     __slots__ = ("bound",)
 
     def __init__(self, bound: Callable[[int], float]) -> None:
         self.bound = bound
 
-    def __call__(self, attempts: int = 1, **_: Any) -> bool | None:
+    def __call__(
+        self, attempts: int = 1, request_dict: Mapping[str, Any] | None = None, **_: Any
+    ) -> bool | None:
         deadline = CURRENT.get()
-        if deadline is None or deadline.left() > self.bound(attempts):
+        if deadline is None:
             return None
-        return False
+        now = deadline.monotonic()
+        context = request_dict.get("context") if request_dict is not None else None
+        mark = context.get(_MARK) if isinstance(context, dict) else None
+        last_attempt = 0.0 if mark is None else max(0.0, now - mark)
+        backoff = self.bound(attempts)
+        if deadline.at - now <= backoff + last_attempt:
+            return False
+        if isinstance(context, dict):
+            context[_MARK] = now + backoff  # the next attempt starts after the backoff at most
+        return None
 
 
 _HOOK_ID = "firstwrite-idempotency-budget"

@@ -109,6 +109,7 @@ def perform(
     start = report.start() if reporting else 0.0
     attempt = 0
     while True:
+        sent = 0.0 if deadline is None else deadline.monotonic()
         try:
             response: dict[str, Any] = yield call
         except Exception as exc:
@@ -132,7 +133,11 @@ def perform(
                     ) from exc
                 raise
             delay = backoff(policy, attempt, rng)
-            if deadline is not None and deadline.left() <= delay:
+            # another attempt, after the backoff, must end inside the budget: one as long as
+            # this call, or a tenth of the budget if this call held the SDK's own retries
+            if deadline is not None and deadline.left() <= delay + min(
+                deadline.monotonic() - sent, deadline.budget / 10
+            ):
                 raise budget_spent(
                     call.operation, code, delay, key, record_id, deadline, report
                 ) from exc
