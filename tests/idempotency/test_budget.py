@@ -178,3 +178,45 @@ def test_botocore_retries_are_cut_at_the_deadline() -> None:
         assert standard(attempts=2) is None and standard(attempts=4) is False
     finally:
         budget.CURRENT.reset(token)
+
+
+def test_by_default_a_duplicate_waits_briefly_and_replays(backend: Backend, table: str) -> None:
+    """The default ``in_progress_wait`` (1 s, seed 001's "wait and poll briefly"): a duplicate
+    of a live request polls with consistent reads and gets its result if it finishes in time;
+    one that does not gets "in progress" after a second, never later."""
+    clock = FakeMonotonic()
+    first, _ = _guard(backend, clock)
+    live = first.claim("k", payload={"n": 1})
+    assert isinstance(live, Claim)
+    finishing = FakeMonotonic()
+
+    def sleep_then_finish(seconds: float) -> None:
+        finishing.sleep(seconds)
+        if finishing.now - 100.0 > 0.05:
+            first.complete(live, {"done": True})
+
+    client = backend.new_client(config=ONE_ATTEMPT)
+    duplicate = Idempotency(
+        IdempotencyConfig(table_name=TABLE),
+        client=client,
+        clock=backend.now,
+        sleep=sleep_then_finish,
+        monotonic=finishing,
+    )
+    with CallCounter(client) as calls:
+        replay = duplicate.claim("k", payload={"n": 1})
+    assert not isinstance(replay, Claim) and replay.value() == {"done": True}
+    assert calls.by_operation["GetItem"] >= 1 and finishing.now - 100.0 <= 1.0
+
+    waiting = FakeMonotonic()
+    guard = Idempotency(
+        IdempotencyConfig(table_name=TABLE),
+        client=client,
+        clock=backend.now,
+        sleep=waiting.sleep,
+        monotonic=waiting,
+    )
+    assert isinstance(guard.claim("still-live"), Claim)
+    with CallCounter(client) as calls, pytest.raises(InProgressError):
+        guard.claim("still-live")
+    assert waiting.now - 100.0 == pytest.approx(1.0) and calls.by_operation["GetItem"] <= 6

@@ -40,7 +40,7 @@ def test_unsafe_configuration_is_refused(changes: dict[str, object]) -> None:
 def test_defaults_are_valid_and_frozen() -> None:
     config = IdempotencyConfig()
     assert config.retention >= config.client_retry_ceiling
-    assert config.in_progress_wait == 0  # a live duplicate costs one call, as in Powertools
+    assert config.in_progress_wait == 1.0  # a live duplicate waits about a second, as seed 001
     with pytest.raises(AttributeError):
         config.lease = 1  # type: ignore[misc]
     with pytest.raises(ConfigurationError):

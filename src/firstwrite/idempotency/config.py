@@ -1,8 +1,9 @@
 """Configuration: one frozen object, safe defaults, ``ValueError`` for anything unsafe.
 
-The defaults are chosen for the bench target (never more DynamoDB calls than Powertools): no
-in-progress polling (a live duplicate costs one write and is answered "in progress" at once), no
-consumed-capacity reporting, no local cache. Each can be turned on explicitly.
+The defaults follow the starting design: a duplicate of a live request waits a short, bounded
+time for it (``in_progress_wait``: consistent reads with backoff, never past the call's budget
+nor the live claim's lease) before "in progress"; ``0`` answers at once, at Powertools' cost of
+one write. No consumed-capacity reporting and no local cache unless turned on.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ class IdempotencyConfig:
     client_retry_ceiling: float = 3600.0
     lease: float = 60.0
     budget: float | None = 10.0
-    in_progress_wait: float = 0.0
+    in_progress_wait: float = 1.0
     poll_interval: float = 0.02
     hash_function: str = "sha256"
     max_key_length: int = 250
