@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import (
+    budget,
     charts,
     durability,
     engine_bound,
@@ -56,6 +57,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "install_size": install_size.run,
     "middleware": middleware.run,
     "plugin": plugin.run,
+    "budget": budget.run,
 }
 
 
