@@ -24,8 +24,10 @@ from firstwrite.http import (
 )
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, RetryPolicy
 
+pytestmark = pytest.mark.xdist_group("budget-outage")  # timed: one worker, one at a time
+
 TABLE = "http-budget"
-BUDGET = 2.0
+BUDGET = 3.0
 CONFIG = HttpConfig(routes=[Route("/pay", require_key=True, budget=BUDGET)])
 
 
