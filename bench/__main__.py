@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import (
     backups,
+    budget,
     charts,
     durability,
     engine_bound,
@@ -60,6 +61,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "middleware": middleware.run,
     "plugin": plugin.run,
     "backups": backups.run,
+    "budget": budget.run,
 }
 
 

@@ -99,3 +99,19 @@ def cancel_transaction(
         "before-call.dynamodb.TransactWriteItems", handler, unique_id=f"cancel-{next(_ids)}"
     )
     return hits
+
+
+def without_returned_items(client: Any) -> None:
+    """Make ``client`` talk like an endpoint without ``ReturnValuesOnConditionCheckFailure``:
+    the parameter is taken out of every request (transaction items included), so a failed
+    condition comes back without the stored item."""
+
+    def strip(params: dict[str, Any], **_: Any) -> None:
+        params.pop("ReturnValuesOnConditionCheckFailure", None)
+        for action in params.get("TransactItems", ()):
+            for body in action.values():
+                body.pop("ReturnValuesOnConditionCheckFailure", None)
+
+    client.meta.events.register(
+        "provide-client-params.dynamodb", strip, unique_id=f"no-all-old-{next(_ids)}"
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from firstwrite.idempotency._machine import serialization
 from firstwrite.idempotency.config import IdempotencyConfig, RetryPolicy
 from firstwrite.idempotency.errors import ConfigurationError, MissingKeyError, SerializationError
+from firstwrite.idempotency.guard import Idempotency
 from firstwrite.idempotency.keys import KeyBuilder, canonical_json, fingerprint, key_from
 
 
@@ -37,7 +40,7 @@ def test_unsafe_configuration_is_refused(changes: dict[str, object]) -> None:
 def test_defaults_are_valid_and_frozen() -> None:
     config = IdempotencyConfig()
     assert config.retention >= config.client_retry_ceiling
-    assert config.in_progress_wait == 0  # a live duplicate costs one call, as in Powertools
+    assert config.in_progress_wait == 1.0  # a live duplicate waits about a second, as seed 001
     with pytest.raises(AttributeError):
         config.lease = 1  # type: ignore[misc]
     with pytest.raises(ConfigurationError):
@@ -66,10 +69,26 @@ def test_keys_never_collide_across_scopes() -> None:
     assert kb.record_id("c", "a#b") != kb.record_id("b#c", "a")
     assert kb.record_id("k", "t1") != kb.record_id("k", "t2")
     long_pk, _ = kb.record_id("x" * 5000)
-    assert len(long_pk) < 120 and "sha256:" in long_pk
+    assert len(long_pk) < 120 and "#%sha256:" in long_pk
     assert kb.record_id("x" * 5000) != kb.record_id("x" * 4999)
     with pytest.raises(MissingKeyError):
         kb.record_id("")
+
+
+def test_a_hashed_key_is_never_a_literal_key(ddb: Any, table_name: str) -> None:
+    """A key over ``max_key_length`` is stored hashed; the literal key spelling that hash is
+    another request, which runs (they shared one record when the hash was ``sha256:<hex>``)."""
+    guard = Idempotency(IdempotencyConfig(table_name=table_name), client=ddb)
+    guard.ensure_table()
+    long_key = "L" * 300
+    literal = "sha256:" + hashlib.sha256(long_key.encode()).hexdigest()
+    runs: list[str] = []
+    assert guard.run(long_key, lambda: runs.append("long") or "long") == "long"
+    assert guard.run(literal, lambda: runs.append("literal") or "literal") == "literal"
+    assert runs == ["long", "literal"]
+    assert guard.run(long_key, lambda: runs.append("again") or "again") == "long"
+    assert guard.record_id(long_key) != guard.record_id(literal)
+    assert guard.record_id(long_key).rpartition("#")[2].startswith("%sha256:")
 
 
 def test_sort_key_layout() -> None:

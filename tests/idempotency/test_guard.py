@@ -67,8 +67,8 @@ def test_mismatch_also_guards_a_live_claim(guard: Idempotency) -> None:
 def test_live_pending_is_in_progress_without_waiting(guard: Idempotency) -> None:
     guard.claim("order-5", lease=30)
     with CallCounter(guard.client) as calls, pytest.raises(InProgressError) as info:
-        guard.claim("order-5")
-    assert calls.total == 1  # the default never polls: same cost as Powertools
+        guard.claim("order-5", wait=0)
+    assert calls.total == 1  # no wait: same cost as Powertools
     # Retry-After follows the policy (default: about a second), not the whole lease.
     assert 0.9 < info.value.retry_after <= 1.0 and 25 < info.value.lease_remaining <= 30
 
@@ -271,7 +271,7 @@ def test_condition_failures_are_never_retried(backend: Backend, table: str) -> N
     guard = backend.guard(sleep=sleeps.append)
     guard.claim("order-18")
     with CallCounter(guard.client) as calls, pytest.raises(InProgressError):
-        guard.claim("order-18")
+        guard.claim("order-18", wait=0)
     assert calls.total == 1 and sleeps == []
 
 

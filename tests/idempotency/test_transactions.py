@@ -330,3 +330,37 @@ def test_a_returned_item_is_noted_not_logged(
         "ItemReturned": True,
     }
     assert "4242 4242" not in repr(record.__dict__)
+
+
+def test_more_items_than_fit_beside_the_claim_are_refused_before_any_call(
+    ddb: Any, table_name: str
+) -> None:
+    """DynamoDB takes at most 100 actions per TransactWriteItems and the claim (or the
+    completion) is one: 99 business items fit, 100 are refused with the layer's own error,
+    which names the limit, before any request."""
+    from firstwrite.idempotency import CallCounter, TooManyTransactItemsError
+
+    guard = Idempotency(IdempotencyConfig(table_name=table_name), client=ddb)
+    guard.ensure_table()
+
+    def puts(n: int, tag: str) -> list[dict[str, Any]]:
+        return [
+            {"Put": {"TableName": table_name, "Item": {"pk": {"S": f"ORDER#{tag}{i}"}}}}
+            for i in range(n)
+        ]
+
+    with CallCounter(ddb) as calls, pytest.raises(TooManyTransactItemsError) as refused:
+        guard.claim_with("big", puts(100, "a"))
+    assert calls.total == 0 and guard.get("big") is None
+    assert refused.value.limit == 100 and refused.value.given == 100
+    assert "at most 100" in str(refused.value) and "99 of yours" in str(refused.value)
+    assert isinstance(refused.value, ValueError)
+
+    claim = guard.claim_with("fits", puts(99, "b"))
+    assert isinstance(claim, Claim)
+    with CallCounter(ddb) as calls, pytest.raises(TooManyTransactItemsError):
+        guard.complete_with(claim, puts(100, "c"), {"ok": True})
+    assert calls.total == 0
+    assert guard.get("fits").status.name == "PENDING"  # type: ignore[union-attr]
+    guard.complete_with(claim, puts(99, "d"), {"ok": True})
+    assert guard.get("fits").status.name == "COMPLETED"  # type: ignore[union-attr]

@@ -19,6 +19,7 @@ The rules (which requests, keys, scopes, fingerprints, answers, what is stored) 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
@@ -77,18 +78,31 @@ class _Threaded:
         scope: str | None = None,
         lease: float | None = None,
         wait: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
-        return await asyncio.to_thread(
-            self._guard.claim, key, payload, scope=scope, lease=lease, wait=wait
+        claim = functools.partial(
+            self._guard.claim, key, payload, scope=scope, lease=lease, wait=wait, budget=budget
         )
+        return await asyncio.to_thread(claim)
 
-    async def complete(self, claim: Claim, result: Any = None) -> Replay:
-        return await asyncio.to_thread(self._guard.complete, claim, result)
+    async def complete(
+        self, claim: Claim, result: Any = None, *, budget: float | None = None
+    ) -> Replay:
+        return await asyncio.to_thread(self._guard.complete, claim, result, budget=budget)
 
     async def fail(
-        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+        self,
+        claim: Claim,
+        error: BaseException | str,
+        *,
+        retryable: bool,
+        data: Any = None,
+        budget: float | None = None,
     ) -> None:
-        await asyncio.to_thread(self._guard.fail, claim, error, retryable=retryable, data=data)
+        fail = functools.partial(
+            self._guard.fail, claim, error, retryable=retryable, data=data, budget=budget
+        )
+        await asyncio.to_thread(fail)
 
     async def claim_with(
         self,
@@ -98,10 +112,18 @@ class _Threaded:
         *,
         scope: str | None = None,
         lease: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
-        return await asyncio.to_thread(
-            self._guard.claim_with, key, transact_items, payload, scope=scope, lease=lease
+        claim_with = functools.partial(
+            self._guard.claim_with,
+            key,
+            transact_items,
+            payload,
+            scope=scope,
+            lease=lease,
+            budget=budget,
         )
+        return await asyncio.to_thread(claim_with)
 
 
 def _awaited(guard: Guard | AsyncGuard) -> AsyncGuard:
@@ -186,7 +208,12 @@ class IdempotencyMiddleware:
         """Claim the key; ``None`` when the request was answered instead (replay or error)."""
         try:
             outcome = await self.guard.claim(
-                plan.key, payload, scope=plan.scope, lease=plan.route.lease, wait=plan.route.wait
+                plan.key,
+                payload,
+                scope=plan.scope,
+                lease=plan.route.lease,
+                wait=plan.route.wait,
+                budget=plan.budget_left(),
             )
         except Exception as exc:
             answer = self.core.answer_error(plan, exc)
@@ -241,7 +268,7 @@ class IdempotencyMiddleware:
             if verdict is Verdict.STORE:
                 stored = core.stored_form(status, capture.headers, capture.body())
                 try:
-                    await self.guard.complete(claim, stored)
+                    await self.guard.complete(claim, stored, budget=context.plan.budget_left())
                 except SerializationError as exc:  # the layer marked the key FAILED for good
                     log.warning("response for %s not stored: %s", context.plan.request, exc)
                     extra.append((UNSTORED_HEADER, b"size-exceeded"))

@@ -128,7 +128,8 @@ class HttpConfig:
     max_request_body: int = 1024 * 1024
     max_stored_response: int = 256 * 1024
     lease: float | None = None
-    wait: float = 0.0
+    wait: float | None = None
+    budget: float | None = None
     retry_after: float | RetryAfterPolicy = expected_duration
     on_unstored: Literal["keep", "release"] = "keep"
     replayed_header: str = "Idempotent-Replayed"
@@ -163,8 +164,10 @@ class HttpConfig:
             raise ValueError("size limits must be >= 0")
         if self.lease is not None and self.lease <= 0:
             raise ValueError("lease must be > 0 seconds")
-        if self.wait < 0:
+        if self.wait is not None and self.wait < 0:
             raise ValueError("wait must be >= 0 seconds")
+        if self.budget is not None and not self.budget > 0:
+            raise ValueError("budget must be > 0 seconds")
         if not callable(self.retry_after) and not self.retry_after >= 0:
             raise ValueError("retry_after must be >= 0 seconds or a policy")
         if self.on_unstored not in ("keep", "release"):

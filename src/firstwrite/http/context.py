@@ -104,7 +104,12 @@ class AsyncRequestIdempotency(_Context):
         plan = self.plan
         try:
             outcome = await self._guard.claim_with(
-                plan.key, transact_items, self.payload, scope=plan.scope, lease=plan.route.lease
+                plan.key,
+                transact_items,
+                self.payload,
+                scope=plan.scope,
+                lease=plan.route.lease,
+                budget=plan.budget_left(),
             )
         except Exception as exc:
             if isinstance(exc, _CALLERS):
@@ -127,7 +132,12 @@ class RequestIdempotency(_Context):
         plan = self.plan
         try:
             outcome = self._guard.claim_with(
-                plan.key, transact_items, self.payload, scope=plan.scope, lease=plan.route.lease
+                plan.key,
+                transact_items,
+                self.payload,
+                scope=plan.scope,
+                lease=plan.route.lease,
+                budget=plan.budget_left(),
             )
         except Exception as exc:
             if isinstance(exc, _CALLERS):

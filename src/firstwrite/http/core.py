@@ -16,12 +16,14 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from firstwrite.idempotency import (
+    DeadlineExceededError,
     IdempotencyError,
     InProgressError,
     PayloadMismatchError,
@@ -56,17 +58,25 @@ class Resolved:
     require_key: bool
     fingerprint: Fingerprint
     lease: float | None
-    wait: float
+    wait: float | None
+    budget: float | None
     transactional: bool
 
 
 class Plan(NamedTuple):
-    """A request the middleware guards: its route, key, view and record scope."""
+    """A request the middleware guards: its route, key, view and record scope, and when the
+    middleware took it up (``time.monotonic()``: the start of its budget)."""
 
     route: Resolved
     key: str
     request: HttpRequest
     scope: str
+    started: float = 0.0
+
+    def budget_left(self) -> float | None:
+        """What is left of the route's budget (``None``: the guard's own, per call)."""
+        budget = self.route.budget
+        return None if budget is None else budget - (time.monotonic() - self.started)
 
 
 class Verdict(enum.Enum):
@@ -101,6 +111,7 @@ class Core:
             fingerprint=cfg.fingerprint if route.fingerprint is INHERIT else route.fingerprint,
             lease=cfg.lease if route.lease is None else route.lease,
             wait=cfg.wait if route.wait is None else route.wait,
+            budget=cfg.budget if route.budget is None else route.budget,
             transactional=route.transactional,
         )
 
@@ -150,7 +161,7 @@ class Core:
         scope = f"{principal} {request.method} {request.path}"
         if len(scope) > MAX_SCOPE_LENGTH:
             scope = "sha256:" + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
-        return Plan(route, key, request, scope)
+        return Plan(route, key, request, scope, time.monotonic())
 
     def too_large(self, limit: int) -> ProblemResponse:
         return render(
@@ -199,6 +210,13 @@ class Core:
                 Problem.KEY_REUSED,
                 f"this {self.config.header} was used for a different request (method, path, "
                 "query or body differ); use a new key for a new request",
+            )
+        if isinstance(error, DeadlineExceededError):  # logged by the layer, with its error code
+            return render(
+                Problem.STORE_UNAVAILABLE,
+                "the request was not run: the idempotency store kept failing for the request's "
+                "whole time budget; retry after the delay",
+                retry_after=error.retry_after,
             )
         # A missing table is the store being unavailable to this request (503, nothing run);
         # its message (which table, how to create it) goes to the log below.

@@ -41,8 +41,10 @@ class Route:
     """A rule for the requests whose path matches ``path`` and whose method is in ``methods``.
 
     ``exclude=True`` leaves matching requests alone. ``require_key`` answers 400 to a request
-    without the header (otherwise it runs unguarded). ``fingerprint``, ``lease`` (seconds) and
-    ``wait`` (the bounded wait for an in-progress twin) override the middleware's defaults.
+    without the header (otherwise it runs unguarded). ``fingerprint``, ``lease`` (seconds),
+    ``wait`` (the bounded wait for an in-progress twin) and ``budget`` (seconds for the whole
+    request, handler included, that the store's calls and their retries must fit in) override
+    the middleware's defaults.
     ``transactional=True`` defers the claim to the handler, which claims the key together with
     its own DynamoDB writes (``claim_with``, one ``TransactWriteItems``); see ``docs/http.md``.
     """
@@ -54,6 +56,7 @@ class Route:
     fingerprint: Fingerprint | _Inherit = INHERIT
     lease: float | None = None
     wait: float | None = None
+    budget: float | None = None
     transactional: bool = False
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
@@ -67,6 +70,8 @@ class Route:
             raise ValueError(f"route {self.label!r}: lease must be > 0 seconds")
         if self.wait is not None and self.wait < 0:
             raise ValueError(f"route {self.label!r}: wait must be >= 0 seconds")
+        if self.budget is not None and not self.budget > 0:
+            raise ValueError(f"route {self.label!r}: budget must be > 0 seconds")
         if self.exclude and (self.require_key or self.transactional):
             raise ValueError(f"route {self.label!r}: an excluded route cannot require a key")
 

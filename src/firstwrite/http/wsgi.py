@@ -103,7 +103,12 @@ class WSGIIdempotencyMiddleware:
         """The claim, or the answer instead (a replay or an error)."""
         try:
             outcome = self.guard.claim(
-                plan.key, payload, scope=plan.scope, lease=plan.route.lease, wait=plan.route.wait
+                plan.key,
+                payload,
+                scope=plan.scope,
+                lease=plan.route.lease,
+                wait=plan.route.wait,
+                budget=plan.budget_left(),
             )
         except Exception as exc:
             answer = self.core.answer_error(plan, exc)
@@ -166,7 +171,7 @@ class WSGIIdempotencyMiddleware:
             if verdict is Verdict.STORE:
                 stored = core.stored_form(status, _to_bytes(capture.headers), capture.body())
                 try:
-                    self.guard.complete(claim, stored)
+                    self.guard.complete(claim, stored, budget=context.plan.budget_left())
                 except SerializationError as exc:  # the layer marked the key FAILED for good
                     log.warning("response for %s not stored: %s", context.plan.request, exc)
                     headers.append((UNSTORED_HEADER.decode(), "size-exceeded"))

@@ -22,7 +22,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._machine import table_setup, transactional
+from ._machine import completion, table_setup, transactional
+from ._machine.budget import Deadline
 from ._machine.driving import Driver, adrive
 from ._machine.effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
@@ -90,8 +91,8 @@ class AsyncIdempotency(Driver):
         self._methods = bind(client)
         self._sleep = sleep
 
-    async def _drive(self, steps: Steps[T]) -> T:
-        return await adrive(steps, self._methods, self._sleep)
+    async def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
+        return await adrive(steps, self._methods, self._sleep, deadline)
 
     async def ensure_table(self) -> bool:
         """See :meth:`Idempotency.ensure_table`."""
@@ -105,23 +106,42 @@ class AsyncIdempotency(Driver):
         scope: str | None = None,
         lease: float | None = None,
         wait: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """See :meth:`Idempotency.claim`."""
-        return await self._drive(self._machine.claim(key, payload, scope, lease, wait))
+        deadline = self._deadline(budget)
+        steps = self._machine.claim(key, payload, scope, lease, wait, deadline)
+        return await self._drive(steps, deadline)
 
-    async def complete(self, claim: Claim, result: Any = None) -> Replay:
+    async def complete(
+        self, claim: Claim, result: Any = None, *, budget: float | None = None
+    ) -> Replay:
         """See :meth:`Idempotency.complete`."""
-        return await self._drive(self._machine.complete(claim, result))
+        deadline = self._deadline(budget)
+        return await self._drive(
+            completion.answered(self._machine, claim, result, deadline), deadline
+        )
 
     async def fail(
-        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+        self,
+        claim: Claim,
+        error: BaseException | str,
+        *,
+        retryable: bool,
+        data: Any = None,
+        budget: float | None = None,
     ) -> None:
         """See :meth:`Idempotency.fail`."""
-        await self._drive(self._machine.fail(claim, error, retryable=retryable, data=data))
+        deadline = self._deadline(budget)
+        steps = self._machine.fail(claim, error, retryable=retryable, data=data, deadline=deadline)
+        await self._drive(steps, deadline)
 
-    async def renew(self, claim: Claim, lease: float | None = None) -> Claim:
+    async def renew(
+        self, claim: Claim, lease: float | None = None, *, budget: float | None = None
+    ) -> Claim:
         """See :meth:`Idempotency.renew`."""
-        return await self._drive(self._machine.renew(claim, lease))
+        deadline = self._deadline(budget)
+        return await self._drive(self._machine.renew(claim, lease, deadline), deadline)
 
     async def run(
         self,
@@ -133,19 +153,25 @@ class AsyncIdempotency(Driver):
         result_type: Any = None,
         lease: float | None = None,
         wait: float | None = None,
+        budget: float | None = None,
     ) -> T:
         """See :meth:`Idempotency.run`; ``fn`` is a coroutine function. Cancellation of the
         task marks the key FAILED (retryable), so a retry need not wait for the lease."""
-        outcome = await self.claim(key, payload, scope=scope, lease=lease, wait=wait)
+        machine = self._machine
+        deadline = self._deadline(budget)
+        outcome = await self._drive(
+            machine.claim(key, payload, scope, lease, wait, deadline), deadline
+        )
         if isinstance(outcome, Replay):
             value: T = outcome.value(result_type)
             return value
         try:
             result = await fn()
         except BaseException as exc:
-            await asyncio.shield(self._drive(self._machine.fail_quietly(outcome, exc)))
+            failing = machine.fail_quietly(outcome, exc, deadline)
+            await asyncio.shield(self._drive(failing, deadline))
             raise
-        await self._drive(self._machine.complete_only(outcome, result))
+        await self._drive(completion.complete(machine, outcome, result, False, deadline), deadline)
         return result
 
     async def claim_with(
@@ -156,19 +182,31 @@ class AsyncIdempotency(Driver):
         *,
         scope: str | None = None,
         lease: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """See :meth:`Idempotency.claim_with`."""
-        steps = transactional.claim_with(self._machine, key, transact_items, payload, scope, lease)
-        return await self._drive(steps)
+        deadline = self._deadline(budget)
+        steps = transactional.claim_with(
+            self._machine, key, transact_items, payload, scope, lease, deadline
+        )
+        return await self._drive(steps, deadline)
 
     async def complete_with(
-        self, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any = None
+        self,
+        claim: Claim,
+        transact_items: Sequence[dict[str, Any]],
+        result: Any = None,
+        *,
+        budget: float | None = None,
     ) -> Replay:
         """See :meth:`Idempotency.complete_with`."""
-        return await self._drive(
-            transactional.complete_with(self._machine, claim, transact_items, result)
-        )
+        deadline = self._deadline(budget)
+        steps = transactional.complete_with(self._machine, claim, transact_items, result, deadline)
+        return await self._drive(steps, deadline)
 
-    async def get(self, key: str, *, scope: str | None = None) -> Record | None:
+    async def get(
+        self, key: str, *, scope: str | None = None, budget: float | None = None
+    ) -> Record | None:
         """See :meth:`Idempotency.get`."""
-        return await self._drive(self._machine.get(key, scope))
+        deadline = self._deadline(budget)
+        return await self._drive(self._machine.get(key, scope, deadline), deadline)

@@ -1,8 +1,9 @@
 """Configuration: one frozen object, safe defaults, ``ValueError`` for anything unsafe.
 
-The defaults are chosen for the bench target (never more DynamoDB calls than Powertools): no
-in-progress polling (a live duplicate costs one write and is answered "in progress" at once), no
-consumed-capacity reporting, no local cache. Each can be turned on explicitly.
+The defaults follow the starting design: a duplicate of a live request waits a short, bounded
+time for it (``in_progress_wait``: consistent reads with backoff, never past the call's budget
+nor the live claim's lease) before "in progress"; ``0`` answers at once, at Powertools' cost of
+one write. No consumed-capacity reporting and no local cache unless turned on.
 """
 
 from __future__ import annotations
@@ -138,6 +139,11 @@ class IdempotencyConfig:
     attempt that any client may still retry, or a retry could arrive after TTL removed the
     record and run the side effect again.
 
+    ``budget`` is the time one guarded call may take (``run``, ``claim``, ``complete``..., a
+    request through the middleware): every retry, the client's own included, fits inside it,
+    and past it the call raises :class:`~.errors.DeadlineExceededError` (retryable) instead of
+    retrying on; ``None`` sets no bound. A call may pass its own (``budget=``).
+
     ``retry_after`` is the policy behind ``InProgressError.retry_after``. With
     ``refuse_late_retries``, a request whose key's record is past retention (still stored, or
     removed by TTL and remembered by the TTL audit's tombstone) and that carries the same
@@ -153,7 +159,8 @@ class IdempotencyConfig:
     retention: float = 24 * 3600.0
     client_retry_ceiling: float = 3600.0
     lease: float = 60.0
-    in_progress_wait: float = 0.0
+    budget: float | None = 10.0
+    in_progress_wait: float = 1.0
     poll_interval: float = 0.02
     hash_function: str = "sha256"
     max_key_length: int = 250
@@ -190,6 +197,8 @@ class IdempotencyConfig:
                 f"({self.client_retry_ceiling}s): a retry after the record expires would run "
                 "the side effect again"
             )
+        if self.budget is not None and not self.budget > 0:
+            raise ConfigurationError("budget must be > 0 seconds (or None: no bound)")
         if self.in_progress_wait < 0 or self.poll_interval <= 0:
             raise ConfigurationError("in_progress_wait must be >= 0 and poll_interval > 0")
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -185,13 +186,15 @@ def idempotent(
     exclude: Sequence[str] = ("self", "cls"),
     scope: str | Callable[[dict[str, Any]], str] | None = None,
     lease: float | None = None,
+    budget: float | None = None,
 ) -> Callable[[F], F]:
     """Make a sync or async function run once per key; duplicates get its stored result.
 
     ``guard`` is an :class:`Idempotency` (or :class:`~.aio.AsyncIdempotency` for coroutine
     functions; a sync guard also works there, driven from a thread), a factory of one, or
     ``None`` for the local default. ``exclude`` names arguments kept out of the fingerprint
-    (sessions, loggers)."""
+    (sessions, loggers). ``budget`` is the time budget of each call, the function included
+    (default: the guard's ``config.budget``)."""
 
     def decorate(fn: F) -> F:
         binding = _Binding(fn, guard, key_arg, key, payload, exclude, scope)
@@ -204,9 +207,11 @@ def idempotent(
                 g = binding.guard
                 call = functools.partial(fn, *args, **kwargs)
                 if isinstance(g, Idempotency):
-                    return await _sync_guard_async_fn(g, k, call, p, s, binding.result_type, lease)
+                    return await _sync_guard_async_fn(
+                        g, k, call, p, s, binding.result_type, lease, budget
+                    )
                 return await g.run(
-                    k, call, p, scope=s, result_type=binding.result_type, lease=lease
+                    k, call, p, scope=s, result_type=binding.result_type, lease=lease, budget=budget
                 )
 
             async_wrapper.__wrapped_idempotency__ = binding  # type: ignore[attr-defined]
@@ -218,7 +223,7 @@ def idempotent(
             k, p, s = binding.identify(arguments)
             call = functools.partial(fn, *args, **kwargs)
             return binding.guard.run(
-                k, call, p, scope=s, result_type=binding.result_type, lease=lease
+                k, call, p, scope=s, result_type=binding.result_type, lease=lease, budget=budget
             )
 
         wrapper.__wrapped_idempotency__ = binding  # type: ignore[attr-defined]
@@ -235,10 +240,20 @@ async def _sync_guard_async_fn(
     scope: str | None,
     result_type: Any,
     lease: float | None,
+    budget: float | None,
 ) -> Any:
+    """``guard.run`` for a coroutine function, each call of the guard in a worker thread; one
+    budget (``budget``, else the guard's) for the claim, the function and the completion."""
     from .guard import Replay
 
-    outcome = await asyncio.to_thread(guard.claim, key, payload, scope=scope, lease=lease)
+    started = time.monotonic()
+    whole = guard.config.budget if budget is None else budget
+
+    def left() -> float | None:
+        return None if whole is None else whole - (time.monotonic() - started)
+
+    claim = functools.partial(guard.claim, key, payload, scope=scope, lease=lease, budget=left())
+    outcome = await asyncio.to_thread(claim)
     if isinstance(outcome, Replay):
         return outcome.value(result_type)
     try:
@@ -246,7 +261,7 @@ async def _sync_guard_async_fn(
     except BaseException as exc:
         await asyncio.to_thread(guard._fail_quietly, outcome, exc)
         raise
-    await asyncio.to_thread(guard.complete, outcome, result)
+    await asyncio.to_thread(functools.partial(guard.complete, outcome, result, budget=left()))
     return result
 
 
@@ -267,7 +282,10 @@ def idempotent_handler(
 
     The lease is capped at the invocation's remaining time (``context.get_remaining_time_in_
     millis()``) minus ``lease_margin``: when Lambda kills a timed-out invocation, its claim is
-    free for the retry right away instead of blocking it for a full lease."""
+    free for the retry right away instead of blocking it for a full lease. The same remaining
+    time minus ``lease_margin`` is the call's time budget: the store's retries stop before
+    Lambda would kill the invocation (:class:`~.errors.DeadlineExceededError`). Without a
+    context that says, the guard's ``config.budget`` applies."""
 
     def decorate(fn: F) -> F:
         binding = _Binding(lambda event, context=None: None, guard, None, key, None, (), scope)
@@ -290,6 +308,12 @@ def idempotent_handler(
             seconds = float(remaining()) / 1000 - lease_margin
             return max(1.0, min(float(binding.guard.config.lease), seconds))
 
+        def budget_for(context: Any) -> float | None:
+            remaining = getattr(context, "get_remaining_time_in_millis", None)
+            if not callable(remaining):
+                return None
+            return max(0.0, float(remaining()) / 1000 - lease_margin)
+
         hints_fn = fn
 
         def result_type() -> Any:
@@ -308,10 +332,16 @@ def idempotent_handler(
                 call = functools.partial(fn, event, context)
                 if isinstance(g, Idempotency):
                     return await _sync_guard_async_fn(
-                        g, k, call, p, s, result_type(), lease_for(context)
+                        g, k, call, p, s, result_type(), lease_for(context), budget_for(context)
                     )
                 return await g.run(
-                    k, call, p, scope=s, result_type=result_type(), lease=lease_for(context)
+                    k,
+                    call,
+                    p,
+                    scope=s,
+                    result_type=result_type(),
+                    lease=lease_for(context),
+                    budget=budget_for(context),
                 )
 
             return typing.cast(F, async_handler)
@@ -326,6 +356,7 @@ def idempotent_handler(
                 scope=s,
                 result_type=result_type(),
                 lease=lease_for(context),
+                budget=budget_for(context),
             )
 
         return typing.cast(F, handler)

@@ -59,6 +59,50 @@ class InProgressError(IdempotencyError):
         return f"request {self.key!r} is already in progress; retry after {self.retry_after:.3f}s"
 
 
+class DeadlineExceededError(IdempotencyError):
+    """The call's time budget (``IdempotencyConfig.budget``, or ``budget=`` on the call) ran
+    out while DynamoDB kept failing (throttling, 5xx, dropped connections): nothing more fits,
+    so the layer stopped instead of retrying past it. Retryable: ``retry_after`` (seconds) is
+    how long to wait first, ``retry_after_header`` the same rounded up for an HTTP
+    ``Retry-After``. ``dynamo_error_code`` is the last error DynamoDB (or the SDK) gave,
+    ``operation`` the request that was being retried, ``budget`` the budget and ``elapsed`` how
+    much of it the call used.
+
+    The side effect has not run. A claim whose answer was lost may have been written: it stays
+    under its lease like any claim, so a retry gets "in progress" until the lease ends and then
+    takes the key over; the function still runs at most once."""
+
+    retryable = True
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        retry_after: float,
+        budget: float,
+        elapsed: float,
+        operation: str,
+        dynamo_error_code: str,
+        record_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            f"{operation} for {key!r} gave up after {elapsed:.3f}s of its {budget:.3f}s budget "
+            f"({dynamo_error_code}); retry after {retry_after:.3f}s"
+        )
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.retry_after = retry_after
+        self.budget = budget
+        self.elapsed = elapsed
+        self.operation = operation
+        self.dynamo_error_code = dynamo_error_code
+
+    @property
+    def retry_after_header(self) -> str:
+        """``Retry-After`` in whole seconds (rounded up, at least 1)."""
+        return str(max(1, math.ceil(self.retry_after)))
+
+
 class PayloadMismatchError(IdempotencyError):
     """The key was used before with a different request fingerprint (HTTP 422)."""
 
@@ -350,3 +394,22 @@ class ItemCollectionSizeLimitError(TransactionCancelledError):
             f"transaction for {self.key!r} cancelled: an item collection would exceed its 10 GB "
             f"limit (reasons {[r.get('Code') for r in self.reasons]})"
         )
+
+
+class TooManyTransactItemsError(IdempotencyError, ValueError):
+    """Variant 3: more business items than fit beside the layer's own in one
+    ``TransactWriteItems``. DynamoDB takes at most ``limit`` actions per transaction (100), and
+    the claim (or the completion) is one of them, so ``limit - 1`` of yours fit. Refused before
+    any call: nothing was written and the key is untouched. Split the writes, or claim first
+    and write the rest under the claim's fencing token."""
+
+    def __init__(self, key: str, given: int, limit: int, *, operation: str) -> None:
+        super().__init__(
+            f"{operation} for {key!r} was given {given} transaction items, but a "
+            f"TransactWriteItems takes at most {limit} and the layer's own item is one of them: "
+            f"at most {limit - 1} of yours fit"
+        )
+        self.key = key
+        self.given = given
+        self.limit = limit
+        self.operation = operation

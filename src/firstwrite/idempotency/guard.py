@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._machine import table_setup, transactional
+from ._machine import completion, table_setup, transactional
+from ._machine.budget import Deadline
 from ._machine.driving import Driver, drive
 from ._machine.effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
@@ -78,8 +79,8 @@ class Idempotency(Driver):
         self._methods = bind(client)
         self._sleep = sleep
 
-    def _drive(self, steps: Steps[T]) -> T:
-        return drive(steps, self._methods, self._sleep)
+    def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
+        return drive(steps, self._methods, self._sleep, deadline)
 
     def ensure_table(self) -> bool:
         """Create the table (on-demand, TTL enabled on ``expires_at``) if it does not exist;
@@ -96,14 +97,20 @@ class Idempotency(Driver):
         scope: str | None = None,
         lease: float | None = None,
         wait: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """Claim ``key`` (one conditional PutItem). Returns a :class:`Claim` to complete or
         fail, or a :class:`Replay` of the stored outcome. Raises :class:`InProgressError`
         (after waiting up to ``wait`` seconds, default ``config.in_progress_wait``) and
-        :class:`PayloadMismatchError`."""
-        return self._drive(self._machine.claim(key, payload, scope, lease, wait))
+        :class:`PayloadMismatchError`; :class:`DeadlineExceededError` when DynamoDB keeps
+        failing for the call's ``budget`` (seconds, default ``config.budget``; every method
+        takes one)."""
+        deadline = self._deadline(budget)
+        return self._drive(
+            self._machine.claim(key, payload, scope, lease, wait, deadline), deadline
+        )
 
-    def complete(self, claim: Claim, result: Any = None) -> Replay:
+    def complete(self, claim: Claim, result: Any = None, *, budget: float | None = None) -> Replay:
         """Store ``result`` and mark the key COMPLETED (fenced by owner and version).
 
         Raises :class:`LostClaimError` if another worker took the key over; nothing is written.
@@ -111,19 +118,32 @@ class Idempotency(Driver):
         :class:`ResultTooLargeError`) marks the key FAILED for good, because the side effect
         has happened and must not run again, and is then raised. A write that keeps failing
         (throttling, 5xx, no connection) is retried, with the lease renewed, for up to one
-        lease; then :class:`CompletionNotRecordedError` carries ``result``."""
-        return self._drive(self._machine.complete(claim, result))
+        lease, and never past the call's budget (the first attempt is always made); then
+        :class:`CompletionNotRecordedError` carries ``result``."""
+        deadline = self._deadline(budget)
+        return self._drive(completion.answered(self._machine, claim, result, deadline), deadline)
 
     def fail(
-        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+        self,
+        claim: Claim,
+        error: BaseException | str,
+        *,
+        retryable: bool,
+        data: Any = None,
+        budget: float | None = None,
     ) -> None:
         """Mark the key FAILED. ``retryable=True`` lets the same request claim it again at once;
         ``False`` makes the failure the key's final answer, replayed to duplicates."""
-        self._drive(self._machine.fail(claim, error, retryable=retryable, data=data))
+        deadline = self._deadline(budget)
+        steps = self._machine.fail(claim, error, retryable=retryable, data=data, deadline=deadline)
+        self._drive(steps, deadline)
 
-    def renew(self, claim: Claim, lease: float | None = None) -> Claim:
+    def renew(
+        self, claim: Claim, lease: float | None = None, *, budget: float | None = None
+    ) -> Claim:
         """Extend the lease of a live claim (long work). Returns the claim to use from now on."""
-        return self._drive(self._machine.renew(claim, lease))
+        deadline = self._deadline(budget)
+        return self._drive(self._machine.renew(claim, lease, deadline), deadline)
 
     # -- the whole dance -------------------------------------------------------------------------
 
@@ -137,27 +157,40 @@ class Idempotency(Driver):
         result_type: Any = None,
         lease: float | None = None,
         wait: float | None = None,
+        budget: float | None = None,
     ) -> T:
         """Run ``fn`` at most once per key (within retention); duplicates get its result.
 
         An exception from ``fn`` marks the key FAILED, retryable unless it is an instance of
-        ``non_retryable`` (or has ``idempotency_retryable = False``), and is re-raised."""
+        ``non_retryable`` (or has ``idempotency_retryable = False``), and is re-raised.
+
+        One ``budget`` (default ``config.budget``) covers the whole call, ``fn`` included: the
+        claim's retries stop at it (:class:`DeadlineExceededError`, ``fn`` not run), and the
+        completion's retries too (its first attempt is always made; then
+        :class:`CompletionNotRecordedError`)."""
         # drive() called directly, not through claim() and complete(): two frames less per call
         machine, methods, sleep = self._machine, self._methods, self._sleep
-        outcome = drive(machine.claim(key, payload, scope, lease, wait), methods, sleep)
+        deadline = self._deadline(budget)
+        outcome = drive(
+            machine.claim(key, payload, scope, lease, wait, deadline), methods, sleep, deadline
+        )
         if isinstance(outcome, Replay):
             value: T = outcome.value(result_type)
             return value
         try:
             result = fn()
         except BaseException as exc:
-            self._fail_quietly(outcome, exc)
+            self._fail_quietly(outcome, exc, deadline)
             raise
-        drive(machine.complete_only(outcome, result), methods, sleep)
+        drive(
+            completion.complete(machine, outcome, result, False, deadline), methods, sleep, deadline
+        )
         return result
 
-    def _fail_quietly(self, claim: Claim, exc: BaseException) -> None:
-        self._drive(self._machine.fail_quietly(claim, exc))
+    def _fail_quietly(
+        self, claim: Claim, exc: BaseException, deadline: Deadline | None = None
+    ) -> None:
+        self._drive(self._machine.fail_quietly(claim, exc, deadline), deadline)
 
     # -- variant 3: with the caller's business writes --------------------------------------------
 
@@ -169,6 +202,7 @@ class Idempotency(Driver):
         *,
         scope: str | None = None,
         lease: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """Claim ``key`` and apply ``transact_items`` (TransactWriteItems entries, low-level
         shape) in one transaction: both happen or neither.
@@ -177,24 +211,35 @@ class Idempotency(Driver):
         (duplicate: nothing applied). Raises :class:`BusinessConditionFailedError` when one of
         your items failed its condition (the claim was rolled back: nothing is orphaned),
         :class:`InProgressError`, :class:`PayloadMismatchError`."""
-        steps = transactional.claim_with(self._machine, key, transact_items, payload, scope, lease)
-        return self._drive(steps)
+        deadline = self._deadline(budget)
+        steps = transactional.claim_with(
+            self._machine, key, transact_items, payload, scope, lease, deadline
+        )
+        return self._drive(steps, deadline)
 
     def complete_with(
-        self, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any = None
+        self,
+        claim: Claim,
+        transact_items: Sequence[dict[str, Any]],
+        result: Any = None,
+        *,
+        budget: float | None = None,
     ) -> Replay:
         """Mark the key COMPLETED and apply ``transact_items`` in one transaction (fenced).
 
         Raises :class:`LostClaimError` (nothing applied) or
         :class:`BusinessConditionFailedError` (nothing applied; the claim stays PENDING: fail
         it or retry)."""
-        return self._drive(
-            transactional.complete_with(self._machine, claim, transact_items, result)
-        )
+        deadline = self._deadline(budget)
+        steps = transactional.complete_with(self._machine, claim, transact_items, result, deadline)
+        return self._drive(steps, deadline)
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def get(self, key: str, *, scope: str | None = None) -> Record | None:
+    def get(
+        self, key: str, *, scope: str | None = None, budget: float | None = None
+    ) -> Record | None:
         """The stored record (a consistent read), or ``None``; expired-but-present records are
         returned as they are (check :meth:`Record.expired`)."""
-        return self._drive(self._machine.get(key, scope))
+        deadline = self._deadline(budget)
+        return self._drive(self._machine.get(key, scope, deadline), deadline)

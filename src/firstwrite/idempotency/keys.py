@@ -4,7 +4,9 @@
   caller from ever reading another's stored result. ``%`` and ``#`` inside the parts are
   percent-escaped so that scope ``"a#b"`` + key ``"c"`` and scope ``"a"`` + key ``"b#c"`` can never
   collide (the starting design's plain join let them). Keys longer than ``max_key_length`` bytes
-  are replaced by their hash.
+  are replaced by ``%<hash name>:<hex digest>`` (:data:`HASHED_MARK` first): an escaped key has
+  a ``%`` only before ``23`` or ``25``, so no literal key, however it is spelt, is stored as the
+  hashed form of another.
 * A fingerprint is the hash (SHA-256 by default) of the canonical JSON of the request: keys
   sorted, no whitespace, UTF-8, integral floats written as integers (as RFC 8785 does, so ``1``
   and ``1.0`` agree), NaN/Infinity refused.
@@ -241,6 +243,12 @@ def _empty(value: Any) -> bool:
     return False
 
 
+HASHED_MARK = "%"
+"""The first character of a hashed key part (``%sha256:<hex>``). :func:`_escape` writes a ``%``
+only as ``%25`` or ``%23``, so an escaped literal key never starts with ``%`` and a letter: a
+literal ``"sha256:<hex>"`` and the long key hashed to that digest are two records."""
+
+
 def _escape(part: str) -> str:
     return part.replace("%", "%25").replace("#", "%23") if ("%" in part or "#" in part) else part
 
@@ -293,7 +301,8 @@ class KeyBuilder:
             full_scope = f"{full_scope}#{_escape(scope)}" if full_scope else _escape(scope)
         part = _escape(key)
         if (len(part) if part.isascii() else len(part.encode("utf-8"))) > self._max:
-            part = f"{self._hash}:{hashlib.new(self._hash, key.encode('utf-8')).hexdigest()}"
+            digest = hashlib.new(self._hash, key.encode("utf-8")).hexdigest()
+            part = f"{HASHED_MARK}{self._hash}:{digest}"
         if self._sk is None:
             return f"{self._prefix}#{full_scope}#{part}", None
         return f"{self._prefix}#{full_scope}", part

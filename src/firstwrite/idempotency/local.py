@@ -19,6 +19,7 @@ from ._machine import table_setup
 from ._machine.driving import drive
 from ._machine.effects import bind
 from ._machine.machine import StateMachine
+from .clients import configured
 from .config import IdempotencyConfig
 
 ENV_VAR = "FIRSTWRITE_LOCAL_DB"
@@ -74,7 +75,11 @@ def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
                     ENV_VAR,
                     extra={"local_db": path},
                 )
-            client = _clients[path, region] = local_client(engine, region=region)
+            # one attempt per call: the layer's retry policy does the retrying, inside the
+            # call's budget (see .clients)
+            client = _clients[path, region] = configured(
+                lambda **kw: local_client(engine, region=region, **kw), config.budget
+            )
         if (path, config.table_name) not in _tables:
             drive(table_setup.ensure_table(StateMachine(config)), bind(client), time.sleep)
             _tables.add((path, config.table_name))

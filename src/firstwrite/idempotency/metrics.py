@@ -46,6 +46,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Side effects that ran but whose result could not be recorded",
         (),
     ),
+    "firstwrite_deadline_exceeded_total": (
+        "Calls stopped at their time budget while DynamoDB kept failing",
+        ("operation", "dynamo_error_code"),
+    ),
     "transact_write_cancellation_reason_total": (
         "Transaction cancellation reasons, one per failing item",
         ("reason",),

@@ -39,16 +39,23 @@ class Guard(Protocol):
         scope: str | None = None,
         lease: float | None = None,
         wait: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """A :class:`Claim` of ``key``, or a :class:`Replay` of its stored outcome."""
         ...
 
-    def complete(self, claim: Claim, result: Any = None) -> Replay:
+    def complete(self, claim: Claim, result: Any = None, *, budget: float | None = None) -> Replay:
         """Store ``result``: the key is COMPLETED."""
         ...
 
     def fail(
-        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+        self,
+        claim: Claim,
+        error: BaseException | str,
+        *,
+        retryable: bool,
+        data: Any = None,
+        budget: float | None = None,
     ) -> None:
         """The key is FAILED: free again (``retryable``) or for good."""
         ...
@@ -61,6 +68,7 @@ class Guard(Protocol):
         *,
         scope: str | None = None,
         lease: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """Claim ``key`` and apply ``transact_items`` in one transaction, or replay."""
         ...
@@ -82,16 +90,25 @@ class AsyncGuard(Protocol):
         scope: str | None = None,
         lease: float | None = None,
         wait: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """See :meth:`Guard.claim`."""
         ...
 
-    async def complete(self, claim: Claim, result: Any = None) -> Replay:
+    async def complete(
+        self, claim: Claim, result: Any = None, *, budget: float | None = None
+    ) -> Replay:
         """See :meth:`Guard.complete`."""
         ...
 
     async def fail(
-        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any = None
+        self,
+        claim: Claim,
+        error: BaseException | str,
+        *,
+        retryable: bool,
+        data: Any = None,
+        budget: float | None = None,
     ) -> None:
         """See :meth:`Guard.fail`."""
         ...
@@ -104,6 +121,7 @@ class AsyncGuard(Protocol):
         *,
         scope: str | None = None,
         lease: float | None = None,
+        budget: float | None = None,
     ) -> Outcome:
         """See :meth:`Guard.claim_with`."""
         ...

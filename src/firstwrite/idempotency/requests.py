@@ -40,6 +40,7 @@ A_REMOVED_AT = "removed_at"
 A_REMOVED_STATUS = "removed_status"
 
 TTL_ATTRIBUTE = A_EXPIRES
+MAX_TRANSACT_ITEMS = 100  # DynamoDB's TransactWriteItems limit (25 until September 2022)
 NO_FINGERPRINT = "-"  # a request without payload validation: matches any stored record
 TOKEN_TIME_DIGITS = 12  # hex digits of epoch ms at the start of an owner token (to year 10889)
 

@@ -70,11 +70,18 @@ class RoutedIdempotency:
         region = claim.region or self.router.region_for(claim.record_id)
         return self.guards[region]
 
-    def complete(self, claim: Claim, result: Any = None) -> Any:
-        return self._owner_of(claim).complete(claim, result)
+    def complete(self, claim: Claim, result: Any = None, *, budget: float | None = None) -> Any:
+        return self._owner_of(claim).complete(claim, result, budget=budget)
 
-    def fail(self, claim: Claim, error: BaseException | str, *, retryable: bool) -> None:
-        self._owner_of(claim).fail(claim, error, retryable=retryable)
+    def fail(
+        self,
+        claim: Claim,
+        error: BaseException | str,
+        *,
+        retryable: bool,
+        budget: float | None = None,
+    ) -> None:
+        self._owner_of(claim).fail(claim, error, retryable=retryable, budget=budget)
 
     def renew(self, claim: Claim, lease: float | None = None) -> Claim:
         return self._owner_of(claim).renew(claim, lease)

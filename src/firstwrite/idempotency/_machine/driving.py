@@ -13,20 +13,29 @@ from typing import Any, TypeVar
 from ..config import IdempotencyConfig
 from ..metrics import Metrics
 from ..requests import Key
+from . import budget
+from .budget import CURRENT, Deadline
 from .effects import Call, Steps
 from .machine import StateMachine
 
 T = TypeVar("T")
 
 
-def drive(steps: Steps[T], methods: dict[str, Any], sleep: Callable[[float], Any]) -> T:
+def drive(
+    steps: Steps[T],
+    methods: dict[str, Any],
+    sleep: Callable[[float], Any],
+    deadline: Deadline | None = None,
+) -> T:
     """Perform ``steps``' effects with blocking calls; a client exception goes back into the
-    transition (which turns answers into data and re-raises the rest).
+    transition (which turns answers into data and re-raises the rest). ``deadline`` is current
+    (:data:`.budget.CURRENT`) meanwhile, so the client's own retries stay inside it.
 
     The exception is thrown in after its ``except`` block, not from inside it: an error the
     transition raises after reading an answer (``InProgressError`` after a failed condition)
     must not chain to that answer, keeping botocore's frames alive and printing "During
     handling of ConditionalCheckFailedException" above the caller's traceback."""
+    token = CURRENT.set(deadline)
     try:
         effect = next(steps)
         while True:
@@ -48,12 +57,18 @@ def drive(steps: Steps[T], methods: dict[str, Any], sleep: Callable[[float], Any
     except StopIteration as stop:
         outcome: T = stop.value
         return outcome
+    finally:
+        CURRENT.reset(token)
 
 
 async def adrive(
-    steps: Steps[T], methods: dict[str, Any], sleep: Callable[[float], Awaitable[Any]]
+    steps: Steps[T],
+    methods: dict[str, Any],
+    sleep: Callable[[float], Awaitable[Any]],
+    deadline: Deadline | None = None,
 ) -> T:
     """:func:`drive` with each effect awaited."""
+    token = CURRENT.set(deadline)
     try:
         effect = next(steps)
         while True:
@@ -75,6 +90,8 @@ async def adrive(
     except StopIteration as stop:
         outcome: T = stop.value
         return outcome
+    finally:
+        CURRENT.reset(token)
 
 
 class Driver:
@@ -85,6 +102,14 @@ class Driver:
     def __init__(self, machine: StateMachine, client: Any) -> None:
         self._machine = machine
         self._client = client
+        budget.install(client)
+        budget.check_timeouts(client, machine.config.budget)
+
+    def _deadline(self, budget_s: float | None) -> Deadline | None:
+        """The deadline of a call starting now: ``budget_s`` seconds, or the configuration's
+        ``budget`` when ``None``."""
+        seconds = self._machine.config.budget if budget_s is None else budget_s
+        return budget.deadline_for(seconds, self._machine.monotonic)
 
     @property
     def config(self) -> IdempotencyConfig:

@@ -1,21 +1,21 @@
 """The idempotency state machine: every decision, no I/O.
 
 Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
-``complete``, ``fail``, ``renew``, ``get``; the transactional variant's are in
-:mod:`.transactional`, the table set-up in :mod:`.table_setup`). A transition yields the effects it needs (a
-:class:`~.effects.Call` built by :mod:`..requests`, or a :class:`~.effects.Sleep`), is sent
-their answers and receives the client's exceptions through ``throw()``, as h11's connection
-is fed events. Retries are effects too (:func:`.retry.perform`), and every log record and
-metric goes through one :class:`~.reporting.Reporter`. The drivers, :class:`..guard.Idempotency`
-and :class:`..aio.AsyncIdempotency`, hold a machine and perform its effects with a blocking or an
-asyncio client; so both make exactly the same calls, choices, logs and metrics.
-
-What a failed claim's stored record means is :func:`.verdicts.judge`, one ordered table of
-rules; creating the table is :mod:`.table_setup`.
+``fail``, ``renew``, ``get``) or over one (the completion in :mod:`.completion`, the
+transactional variant's in :mod:`.transactional`, the table set-up in :mod:`.table_setup`). A
+transition yields the effects it needs (a :class:`~.effects.Call` built by :mod:`..requests`,
+or a :class:`~.effects.Sleep`), is sent their answers and receives the client's exceptions
+through ``throw()``, as h11's connection is fed events. Retries are effects too
+(:func:`.retry.perform`), and every log record and metric goes through one
+:class:`~.reporting.Reporter`. The drivers, :class:`..guard.Idempotency` and
+:class:`..aio.AsyncIdempotency`, perform the effects with a blocking or an asyncio client, so
+both make exactly the same calls, choices, logs and metrics; a call's time budget reaches a
+transition as a :class:`~.budget.Deadline`. What a failed claim's stored record means is
+:func:`.verdicts.judge`, one ordered table of rules.
 
 Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 1 write (the
 stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
-write, plus one consistent read per poll only when ``in_progress_wait > 0``; with the local
+write, plus one consistent read per poll while it waits (``in_progress_wait``); with the local
 cache on, a duplicate of a finished request costs nothing.
 """
 
@@ -25,18 +25,16 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from .. import requests as q
 from ..config import IdempotencyConfig
 from ..errors import (
-    CompletionNotRecordedError,
     InProgressError,
     LateRetryError,
     LostClaimError,
     PayloadMismatchError,
     ResultTooLargeError,
-    SerializationError,
 )
 from ..keys import KeyBuilder, fingerprinter
 from ..metrics import Metrics
@@ -44,11 +42,11 @@ from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
 from . import serialization
+from .budget import Deadline
 from .cache import ReplayCache
-from .client_errors import error_code, is_sdk_error
 from .effects import Call, Sleep, Steps
 from .reporting import Reporter
-from .retry import backoff, classify, perform
+from .retry import perform
 from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
@@ -258,37 +256,71 @@ class StateMachine:
 
     # -- the two ways a request is performed -----------------------------------------------------
 
-    def call(self, call: Call, key: str, record_id: str) -> Steps[dict[str, Any]]:
-        """``call`` under the retry policy (:func:`.retry.perform`); ``key`` and ``record_id``
-        name the record in logs."""
-        return perform(call, self.config.retry, self.rng, self.report, key, record_id)
+    def call(
+        self, call: Call, key: str, record_id: str, deadline: Deadline | None = None
+    ) -> Steps[dict[str, Any]]:
+        """``call`` under the retry policy (:func:`.retry.perform`) within ``deadline``;
+        ``key`` and ``record_id`` name the record in logs."""
+        return perform(
+            call, self.config.retry, self.rng, self.report, key, record_id, False, deadline
+        )
 
-    def conditional(self, call: Call, key: str, record_id: str) -> Steps[tuple[bool, Item | None]]:
+    def conditional(
+        self, call: Call, key: str, record_id: str, deadline: Deadline | None = None
+    ) -> Steps[tuple[bool, Item | None]]:
         """A conditional write under the retry policy: ``(True, returned attributes)`` or
         ``(False, ALL_OLD item or None)``; a failed condition is an answer, never an error."""
-        return perform(call, self.config.retry, self.rng, self.report, key, record_id, True)
+        return perform(
+            call, self.config.retry, self.rng, self.report, key, record_id, True, deadline
+        )
+
+    def refused_item(
+        self,
+        old: Item | None,
+        dkey: Key,
+        key: str,
+        record_id: str,
+        deadline: Deadline | None = None,
+    ) -> Steps[Item | None]:
+        """The stored item behind a failed conditional write: the one it returned
+        (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) or, from an endpoint that does not
+        return it, one consistent read; ``None`` when nothing is stored."""
+        if old is not None:
+            return old
+        get = self.requests.get(dkey)
+        return (yield from self.call(get, key, record_id, deadline)).get("Item")
 
     # -- the transitions -------------------------------------------------------------------------
 
     def claim(
-        self, key: str, payload: Any, scope: str | None, lease: float | None, wait: float | None
+        self,
+        key: str,
+        payload: Any,
+        scope: str | None,
+        lease: float | None,
+        wait: float | None,
+        deadline: Deadline | None = None,
     ) -> Steps[Outcome]:
+        """Claim ``key``; a live claim is waited for up to ``wait`` seconds (default
+        ``in_progress_wait``), never past ``deadline`` nor past the live claim's lease."""
         dkey, record_id = self.keys.key(key, scope)
         fp = self.fingerprint_of(payload)
         hit = self.cached(record_id, fp)
         if hit is not None:
             return hit
         budget = self.config.in_progress_wait if wait is None else wait
-        deadline: float | None = None  # the budget is for waiting: it starts at "in progress"
+        waiting_until: float | None = None  # the wait starts at the first "in progress"
         interval = self.config.poll_interval
         requests = self.requests
         for _ in range(_MAX_ROUNDS):
             trying, item, now = self.new_claim(key, record_id, dkey, fp, lease)
-            ok, old = yield from self.conditional(requests.put_claim(item, fp, now), key, record_id)
+            put = requests.put_claim(item, fp, now)
+            ok, old = yield from self.conditional(put, key, record_id, deadline)
             if ok:
                 return self.claimed(trying, old)
             if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
-                old = (yield from self.call(requests.get(dkey), key, record_id)).get("Item")
+                get = requests.get(dkey)
+                old = (yield from self.call(get, key, record_id, deadline)).get("Item")
                 if old is None:
                     continue
             rec = Record.from_item(old)
@@ -304,7 +336,7 @@ class StateMachine:
                 if verdict is Verdict.LATE or verdict is Verdict.REPLACE:
                     seen = q.fence(rec.owner, rec.version)
                     call = requests.replace_claim(item, seen)
-                    ok, old = yield from self.conditional(call, key, record_id)
+                    ok, old = yield from self.conditional(call, key, record_id, deadline)
                     if ok:
                         return self.claimed(trying, old, late_reported=True)
                     break  # it changed meanwhile: start again
@@ -312,135 +344,65 @@ class StateMachine:
                     break  # changed (or expired) meanwhile: trying again
                 if budget <= 0:  # the default: answer "in progress" at once
                     raise self.in_progress(trying, rec, now)
-                if deadline is None:
-                    deadline = self.monotonic() + budget
-                remaining = deadline - self.monotonic()
-                if remaining <= 0:
+                if waiting_until is None:
+                    waiting_until = self.monotonic() + budget
+                remaining = waiting_until - self.monotonic()
+                if deadline is not None:
+                    remaining = min(remaining, deadline.left())
+                lease_left = (rec.lease_expires_at or 0) / 1000 - now
+                if remaining <= 0 or lease_left <= 0:
                     raise self.in_progress(trying, rec, now)
-                yield Sleep(min(interval, remaining))
+                yield Sleep(min(interval, remaining, lease_left))
                 interval = min(interval * 2, 0.5)
                 self.report.poll()
-                current = (yield from self.call(requests.get(dkey), key, record_id)).get("Item")
+                get = requests.get(dkey)
+                current = (yield from self.call(get, key, record_id, deadline)).get("Item")
                 if current is None:
                     break
                 rec = Record.from_item(current)
         raise InProgressError(key, self.config.poll_interval, record_id=record_id)  # churn
 
-    def complete(self, claim: Claim, result: Any) -> Steps[Replay]:
-        """Record ``result``. The side effect has run, so a write that fails for a reason that
-        may pass (throttling, 5xx, a lost connection) is tried again, with the lease renewed
-        while it is tried, for one lease length; then :class:`CompletionNotRecordedError`."""
-        return cast(Steps[Replay], self._complete(claim, result, True))
-
-    def complete_only(self, claim: Claim, result: Any) -> Steps[Replay | None]:
-        """:meth:`complete` without the :class:`Replay` it answers, for ``run()``, which returns
-        the function's own result (a frozen dataclass less per first call); the local cache,
-        when on, still gets its replay."""
-        return self._complete(claim, result, False)
-
-    def _complete(self, claim: Claim, result: Any, answer: bool) -> Steps[Replay | None]:
-        key = key_of(claim)
-        try:
-            value = self.encode_result(claim, result)
-        except SerializationError as exc:
-            yield from self.fail(claim, exc, retryable=False, data=None)
-            raise
-        lease = self.config.lease
-        started = self.monotonic()
-        attempt = 0
-        unanswered: int | None = None  # the version a renewal of ours left unanswered
-        while True:
-            call = self.requests.complete(claim.key, claim.owner, claim.version, value)
-            try:
-                ok, old = yield from self.conditional(call, key, claim.record_id)
-            except Exception as exc:
-                if not is_sdk_error(exc):
-                    raise
-                spent = self.monotonic() - started
-                if classify(exc) is None or spent >= lease:
-                    self.report.completion_not_recorded(
-                        key, claim.record_id, error_code(exc), spent
-                    )
-                    raise CompletionNotRecordedError(
-                        key,
-                        result,
-                        claim,
-                        tried_for=spent,
-                        lease_expires_at=claim.lease_expires_at / 1000,
-                        reason=error_code(exc),
-                        record_id=claim.record_id,
-                    ) from exc
-                attempt += 1
-                self.report.completion_retry(key, claim.record_id, error_code(exc), attempt)
-                renewed = yield from self._keep_lease(claim, lease)
-                if renewed is None:
-                    unanswered = claim.version
-                else:
-                    claim = renewed
-                yield Sleep(min(backoff(self.config.retry, attempt, self.rng), lease - spent))
-                continue
-            if ok:
-                break
-            rec = None if old is None else Record.from_item(old)
-            if fenced_outcome(rec, claim, Status.COMPLETED):
-                break  # our own completion, whose answer was lost
-            if (
-                unanswered is not None
-                and rec is not None
-                and rec.owner == claim.owner
-                and rec.status is Status.PENDING
-                and rec.version == unanswered + 1
-            ):
-                # The renewal made above applied though its answer was lost: go on from it.
-                claim = replace(
-                    claim, version=rec.version, lease_expires_at=rec.lease_expires_at or 0
-                )
-                unanswered = None
-                continue
-            raise self.lost(claim, rec, "complete")
-        if answer or self.cache is not None:
-            return self.completed(claim, value)
-        return None
-
-    def _keep_lease(self, claim: Claim, lease: float) -> Steps[Claim | None]:
-        """Renew ``claim`` when less than half a lease is left, so that nobody takes the key
-        over while its completion is retried. ``None``: the renewal failed (logged by the retry
-        loop; it may have been applied all the same)."""
-        if claim.lease_expires_at - millis(self.clock()) >= lease * 500:
-            return claim
-        try:
-            return (yield from self.renew(claim, lease))
-        except Exception as exc:
-            if not is_sdk_error(exc):
-                raise
-            return None
-
     def fail(
-        self, claim: Claim, error: BaseException | str, *, retryable: bool, data: Any
+        self,
+        claim: Claim,
+        error: BaseException | str,
+        *,
+        retryable: bool,
+        data: Any,
+        deadline: Deadline | None = None,
     ) -> Steps[None]:
         info = serialization.error_info(error, data)
         request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
-        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
+        key = key_of(claim)
+        ok, old = yield from self.conditional(request, key, claim.record_id, deadline)
         if not ok:
+            old = yield from self.refused_item(old, claim.key, key, claim.record_id, deadline)
             rec = None if old is None else Record.from_item(old)
             if not fenced_outcome(rec, claim, Status.FAILED):
                 raise self.lost(claim, rec, "fail")
 
-    def fail_quietly(self, claim: Claim, exc: BaseException) -> Steps[None]:
+    def fail_quietly(
+        self, claim: Claim, exc: BaseException, deadline: Deadline | None = None
+    ) -> Steps[None]:
         """``fail`` after the caller's function raised: the caller's exception matters more, so
         a failure to record it is logged, and the claim's lease will end on its own."""
         try:
-            yield from self.fail(claim, exc, retryable=self.is_retryable(exc), data=None)
+            retryable = self.is_retryable(exc)
+            yield from self.fail(claim, exc, retryable=retryable, data=None, deadline=deadline)
         except Exception:
             self.report.fail_not_recorded(key_of(claim), claim.record_id)
 
-    def renew(self, claim: Claim, lease: float | None) -> Steps[Claim]:
+    def renew(
+        self, claim: Claim, lease: float | None, deadline: Deadline | None = None
+    ) -> Steps[Claim]:
         now = self.clock()
         lease_ms = millis(now + (self.config.lease if lease is None else lease))
         expires = int(now + self.config.retention)  # as in the renew request
         request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
-        ok, old = yield from self.conditional(request, key_of(claim), claim.record_id)
+        key = key_of(claim)
+        ok, old = yield from self.conditional(request, key, claim.record_id, deadline)
         if not ok:
+            old = yield from self.refused_item(old, claim.key, key, claim.record_id, deadline)
             rec = None if old is None else Record.from_item(old)
             if rec is None or not fenced_outcome(rec, claim, Status.PENDING):
                 raise self.lost(claim, rec, "renew")
@@ -450,7 +412,10 @@ class StateMachine:
             claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
         )
 
-    def get(self, key: str, scope: str | None) -> Steps[Record | None]:
+    def get(
+        self, key: str, scope: str | None, deadline: Deadline | None = None
+    ) -> Steps[Record | None]:
         dkey, record_id = self.keys.key(key, scope)
-        item = (yield from self.call(self.requests.get(dkey), key, record_id)).get("Item")
+        get = self.requests.get(dkey)
+        item = (yield from self.call(get, key, record_id, deadline)).get("Item")
         return None if item is None else Record.from_item(item)

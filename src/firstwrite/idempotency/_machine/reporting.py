@@ -154,6 +154,37 @@ class Reporter:
                     dynamo_error_code=code,
                 )
 
+    def deadline_exceeded(
+        self,
+        operation: str,
+        code: str,
+        key: str,
+        record_id: str,
+        budget: float,
+        elapsed: float,
+    ) -> None:
+        """A call stopped at its time budget while ``operation`` kept failing with ``code``."""
+        if self.enabled:
+            self.metrics.count(
+                "firstwrite_deadline_exceeded_total", operation=operation, dynamo_error_code=code
+            )
+        log.error(
+            "%s for %r stopped at its time budget (%.3fs of %.3fs): %s",
+            operation,
+            key,
+            elapsed,
+            budget,
+            code,
+            extra={
+                "dynamo_error_code": code,
+                "operation": operation,
+                "idempotency_key": key,
+                "record_id": record_id,
+                "budget": budget,
+                "elapsed": elapsed,
+            },
+        )
+
     # -- the record's life -----------------------------------------------------------------------
 
     def no_ttl(self) -> None:

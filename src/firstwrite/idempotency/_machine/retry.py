@@ -23,8 +23,9 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ..config import RetryPolicy
-from ..errors import TableNotFoundError
+from ..errors import DeadlineExceededError, TableNotFoundError
 from ..requests import tables_of
+from .budget import Deadline
 from .client_errors import is_sdk_error, is_transport_error, response_of
 from .effects import Call, Sleep, Steps
 from .reporting import Reporter
@@ -89,6 +90,7 @@ def perform(
     key: str,
     record_id: str,
     conditional: bool = False,
+    deadline: Deadline | None = None,
 ) -> Steps[Any]:
     """Perform ``call`` under ``policy``: yield it, and again after a backoff for each
     retryable error, until it answers (the response is returned), fails with an answer (a
@@ -99,11 +101,15 @@ def perform(
     ``conditional``: a conditional write, whose failed condition is an answer, never an error:
     ``(True, returned attributes)`` or ``(False, the ALL_OLD item or None)``. The same loop, so
     a failed condition costs no second generator and no re-raise (the duplicate's hot path);
-    one function, not a wrapper per kind, so a request enters one frame less."""
+    one function, not a wrapper per kind, so a request enters one frame less.
+
+    ``deadline``: the call's time budget. A retry whose backoff would end past it is not made:
+    :class:`DeadlineExceededError` (from the last error) instead, logged and counted."""
     reporting = report.enabled  # the default sink is off: no timing, no calls to report
     start = report.start() if reporting else 0.0
     attempt = 0
     while True:
+        sent = 0.0 if deadline is None else deadline.monotonic()
         try:
             response: dict[str, Any] = yield call
         except Exception as exc:
@@ -127,6 +133,14 @@ def perform(
                     ) from exc
                 raise
             delay = backoff(policy, attempt, rng)
+            # another attempt, after the backoff, must end inside the budget: one as long as
+            # this call, or a tenth of the budget if this call held the SDK's own retries
+            if deadline is not None and deadline.left() <= delay + min(
+                deadline.monotonic() - sent, deadline.budget / 10
+            ):
+                raise budget_spent(
+                    call.operation, code, delay, key, record_id, deadline, report
+                ) from exc
             report.retrying(call.operation, kind, code, attempt, delay, key, record_id)
             yield Sleep(delay)
         else:
@@ -135,3 +149,27 @@ def perform(
             if conditional:
                 return True, response.get("Attributes")
             return response
+
+
+def budget_spent(
+    operation: str,
+    code: str,
+    delay: float,
+    key: str,
+    record_id: str,
+    deadline: Deadline,
+    report: Reporter,
+) -> DeadlineExceededError:
+    """The error (logged and counted) of a call whose next retry, after ``delay``, would end
+    past ``deadline``; a client is told to come back after that delay, and at least a second."""
+    elapsed = deadline.elapsed()
+    report.deadline_exceeded(operation, code, key, record_id, deadline.budget, elapsed)
+    return DeadlineExceededError(
+        key,
+        retry_after=max(1.0, delay),
+        budget=deadline.budget,
+        elapsed=elapsed,
+        operation=operation,
+        dynamo_error_code=code,
+        record_id=record_id,
+    )

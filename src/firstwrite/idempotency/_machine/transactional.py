@@ -14,17 +14,19 @@ from .. import requests as q
 from ..errors import (
     BusinessConditionFailedError,
     ItemCollectionSizeLimitError,
+    TooManyTransactItemsError,
     TransactionCancelledError,
     TransactionConflictError,
     TransactionValidationError,
 )
 from ..outcomes import Claim, Outcome, Replay, key_of
 from ..record import Record, Status
+from .budget import Deadline
 from .cancellation import Cancellation, Kind, read
 from .client_errors import response_of
 from .effects import Call, Sleep, Steps
 from .machine import StateMachine
-from .retry import backoff
+from .retry import backoff, budget_spent
 from .verdicts import Verdict, fenced_outcome
 
 # Top-level errors that say "another transaction holds an item": retried by the retry policy,
@@ -33,11 +35,11 @@ _CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionInProgr
 
 
 def transact(
-    m: StateMachine, call: Call, key: str, record_id: str
+    m: StateMachine, call: Call, key: str, record_id: str, deadline: Deadline | None = None
 ) -> Steps[list[dict[str, Any]] | None]:
     """Run one TransactWriteItems: ``None`` when applied, else its cancellation reasons."""
     try:
-        yield from m.call(call, key, record_id)
+        yield from m.call(call, key, record_id, deadline)
     except Exception as exc:
         response = response_of(exc)
         if response is None:
@@ -53,7 +55,12 @@ def transact(
 
 
 def _settle(
-    m: StateMachine, cancelled: Cancellation, key: str, record_id: str, attempt: int
+    m: StateMachine,
+    cancelled: Cancellation,
+    key: str,
+    record_id: str,
+    attempt: int,
+    deadline: Deadline | None,
 ) -> Steps[int]:
     """Everything but the layer's own failed condition: raise the error it means, or (for
     conflicts and throttling) sleep before the next attempt, whose number is returned."""
@@ -69,8 +76,30 @@ def _settle(
     attempt += 1
     if attempt >= m.config.retry.max_attempts:
         raise TransactionConflictError(key, reasons, record_id=record_id)
-    yield Sleep(backoff(m.config.retry, attempt, m.rng))
+    delay = backoff(m.config.retry, attempt, m.rng)
+    if deadline is not None and deadline.left() <= delay:
+        code = next(
+            (str(r.get("Code")) for r in reasons if r.get("Code") not in (None, "None")), ""
+        )
+        raise budget_spent(
+            "TransactWriteItems",
+            code or "TransactionCanceledException",
+            delay,
+            key,
+            record_id,
+            deadline,
+            m.report,
+        )
+    yield Sleep(delay)
     return attempt
+
+
+def _fits(key: str, transact_items: Sequence[dict[str, Any]], operation: str) -> None:
+    """Refuse, before any call, more items than fit beside the layer's own."""
+    if len(transact_items) >= q.MAX_TRANSACT_ITEMS:
+        raise TooManyTransactItemsError(
+            key, len(transact_items), q.MAX_TRANSACT_ITEMS, operation=operation
+        )
 
 
 def claim_with(
@@ -80,7 +109,9 @@ def claim_with(
     payload: Any,
     scope: str | None,
     lease: float | None,
+    deadline: Deadline | None = None,
 ) -> Steps[Outcome]:
+    _fits(key, transact_items, "claim_with")
     dkey, record_id = m.keys.key(key, scope)
     fp = m.fingerprint_of(payload)
     requests = m.requests
@@ -94,17 +125,17 @@ def claim_with(
             else requests.transact_replace_claim(item, seen)
         )
         call = requests.transact([own, *transact_items], trying.owner)
-        reasons = yield from transact(m, call, key, record_id)
+        reasons = yield from transact(m, call, key, record_id, deadline)
         if reasons is None:
             return m.claimed(trying, None)
         cancelled = read(reasons, "duplicate")
         m.report.cancellation(key, record_id, "claim", reasons, cancelled.labels, cancelled.level)
         if cancelled.kind is not Kind.OWN_CONDITION:
-            attempt = yield from _settle(m, cancelled, key, record_id, attempt)
+            attempt = yield from _settle(m, cancelled, key, record_id, attempt, deadline)
             continue
         old = cancelled.own_item
         if old is None:
-            old = (yield from m.call(requests.get(dkey), key, record_id)).get("Item")
+            old = (yield from m.call(requests.get(dkey), key, record_id, deadline)).get("Item")
             if old is None:
                 seen = None
                 continue
@@ -123,15 +154,20 @@ def claim_with(
 
 
 def complete_with(
-    m: StateMachine, claim: Claim, transact_items: Sequence[dict[str, Any]], result: Any
+    m: StateMachine,
+    claim: Claim,
+    transact_items: Sequence[dict[str, Any]],
+    result: Any,
+    deadline: Deadline | None = None,
 ) -> Steps[Replay]:
     key = key_of(claim)
+    _fits(key, transact_items, "complete_with")
     value = m.encode_result(claim, result)
     attempt = 0
     while True:
         own = m.requests.transact_complete(claim.key, claim.owner, claim.version, value)
         call = m.requests.transact([own, *transact_items], uuid.uuid4().hex)
-        reasons = yield from transact(m, call, key, claim.record_id)
+        reasons = yield from transact(m, call, key, claim.record_id, deadline)
         if reasons is None:
             break
         cancelled = read(reasons, "fence")
@@ -139,9 +175,10 @@ def complete_with(
             key, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
         )
         if cancelled.kind is not Kind.OWN_CONDITION:
-            attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt)
+            attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt, deadline)
             continue
-        item = cancelled.own_item
+        stored = cancelled.own_item
+        item = yield from m.refused_item(stored, claim.key, key, claim.record_id, deadline)
         rec = None if item is None else Record.from_item(item)
         if fenced_outcome(rec, claim, Status.COMPLETED):
             break

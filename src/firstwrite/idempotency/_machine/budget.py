@@ -1,0 +1,164 @@
+"""The time budget of one guarded call: its deadline, and the SDK's own retries kept inside it.
+
+A guarded call (``run``, ``claim``, ``complete``... or a request through the middleware) gets
+one :class:`Deadline`, ``budget`` seconds after it starts on the guard's monotonic clock. The
+layer's retry loop (:func:`.retry.perform`) stops before a backoff that would end past it, and
+raises :class:`~..errors.DeadlineExceededError`.
+
+botocore retries inside a single call too (legacy mode, DynamoDB's default: up to 10 attempts,
+about 25 s of backoff). :func:`install` hooks the client's ``needs-retry`` event, which botocore
+asks before each of its retries: while a deadline is current (set by the drivers around each
+transition, in a context variable, so the hook sees only the layer's own calls), the hook
+declines a retry whose longest possible backoff for the client's retry mode, plus an attempt
+as long as the last one, would reach the deadline; botocore then raises the error as after its
+last attempt. The client is read by duck typing (``client.meta.events.register_first``,
+``client.meta.config``), like everything else the layer knows of a client: no botocore import.
+
+What the hook cannot shorten is one attempt that hangs: the client's ``connect_timeout`` and
+``read_timeout`` bound that. :func:`slowest_attempt` reads them, and ``docs/patterns.md`` (Time
+budget) says how to build a client whose timeouts fit the budget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import Any, NamedTuple
+
+__all__ = [
+    "CURRENT",
+    "Deadline",
+    "check_timeouts",
+    "deadline_for",
+    "install",
+    "slowest_attempt",
+]
+
+log = logging.getLogger("firstwrite.idempotency")
+
+
+class Deadline(NamedTuple):
+    """When the call's budget ends, on ``monotonic`` (the guard's clock)."""
+
+    at: float
+    budget: float
+    monotonic: Callable[[], float]
+
+    def left(self) -> float:
+        """Seconds until the deadline (negative once past it)."""
+        return self.at - self.monotonic()
+
+    def elapsed(self) -> float:
+        """Seconds of the budget used so far."""
+        return self.budget - self.left()
+
+
+CURRENT: ContextVar[Deadline | None] = ContextVar("firstwrite_deadline", default=None)
+"""The deadline of the guarded call being driven in this context (``None`` outside one)."""
+
+
+def deadline_for(budget: float | None, monotonic: Callable[[], float]) -> Deadline | None:
+    """The deadline of a call starting now with ``budget`` seconds (``None``: unbounded)."""
+    if budget is None:
+        return None
+    return Deadline(monotonic() + budget, budget, monotonic)
+
+
+# botocore's retry modes, and the longest backoff each may sleep before retry number ``n``
+# (1-based: after ``n`` attempts). Legacy mode's DynamoDB policy is deterministic (botocore's
+# ``_retry.json``: base 0.05 s, growth factor 2); standard and adaptive modes sleep a random
+# fraction of ``min(2 ** (n - 1), 20)`` seconds.
+_LEGACY_BASE = 0.05
+_MAX_BACKOFF = 20.0
+
+
+def _legacy_bound(attempts: int) -> float:
+    return float(_LEGACY_BASE * 2.0 ** max(0, attempts - 1))
+
+
+def _standard_bound(attempts: int) -> float:
+    return float(min(2.0 ** max(0, attempts - 1), _MAX_BACKOFF))
+
+
+def _retries(client: Any) -> Mapping[str, Any]:
+    retries = getattr(getattr(getattr(client, "meta", None), "config", None), "retries", None)
+    return retries if isinstance(retries, Mapping) else {}
+
+
+def backoff_bound(client: Any) -> Callable[[int], float]:
+    """The longest backoff the client's retry mode may sleep after ``n`` attempts."""
+    return _legacy_bound if _retries(client).get("mode", "legacy") == "legacy" else _standard_bound
+
+
+def slowest_attempt(client: Any) -> float | None:
+    """The longest one attempt of the client can take without an answer: its
+    ``connect_timeout + read_timeout`` (``None`` when the client does not say)."""
+    config = getattr(getattr(client, "meta", None), "config", None)
+    connect = getattr(config, "connect_timeout", None)
+    read = getattr(config, "read_timeout", None)
+    if not isinstance(connect, (int, float)) or not isinstance(read, (int, float)):
+        return None
+    return float(connect) + float(read)
+
+
+_MARK = "firstwrite_retry_mark"  # in botocore's per-request context: when the last retry began
+
+
+class _Cut:
+    """The ``needs-retry`` handler: ``False`` (no retry) when the longest backoff and another
+    attempt as long as the last one would reach the current deadline, else ``None`` (botocore's
+    own handler decides)."""
+
+    __slots__ = ("bound",)
+
+    def __init__(self, bound: Callable[[int], float]) -> None:
+        self.bound = bound
+
+    def __call__(
+        self, attempts: int = 1, request_dict: Mapping[str, Any] | None = None, **_: Any
+    ) -> bool | None:
+        deadline = CURRENT.get()
+        if deadline is None:
+            return None
+        now = deadline.monotonic()
+        context = request_dict.get("context") if request_dict is not None else None
+        mark = context.get(_MARK) if isinstance(context, dict) else None
+        last_attempt = 0.0 if mark is None else max(0.0, now - mark)
+        backoff = self.bound(attempts)
+        if deadline.at - now <= backoff + last_attempt:
+            return False
+        if isinstance(context, dict):
+            context[_MARK] = now + backoff  # the next attempt starts after the backoff at most
+        return None
+
+
+_HOOK_ID = "firstwrite-idempotency-budget"
+
+
+def install(client: Any) -> bool:
+    """Keep the client's own retries inside the current deadline (see the module docstring);
+    once per client. ``False`` when the client has no botocore-style event system."""
+    events = getattr(getattr(client, "meta", None), "events", None)
+    register_first = getattr(events, "register_first", None)
+    if not callable(register_first):
+        return False
+    register_first("needs-retry.dynamodb", _Cut(backoff_bound(client)), unique_id=_HOOK_ID)
+    return True
+
+
+def check_timeouts(client: Any, budget: float | None) -> bool:
+    """``False`` (and an INFO log naming the settings) when one hung attempt of ``client`` can
+    outlast ``budget``: its connect and read timeouts add up to more."""
+    slowest = slowest_attempt(client)
+    if budget is None or slowest is None or slowest <= budget:
+        return True
+    log.info(
+        "a DynamoDB call that hangs can take %.0fs (connect_timeout + read_timeout) on this "
+        "client, more than the %.1fs budget: build the client with smaller timeouts (see "
+        "docs/patterns.md, Time budget)",
+        slowest,
+        budget,
+        extra={"budget": budget, "slowest_attempt": slowest},
+    )
+    return False

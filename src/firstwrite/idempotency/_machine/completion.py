@@ -1,0 +1,135 @@
+"""The completion: recording a result after the side effect ran, through failures that may pass.
+
+A transition over a :class:`~.machine.StateMachine`, like those of :mod:`.transactional`. The
+side effect has happened, so a write that fails for a reason that may pass (throttling, 5xx, a
+lost connection) is tried again, with the claim's lease renewed meanwhile so that nobody takes
+the key over, for one lease length and never past the call's budget (the first attempt is
+always made); then :class:`~..errors.CompletionNotRecordedError`, which carries the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
+
+from ..errors import CompletionNotRecordedError, DeadlineExceededError, SerializationError
+from ..outcomes import Claim, Replay, key_of
+from ..record import Record, Status
+from ..requests import millis
+from .budget import Deadline
+from .client_errors import error_code, is_sdk_error
+from .effects import Sleep, Steps
+from .retry import backoff, budget_spent, classify
+from .verdicts import fenced_outcome
+
+if TYPE_CHECKING:
+    from .machine import StateMachine
+
+
+def complete(
+    m: StateMachine, claim: Claim, result: Any, answer: bool, deadline: Deadline | None
+) -> Steps[Replay | None]:
+    """Record ``result`` for ``claim`` (see the module docstring); the :class:`Replay` of it
+    when ``answer`` is true or the local cache keeps one, else ``None``."""
+    key = key_of(claim)
+    try:
+        value = m.encode_result(claim, result)
+    except SerializationError as exc:
+        yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
+        raise
+    lease = m.config.lease
+    started = m.monotonic()
+    attempt = 0
+    unanswered: int | None = None  # the version a renewal of ours left unanswered
+    while True:
+        call = m.requests.complete(claim.key, claim.owner, claim.version, value)
+        try:
+            ok, old = yield from m.conditional(call, key, claim.record_id, deadline)
+        except Exception as exc:
+            budget_out = isinstance(exc, DeadlineExceededError)
+            if not (budget_out or is_sdk_error(exc)):
+                raise
+            spent = m.monotonic() - started
+            code = (
+                exc.dynamo_error_code if isinstance(exc, DeadlineExceededError) else error_code(exc)
+            )
+            if budget_out or classify(exc) is None or spent >= lease:
+                raise _not_recorded(m, claim, result, spent, code, budget_out) from exc
+            attempt += 1
+            m.report.completion_retry(key, claim.record_id, code, attempt)
+            renewed = yield from _keep_lease(m, claim, lease, deadline)
+            if renewed is None:
+                unanswered = claim.version
+            else:
+                claim = renewed
+            delay = min(backoff(m.config.retry, attempt, m.rng), lease - spent)
+            if deadline is not None and deadline.left() <= delay:  # past the budget
+                cause = budget_spent(
+                    call.operation, code, delay, key, claim.record_id, deadline, m.report
+                )
+                raise _not_recorded(m, claim, result, spent, code, True) from cause
+            yield Sleep(delay)
+            continue
+        if ok:
+            break
+        old = yield from m.refused_item(old, claim.key, key, claim.record_id, deadline)
+        rec = None if old is None else Record.from_item(old)
+        if fenced_outcome(rec, claim, Status.COMPLETED):
+            break  # our own completion, whose answer was lost
+        if (
+            unanswered is not None
+            and rec is not None
+            and rec.owner == claim.owner
+            and rec.status is Status.PENDING
+            and rec.version == unanswered + 1
+        ):
+            # The renewal made above applied though its answer was lost: go on from it.
+            claim = replace(claim, version=rec.version, lease_expires_at=rec.lease_expires_at or 0)
+            unanswered = None
+            continue
+        raise m.lost(claim, rec, "complete")
+    if answer or m.cache is not None:
+        return m.completed(claim, value)
+    return None
+
+
+def answered(
+    m: StateMachine, claim: Claim, result: Any, deadline: Deadline | None
+) -> Steps[Replay]:
+    """:func:`complete`, answering the :class:`Replay` of what it stored."""
+    return cast(Steps[Replay], complete(m, claim, result, True, deadline))
+
+
+def _not_recorded(
+    m: StateMachine, claim: Claim, result: Any, spent: float, code: str, budget_out: bool
+) -> CompletionNotRecordedError:
+    """The completion's give-up, reported: after ``spent`` seconds, the last error
+    ``code``, and whether the call's budget (rather than the lease) ran out."""
+    if budget_out:
+        code = f"{code}, budget spent"
+    m.report.completion_not_recorded(key_of(claim), claim.record_id, code, spent)
+    return CompletionNotRecordedError(
+        key_of(claim),
+        result,
+        claim,
+        tried_for=spent,
+        lease_expires_at=claim.lease_expires_at / 1000,
+        reason=code,
+        record_id=claim.record_id,
+    )
+
+
+def _keep_lease(
+    m: StateMachine, claim: Claim, lease: float, deadline: Deadline | None
+) -> Steps[Claim | None]:
+    """Renew ``claim`` when less than half a lease is left, so that nobody takes the key
+    over while its completion is retried. ``None``: the renewal failed (logged by the retry
+    loop; it may have been applied all the same)."""
+    if claim.lease_expires_at - millis(m.clock()) >= lease * 500:
+        return claim
+    try:
+        return (yield from m.renew(claim, lease, deadline))
+    except Exception as exc:
+        if not (is_sdk_error(exc) or isinstance(exc, DeadlineExceededError)):
+            raise
+        return None
