@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from firstwrite.cli.race_verdict import Verdict
+from firstwrite.cli.race_verdict import NO_ITEMS, Verdict
 from firstwrite.engine import Engine, local_client
 from firstwrite.shared.first_writer_wins import Answers
 
@@ -122,20 +122,20 @@ def test_a_missing_table_and_an_unreachable_endpoint(
 
 
 @pytest.fixture
-def broken_put(temp_operation: Callable[..., None]) -> Iterator[Callable[[str], None]]:
-    """``broken_put(kind)``: make the engine's PutItem ignore its condition ("unconditional")
-    or never return the item on a failed condition ("no-item")."""
+def broken_put(temp_operation: Callable[..., None]) -> Iterator[Callable[..., None]]:
+    """``broken_put(*kinds)``: make the engine's PutItem ignore its condition ("unconditional")
+    and/or never return the item on a failed condition ("no-item")."""
     from firstwrite.engine import operations
 
     original = operations.DYNAMODB["PutItem"]
 
-    def install(kind: str) -> None:
+    def install(*kinds: str) -> None:
         def put(ctx: Any) -> dict[str, Any]:
-            if kind == "unconditional":
+            if "unconditional" in kinds:
                 for name in ("ConditionExpression", "ExpressionAttributeNames"):
                     ctx.params.pop(name, None)
                 ctx.params.pop("ExpressionAttributeValues", None)
-            else:
+            if "no-item" in kinds:
                 ctx.params.pop("ReturnValuesOnConditionCheckFailure", None)
             return original(ctx)
 
@@ -145,7 +145,7 @@ def broken_put(temp_operation: Callable[..., None]) -> Iterator[Callable[[str], 
 
 
 def test_an_endpoint_without_conditions_is_caught(
-    cli: Callable[..., Any], tmp_path: Path, broken_put: Callable[[str], None]
+    cli: Callable[..., Any], tmp_path: Path, broken_put: Callable[..., None]
 ) -> None:
     broken_put("unconditional")
     result = cli("race", "--db", str(tmp_path / "b.db"), "--threads", "4", "--keys", "6", "--json")
@@ -162,15 +162,42 @@ def test_an_endpoint_without_conditions_is_caught(
     assert "FIRST-WRITER-WINS VIOLATED" in text.out
 
 
-def test_an_endpoint_without_all_old_is_caught(
-    cli: Callable[..., Any], tmp_path: Path, broken_put: Callable[[str], None]
+def test_an_endpoint_without_all_old_is_reported_apart(
+    cli: Callable[..., Any], tmp_path: Path, broken_put: Callable[..., None]
 ) -> None:
+    """No loser gets an item (dynalite, tests/cli/test_cli_dynalite.py): not a violation, but
+    said; the other checks still judge the race."""
     broken_put("no-item")
     result = cli("race", "--db", str(tmp_path / "c.db"), "--threads", "4", "--keys", "5", "--json")
-    assert result.code == 3
+    assert result.code == 0, result.out
     report = result.json()
-    assert report["violations"] == {"loser without the winner's item": 5}
-    assert report["keys_with_one_winner"] == 5 and report["losers_with_item"] == 0
+    assert report["items_returned"] is False and report["first_writer_wins"] is True
+    assert report["violations"] == {}
+    assert report["keys_with_one_winner"] == report["stored_is_winner"] == 5
+    assert report["losers"] == 15 and report["losers_with_item"] == 0
+    text = cli("race", "--db", str(tmp_path / "c.db"), "--threads", "4", "--keys", "2")
+    assert text.code == 0
+    assert NO_ITEMS in text.out and "VIOLATED" not in text.out
+
+
+def test_an_endpoint_without_all_old_and_conditions_is_still_a_violation(
+    cli: Callable[..., Any], tmp_path: Path, broken_put: Callable[..., None]
+) -> None:
+    broken_put("unconditional", "no-item")
+    result = cli("race", "--db", str(tmp_path / "d.db"), "--threads", "3", "--keys", "3")
+    assert result.code == 3
+    assert "FIRST-WRITER-WINS VIOLATED" in result.out
+    assert "multiple winners" in result.out
+
+
+def test_items_dropped_for_some_losers_only_are_a_violation() -> None:
+    keys = {
+        0: Answers[str](winners=[("a", None)], losers=["a", "a"], stored="a"),
+        1: Answers[str](winners=[("b", None)], losers=[None, "b"], stored="b"),
+    }
+    verdict = Verdict(keys, 3, fatal=[]).judge()
+    assert verdict.items_returned
+    assert verdict.violation_counts() == {"loser without the winner's item": 1}
 
 
 def test_the_verdict_on_every_kind_of_answer() -> None:

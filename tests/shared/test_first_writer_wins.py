@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firstwrite.console import race
-from firstwrite.shared.first_writer_wins import Answers, Violation, judge
+from firstwrite.shared.first_writer_wins import Answers, Violation, items_returned, judge
 
 CCF = "ConditionalCheckFailedException"
 
@@ -104,6 +104,48 @@ def test_items_are_compared_whole() -> None:
     other = {"pk": {"S": "other"}, "writer": {"S": "w1"}}  # same writer, another key
     answers = Answers[dict[str, Any]](winners=[(dict(item), None)], losers=[other], stored=item)
     assert dict(judge(answers, 2).violations) == {Violation.LOSER_SAW_OTHER: "1 losers"}
+
+
+# -- an endpoint that returns no item on a failed condition (dynalite) ----------------------
+
+
+def test_items_returned_is_off_only_when_no_loser_anywhere_got_an_item() -> None:
+    none = Answers(winners=[("a", None)], losers=[None, None], stored="a")
+    assert not items_returned([none, Answers(winners=[("b", None)], losers=[None], stored="b")])
+    some = Answers(winners=[("b", None)], losers=["b"], stored="b")
+    assert items_returned([none, some])  # one endpoint, items sometimes: they were dropped
+    assert items_returned([Answers(winners=[("a", None)], stored="a")])  # no loser: no evidence
+    assert items_returned([])
+
+
+def test_without_items_a_loser_without_one_is_not_a_violation() -> None:
+    answers = Answers(winners=[("a", None)], losers=[None, None], stored="a")
+    assert kinds(answers) == {Violation.LOSER_WITHOUT_ITEM: "2 losers"}
+    verdict = judge(answers, 3, items_returned=False)
+    assert verdict.violations == () and verdict.held and verdict.first == "a"
+    assert (verdict.losers, verdict.losers_with_item, verdict.losers_with_first) == (2, 0, 0)
+    assert not verdict.losers_saw_first  # not shown: there was nothing to see
+
+
+@pytest.mark.parametrize(
+    ("answers", "kind"),
+    [
+        (Answers(winners=[("a", None), ("b", None)], losers=[None]), Violation.MULTIPLE_WINNERS),
+        (
+            Answers(winners=[("a", None)], losers=[None, None], stored="b"),
+            Violation.STORED_NOT_FIRST,
+        ),
+        (Answers(winners=[("a", None)], losers=[None, None]), Violation.STORED_NOT_FIRST),  # lost
+        (Answers(winners=[("a", "z")], losers=[None, None], stored="a"), Violation.WINNER_REPLACED),
+        (Answers(losers=[None, None, None]), Violation.NO_WINNER),
+    ],
+)
+def test_without_items_a_real_violation_is_still_one(
+    answers: Answers[str], kind: Violation
+) -> None:
+    verdict = judge(answers, 3, items_returned=False)
+    assert set(dict(verdict.violations)) == {kind}
+    assert not verdict.held
 
 
 # -- the console's checklist says what the judgment says -------------------------------------

@@ -9,7 +9,8 @@ First-writer-wins holds when, for every key:
 * every other claim failed with ``ConditionalCheckFailedException`` carrying the winner's item;
 * a strongly consistent read afterwards returns the winner's item.
 
-Anything else is a violation (exit status 3). Errors (throttling, timeouts) are counted apart:
+Anything else is a violation (exit status 3), except that an endpoint returning no item to any
+loser is reported apart (``items_returned``), its losers unchecked for the item. Errors (throttling, timeouts) are counted apart:
 they leave a key unverified, not violated (exit status 1). botocore's retries are off, so what
 is seen is what the endpoint answered. Processes are started with ``spawn``; each opens its own
 client (with ``--db``, its own engine on the same database file).
@@ -38,6 +39,7 @@ from firstwrite.shared.first_writer_wins import Answers
 from ._common import add_json_flag, positive_int, print_json
 from .progress import Progress
 from .race_verdict import Verdict, Window, render, report
+from .table import ensure_table
 from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
 
 if TYPE_CHECKING:
@@ -94,7 +96,8 @@ def add_commands(commands: Any) -> None:
         "keys from threads and processes against any endpoint, real DynamoDB included, and "
         "check first-writer-wins: one winner per key, every loser a "
         "ConditionalCheckFailedException carrying the winner's item (ALL_OLD), the winner's "
-        "item stored. Exit status 3 on any violation.",
+        "item stored. Exit status 3 on any violation. An endpoint that returns no item to any "
+        "loser is reported apart, not as a violation.",
     )
     add_target_args(race, table=False)
     race.add_argument(
@@ -229,9 +232,11 @@ def race_command(args: argparse.Namespace) -> int:
         spec = Spec(
             target, name, schema["HASH"], schema.get("RANGE"), f"race-{run}", args.keys, contenders
         )
+        warnings: list[str] = []
         try:
             if temporary:
-                spec.guard(client).ensure_table()
+                _created, no_ttl = ensure_table(spec.guard(client), client, target)
+                warnings += [] if no_ttl is None else [no_ttl]
             fatal, window = _race(spec, client, args.processes, args.threads, results)
             _read_back(spec, client, results)
         except BaseException:
@@ -252,6 +257,7 @@ def race_command(args: argparse.Namespace) -> int:
         processes=args.processes,
         threads=args.threads,
         elapsed=window.seconds,
+        warnings=warnings,
     )
     if args.json:
         print_json(summary)

@@ -2,20 +2,28 @@
 
 :class:`Verdict` counts the judgments of every key
 (:func:`firstwrite.shared.first_writer_wins.judge` says what first-writer-wins requires);
-:func:`report` and :func:`render` turn them into ``--json`` and text.
+:func:`report` and :func:`render` turn them into ``--json`` and text. An endpoint that returns no
+item on any failed condition (``items_returned`` false) is reported apart from the violations:
+losers are then not checked for the winner's item.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstwrite.shared.first_writer_wins import Answers, judge
+from firstwrite.shared.first_writer_wins import Answers, items_returned, judge
 
 from ._common import number, table
 
 MAX_EXAMPLES = 20
+NO_ITEMS = (
+    "this endpoint does not return the winner's item: no loser got it back although every "
+    "claim asked for it (ReturnValuesOnConditionCheckFailure=ALL_OLD), so losers were not "
+    "checked for it (the layer reads the item instead)"
+)
 
 
 @dataclass
@@ -44,12 +52,14 @@ class Verdict:
     violations: list[dict[str, Any]] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
+    items_returned: bool = True  # set by judge(): some failed condition carried an item
 
     def judge(self) -> Verdict:
+        self.items_returned = items_returned(self.keys.values())
         for index, answers in sorted(self.keys.items()):
             if not answers.raced:
                 continue
-            key = judge(answers, self.contenders)
+            key = judge(answers, self.contenders, items_returned=self.items_returned)
             self.counts["keys_raced"] += 1
             self.errors.update(key.errors)
             self.counts["losers"] += key.losers
@@ -88,6 +98,7 @@ def report(
     processes: int,
     threads: int,
     elapsed: float,
+    warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The ``--json`` report of a judged race."""
     claims = sum(len(k.winners) + len(k.losers) + len(k.errors) for k in verdict.keys.values())
@@ -111,12 +122,14 @@ def report(
         "losers_with_item": counts["losers_with_item"],
         "losers_with_winner_item": counts["losers_with_winner_item"],
         "stored_is_winner": counts["stored_is_winner"],
+        "items_returned": verdict.items_returned,
         "unverified_keys": counts["unverified_keys"],
         "errors": dict(verdict.errors),
         "fatal": verdict.fatal,
         "violations": verdict.violation_counts(),
         "violation_examples": verdict.violations,
         "first_writer_wins": not verdict.violated and not verdict.errors and not verdict.fatal,
+        "warnings": list(warnings),
     }
 
 
@@ -147,13 +160,21 @@ def render(report: dict[str, Any]) -> str:
         lines.append(table(("error", "count"), errors, align="<>"))
     for message in report["fatal"]:
         lines.append(f"contender failed: {message}")
+    lines.extend(f"warning: {w}" for w in report.get("warnings", ()))
     lines.append("")
+    if not report.get("items_returned", True):
+        lines.append(NO_ITEMS)
     if report["violations"]:
         examples = {v["kind"]: f"{v['key']}: {v['detail']}" for v in report["violation_examples"]}
         found = [(k, n, examples.get(k, "")) for k, n in sorted(report["violations"].items())]
         lines.append(table(("violation", "keys", "example"), found, align="<>"))
         lines.append("")
         lines.append("FIRST-WRITER-WINS VIOLATED")
+    elif report["first_writer_wins"] and not report.get("items_returned", True):
+        lines.append(
+            "first-writer-wins held: one winner per key, every loser got "
+            "ConditionalCheckFailedException, the stored item is the winner's"
+        )
     elif report["first_writer_wins"]:
         lines.append(
             "first-writer-wins held: one winner per key, every loser got "

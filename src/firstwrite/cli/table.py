@@ -1,7 +1,8 @@
 """``firstwrite table create|describe``: the idempotency table.
 
 ``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
-``expires_at``; safe to run again). ``describe`` shows DescribeTable and DescribeTimeToLive,
+``expires_at``; safe to run again); on an endpoint without ``UpdateTimeToLive`` (dynalite) the
+table is kept without TTL, with a warning (:func:`ensure_table`). ``describe`` shows DescribeTable and DescribeTimeToLive,
 checks what the layer needs from the table, and warns where the layout concentrates writes.
 """
 
@@ -28,6 +29,32 @@ HOT_PARTITION_WARNING = (
     "(no sort key) unless you query a tenant's records together, and then give a busy tenant "
     "more than one scope (docs/testing-with-faults.md#hot-partitions)"
 )
+NO_TTL_WARNING = (
+    "{where} has no UpdateTimeToLive: TTL not enabled on {attribute}, so expired records are "
+    "never deleted (the layer still treats them as expired)"
+)
+
+
+def ensure_table(guard: Any, client: Any, target: Target) -> tuple[bool, str | None]:
+    """``guard.ensure_table()`` (``True`` when this call created the table), and a warning:
+    ``None``, or the endpoint's lack of ``UpdateTimeToLive``, where the table is then created
+    (or kept) without TTL and the command goes on."""
+    name = guard.config.table_name
+    try:
+        client.describe_table(TableName=name)
+        existed = True
+    except ClientError as exc:
+        if error_code(exc) != "ResourceNotFoundException":
+            raise
+        existed = False
+    try:
+        return guard.ensure_table(), None
+    except ClientError as exc:
+        if exc.operation_name != "UpdateTimeToLive" or (
+            error_code(exc) != "UnknownOperationException"
+        ):
+            raise
+    return not existed, NO_TTL_WARNING.format(where=target.describe(), attribute=TTL_ATTRIBUTE)
 
 
 def add_commands(commands: Any) -> None:
@@ -43,7 +70,8 @@ def add_commands(commands: Any) -> None:
         help="create the table (on-demand, TTL on expires_at) unless it exists",
         description="Create the idempotency table exactly as the layer's ensure_table() does: "
         "on-demand billing, string partition key, TTL on expires_at. Safe to run again: an "
-        "existing table is kept and its TTL switched on if it was off. In production prefer "
+        "existing table is kept and its TTL switched on if it was off (an endpoint without "
+        "UpdateTimeToLive: left off, with a warning). In production prefer "
         "infrastructure as code (docs/operating-on-aws.md).",
     )
     add_target_args(create)
@@ -81,8 +109,11 @@ def create_command(args: argparse.Namespace) -> int:
         raise CLIError(str(exc), ExitCode.USAGE) from None
     target = target_of(args)
     with connect(target, create=True) as client:
-        created = Idempotency(config, client=client).ensure_table()
+        created, no_ttl = ensure_table(Idempotency(config, client=client), client, target)
         info = table_info(client, args.table, target)
+    if no_ttl is not None:
+        info["warnings"].insert(0, no_ttl)
+        info["problems"] = _problems(info, ttl_settable=False)
     if args.json:
         print_json({"created": created, **info})
     else:
@@ -157,7 +188,7 @@ def _warnings(info: dict[str, Any]) -> list[str]:
     return [HOT_PARTITION_WARNING.format(wcu=PARTITION_WCU, requests=PARTITION_WCU // 2)]
 
 
-def _problems(info: dict[str, Any]) -> list[str]:
+def _problems(info: dict[str, Any], *, ttl_settable: bool = True) -> list[str]:
     problems = []
     for role in ("partition_key", "sort_key"):
         key = info[role]
@@ -165,9 +196,13 @@ def _problems(info: dict[str, Any]) -> list[str]:
             problems.append(f"the {role.replace('_', ' ')} {key['name']!r} must be a string (S)")
     ttl = info["ttl"]
     if ttl["status"] not in ("ENABLED", "ENABLING"):
+        fix = (
+            "run `firstwrite table create` to enable it"
+            if ttl_settable
+            else "this endpoint cannot enable it"
+        )
         problems.append(
-            "TTL is not enabled: expired records are never deleted and storage only grows "
-            "(run `firstwrite table create` to enable it)"
+            f"TTL is not enabled: expired records are never deleted and storage only grows ({fix})"
         )
     elif ttl["attribute"] != TTL_ATTRIBUTE:
         problems.append(

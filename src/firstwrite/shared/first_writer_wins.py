@@ -9,7 +9,7 @@ contender sends a conditional write of the same key with
   stored before the race (that item is then the first writer);
 * the winner replaced nothing (its ``ALL_OLD``, when it asked for one, is empty);
 * every other write failed with ``ConditionalCheckFailedException`` carrying the first writer's
-  item;
+  item (not checked where the endpoint returns none: :func:`items_returned`);
 * a strongly consistent read afterwards returns the first writer's item.
 
 Items are compared with ``==`` only, so a race may identify them however it likes: the CLI by
@@ -22,6 +22,7 @@ unverified, as it is when a contender never answered.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -84,8 +85,17 @@ class KeyVerdict(Generic[T]):
         return self.first is not None and not self.errors and self.losers_with_first == self.losers
 
 
-def judge(answers: Answers[T], contenders: int) -> KeyVerdict[T]:
-    """The verdict on one key raced by ``contenders`` writers (its complete answer count)."""
+def items_returned(keys: Iterable[Answers[T]]) -> bool:
+    """Whether the endpoint returns the stored item on a failed condition: ``False`` only
+    when some write failed its condition and none of them, in any key, carried an item."""
+    losers = [seen for answers in keys for seen in answers.losers]
+    return not losers or any(seen is not None for seen in losers)
+
+
+def judge(answers: Answers[T], contenders: int, *, items_returned: bool = True) -> KeyVerdict[T]:
+    """The verdict on one key raced by ``contenders`` writers (its complete answer count).
+    With ``items_returned=False`` (the endpoint returns no item on a failed condition), losers
+    without an item are not a violation."""
     winners, losers = answers.winners, answers.losers
     violations: list[tuple[Violation, str]] = []
     first: T | None = None
@@ -115,7 +125,7 @@ def judge(answers: Answers[T], contenders: int) -> KeyVerdict[T]:
     stored = False
     if first is not None:
         right = sum(seen == first for seen in losers)
-        if missing := len(losers) - with_item:
+        if (missing := len(losers) - with_item) and items_returned:
             violations.append((Violation.LOSER_WITHOUT_ITEM, f"{missing} losers"))
         if other := with_item - right:
             violations.append((Violation.LOSER_SAW_OTHER, f"{other} losers"))
