@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -193,3 +194,18 @@ def test_the_layer_runs_once_and_replays(cli: Callable[..., Any], dynalite: str)
     assert guard.run("order-1", charge, {"amount": 5}) == {"charge": "ch_1"}
     assert guard.run("order-1", charge, {"amount": 5}) == {"charge": "ch_1"}
     assert calls == ["charged"]
+
+
+def test_the_layers_ensure_table_skips_ttl_it_cannot_enable(
+    dynalite: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``Idempotency.ensure_table`` itself (not only the CLI) takes an endpoint that describes
+    TTL but cannot enable it: the table is made, and the missing TTL is logged, not raised."""
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig
+
+    guard = Idempotency(IdempotencyConfig(table_name="dyn-ensure"), client=_client(dynalite))
+    with caplog.at_level(logging.WARNING, logger="firstwrite.idempotency"):
+        assert guard.ensure_table() is True
+    assert "TTL is not supported by this endpoint" in caplog.text
+    assert guard.ensure_table() is False
+    assert guard.run("order-1", lambda: {"ok": 1}, {"n": 1}) == {"ok": 1}

@@ -47,14 +47,19 @@ def ensure_table(guard: Any, client: Any, target: Target) -> tuple[bool, str | N
         if error_code(exc) != "ResourceNotFoundException":
             raise
         existed = False
+    created = guard.ensure_table()  # an endpoint that cannot enable TTL is logged, not raised
     try:
-        return guard.ensure_table(), None
+        ttl = client.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
+        enabled = ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")
     except ClientError as exc:
-        if exc.operation_name != "UpdateTimeToLive" or (
-            error_code(exc) != "UnknownOperationException"
-        ):
+        if error_code(exc) != "UnknownOperationException":
             raise
-    return not existed, NO_TTL_WARNING.format(where=target.describe(), attribute=TTL_ATTRIBUTE)
+        enabled = False
+    if enabled:
+        return created, None
+    return created and not existed, NO_TTL_WARNING.format(
+        where=target.describe(), attribute=TTL_ATTRIBUTE
+    )
 
 
 def add_commands(commands: Any) -> None:
