@@ -126,6 +126,42 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
             "ShardIterator": "paste the ShardIterator GetShardIterator returned",
             "Limit": 10,
         },
+        "ExecuteStatement": {
+            "Statement": f'SELECT * FROM "{EXAMPLES_TABLE}" WHERE pk = ?',
+            "Parameters": [{"S": "my-item"}],
+        },
+        "BatchExecuteStatement": {
+            "Statements": [
+                {"Statement": f"SELECT * FROM \"{EXAMPLES_TABLE}\" WHERE pk = 'batch-1'"},
+                {"Statement": f"SELECT * FROM \"{EXAMPLES_TABLE}\" WHERE pk = 'batch-2'"},
+            ]
+        },
+        "ExecuteTransaction": {
+            "TransactStatements": [
+                {
+                    "Statement": f"INSERT INTO \"{EXAMPLES_TABLE}\" VALUE {{'pk': ?, 'n': 1}}",
+                    "Parameters": [{"S": "partiql-1"}],
+                }
+            ]
+        },
+        "CreateBackup": {"TableName": EXAMPLES_TABLE, "BackupName": "before-the-change"},
+        "ListBackups": {"TableName": EXAMPLES_TABLE},
+        "DescribeBackup": {"BackupArn": "paste the BackupArn CreateBackup returned"},
+        "DeleteBackup": {"BackupArn": "paste the BackupArn CreateBackup returned"},
+        "RestoreTableFromBackup": {
+            "TargetTableName": f"{EXAMPLES_TABLE}-restored",
+            "BackupArn": "paste the BackupArn CreateBackup returned",
+        },
+        "UpdateContinuousBackups": {
+            "TableName": EXAMPLES_TABLE,
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        },
+        "DescribeContinuousBackups": {"TableName": EXAMPLES_TABLE},
+        "RestoreTableToPointInTime": {
+            "SourceTableName": EXAMPLES_TABLE,
+            "TargetTableName": f"{EXAMPLES_TABLE}-as-of",
+            "UseLatestRestorableTime": True,
+        },
     }
     return {op: pretty(body) for op, body in bodies.items()}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +41,10 @@ ADVICE = (
 
 
 def make_stage(slug: str, shared: Metrics | None) -> Stage:
-    # The clock runs: partition buckets refill with engine time and the backoff really sleeps.
-    return Stage(slug, shared, frozen=False)
+    # The engine clock stands still but for the backoff: each sleep (really slept) moves it by
+    # as much, so partition buckets refill with the layer's backoff and never with how slowly
+    # the machine runs the burst. The same burst throttles the same way on any machine.
+    return Stage(slug, shared, frozen=True)
 
 
 @dataclass
@@ -57,8 +60,16 @@ class Layout:
     lines: list[str]  # what each request's calls and sleeps were, one line each
 
 
+def _backoff(stage: Stage) -> Callable[[float], None]:
+    def sleep(seconds: float) -> None:
+        stage.sleep(seconds)
+        stage.engine.clock.advance(seconds)
+
+    return sleep
+
+
 def _burst(stage: Stage, title: str, narrative: str, config: IdempotencyConfig) -> Layout:
-    guard = stage.guard(config)
+    guard = stage.guard(config, sleep=_backoff(stage))
     ran: collections.Counter[str] = collections.Counter()
     answers: dict[str, str] = {}
     lock = threading.Lock()
@@ -135,8 +146,11 @@ def _burst(stage: Stage, title: str, narrative: str, config: IdempotencyConfig) 
 
 def run(stage: Stage) -> str:
     client = stage.client()
-    tenant = IdempotencyConfig(table_name=BY_TENANT, scope=TENANT, sort_key="sk", retry=POLICY)
-    spread = IdempotencyConfig(table_name=BY_KEY, scope=TENANT, retry=POLICY)
+    # A duplicate of a live request answers at once (no in-progress polling), as on the page.
+    tenant = IdempotencyConfig(
+        table_name=BY_TENANT, scope=TENANT, sort_key="sk", retry=POLICY, in_progress_wait=0
+    )
+    spread = IdempotencyConfig(table_name=BY_KEY, scope=TENANT, retry=POLICY, in_progress_wait=0)
     with stage.step(
         "Setting the stage",
         "Two on-demand tables for the same tenant's orders. In the first the partition key is "
@@ -247,7 +261,7 @@ STORY = (
     "twice."
 )
 STAGE = (
-    "a scratch engine whose clock runs in real time",
+    "a scratch engine whose clock moves only with the layer's backoff sleeps",
     "two on-demand tables: pk = tenant with the key as sort key, and pk = the key",
     f"throughput enforced; hot_key fault: every partition {UNITS} WCU a second (DynamoDB: 1,000)",
     f"RetryPolicy(max_attempts={POLICY.max_attempts}, base={POLICY.base:g}, cap={POLICY.cap:g}); "
