@@ -6,8 +6,6 @@ missing item apart from any violation."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
 import shutil
 import subprocess
@@ -20,6 +18,7 @@ import pytest
 
 from brokers import free_port, wait_for_port
 from firstwrite.cli.race_verdict import NO_ITEMS
+from npm_packages import npm_ci
 
 DYNALITE = Path(__file__).with_name("dynalite")
 pytestmark = [
@@ -35,22 +34,8 @@ NO_TTL = "has no UpdateTimeToLive: TTL not enabled on expires_at"
 
 @pytest.fixture(scope="module")
 def dynalite_bin() -> Path:
-    """``npm ci`` once per lock file, under a file lock (as tests/engine/server/test_js_sdk.py)."""
-    wanted = hashlib.sha256((DYNALITE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = DYNALITE / "node_modules" / ".installed-from"
-    with (DYNALITE / ".npm-ci.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != wanted:
-            done = subprocess.run(
-                ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-                cwd=DYNALITE,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            assert done.returncode == 0, done.stderr[-2000:]
-            stamp.write_text(wanted)
-    return DYNALITE / "node_modules" / ".bin" / "dynalite"
+    """dynalite, installed once per lock file (``npm_packages.npm_ci``)."""
+    return npm_ci(DYNALITE) / ".bin" / "dynalite"
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ and reports what it saw; every check here is on the SDK's own view of the answer
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -15,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from npm_packages import npm_ci
 
 JS = Path(__file__).with_name("js")
 pytestmark = [
@@ -29,22 +29,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def sdk() -> Path:
-    """``npm ci`` once per lock file: under a file lock, so that workers (or two runs) that
-    reach it together neither install over each other nor use a half-installed tree."""
-    wanted = hashlib.sha256((JS / "package-lock.json").read_bytes()).hexdigest()
-    stamp = JS / "node_modules" / ".installed-from"
-    with (JS / ".npm-ci.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists() or stamp.read_text() != wanted:
-            done = subprocess.run(
-                ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-                cwd=JS,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            assert done.returncode == 0, done.stderr[-2000:]
-            stamp.write_text(wanted)
+    """The JavaScript SDK, installed once per lock file (``npm_packages.npm_ci``)."""
+    npm_ci(JS)
     return JS / "sdk_check.mjs"
 
 
