@@ -3,6 +3,7 @@ HTTP (the ``ddb`` fixture). Each test's docstring names where DynamoDB's answer 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -400,7 +401,15 @@ def test_deleting_a_gsi_keeps_the_definition_an_lsi_still_uses(ddb: Any, table_n
     ddb.update_table(
         TableName=table_name, GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": "gsi"}}]
     )
-    described = ddb.describe_table(TableName=table_name)["Table"]
+    # The deletion runs in the background (the table is UPDATING meanwhile, when a second
+    # UpdateTable is ResourceInUseException): wait until the index is gone.
+    deadline = time.monotonic() + 30
+    while True:
+        described = ddb.describe_table(TableName=table_name)["Table"]
+        if not described.get("GlobalSecondaryIndexes") and described["TableStatus"] == "ACTIVE":
+            break
+        assert time.monotonic() < deadline, described
+        time.sleep(0.05)
     assert {"AttributeName": "x", "AttributeType": "S"} in described["AttributeDefinitions"]
     code, message = _error(
         lambda: ddb.put_item(
