@@ -18,7 +18,7 @@ it is bounded and only ever changes the cost of a call, never its answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["PutRoute", "RouteHints", "put_route"]
 
@@ -52,9 +52,8 @@ class RouteHints:
         return len(self._failed)
 
 
-@dataclass(frozen=True, slots=True)
-class PutRoute:
-    """The route of one PutItem (see the module docstring)."""
+class PutRoute(NamedTuple):
+    """The route of one PutItem (see the module docstring); a named tuple, made on every put."""
 
     if_absent: bool
     insert_first: bool
