@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 from ..errors import DynamoDBError
 from . import connection, control, runner
 from .asgi import ASGIApp, Message, Receive, Scope, Send, header, problem, respond
-from .auth import HostCheck
 from .bodies import BIG_BODY_BYTES, BodyReader
 from .connection import Limits
 from .content_coding import decoded_body
 from .control import ADMIN_PREFIX, Mounted
 from .lanes import ByteBudget, Lane
+from .origins import HostCheck
 from .screening import Screener
 from .session import Sessions
 from .sigv4 import SigV4Verifier, region_from_authorization
@@ -366,7 +366,7 @@ def serve(
     ``port=0`` picks a free port; ``ready(url)`` is called once the socket accepts requests.
     Shutdown is graceful: in-flight requests finish, the engine is left open for the caller.
     Bound to a loopback address, the server answers loopback host names only, plus
-    ``allowed_hosts`` (``["*"]``: any); see :class:`~firstwrite.engine.server.auth.HostCheck`.
+    ``allowed_hosts`` (``["*"]``: any); see :class:`~firstwrite.engine.server.origins.HostCheck`.
     ``limits``: read timeouts and the connection limit (:class:`~.connection.Limits`; the
     default limit is what the file descriptor limit, raised to its hard maximum, leaves after
     the engine's own). Other arguments: :class:`EngineApp`.

@@ -29,7 +29,7 @@ from .origins import HostCheck, check_origin
 from .session import PRINCIPAL_SCOPE_KEY, SESSION_PATH, Principal, Sessions, session_cookie
 from .sigv4 import SigV4Verifier
 
-__all__ = ["Guard", "HostCheck"]
+__all__ = ["Guard"]
 
 MAX_BODY_BYTES = 1024 * 1024  # admin requests, logins, mounted apps' (the console's) bodies
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

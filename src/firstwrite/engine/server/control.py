@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .asgi import ASGIApp, problem_handlers
-from .auth import Guard, HostCheck
+from .auth import Guard
 from .bodies import BodyReader
 from .lanes import ByteBudget
+from .origins import HostCheck
 from .session import Sessions, session_routes
 from .sigv4 import SigV4Verifier
 

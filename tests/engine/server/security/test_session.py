@@ -15,7 +15,8 @@ from security_helpers import KEY, SECRET, EchoApp, sign
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.server.app import Mounted, ServerThread
-from firstwrite.engine.server.auth import Guard, HostCheck
+from firstwrite.engine.server.auth import Guard
+from firstwrite.engine.server.origins import HostCheck
 from firstwrite.engine.server.session import PRINCIPAL_SCOPE_KEY, Principal, Sessions
 
 LOGIN = {"access_key_id": KEY, "secret_access_key": SECRET}
