@@ -2,7 +2,9 @@
 
 A key is given to a source as ``None`` (the source's id: SQS ``messageId``, a Kinesis sequence
 number...), a string (a JMESPath expression over the record's decoded body: JSON, base64 JSON
-for Kinesis), or a callable over the whole record. A selected value that is not a string is
+for Kinesis), or a callable over the whole record. Expressions are the idempotency layer's
+selectors (:func:`firstwrite.idempotency.keys.select`), Powertools' decoding functions
+included (``powertools_json(inner).id`` for a JSON string inside the body). A selected value that is not a string is
 replaced by its fingerprint; an empty selection is :class:`~firstwrite.MissingKeyError`, and
 the record is reported, never run unguarded.
 """
@@ -10,10 +12,10 @@ the record is reported, never run unguarded.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable
 from typing import TypeVar
 
+from firstwrite.idempotency.bodies import json_value
 from firstwrite.idempotency.keys import key_from
 
 __all__ = ["KeySelector", "base64_json", "json_body", "key_function"]
@@ -26,7 +28,7 @@ KeySelector = str | Callable[[R], str] | None
 
 def json_body(text: str | bytes) -> object:
     """A JSON body, decoded."""
-    decoded: object = json.loads(text)
+    decoded: object = json_value(text)
     return decoded
 
 

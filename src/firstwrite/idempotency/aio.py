@@ -27,7 +27,7 @@ from ._machine.budget import Deadline
 from ._machine.driving import Driver, adrive
 from ._machine.effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
-from .config import IdempotencyConfig
+from .config import IdempotencyConfig, from_environment
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
@@ -76,7 +76,7 @@ class AsyncIdempotency(Driver):
         monotonic: Monotonic = time.monotonic,
     ) -> None:
         machine = StateMachine(
-            config,
+            from_environment(config),
             clock=clock,
             metrics=metrics,
             non_retryable=non_retryable,
@@ -158,12 +158,14 @@ class AsyncIdempotency(Driver):
         """See :meth:`Idempotency.run`; ``fn`` is a coroutine function. Cancellation of the
         task marks the key FAILED (retryable), so a retry need not wait for the lease."""
         machine = self._machine
+        if machine.config.disabled:
+            return await fn()
         deadline = self._deadline(budget)
         outcome = await self._drive(
             machine.claim(key, payload, scope, lease, wait, deadline), deadline
         )
         if isinstance(outcome, Replay):
-            value: T = outcome.value(result_type)
+            value: T = outcome.answer(result_type, machine.config.on_replay)
             return value
         try:
             result = await fn()

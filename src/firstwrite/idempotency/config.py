@@ -9,13 +9,21 @@ one write. No consumed-capacity reporting and no local cache unless turned on.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from .errors import ConfigurationError
 
+MissingKeyMode = Literal["raise", "run-unguarded"]
+MISSING_KEY_MODES: tuple[MissingKeyMode, ...] = ("raise", "run-unguarded")
+DISABLED_ENV = "FIRSTWRITE_IDEMPOTENCY_DISABLED"
+"""Set to ``1`` (or ``true``, ``yes``, ``on``) to make every guard built afterwards call its
+functions directly: for local runs only (duplicates then run twice)."""
+_log = logging.getLogger("firstwrite.idempotency")
 MAX_ITEM_SIZE = 400 * 1024  # DynamoDB's item limit, attribute names included
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")  # DynamoDB table-name rule
 
@@ -149,6 +157,15 @@ class IdempotencyConfig:
     removed by TTL and remembered by the TTL audit's tombstone) and that carries the same
     fingerprint is refused with :class:`~.errors.LateRetryError` instead of running again; by
     default such a late retry runs and is counted and logged (see ``docs/guarantees.md``).
+
+    ``on_missing_key`` is what a decorated call whose key selector finds nothing does:
+    ``"raise"`` (:class:`~.errors.MissingKeyError`), or ``"run-unguarded"``: the function runs
+    without the layer, with a logged warning and ``firstwrite_unguarded_runs_total`` counted
+    (Powertools' ``raise_on_no_idempotency_key=False``). ``on_replay(key, value)`` is called
+    once for every replay ``run`` and the decorators answer, with the stored result as it is
+    returned; what it returns is returned instead (``None``: the value unchanged). ``disabled``
+    makes ``run`` and the decorators call the function directly; the guards set it when
+    ``FIRSTWRITE_IDEMPOTENCY_DISABLED`` is set (:func:`from_environment`).
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -174,6 +191,9 @@ class IdempotencyConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     retry_after: RetryAfter = field(default_factory=RetryAfter)
     refuse_late_retries: bool = False
+    on_missing_key: MissingKeyMode = "raise"
+    on_replay: Callable[[str, Any], Any] | None = None
+    disabled: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):
@@ -220,7 +240,31 @@ class IdempotencyConfig:
             )
         if not 1024 <= self.max_item_size <= MAX_ITEM_SIZE:
             raise ConfigurationError(f"max_item_size must be within 1024..{MAX_ITEM_SIZE}")
+        if self.on_missing_key not in MISSING_KEY_MODES:
+            raise ConfigurationError(
+                f"on_missing_key must be one of {', '.join(map(repr, MISSING_KEY_MODES))}"
+            )
+        if self.on_replay is not None and not callable(self.on_replay):
+            raise ConfigurationError("on_replay must be a function of (key, value)")
 
     def with_(self, **changes: Any) -> IdempotencyConfig:
         """A copy with ``changes`` applied (and validated)."""
         return replace(self, **changes)
+
+
+_warned_disabled = False
+
+
+def from_environment(config: IdempotencyConfig | None) -> IdempotencyConfig | None:
+    """``config`` with ``disabled=True`` when :data:`DISABLED_ENV` is set (read at each guard's
+    construction, never per call); the first time, a warning is logged."""
+    global _warned_disabled
+    if os.environ.get(DISABLED_ENV, "").strip().lower() not in ("1", "true", "yes", "on"):
+        return config
+    if not _warned_disabled:
+        _warned_disabled = True
+        _log.warning(
+            "%s is set: idempotency guards call functions directly, duplicates run again",
+            DISABLED_ENV,
+        )
+    return (config or IdempotencyConfig()).with_(disabled=True)

@@ -10,8 +10,11 @@
 ... def handler(event, context): ...
 
 The key is either an argument's value (``key_arg``) or the fingerprint of selected fields
-(``key``: a JMESPath expression or a callable over the arguments dict). The mismatch check
-fingerprints ``payload`` (default: every argument). The return annotation, when it names a
+(``key``: a JMESPath expression or a callable over the arguments dict; over an HTTP event,
+``body.x`` reads the decoded body: :mod:`.bodies`). The mismatch check fingerprints
+``payload`` (default: every argument). A call without a key raises
+:class:`~.errors.MissingKeyError` or, with ``on_missing_key="run-unguarded"``, runs unguarded;
+with ``config.disabled`` every call runs directly; replays pass through ``config.on_replay``. The return annotation, when it names a
 dataclass or pydantic model (or a container of them), is what a replay is rebuilt into.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import time
 import typing
 from collections.abc import Callable, Sequence
@@ -31,6 +35,7 @@ from .guard import UNSET, Idempotency
 from .keys import Selector, key_from, key_path, select, walk
 
 F = TypeVar("F", bound=Callable[..., Any])
+_log = logging.getLogger("firstwrite.idempotency")
 
 GuardLike = Any  # Idempotency | AsyncIdempotency | a zero-argument factory of either
 
@@ -202,9 +207,16 @@ def idempotent(
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                arguments = binding.arguments(args, kwargs)
-                k, p, s = binding.identify(arguments)
                 g = binding.guard
+                if g.config.disabled:
+                    return await fn(*args, **kwargs)
+                arguments = binding.arguments(args, kwargs)
+                try:
+                    k, p, s = binding.identify(arguments)
+                except MissingKeyError as missing:
+                    if not _unguarded(g, missing, fn):
+                        raise
+                    return await fn(*args, **kwargs)
                 call = functools.partial(fn, *args, **kwargs)
                 if isinstance(g, Idempotency):
                     return await _sync_guard_async_fn(
@@ -219,10 +231,18 @@ def idempotent(
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            g = binding.guard
+            if g.config.disabled:
+                return fn(*args, **kwargs)
             arguments = binding.arguments(args, kwargs)
-            k, p, s = binding.identify(arguments)
+            try:
+                k, p, s = binding.identify(arguments)
+            except MissingKeyError as missing:
+                if not _unguarded(g, missing, fn):
+                    raise
+                return fn(*args, **kwargs)
             call = functools.partial(fn, *args, **kwargs)
-            return binding.guard.run(
+            return g.run(
                 k, call, p, scope=s, result_type=binding.result_type, lease=lease, budget=budget
             )
 
@@ -255,7 +275,7 @@ async def _sync_guard_async_fn(
     claim = functools.partial(guard.claim, key, payload, scope=scope, lease=lease, budget=left())
     outcome = await asyncio.to_thread(claim)
     if isinstance(outcome, Replay):
-        return outcome.value(result_type)
+        return outcome.answer(result_type, guard.config.on_replay)
     try:
         result = await fn()
     except BaseException as exc:
@@ -263,6 +283,18 @@ async def _sync_guard_async_fn(
         raise
     await asyncio.to_thread(functools.partial(guard.complete, outcome, result, budget=left()))
     return result
+
+
+def _unguarded(guard: Any, missing: MissingKeyError, fn: Callable[..., Any]) -> bool:
+    """Whether a call without a key runs unguarded (``config.on_missing_key``); if so, the
+    warning is logged and ``firstwrite_unguarded_runs_total`` counted."""
+    if guard.config.on_missing_key != "run-unguarded":
+        return False
+    _log.warning("%s runs unguarded: %s", getattr(fn, "__qualname__", fn), missing)
+    metrics = guard.metrics
+    if metrics.enabled:
+        metrics.count("firstwrite_unguarded_runs_total", reason="missing_key")
+    return True
 
 
 def _handler_shape(event: Any, context: Any = None) -> None:
@@ -327,8 +359,15 @@ def idempotent_handler(
 
             @functools.wraps(fn)
             async def async_handler(event: Any, context: Any = None) -> Any:
-                k, p, s = identify(event)
                 g = binding.guard
+                if g.config.disabled:
+                    return await fn(event, context)
+                try:
+                    k, p, s = identify(event)
+                except MissingKeyError as missing:
+                    if not _unguarded(g, missing, fn):
+                        raise
+                    return await fn(event, context)
                 call = functools.partial(fn, event, context)
                 if isinstance(g, Idempotency):
                     return await _sync_guard_async_fn(
@@ -348,8 +387,16 @@ def idempotent_handler(
 
         @functools.wraps(fn)
         def handler(event: Any, context: Any = None) -> Any:
-            k, p, s = identify(event)
-            return binding.guard.run(
+            g = binding.guard
+            if g.config.disabled:
+                return fn(event, context)
+            try:
+                k, p, s = identify(event)
+            except MissingKeyError as missing:
+                if not _unguarded(g, missing, fn):
+                    raise
+                return fn(event, context)
+            return g.run(
                 k,
                 functools.partial(fn, event, context),
                 p,

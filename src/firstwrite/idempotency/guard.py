@@ -17,7 +17,7 @@ from ._machine.budget import Deadline
 from ._machine.driving import Driver, drive
 from ._machine.effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
-from .config import IdempotencyConfig
+from .config import IdempotencyConfig, from_environment
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
@@ -64,7 +64,7 @@ class Idempotency(Driver):
         monotonic: Monotonic = time.monotonic,
     ) -> None:
         machine = StateMachine(
-            config,
+            from_environment(config),
             clock=clock,
             metrics=metrics,
             non_retryable=non_retryable,
@@ -159,7 +159,8 @@ class Idempotency(Driver):
         wait: float | None = None,
         budget: float | None = None,
     ) -> T:
-        """Run ``fn`` at most once per key (within retention); duplicates get its result.
+        """Run ``fn`` at most once per key (within retention); duplicates get its result
+        (through ``config.on_replay`` when set). With ``config.disabled``, ``fn`` just runs.
 
         An exception from ``fn`` marks the key FAILED, retryable unless it is an instance of
         ``non_retryable`` (or has ``idempotency_retryable = False``), and is re-raised.
@@ -170,12 +171,15 @@ class Idempotency(Driver):
         :class:`CompletionNotRecordedError`)."""
         # drive() called directly, not through claim() and complete(): two frames less per call
         machine, methods, sleep = self._machine, self._methods, self._sleep
+        config = machine.config
+        if config.disabled:
+            return fn()
         deadline = self._deadline(budget)
         outcome = drive(
             machine.claim(key, payload, scope, lease, wait, deadline), methods, sleep, deadline
         )
         if isinstance(outcome, Replay):
-            value: T = outcome.value(result_type)
+            value: T = outcome.answer(result_type, config.on_replay)
             return value
         try:
             result = fn()

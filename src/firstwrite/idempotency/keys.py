@@ -19,13 +19,17 @@ import dataclasses
 import datetime as _dt
 import decimal
 import enum
+import functools
 import hashlib
 import json
 import uuid
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
+from jmespath.exceptions import JMESPathError, JMESPathTypeError
+
+from .bodies import DECODING_ERRORS, FUNCTION_NAMES, BodyFunctions, decoded_body, http_event
 from .errors import MissingKeyError, SerializationError
 from .record import NO_FINGERPRINT as NO_FINGERPRINT
 
@@ -161,19 +165,53 @@ def fingerprinter(hash_function: str = "sha256") -> Callable[[Any], str]:
     return fingerprint_with
 
 
+class _Compiled(NamedTuple):
+    """A selector expression, compiled once (:func:`_compiled`)."""
+
+    search: Callable[[Any], Any]  # the expression over a normalised payload
+    path: tuple[str, ...] | None  # its field names, when a plain path (``a.b.c``)
+    decodes_http_body: bool  # reads ``body`` and calls no decoding function (bodies.py)
+
+
+_OPTIONS: Any = None  # jmespath.Options with BodyFunctions: made at the first compile
+
+
 @lru_cache(maxsize=256)
-def _compiled(expression: str) -> tuple[Any, tuple[str, ...] | None]:
-    """The compiled expression, and its field names when it is a plain path (``a.b.c``)."""
+def _compiled(expression: str) -> _Compiled:
+    """The compiled expression, its plain path, and whether an HTTP event's body is decoded
+    for it."""
+    global _OPTIONS
     import jmespath
 
+    if _OPTIONS is None:
+        _OPTIONS = jmespath.Options(custom_functions=BodyFunctions())
     parsed = jmespath.compile(expression)
-    return parsed, _field_path(parsed.parsed)
+    fields, calls = _names(parsed.parsed)
+    search = functools.partial(parsed.search, options=_OPTIONS)
+    auto = "body" in fields and calls.isdisjoint(FUNCTION_NAMES)
+    return _Compiled(search, _field_path(parsed.parsed), auto)
+
+
+def _names(node: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The field names and the function names anywhere in a parsed expression."""
+    fields: set[str] = set()
+    calls: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.get("type") == "field":
+            fields.add(str(current["value"]))
+        elif current.get("type") == "function_expression":
+            calls.add(str(current["value"]))
+        stack.extend(c for c in current.get("children", ()) if isinstance(c, dict))
+    return fields, calls
 
 
 def key_path(expression: str) -> tuple[str, ...] | None:
     """The field names of a JMESPath expression that is a plain path (``a.b.c``), else
     ``None``; for :func:`walk`. Raises jmespath's ``ParseError`` for an invalid expression."""
-    return _compiled(expression)[1]
+    compiled = _compiled(expression)
+    return None if compiled.decodes_http_body else compiled.path
 
 
 def _field_path(node: dict[str, Any]) -> tuple[str, ...] | None:
@@ -206,17 +244,30 @@ def walk(payload: Any, path: tuple[str, ...]) -> Any:
 
 def select(payload: Any, selector: Selector | None) -> Any:
     """The part of ``payload`` that identifies the request: all of it, a JMESPath expression's
-    result (over the normalised payload), or a callable's return value."""
+    result (over the normalised payload), or a callable's return value.
+
+    An expression that reads ``body`` and calls no decoding function, over an HTTP event
+    (:func:`~.bodies.http_event`), reads the decoded body (:func:`~.bodies.decoded_body`); a
+    body that cannot be decoded is :class:`MissingKeyError`, as is an explicit decoding
+    function's failure."""
     if selector is None:
         return payload
     if callable(selector):
         return selector(payload)
-    compiled, path = _compiled(selector)
-    if path is not None:
-        found = walk(payload, path)
-        if found is not None:
-            return found
-    return compiled.search(normalise(payload))
+    compiled = _compiled(selector)
+    try:
+        if compiled.decodes_http_body and http_event(payload):
+            payload = {**payload, "body": decoded_body(payload)}
+        path = compiled.path
+        if path is not None:
+            found = walk(payload, path)
+            if found is not None:
+                return found
+        return compiled.search(normalise(payload))
+    except DECODING_ERRORS as exc:
+        if isinstance(exc, JMESPathError) and not isinstance(exc, JMESPathTypeError):
+            raise
+        raise MissingKeyError(f"no idempotency key in the request ({selector!r}: {exc})") from exc
 
 
 def key_from(payload: Any, selector: Selector | None, hash_function: str = "sha256") -> str:

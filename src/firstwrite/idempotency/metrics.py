@@ -46,6 +46,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Side effects that ran but whose result could not be recorded",
         (),
     ),
+    "firstwrite_unguarded_runs_total": (
+        "Calls run without the layer: no idempotency key, with on_missing_key='run-unguarded'",
+        ("reason",),
+    ),
     "firstwrite_deadline_exceeded_total": (
         "Calls stopped at their time budget while DynamoDB kept failing",
         ("operation", "dynamo_error_code"),

@@ -5,6 +5,7 @@ A :class:`Claim` to complete or fail, or a :class:`Replay` of the stored outcome
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -108,6 +109,16 @@ class Replay:
             data,
             record_id=self.record_id,
         )
+
+    def answer(self, result_type: Any, on_replay: Callable[[str, Any], Any] | None) -> Any:
+        """:meth:`value`, passed through ``on_replay(key, value)`` when there is one (the
+        configuration's hook: what it returns, unless ``None``, is the answer)."""
+        value = self.value(result_type)
+        if on_replay is not None:
+            marked = on_replay(self.idempotency_key or self.record_id, value)
+            if marked is not None:
+                return marked
+        return value
 
 
 Outcome = Claim | Replay
