@@ -2,11 +2,16 @@
 
 ``sqs_event(bodies)``, ``fifo_event([(group, step), ...])``, ``kinesis_event(datas)`` build an
 event around JSON bodies; ``FakeContext`` is Lambda's context with 30 s left.
+``http_event(shape, body, encoding)`` builds an HTTP event (``HTTP_SHAPES``: API Gateway REST
+v1 and HTTP v2, ALB, Function URL) carrying ``body`` as JSON text, base64 or base64+gzip
+(``BODY_ENCODINGS``), as AWS sends it.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
+import gzip
 import hashlib
 import json
 import uuid
@@ -14,7 +19,15 @@ from typing import Any
 
 from events.conftest import FakeContext
 
-__all__ = ["FakeContext", "fifo_event", "kinesis_event", "sqs_event"]
+__all__ = [
+    "BODY_ENCODINGS",
+    "HTTP_SHAPES",
+    "FakeContext",
+    "fifo_event",
+    "http_event",
+    "kinesis_event",
+    "sqs_event",
+]
 
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:orders"
 
@@ -72,3 +85,143 @@ def kinesis_event(datas: list[Any]) -> dict[str, Any]:
             }
         )
     return {"Records": records}
+
+
+# HTTP events, trimmed (most headers and identity fields left out) from AWS's published samples:
+# API Gateway REST (v1) and HTTP API (v2) payloads as in aws-powertools/powertools-lambda-python
+# tests/events/apiGatewayProxyEvent.json and apiGatewayProxyV2Event.json; the Function URL one
+# as in its tests/events/lambdaFunctionUrlEvent.json; the ALB one from the Lambda developer
+# guide, "Using AWS Lambda with an Application Load Balancer" (services-alb.html).
+_HTTP_SAMPLES: dict[str, dict[str, Any]] = {
+    "api_gateway_v1": {
+        "version": "1.0",
+        "resource": "/my/path",
+        "path": "/my/path",
+        "httpMethod": "POST",
+        "headers": {"header1": "value1", "Origin": "https://aws.amazon.com"},
+        "multiValueHeaders": {"header1": ["value1"]},
+        "queryStringParameters": {"parameter1": "value1"},
+        "multiValueQueryStringParameters": {"parameter1": ["value1", "value2"]},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "id",
+            "domainName": "id.execute-api.us-east-1.amazonaws.com",
+            "extendedRequestId": "request-id",
+            "httpMethod": "POST",
+            "identity": {"sourceIp": "192.168.0.1/32", "userAgent": "user-agent"},
+            "path": "/my/path",
+            "protocol": "HTTP/1.1",
+            "requestId": "id=",
+            "requestTime": "04/Mar/2020:19:15:17 +0000",
+            "requestTimeEpoch": 1583349317135,
+            "resourcePath": "/my/path",
+            "stage": "$default",
+        },
+        "pathParameters": None,
+        "stageVariables": None,
+        "body": "Hello from Lambda!",
+        "isBase64Encoded": False,
+    },
+    "api_gateway_v2": {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": "/my/path",
+        "rawQueryString": "parameter1=value1&parameter1=value2&parameter2=value",
+        "cookies": ["cookie1", "cookie2"],
+        "headers": {"header1": "value1", "header2": "value1,value2"},
+        "queryStringParameters": {"parameter1": "value1,value2", "parameter2": "value"},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api-id",
+            "domainName": "id.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "id",
+            "http": {
+                "method": "POST",
+                "path": "/my/path",
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.168.0.1/32",
+                "userAgent": "agent",
+            },
+            "requestId": "id",
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "12/Mar/2020:19:03:58 +0000",
+            "timeEpoch": 1583348638390,
+        },
+        "body": '{"message": "hello world", "username": "tom"}',
+        "pathParameters": {"parameter1": "value1"},
+        "isBase64Encoded": False,
+        "stageVariables": {"stageVariable1": "value1"},
+    },
+    "alb": {
+        "requestContext": {
+            "elb": {
+                "targetGroupArn": "arn:aws:elasticloadbalancing:us-east-2:123456789012:"
+                "targetgroup/lambda-279XGJDqGZ5rsrHC2Fjr/49e9d65c45c6791a"
+            }
+        },
+        "httpMethod": "POST",
+        "path": "/lambda",
+        "queryStringParameters": {"query": "1234ABCD"},
+        "headers": {
+            "accept-encoding": "gzip",
+            "connection": "keep-alive",
+            "host": "lambda-alb-123578498.us-east-2.elb.amazonaws.com",
+            "x-amzn-trace-id": "Root=1-5c536348-3d683b8b04734faae651f476",
+            "x-forwarded-for": "72.12.164.125",
+            "x-forwarded-port": "80",
+            "x-forwarded-proto": "http",
+        },
+        "body": "",
+        "isBase64Encoded": False,
+    },
+    "function_url": {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": "/",
+        "rawQueryString": "",
+        "headers": {
+            "x-amzn-tls-version": "TLSv1.2",
+            "x-forwarded-proto": "https",
+            "x-forwarded-for": "123.123.123.123",
+            "host": "<url-id>.lambda-url.us-east-1.on.aws",
+            "x-amzn-trace-id": "Root=1-62ecd163-5f302e550dcde3b12402207d",
+        },
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "<url-id>",
+            "domainName": "<url-id>.lambda-url.us-east-1.on.aws",
+            "domainPrefix": "<url-id>",
+            "http": {
+                "method": "POST",
+                "path": "/",
+                "protocol": "HTTP/1.1",
+                "sourceIp": "123.123.123.123",
+                "userAgent": "agent",
+            },
+            "requestId": "id",
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "05/Aug/2022:08:14:39 +0000",
+            "timeEpoch": 1659687279885,
+        },
+        "isBase64Encoded": False,
+    },
+}
+HTTP_SHAPES = tuple(_HTTP_SAMPLES)
+BODY_ENCODINGS = ("json", "base64", "base64+gzip")
+
+
+def http_event(shape: str, body: Any, encoding: str = "json") -> dict[str, Any]:
+    """The ``shape`` sample carrying ``body`` (JSON-encoded) as ``encoding`` says."""
+    event = copy.deepcopy(_HTTP_SAMPLES[shape])
+    text = json.dumps(body)
+    if encoding == "json":
+        event["body"], event["isBase64Encoded"] = text, False
+    else:
+        raw = text.encode()
+        if encoding == "base64+gzip":
+            raw = gzip.compress(raw)
+            event.setdefault("headers", {})["content-encoding"] = "gzip"
+        event["body"], event["isBase64Encoded"] = base64.b64encode(raw).decode(), True
+    return event

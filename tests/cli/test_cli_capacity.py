@@ -361,3 +361,42 @@ def test_alarms_are_a_template_cfn_lint_accepts(cli: Callable[..., Any], tmp_pat
     path.write_text(template.replace("GreaterThanThreshold", "GreaterThan", 1))
     refused = cfn_lint(path)
     assert refused.returncode != 0 and "E3030" in refused.stdout
+
+
+def test_the_planners_poll_default_is_what_the_layers_defaults_make(engine: Any) -> None:
+    """The planner's default ``polls`` follows the layer: its mirrored defaults are
+    IdempotencyConfig's, and a duplicate of a live claim through a real guard on the engine,
+    waiting the default ``in_progress_wait`` (a clock the test moves, so nothing sleeps), makes
+    exactly :data:`DEFAULT_POLLS` strongly consistent reads before "in progress"."""
+    from firstwrite.engine.binding.sync import local_client
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig, InProgressError
+    from firstwrite.idempotency.metrics import MemoryMetrics
+
+    defaults = IdempotencyConfig()
+    assert defaults.in_progress_wait == model.LAYER_IN_PROGRESS_WAIT
+    assert defaults.poll_interval == model.LAYER_POLL_INTERVAL
+    assert model.Workload(peak_rps=1).polls == model.DEFAULT_POLLS > 0
+
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    metrics = MemoryMetrics()
+    client = local_client(engine, region="us-east-1")
+    config = IdempotencyConfig(table_name="idem-polls")
+    first = Idempotency(config, client=client, clock=engine.clock.now)
+    first.ensure_table()
+    first.claim("k")
+    second = Idempotency(
+        config,
+        client=client,
+        clock=engine.clock.now,
+        metrics=metrics,
+        sleep=sleep,
+        monotonic=lambda: now[0],
+    )
+    with pytest.raises(InProgressError):
+        second.claim("k")
+    assert metrics.total("firstwrite_in_progress_polls_total") == model.DEFAULT_POLLS
+    assert now[0] == pytest.approx(defaults.in_progress_wait)

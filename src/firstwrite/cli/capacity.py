@@ -100,11 +100,12 @@ def add_commands(commands: Any) -> None:
     cap.add_argument(
         "--polls",
         type=non_negative,
-        default=0.0,
+        default=float(model.DEFAULT_POLLS),
         metavar="N",
         help="strongly consistent GetItem polls per in-progress duplicate: at most those that "
         "fit in in_progress_wait, the interval doubling from poll_interval to 0.5 s (2 s with "
-        "the default 0.02 s: 8 polls); default: 0, as with the layer's in_progress_wait=0",
+        "the default 0.02 s: 8 polls); default: %(default)g, what the layer's default "
+        "in_progress_wait of 1 s allows",
     )
     cap.add_argument(
         "--transactional-share",

@@ -31,6 +31,26 @@ MAX_TTL_LAG_HOURS = 48.0
 DEFAULT_RECORD_BYTES = 216
 # Autoscaling's default target: provisioned capacity is the peak divided by this.
 DEFAULT_TARGET_UTILIZATION = 0.7
+# The layer's defaults (IdempotencyConfig.in_progress_wait and poll_interval; a test compares
+# them) and its backoff cap between polls, for the polls a duplicate of a live request makes.
+LAYER_IN_PROGRESS_WAIT = 1.0
+LAYER_POLL_INTERVAL = 0.02
+LAYER_POLL_CAP = 0.5
+
+
+def polls_within(wait: float, interval: float = LAYER_POLL_INTERVAL) -> int:
+    """The most strongly consistent reads a duplicate of a live request makes while it waits
+    ``wait`` seconds: one after each sleep, the sleeps doubling from ``interval`` up to
+    :data:`LAYER_POLL_CAP`, the last one cut at the end of the wait."""
+    polls, slept = 0, 0.0
+    while slept < wait:
+        slept += min(interval, wait - slept)
+        interval = min(interval * 2, LAYER_POLL_CAP)
+        polls += 1
+    return polls
+
+
+DEFAULT_POLLS = polls_within(LAYER_IN_PROGRESS_WAIT)
 
 
 def write_units(size: float) -> int:
@@ -75,7 +95,8 @@ class Workload:
     ``duplicate_ratio`` per new request (0.15: 15 duplicates per 100 requests). ``average_rps``
     (default: the peak) drives monthly cost and storage. ``in_progress_share`` of the duplicates
     arrive while the first attempt still runs and each makes ``polls`` strongly consistent reads
-    (the layer's default ``in_progress_wait=0`` makes none). ``transactional_share`` of the
+    (default: :data:`DEFAULT_POLLS`, those the layer's default ``in_progress_wait`` of 1 s
+    allows). ``transactional_share`` of the
     requests use variant 3, each writing ``business_items`` items of ``business_item_bytes``
     in the same transaction. ``gsis`` global secondary indexes on the idempotency table, each
     projecting the whole record, take an index write for every claim and completion."""
@@ -88,7 +109,7 @@ class Workload:
     ttl_lag_hours: float = MAX_TTL_LAG_HOURS
     average_rps: float | None = None
     in_progress_share: float = 0.0
-    polls: float = 0.0
+    polls: float = DEFAULT_POLLS
     transactional_share: float = 0.0
     target_utilization: float = DEFAULT_TARGET_UTILIZATION
     gsis: int = 0
