@@ -81,17 +81,10 @@ class BodyFunctions(functions.Functions):  # type: ignore[misc]  # jmespath has 
     def _func_powertools_base64_gzip(self, value: str) -> str:
         return base64_gzip_text(value)
 
-    @_one_string
-    def _func_json(self, value: str) -> Any:
-        return json_value(value)
-
-    @_one_string
-    def _func_base64(self, value: str) -> str:
-        return base64_text(value)
-
-    @_one_string
-    def _func_base64_gzip(self, value: str) -> str:
-        return base64_gzip_text(value)
+    # The short names: the same functions (jmespath finds them by their ``_func_`` names).
+    _func_json = _func_powertools_json
+    _func_base64 = _func_powertools_base64
+    _func_base64_gzip = _func_powertools_base64_gzip
 
 
 FUNCTION_NAMES = frozenset(

@@ -35,6 +35,7 @@ from .guard import UNSET, Idempotency
 from .keys import Selector, key_from, key_path, select, walk
 
 F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A")
 _log = logging.getLogger("firstwrite.idempotency")
 
 GuardLike = Any  # Idempotency | AsyncIdempotency | a zero-argument factory of either
@@ -106,6 +107,10 @@ class _Binding:
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return {k: v for k, v in bound.arguments.items() if k not in self.exclude}
+
+    def identify_call(self, call: tuple[tuple[Any, ...], dict[str, Any]]) -> _Identity:
+        """:meth:`identify` of a call's ``(args, kwargs)``."""
+        return self.identify(self.arguments(*call))
 
     def identify(self, arguments: dict[str, Any]) -> tuple[str, Any, str | None]:
         if self.key_arg is not None:
@@ -208,15 +213,10 @@ def idempotent(
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 g = binding.guard
-                if g.config.disabled:
+                found = _keyed(g, binding.identify_call, (args, kwargs), fn)
+                if found is None:
                     return await fn(*args, **kwargs)
-                arguments = binding.arguments(args, kwargs)
-                try:
-                    k, p, s = binding.identify(arguments)
-                except MissingKeyError as missing:
-                    if not _unguarded(g, missing, fn):
-                        raise
-                    return await fn(*args, **kwargs)
+                k, p, s = found
                 call = functools.partial(fn, *args, **kwargs)
                 if isinstance(g, Idempotency):
                     return await _sync_guard_async_fn(
@@ -232,15 +232,10 @@ def idempotent(
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             g = binding.guard
-            if g.config.disabled:
+            found = _keyed(g, binding.identify_call, (args, kwargs), fn)
+            if found is None:
                 return fn(*args, **kwargs)
-            arguments = binding.arguments(args, kwargs)
-            try:
-                k, p, s = binding.identify(arguments)
-            except MissingKeyError as missing:
-                if not _unguarded(g, missing, fn):
-                    raise
-                return fn(*args, **kwargs)
+            k, p, s = found
             call = functools.partial(fn, *args, **kwargs)
             return g.run(
                 k, call, p, scope=s, result_type=binding.result_type, lease=lease, budget=budget
@@ -283,6 +278,24 @@ async def _sync_guard_async_fn(
         raise
     await asyncio.to_thread(functools.partial(guard.complete, outcome, result, budget=left()))
     return result
+
+
+_Identity = tuple[str, Any, str | None]  # key, payload, scope
+
+
+def _keyed(
+    guard: Any, identify: Callable[[A], _Identity], argument: A, fn: Callable[..., Any]
+) -> _Identity | None:
+    """``identify(argument)``, or ``None`` when the call runs directly: the guard is disabled,
+    or there is no key and ``on_missing_key`` says to run unguarded."""
+    if guard.config.disabled:
+        return None
+    try:
+        return identify(argument)
+    except MissingKeyError as missing:
+        if not _unguarded(guard, missing, fn):
+            raise
+        return None
 
 
 def _unguarded(guard: Any, missing: MissingKeyError, fn: Callable[..., Any]) -> bool:
@@ -360,14 +373,10 @@ def idempotent_handler(
             @functools.wraps(fn)
             async def async_handler(event: Any, context: Any = None) -> Any:
                 g = binding.guard
-                if g.config.disabled:
+                found = _keyed(g, identify, event, fn)
+                if found is None:
                     return await fn(event, context)
-                try:
-                    k, p, s = identify(event)
-                except MissingKeyError as missing:
-                    if not _unguarded(g, missing, fn):
-                        raise
-                    return await fn(event, context)
+                k, p, s = found
                 call = functools.partial(fn, event, context)
                 if isinstance(g, Idempotency):
                     return await _sync_guard_async_fn(
@@ -388,14 +397,10 @@ def idempotent_handler(
         @functools.wraps(fn)
         def handler(event: Any, context: Any = None) -> Any:
             g = binding.guard
-            if g.config.disabled:
+            found = _keyed(g, identify, event, fn)
+            if found is None:
                 return fn(event, context)
-            try:
-                k, p, s = identify(event)
-            except MissingKeyError as missing:
-                if not _unguarded(g, missing, fn):
-                    raise
-                return fn(event, context)
+            k, p, s = found
             return g.run(
                 k,
                 functools.partial(fn, event, context),
