@@ -157,3 +157,13 @@ def test_event_sources_share_the_selectors_and_their_functions() -> None:
     select_key = key_function("powertools_json(envelope).id", lambda r: "own", lambda r: r)
     assert select_key(body) == "inner-1"
     assert key_function("json(envelope).id", lambda r: "own", lambda r: r)(body) == "inner-1"
+
+
+def test_expressions_search_a_normalised_payload_unless_it_is_json_already() -> None:
+    """A decoded event is searched as it is; anything JSON would not hold as it is (tuples,
+    non-string keys, dataclasses...) is normalised first, so jmespath sees JSON types."""
+    assert select({"items": (1, 2)}, "length(items)") == 2
+    assert select({"items": [(1, 2)]}, "items[0][1]") == 2
+    assert select({"n": {1: "one"}}, 'n."1"') == "one"
+    event = http_event("api_gateway_v2", ORDER)
+    assert select(event, "length(keys(@))") == len(event)

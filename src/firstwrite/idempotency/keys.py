@@ -263,11 +263,29 @@ def select(payload: Any, selector: Selector | None) -> Any:
             found = walk(payload, path)
             if found is not None:
                 return found
-        return compiled.search(normalise(payload))
+        return compiled.search(payload if _searchable(payload) else normalise(payload))
     except DECODING_ERRORS as exc:
         if isinstance(exc, JMESPathError) and not isinstance(exc, JMESPathTypeError):
             raise
         raise MissingKeyError(f"no idempotency key in the request ({selector!r}: {exc})") from exc
+
+
+def _searchable(value: Any) -> bool:
+    """Whether ``normalise(value) == value`` with the same types throughout (str-keyed dicts,
+    lists, str, int, bool, None: a decoded JSON event without floats), so jmespath may search
+    it as it is instead of a normalised copy."""
+    kind = type(value)
+    if kind is dict:
+        for k, v in value.items():
+            if type(k) is not str or not (type(v) in _PLAIN or _searchable(v)):
+                return False
+        return True
+    if kind is list:
+        for v in value:  # noqa: SIM110 - a loop: all() over a generator is slower here
+            if not (type(v) in _PLAIN or _searchable(v)):
+                return False
+        return True
+    return kind in _PLAIN
 
 
 def key_from(payload: Any, selector: Selector | None, hash_function: str = "sha256") -> str:
