@@ -10,6 +10,8 @@
 * A fingerprint is the hash (SHA-256 by default) of the canonical JSON of the request: keys
   sorted, no whitespace, UTF-8, integral floats written as integers (as RFC 8785 does, so ``1``
   and ``1.0`` agree), NaN/Infinity refused.
+* A selector is a JMESPath expression (compiled once, with :mod:`.bodies`' functions) or a
+  callable. Over an HTTP event, an expression reading ``body`` reads the decoded body.
 """
 
 from __future__ import annotations
