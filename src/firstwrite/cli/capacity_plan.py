@@ -96,9 +96,8 @@ class Workload:
     (default: the peak) drives monthly cost and storage. ``in_progress_share`` of the duplicates
     arrive while the first attempt still runs and each makes ``polls`` strongly consistent reads
     (default: :data:`DEFAULT_POLLS`, those the layer's default ``in_progress_wait`` of 1 s
-    allows). ``transactional_share`` of the
-    requests use variant 3, each writing ``business_items`` items of ``business_item_bytes``
-    in the same transaction. ``gsis`` global secondary indexes on the idempotency table, each
+    allows). ``transactional_share`` of the requests use variant 3, each writing
+    ``business_items`` items of ``business_item_bytes`` in the same transaction. ``gsis`` global secondary indexes on the idempotency table, each
     projecting the whole record, take an index write for every claim and completion."""
 
     peak_rps: float

@@ -4,9 +4,9 @@ A key is given to a source as ``None`` (the source's id: SQS ``messageId``, a Ki
 number...), a string (a JMESPath expression over the record's decoded body: JSON, base64 JSON
 for Kinesis), or a callable over the whole record. Expressions are the idempotency layer's
 selectors (:func:`firstwrite.idempotency.keys.select`), Powertools' decoding functions
-included (``powertools_json(inner).id`` for a JSON string inside the body). A selected value that is not a string is
-replaced by its fingerprint; an empty selection is :class:`~firstwrite.MissingKeyError`, and
-the record is reported, never run unguarded.
+included (``powertools_json(inner).id`` for a JSON string inside the body). A selected value
+that is not a string is replaced by its fingerprint; an empty selection is
+:class:`~firstwrite.MissingKeyError`, and the record is reported, never run unguarded.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ The key is either an argument's value (``key_arg``) or the fingerprint of select
 ``body.x`` reads the decoded body: :mod:`.bodies`). The mismatch check fingerprints
 ``payload`` (default: every argument). A call without a key raises
 :class:`~.errors.MissingKeyError` or, with ``on_missing_key="run-unguarded"``, runs unguarded;
-with ``config.disabled`` every call runs directly; replays pass through ``config.on_replay``. The return annotation, when it names a
-dataclass or pydantic model (or a container of them), is what a replay is rebuilt into.
+with ``config.disabled`` every call runs directly; replays pass through ``config.on_replay``.
+The return annotation, when it names a dataclass or pydantic model (or a container of them),
+is what a replay is rebuilt into.
 """
 
 from __future__ import annotations
