@@ -248,3 +248,25 @@ def test_a_non_ascii_wsgi_path_is_matched_as_text(local_client: Any) -> None:
     del environ["HTTP_IDEMPOTENCY_KEY"]
     status, body = _wsgi_call(app, environ)
     assert status.startswith("400") and json.loads(body)["type"] == Problem.KEY_MISSING.type_uri
+
+
+@pytest.mark.parametrize("framework", ["starlette", "flask"])
+def test_with_the_disable_switch_requests_pass_through(
+    framework: str, local_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FIRSTWRITE_IDEMPOTENCY_DISABLED, set when the guard is built: the middleware passes every
+    request to the app (a duplicate runs again, no replay header, no record, no key needed)."""
+    monkeypatch.setenv("FIRSTWRITE_IDEMPOTENCY_DISABLED", "1")
+    sync_guard, async_guard = guards(local_client, "disabled")
+    monkeypatch.delenv("FIRSTWRITE_IDEMPOTENCY_DISABLED")  # read at construction, not per call
+    seen: list[Any] = []
+    if framework == "starlette":
+        client: Any = TestClient(_starlette(async_guard, seen, require_key=True))
+    else:
+        client = _flask(sync_guard, seen, require_key=True).test_client()
+    answers = [_post(client, "/create", "k-1"), _post(client, "/create", "k-1")]
+    answers.append(_post(client, "/create", None))  # a required key missing: no 400 either
+    assert [a.status_code for a in answers] == [201, 201, 201]
+    assert all("idempotent-replayed" not in a.headers for a in answers)
+    assert seen == [None, None, None]  # the handler's view: not guarded
+    assert local_client.scan(TableName="disabled")["Count"] == 0

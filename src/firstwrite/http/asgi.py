@@ -69,6 +69,7 @@ class _Threaded:
 
     def __init__(self, guard: Guard) -> None:
         self._guard = guard
+        self.config = guard.config
 
     async def claim(
         self,
@@ -150,9 +151,10 @@ class IdempotencyMiddleware:
         self.config = config or HttpConfig()
         self.core = Core(self.config)
         self.guard: AsyncGuard = _awaited(guard if guard is not None else AsyncIdempotency())
+        self._disabled = self.guard.config.disabled  # FIRSTWRITE_IDEMPOTENCY_DISABLED
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or self._disabled:
             await self.app(scope, receive, send)
             return
         core = self.core

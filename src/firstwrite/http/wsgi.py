@@ -66,8 +66,11 @@ class WSGIIdempotencyMiddleware:
         self.config = config or HttpConfig()
         self.core = Core(self.config)
         self._environ_header = "HTTP_" + self.config.header.upper().replace("-", "_")
+        self._disabled = self.guard.config.disabled  # FIRSTWRITE_IDEMPOTENCY_DISABLED
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if self._disabled:
+            return self.app(environ, start_response)
         core = self.core
         method = environ.get("REQUEST_METHOD", "GET").upper()
         # PEP 3333 carries the path's bytes as latin-1; the app's routes are text.

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
+from .config import IdempotencyConfig
 from .outcomes import UNSET, Claim, Outcome, Replay
 
 __all__ = ["AsyncGuard", "Guard"]
@@ -29,6 +30,11 @@ class Guard(Protocol):
     @property
     def is_async(self) -> Literal[False]:
         """``False``: the calls return their results."""
+        ...
+
+    @property
+    def config(self) -> IdempotencyConfig:
+        """The configuration (the middleware passes requests through when ``disabled``)."""
         ...
 
     def claim(
@@ -80,6 +86,11 @@ class AsyncGuard(Protocol):
     @property
     def is_async(self) -> Literal[True]:
         """``True``: the calls are awaited."""
+        ...
+
+    @property
+    def config(self) -> IdempotencyConfig:
+        """See :attr:`Guard.config`."""
         ...
 
     async def claim(
