@@ -299,3 +299,23 @@ def test_consume_any_broker(guard: Idempotency) -> None:
         RecordOutcome.REPLAYED,
     ]
     assert ran == ["m1", "m2"] and result.redeliver == []
+
+
+def test_with_the_disable_switch_every_message_just_runs(
+    make_guard: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guard built with FIRSTWRITE_IDEMPOTENCY_DISABLED: a redelivered message runs again, a
+    failure is still reported for redelivery, and no record is written."""
+    monkeypatch.setenv("FIRSTWRITE_IDEMPOTENCY_DISABLED", "1")
+    guard = make_guard()
+    event = sample("sqs_event")
+    first, second = (r["messageId"] for r in event["Records"])
+    handler = Recorder(lambda r: r["messageId"], fail={second})
+    batch = SQSBatch(guard, key="body.no_such_field")  # no key needed either
+    assert failures(batch.handle(event, FakeContext(), handler)) == [second]
+    assert failures(batch.handle(event, FakeContext(), handler)) == [second]
+    assert handler.ran == [first, second, first, second]
+    assert guard.get(first) is None and guard.get(second) is None
+    counted = guard.metrics.total  # type: ignore[attr-defined]
+    assert counted("firstwrite_event_records_total", source="sqs", outcome="processed") == 2
+    assert counted("firstwrite_event_records_total", source="sqs", outcome="failed") == 2

@@ -13,7 +13,9 @@ and DynamoDB Streams, whose checkpoint is the first record not done). :func:`con
 whole thing for any broker; the sources of this package are thin adapters over it.
 
 Every outcome is counted in ``firstwrite_event_records_total{source, outcome}`` (the guard's
-metrics sink unless one is given) and logged on logger ``firstwrite.events``.
+metrics sink unless one is given) and logged on logger ``firstwrite.events``. A guard built
+with ``FIRSTWRITE_IDEMPOTENCY_DISABLED`` claims nothing: each handler just runs (processed or
+failed).
 """
 
 from __future__ import annotations
@@ -272,6 +274,13 @@ class Consumer(Generic[R]):
         lease is ``lease``, else the keepalive's, else the guard's."""
         if lease is None and keepalive is not None:
             lease = keepalive.lease
+        if self.guard.config.disabled:  # FIRSTWRITE_IDEMPOTENCY_DISABLED: run, record nothing
+            try:
+                result = handler(record)
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                return self._done(record, None, RecordOutcome.FAILED, reason=reason)
+            return self._done(record, None, RecordOutcome.PROCESSED, result=result)
         try:
             key = self.key(record)
             payload = UNSET if self.payload is None else self.payload(record)
