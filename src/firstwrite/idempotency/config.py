@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .errors import ConfigurationError
+from .layout import DEFAULT, RecordLayout
 
 MAX_ITEM_SIZE = 400 * 1024  # DynamoDB's item limit, attribute names included
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")  # DynamoDB table-name rule
@@ -149,6 +150,9 @@ class IdempotencyConfig:
     removed by TTL and remembered by the TTL audit's tombstone) and that carries the same
     fingerprint is refused with :class:`~.errors.LateRetryError` instead of running again; by
     default such a late retry runs and is counted and logged (see ``docs/guarantees.md``).
+
+    ``layout`` names the record's attributes: :class:`~.layout.RecordLayout` (the default) or
+    ``RecordLayout.seed_001()`` for seed 001's item (see ``docs/idempotency-record.md``).
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -174,6 +178,7 @@ class IdempotencyConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     retry_after: RetryAfter = field(default_factory=RetryAfter)
     refuse_late_retries: bool = False
+    layout: RecordLayout = DEFAULT
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):
@@ -218,6 +223,14 @@ class IdempotencyConfig:
                 "retry_after must be a RetryAfter policy (RetryAfter.every(s), "
                 "RetryAfter.expected_duration(s) or RetryAfter.using(fn))"
             )
+        if not isinstance(self.layout, RecordLayout):
+            raise ConfigurationError(
+                "layout must be a RecordLayout (RecordLayout() or RecordLayout.seed_001())"
+            )
+        if self.partition_key in self.layout.names().values() or (
+            self.sort_key is not None and self.sort_key in self.layout.names().values()
+        ):
+            raise ConfigurationError("the key attributes must differ from the layout's names")
         if not 1024 <= self.max_item_size <= MAX_ITEM_SIZE:
             raise ConfigurationError(f"max_item_size must be within 1024..{MAX_ITEM_SIZE}")
 

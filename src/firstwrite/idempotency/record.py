@@ -15,8 +15,9 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
 * A tombstone (written by the TTL audit after TTL removed a finished record) carries the removed
   record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
-Attribute names are fixed (except the key attributes) so every expression string is a module
-constant, built once.
+These are the default layout's names; :meth:`Record.from_item` reads any
+:class:`~.layout.RecordLayout` (seed 001's writes ``status`` explicitly, and it is read from
+there when present).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import enum
 from typing import Any, NamedTuple
 
 from . import requests as q
+from .layout import DEFAULT, RecordLayout
 
 # The item's wire names and owner-token helpers live with the requests (:mod:`.requests`);
 # re-exported here, where older code imported them from.
@@ -87,12 +89,12 @@ def _integer(number: str) -> int:
         return int(float(number))
 
 
-def claimed_at_of(item: dict[str, Any]) -> float | None:
+def claimed_at_of(item: dict[str, Any], layout: RecordLayout = DEFAULT) -> float | None:
     """When the item's claim was made: its owner token, or a ``claimed_at`` attribute."""
-    explicit = item.get(A_CLAIMED_AT)
+    explicit = item.get(layout.claimed_at or A_CLAIMED_AT)
     if explicit is not None:
         return float(explicit["N"])
-    owner = item.get(A_OWNER)
+    owner = item.get(layout.owner)
     if owner is None:
         return None
     return token_time(split_fence(owner["S"])[0]) if ":" in owner["S"] else None
@@ -158,19 +160,24 @@ class Record(NamedTuple):
         return q.claim_allows(self, fingerprint, now)
 
     @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Record:
+    def from_item(cls, item: dict[str, Any], layout: RecordLayout = DEFAULT) -> Record:
+        """The record in ``item``, written in ``layout``."""
         # Once per duplicate: positional fields (a third of the keyword build), the fence split
         # inline.
         get = item.get
-        lease = get(A_LEASE)
-        fp = get(A_FINGERPRINT)
-        result = get(A_RESULT)
-        error = get(A_ERROR)
-        region = get(A_REGION)
-        removed = get(A_REMOVED_AT)
-        token, _, version = item[A_OWNER]["S"].rpartition(":")
+        n = layout
+        lease = get(n.lease)
+        fp = get(n.fingerprint)
+        result = get(n.result)
+        error = get(n.error)
+        region = get(n.region)
+        removed = get(n.removed_at)
+        token, _, version = item[n.owner]["S"].rpartition(":")
+        explicit = None if n.status is None else get(n.status)
         if removed is not None:
-            status = Status(item[A_REMOVED_STATUS]["S"])
+            status = Status(item[n.removed_status]["S"])
+        elif explicit is not None:
+            status = Status(explicit["S"])
         elif result is not None:
             status = Status.COMPLETED
         elif error is not None:
@@ -182,7 +189,7 @@ class Record(NamedTuple):
             int(version),
             token,
             None if lease is None else _integer(lease["N"]),
-            _integer(item[A_EXPIRES]["N"]),
+            _integer(item[n.expires]["N"]),
             None if fp is None else fp["S"],
             None if result is None else _raw(result),
             None if error is None else error["S"],
