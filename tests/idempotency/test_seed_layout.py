@@ -29,6 +29,7 @@ from firstwrite.idempotency import (
     Status,
 )
 from firstwrite.idempotency.layout import DEFAULT, SEED_001, layout_of, named
+from firstwrite.idempotency.record import Record, convert_item
 
 from .conftest import OffsetClock
 
@@ -280,3 +281,38 @@ def test_layouts_are_named_validated_and_recognised() -> None:
     assert SEED.names()["status"] == "status" and "status" not in DEFAULT.names()
     assert layout_of({"pk": {"S": "x"}}) is None
     assert layout_of({"owner": {"S": "t:1"}, "expiresAt": {"N": "1"}}) is SEED
+
+
+def test_a_record_of_the_other_layout_is_refused_by_name_not_overwritten(
+    seeded: tuple[Any, str, OffsetClock],
+) -> None:
+    client, table, clock = seeded
+    old = Idempotency(IdempotencyConfig(table_name=table), client=client, clock=clock.now)
+    old.run("k", lambda: "default", payload={"n": 1})
+    before = client.get_item(TableName=table, Key={"pk": {"S": "IDEMPOTENCY#k"}})["Item"]
+    with pytest.raises(ConfigurationError, match=r"'default' layout, not .*'seed-001'"):
+        seed_guard(client, table, clock).run("k", lambda: "again", payload={"n": 1})
+    assert client.get_item(TableName=table, Key={"pk": {"S": "IDEMPOTENCY#k"}})["Item"] == before
+
+
+def test_convert_item_round_trips_every_state(seeded: tuple[Any, str, OffsetClock]) -> None:
+    client, table, clock = seeded
+    guard = Idempotency(IdempotencyConfig(table_name=table), client=client, clock=clock.now)
+    guard.run("done", lambda: {"x": 1}, payload={"n": 1})
+    guard.claim("live", payload={"n": 2})
+    for key, retryable in (("flaky", True), ("final", False)):
+        claim = guard.claim(key)
+        assert isinstance(claim, Claim)
+        guard.fail(claim, ValueError(key), retryable=retryable)
+    items = client.scan(TableName=table, ConsistentRead=True)["Items"]
+    assert len(items) == 4
+    for item in items:
+        seed = convert_item(item, SEED)
+        assert layout_of(seed) is SEED and not DEFAULT_ONLY & set(seed)
+        as_default, as_seed = Record.from_item(item), Record.from_item(seed, SEED)
+        assert as_seed == as_default
+        assert seed["status"] == {"S": as_default.status.value}
+        assert int(seed["claimedAt"]["N"]) == int(as_default.claimed_at or 0)
+        assert convert_item(seed, DEFAULT) == item
+    with pytest.raises(ValueError, match="known layout"):
+        convert_item({"pk": {"S": "x"}}, SEED)

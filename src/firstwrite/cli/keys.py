@@ -418,28 +418,12 @@ def delete_command(args: argparse.Namespace) -> int:
 
 
 def unchanged(item: dict[str, Any], layout: RecordLayout | None = None) -> dict[str, Any]:
-    """A condition that holds only while the record is as ``item`` shows it: the same owner
-    and version, the same lease, and the same outcome attributes present. Every transition
-    changes one of them (completing keeps the owner and version but removes the lease and adds
-    the result), so a record claimed, completed, failed or renewed since is never deleted."""
-    n = layout or layout_of(item) or named("default")
-    A_OWNER, A_LEASE, A_RESULT, A_ERROR = n.owner, n.lease, n.result, n.error
-    names = {"#own": A_OWNER, "#lease": A_LEASE, "#res": A_RESULT, "#err": A_ERROR}
-    values = {":own": item[A_OWNER]}
-    parts = ["#own = :own"]
-    if A_LEASE in item:
-        parts.append("#lease = :lease")
-        values[":lease"] = item[A_LEASE]
-    else:
-        parts.append("attribute_not_exists(#lease)")
-    for name, attribute in (("#res", A_RESULT), ("#err", A_ERROR)):
-        exists = "attribute_exists" if attribute in item else "attribute_not_exists"
-        parts.append(f"{exists}({name})")
-    return {
-        "ConditionExpression": " AND ".join(parts),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
+    """A condition that holds only while the record is as ``item`` shows it
+    (:func:`firstwrite.idempotency.record.as_seen`): a record claimed, completed, failed or
+    renewed since is never deleted."""
+    from firstwrite.idempotency.record import as_seen
+
+    return as_seen(item, layout)
 
 
 def _confirm() -> None:

@@ -16,8 +16,7 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
   record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
 These are the default layout's names; :meth:`Record.from_item` reads any
-:class:`~.layout.RecordLayout` (seed 001's writes ``status`` explicitly, and it is read from
-there when present).
+:class:`~.layout.RecordLayout` (an explicit ``status``, as seed 001's, is read when present).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import enum
 from typing import Any, NamedTuple
 
 from . import requests as q
-from .layout import DEFAULT, RecordLayout
+from .layout import DEFAULT, RecordLayout, layout_of
 
 # The item's wire names and owner-token helpers live with the requests (:mod:`.requests`);
 # re-exported here, where older code imported them from.
@@ -67,7 +66,9 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "Record",
     "Status",
+    "as_seen",
     "claimed_at_of",
+    "convert_item",
     "fence",
     "millis",
     "same_request",
@@ -203,3 +204,55 @@ def _raw(value: dict[str, Any]) -> str | bytes:
         return str(value["S"])
     raw = value["B"]
     return bytes(raw)
+
+
+def convert_item(
+    item: dict[str, Any], target: RecordLayout, source: RecordLayout | None = None
+) -> dict[str, Any]:
+    """``item`` (a record or tombstone written in ``source``; ``None``: the layout its
+    attributes show) rewritten in ``target``: every layout attribute renamed, ``status`` and
+    ``claimedAt`` written or dropped as ``target`` has them, every other attribute (the key
+    included) kept. Raises ``ValueError`` for an item of no known layout."""
+    from_ = source or layout_of(item)
+    if from_ is None:
+        raise ValueError("not an idempotency record of a known layout")
+    record = Record.from_item(item, from_)  # also checks that it is one
+    roles = from_.names()
+    derived = {roles.get("status"), roles.get("claimed_at")}
+    renamed = {name: role for role, name in roles.items()}
+    out: dict[str, Any] = {}
+    for name, value in item.items():
+        if name in derived:
+            continue
+        out[target.names()[renamed[name]] if name in renamed else name] = value
+    if target.status is not None and not record.removed:
+        out[target.status] = {"S": record.status.value}
+    claimed = claimed_at_of(item, from_)
+    if target.claimed_at is not None and not record.removed and claimed is not None:
+        out[target.claimed_at] = {"N": str(int(claimed))}
+    return out
+
+
+def as_seen(item: dict[str, Any], layout: RecordLayout | None = None) -> dict[str, Any]:
+    """A condition (``ConditionExpression`` with its names and values) that holds only while
+    the stored record is as ``item`` shows it: the same owner and version, the same lease, and
+    the same outcome attributes present. Every transition changes one of them (completing keeps
+    the owner and version but removes the lease and adds the result), so a write under it never
+    undoes a claim, completion, failure or renewal made since."""
+    n = layout or layout_of(item) or DEFAULT
+    names = {"#own": n.owner, "#lease": n.lease, "#res": n.result, "#err": n.error}
+    values = {":own": item[n.owner]}
+    parts = ["#own = :own"]
+    if n.lease in item:
+        parts.append("#lease = :lease")
+        values[":lease"] = item[n.lease]
+    else:
+        parts.append("attribute_not_exists(#lease)")
+    for name, attribute in (("#res", n.result), ("#err", n.error)):
+        exists = "attribute_exists" if attribute in item else "attribute_not_exists"
+        parts.append(f"{exists}({name})")
+    return {
+        "ConditionExpression": " AND ".join(parts),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }

@@ -13,8 +13,9 @@ its mirror side by side (and ``tests/idempotency/test_requests.py`` checking tha
 the mirror agree on every stored state) is what keeps the two from drifting apart.
 
 Expression strings and attribute-name maps are built once per configuration (from its
-:class:`~.layout.RecordLayout`), so a request costs one ``Item``/values dict build. Over 500
-lines because it is one concept, the wire shape, kept whole so each expression sits by its mirror.
+:class:`~.layout.RecordLayout`), so a request costs one ``Item``/values dict build.
+
+Size: one concept, the wire shape, kept whole so that each expression sits beside its mirror.
 """
 
 from __future__ import annotations

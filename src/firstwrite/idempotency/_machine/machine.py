@@ -30,6 +30,7 @@ from typing import Any
 from .. import requests as q
 from ..config import IdempotencyConfig
 from ..errors import (
+    ConfigurationError,
     InProgressError,
     LateRetryError,
     LostClaimError,
@@ -37,6 +38,7 @@ from ..errors import (
     ResultTooLargeError,
 )
 from ..keys import KeyBuilder, fingerprinter
+from ..layout import layout_of
 from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
@@ -105,8 +107,20 @@ class StateMachine:
     # -- pure helpers ----------------------------------------------------------------------------
 
     def read(self, item: Item) -> Record:
-        """The record in a stored ``item`` (in the configuration's layout)."""
-        return Record.from_item(item, self.layout)
+        """The record in a stored ``item`` (in the configuration's layout). An item of another
+        layout (or none) under the key raises :class:`~..errors.ConfigurationError`: the table
+        holds records this configuration cannot read (docs/idempotency-record.md, "Moving
+        records")."""
+        try:
+            return Record.from_item(item, self.layout)
+        except (KeyError, ValueError, TypeError) as exc:
+            found = layout_of(item)
+            what = "no known layout" if found is None else f"the {found.name!r} layout"
+            raise ConfigurationError(
+                f"the item stored under this key is in {what}, not this configuration's "
+                f"{self.layout.name!r} layout: move the records (docs/idempotency-record.md, "
+                "Moving records) or configure the table's layout"
+            ) from exc
 
     def fingerprint_of(self, payload: Any) -> str:
         if payload is UNSET or self._fingerprint is None:
