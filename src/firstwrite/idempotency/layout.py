@@ -12,10 +12,13 @@ two apart from a stored item (for tools that read tables they did not write).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigurationError
+
+Reading = tuple[str, str, str, str, str, str, str, str, str, str | None]
+"""owner, lease, expires, fingerprint, result, error, region, removed_at, removed_status, status"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +42,18 @@ class RecordLayout:
     removed_status: str = "removed_status"
     status: str | None = None
     claimed_at: str | None = None
+    # What Record.from_item reads, in its order, looked up once per duplicate as one tuple.
+    reading: Reading = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        names = [n for n in astuple(self)[1:] if n is not None]
+        names = [n for n in (getattr(self, role) for role in _ROLES) if n is not None]
         if len(set(names)) != len(names) or not all(names):
             raise ConfigurationError(f"record layout {self.name!r}: names must be distinct")
+        reading: Reading = (
+            *(self.owner, self.lease, self.expires, self.fingerprint, self.result),
+            *(self.error, self.region, self.removed_at, self.removed_status, self.status),
+        )
+        object.__setattr__(self, "reading", reading)
 
     @classmethod
     def seed_001(cls) -> RecordLayout:
@@ -57,11 +67,7 @@ class RecordLayout:
 
     def names(self) -> dict[str, str]:
         """Role -> attribute name, for display (``table describe``, the docs)."""
-        return {
-            role: value
-            for role, value in zip(_ROLES, astuple(self)[1:], strict=True)
-            if value is not None
-        }
+        return {role: value for role in _ROLES if (value := getattr(self, role)) is not None}
 
 
 _ROLES = (

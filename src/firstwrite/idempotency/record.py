@@ -166,17 +166,17 @@ class Record(NamedTuple):
         # Once per duplicate: positional fields (a third of the keyword build), the fence split
         # inline.
         get = item.get
-        n = layout
-        lease = get(n.lease)
-        fp = get(n.fingerprint)
-        result = get(n.result)
-        error = get(n.error)
-        region = get(n.region)
-        removed = get(n.removed_at)
-        token, _, version = item[n.owner]["S"].rpartition(":")
-        explicit = None if n.status is None else get(n.status)
+        a_own, a_lease, a_exp, a_fp, a_res, a_err, a_reg, a_rem, a_rem_st, a_st = layout.reading
+        lease = get(a_lease)
+        fp = get(a_fp)
+        result = get(a_res)
+        error = get(a_err)
+        region = get(a_reg)
+        removed = get(a_rem)
+        token, _, version = item[a_own]["S"].rpartition(":")
+        explicit = None if a_st is None else get(a_st)
         if removed is not None:
-            status = Status(item[n.removed_status]["S"])
+            status = Status(item[a_rem_st]["S"])
         elif explicit is not None:
             status = Status(explicit["S"])
         elif result is not None:
@@ -190,7 +190,7 @@ class Record(NamedTuple):
             int(version),
             token,
             None if lease is None else _integer(lease["N"]),
-            _integer(item[n.expires]["N"]),
+            _integer(item[a_exp]["N"]),
             None if fp is None else fp["S"],
             None if result is None else _raw(result),
             None if error is None else error["S"],
