@@ -77,7 +77,8 @@ def add_commands(commands: Any) -> None:
         "create",
         help="create the table (on-demand, TTL on expires_at) unless it exists",
         description="Create the idempotency table exactly as the layer's ensure_table() does: "
-        "on-demand billing, string partition key, TTL on expires_at. Safe to run again: an "
+        "on-demand billing, string partition key, TTL on expires_at (expiresAt with --layout "
+        "seed-001). Safe to run again: an "
         "existing table is kept and its TTL switched on if it was off (an endpoint without "
         "UpdateTimeToLive: left off, with a warning). In production prefer "
         "infrastructure as code (docs/operating-on-aws.md).",
@@ -104,7 +105,9 @@ def add_commands(commands: Any) -> None:
         "describe",
         help="show the table's settings and check them",
         description="DescribeTable and DescribeTimeToLive, decoded, with a check of what the "
-        "layer needs: a string partition key and TTL on expires_at. Item count and size are "
+        "layer needs: a string partition key and TTL on the layout's expiry attribute "
+        "(expires_at, or seed 001's expiresAt), and which record layout the table holds. "
+        "Item count and size are "
         "DynamoDB's estimates (refreshed about every six hours on AWS).",
     )
     add_target_args(describe)
