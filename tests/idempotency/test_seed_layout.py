@@ -22,16 +22,19 @@ from firstwrite.idempotency import (
     Idempotency,
     IdempotencyConfig,
     InProgressError,
+    LateRetryError,
     PayloadMismatchError,
     RecordLayout,
     Replay,
     ReplayedFailureError,
     Status,
+    TtlAudit,
 )
 from firstwrite.idempotency.layout import DEFAULT, SEED_001, layout_of, named
 from firstwrite.idempotency.record import Record, convert_item
 
-from .conftest import OffsetClock
+from .conftest import Backend, OffsetClock
+from .test_audit import stream_record
 
 SEED = RecordLayout.seed_001()
 # Names only the default layout uses: none may appear on a seed item.
@@ -316,3 +319,36 @@ def test_convert_item_round_trips_every_state(seeded: tuple[Any, str, OffsetCloc
         assert convert_item(seed, DEFAULT) == item
     with pytest.raises(ValueError, match="known layout"):
         convert_item({"pk": {"S": "x"}}, SEED)
+
+
+def test_the_ttl_audit_tombstones_a_seed_record_and_a_late_retry_is_refused(
+    backend: Backend,
+) -> None:
+    table = seed_table(backend.client)
+    config = IdempotencyConfig(
+        table_name=table,
+        layout=SEED,
+        retention=60,
+        client_retry_ceiling=60,
+        refuse_late_retries=True,
+    )
+    guard = Idempotency(config, client=backend.client, clock=backend.now)
+    guard.run("a", lambda: "charged", payload={"n": 1})
+    first = stored(backend.client, table, "IDEMPOTENCY#a")
+    backend.client.delete_item(TableName=table, Key={"pk": first["pk"]})  # TTL's delete
+    audit = TtlAudit(config=config, client=backend.client, window=600)
+    audit.process([stream_record("REMOVE", first, backend.now() + 61, ttl=True)])
+    assert audit.tombstones == 1
+    tombstone = stored(backend.client, table, "IDEMPOTENCY#a")
+    assert set(tombstone) == {
+        "pk",
+        "owner",
+        "expiresAt",
+        "removedAt",
+        "removedStatus",
+        "fingerprint",
+    }
+    assert tombstone["removedStatus"] == {"S": "COMPLETED"}
+    backend.advance(120)
+    with pytest.raises(LateRetryError):
+        guard.run("a", lambda: pytest.fail("a late retry ran"), payload={"n": 1})
