@@ -56,9 +56,9 @@ def db(tmp_path: Path) -> Iterator[str]:
         client = local_client(engine)
         client.put_item(TableName="firstwrite-idempotency", Item={"pk": {"S": "someone-else"}})
         corrupt = client.get_item(
-            TableName="firstwrite-idempotency", Key={"pk": {"S": "IDEMPOTENCY##paid"}}
+            TableName="firstwrite-idempotency", Key={"pk": {"S": "IDEMPOTENCY#paid"}}
         )["Item"]
-        corrupt |= {"pk": {"S": "IDEMPOTENCY##corrupt"}, "result": {"B": b"\x09junk"}}
+        corrupt |= {"pk": {"S": "IDEMPOTENCY#corrupt"}, "result": {"B": b"\x09junk"}}
         client.put_item(TableName="firstwrite-idempotency", Item=corrupt)
     yield str(path)
 
@@ -165,7 +165,7 @@ def test_get_absent_and_bad_addresses(
 def test_delete_then_the_request_runs_again(cli: Callable[..., Any], db: str) -> None:
     result = cli("keys", "delete", "declined", "--db", db, "--yes")
     assert result.code == 0, result.err
-    assert "FAILED (final)" in result.out and "deleted IDEMPOTENCY##declined" in result.out
+    assert "FAILED (final)" in result.out and "deleted IDEMPOTENCY#declined" in result.out
     assert cli("keys", "get", "declined", "--db", db).code == 4
     with quiet_engine(db) as engine:
         again = guard(engine).claim("declined")
@@ -258,7 +258,7 @@ def test_a_typed_result_and_a_tombstone(cli: Callable[..., Any], tmp_path: Path)
         local_client(engine).put_item(
             TableName="firstwrite-idempotency",
             Item={
-                "pk": {"S": "IDEMPOTENCY##gone"},
+                "pk": {"S": "IDEMPOTENCY#gone"},
                 r.A_OWNER: {"S": "0190aaaaaaaa0123456789abcdef0123:1"},
                 r.A_EXPIRES: {"N": str(int(time.time() + DAY))},
                 r.A_REMOVED_STATUS: {"S": "COMPLETED"},

@@ -159,7 +159,7 @@ def test_a_damaged_result_is_reported_not_raised() -> None:
 
 def test_a_tombstone_is_shown_as_one() -> None:
     item = {
-        "pk": {"S": "IDEMPOTENCY##gone"},
+        "pk": {"S": "IDEMPOTENCY#gone"},
         r.A_OWNER: {"S": f"{TOKEN}:1"},
         r.A_EXPIRES: {"N": "1900000000"},
         r.A_FINGERPRINT: {"S": "abc"},

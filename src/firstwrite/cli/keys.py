@@ -19,6 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from firstwrite.idempotency import IdempotencyConfig, Status, record_view
+from firstwrite.idempotency.layout import LAYOUTS, RecordLayout, layout_of, named
 from firstwrite.shared.command_line import CLIError, ExitCode, error_code
 
 from ._common import add_json_flag, duration, fields, non_negative_int, print_json, table
@@ -67,6 +68,7 @@ def add_commands(commands: Any) -> None:
         default=50,
         help="show at most this many records; 0 for all (default: %(default)s)",
     )
+    _layout_arg(listing)
     add_json_flag(listing)
     listing.set_defaults(handler=list_command)
 
@@ -102,7 +104,22 @@ def _address_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sort-id", metavar="VALUE", help="with --id on a table with a sort key: its value"
     )
+    _layout_arg(parser)
     add_target_args(parser)
+
+
+def _layout_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--layout",
+        choices=("auto", *LAYOUTS),
+        default="auto",
+        help="the record layout (IdempotencyConfig.layout); auto: read it from each item's "
+        "attributes (default: %(default)s)",
+    )
+
+
+def _layout(args: argparse.Namespace) -> RecordLayout | None:
+    return None if args.layout == "auto" else named(args.layout)
 
 
 # -- decoding ---------------------------------------------------------------------------------
@@ -132,21 +149,25 @@ def split_record_id(pk: str, sk: str | None) -> tuple[str, str]:
     return _unescape(scope), _unescape(key)
 
 
-def decode(item: dict[str, Any], keys: dict[str, str], now: float) -> dict[str, Any]:
-    """One stored item as a JSON-ready dict; ``state`` is ``None`` for a foreign item."""
+def decode(
+    item: dict[str, Any], keys: dict[str, str], now: float, layout: RecordLayout | None = None
+) -> dict[str, Any]:
+    """One stored item as a JSON-ready dict (in ``layout``, or the one its attributes show);
+    ``state`` is ``None`` for a foreign item."""
     pk_name, sk_name = keys["HASH"], keys.get("RANGE")
     pk = str(next(iter(item.get(pk_name, {}).values()), ""))  # a foreign table's may be N or B
     sk = str(next(iter(item.get(sk_name, {}).values()), "")) if sk_name else None
     scope, key = split_record_id(pk, sk)
     address: dict[str, Any] = {"record_id": pk, "sort_id": sk, "key": key, "scope": scope}
-    rec = record_view.decode(item, limit=SUMMARY_CHARS)
+    rec = record_view.decode(item, limit=SUMMARY_CHARS, layout=layout)
     if rec is None:
-        return address | {"key": pk, "scope": "", "state": None}
+        return address | {"key": pk, "scope": "", "state": None, "layout": None}
     claimed = rec.claimed_at
     lease = rec.lease_expires_at
     return address | {
         "state": rec.status.value,
         "label": rec.state,  # e.g. FAILED (retryable), COMPLETED (tombstone)
+        "layout": rec.layout.name,
         "retryable": rec.retryable if rec.status is Status.FAILED else None,
         "expired": rec.expired(now),
         "owner": rec.owner,
@@ -199,6 +220,7 @@ def render_record(view: dict[str, Any]) -> str:
         ("key", view["key"]),
         ("scope", view["scope"] or "(none)"),
         ("state", _state(view)),
+        ("layout", view["layout"]),
         ("owner", view["owner"]),
         ("version", view["version"]),
         (
@@ -283,7 +305,7 @@ def get_command(args: argparse.Namespace) -> int:
         keys, key, item = _read(client, args, target)
     if item is None:
         return _absent(args, key)
-    view = decode(item, keys, time.time())
+    view = decode(item, keys, time.time(), _layout(args))
     if args.json:
         print_json({"found": True, **view})
     else:
@@ -308,7 +330,7 @@ def list_command(args: argparse.Namespace) -> int:
                 page = client.scan(**request)
                 for item in page.get("Items", []):
                     scanned += 1
-                    view = decode(item, keys, now)
+                    view = decode(item, keys, now, _layout(args))
                     if _matches(view, wanted):
                         views.append(view)
                 bar.advance(len(page.get("Items", [])))
@@ -371,7 +393,7 @@ def delete_command(args: argparse.Namespace) -> int:
         keys, key, item = _read(client, args, target)
         if item is None:
             return _absent(args, key)
-        view = decode(item, keys, time.time())
+        view = decode(item, keys, time.time(), _layout(args))
         if view["state"] is None:
             raise CLIError(f"{view['record_id']!r} is not a firstwrite record; not deleted")
         if not args.json:
@@ -379,7 +401,8 @@ def delete_command(args: argparse.Namespace) -> int:
         if not args.yes:
             _confirm()
         try:
-            client.delete_item(TableName=args.table, Key=key, **unchanged(item))
+            layout = _layout(args) or layout_of(item)
+            client.delete_item(TableName=args.table, Key=key, **unchanged(item, layout))
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 raise CLIError(
@@ -394,29 +417,13 @@ def delete_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def unchanged(item: dict[str, Any]) -> dict[str, Any]:
-    """A condition that holds only while the record is as ``item`` shows it: the same owner
-    and version, the same lease, and the same outcome attributes present. Every transition
-    changes one of them (completing keeps the owner and version but removes the lease and adds
-    the result), so a record claimed, completed, failed or renewed since is never deleted."""
-    from firstwrite.idempotency.record import A_ERROR, A_LEASE, A_OWNER, A_RESULT
+def unchanged(item: dict[str, Any], layout: RecordLayout | None = None) -> dict[str, Any]:
+    """A condition that holds only while the record is as ``item`` shows it
+    (:func:`firstwrite.idempotency.record.as_seen`): a record claimed, completed, failed or
+    renewed since is never deleted."""
+    from firstwrite.idempotency.record import as_seen
 
-    names = {"#own": A_OWNER, "#lease": A_LEASE, "#res": A_RESULT, "#err": A_ERROR}
-    values = {":own": item[A_OWNER]}
-    parts = ["#own = :own"]
-    if A_LEASE in item:
-        parts.append("#lease = :lease")
-        values[":lease"] = item[A_LEASE]
-    else:
-        parts.append("attribute_not_exists(#lease)")
-    for name, attribute in (("#res", A_RESULT), ("#err", A_ERROR)):
-        exists = "attribute_exists" if attribute in item else "attribute_not_exists"
-        parts.append(f"{exists}({name})")
-    return {
-        "ConditionExpression": " AND ".join(parts),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
+    return as_seen(item, layout)
 
 
 def _confirm() -> None:

@@ -1,9 +1,11 @@
 """``firstwrite table create|describe``: the idempotency table.
 
 ``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
-``expires_at``; safe to run again); on an endpoint without ``UpdateTimeToLive`` (dynalite) the
+the layout's expiry attribute, ``expires_at`` or seed 001's ``expiresAt``; safe to run again); on an endpoint without ``UpdateTimeToLive`` (dynalite) the
 table is kept without TTL, with a warning (:func:`ensure_table`). ``describe`` shows DescribeTable and DescribeTimeToLive,
-checks what the layer needs from the table, and warns where the layout concentrates writes.
+checks what the layer needs from the table, says which record layout it sees (from the TTL
+attribute, else from a few items, or as ``--layout`` names it), and warns where the key layout
+concentrates writes.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from firstwrite.idempotency.layout import DEFAULT, LAYOUTS, RecordLayout, layout_of, named
 from firstwrite.shared.command_line import CLIError, ExitCode, error_code
 
 from ._common import add_json_flag, fields, number, print_json, size
 from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
 
-TTL_ATTRIBUTE = "expires_at"
+TTL_ATTRIBUTE = DEFAULT.expires  # the default layout's; seed 001's is expiresAt
 # DynamoDB's per-partition write ceiling, units per second.
 PARTITION_WCU = 1000
 HOT_PARTITION_WARNING = (
@@ -58,7 +61,7 @@ def ensure_table(guard: Any, client: Any, target: Target) -> tuple[bool, str | N
     if enabled:
         return created, None
     return created and not existed, NO_TTL_WARNING.format(
-        where=target.describe(), attribute=TTL_ATTRIBUTE
+        where=target.describe(), attribute=guard.config.layout.expires
     )
 
 
@@ -74,7 +77,8 @@ def add_commands(commands: Any) -> None:
         "create",
         help="create the table (on-demand, TTL on expires_at) unless it exists",
         description="Create the idempotency table exactly as the layer's ensure_table() does: "
-        "on-demand billing, string partition key, TTL on expires_at. Safe to run again: an "
+        "on-demand billing, string partition key, TTL on expires_at (expiresAt with --layout "
+        "seed-001). Safe to run again: an "
         "existing table is kept and its TTL switched on if it was off (an endpoint without "
         "UpdateTimeToLive: left off, with a warning). In production prefer "
         "infrastructure as code (docs/operating-on-aws.md).",
@@ -88,6 +92,12 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="optional sort key attribute: one partition per scope (default: none)",
     )
+    create.add_argument(
+        "--layout",
+        choices=tuple(LAYOUTS),
+        default=DEFAULT.name,
+        help="the record layout: TTL goes on its expiry attribute (default: %(default)s)",
+    )
     add_json_flag(create)
     create.set_defaults(handler=create_command)
 
@@ -95,10 +105,19 @@ def add_commands(commands: Any) -> None:
         "describe",
         help="show the table's settings and check them",
         description="DescribeTable and DescribeTimeToLive, decoded, with a check of what the "
-        "layer needs: a string partition key and TTL on expires_at. Item count and size are "
+        "layer needs: a string partition key and TTL on the layout's expiry attribute "
+        "(expires_at, or seed 001's expiresAt), and which record layout the table holds. "
+        "Item count and size are "
         "DynamoDB's estimates (refreshed about every six hours on AWS).",
     )
     add_target_args(describe)
+    describe.add_argument(
+        "--layout",
+        choices=("auto", *LAYOUTS),
+        default="auto",
+        help="the record layout to check against; auto: the one the TTL attribute or the "
+        "first records show (default: %(default)s)",
+    )
     add_json_flag(describe)
     describe.set_defaults(handler=describe_command)
 
@@ -108,14 +127,17 @@ def create_command(args: argparse.Namespace) -> int:
 
     try:
         config = IdempotencyConfig(
-            table_name=args.table, partition_key=args.partition_key, sort_key=args.sort_key
+            table_name=args.table,
+            partition_key=args.partition_key,
+            sort_key=args.sort_key,
+            layout=named(args.layout),
         )
     except ValueError as exc:
         raise CLIError(str(exc), ExitCode.USAGE) from None
     target = target_of(args)
     with connect(target, create=True) as client:
         created, no_ttl = ensure_table(Idempotency(config, client=client), client, target)
-        info = table_info(client, args.table, target)
+        info = table_info(client, args.table, target, config.layout)
     if no_ttl is not None:
         info["warnings"].insert(0, no_ttl)
         info["problems"] = _problems(info, ttl_settable=False)
@@ -130,8 +152,9 @@ def create_command(args: argparse.Namespace) -> int:
 
 def describe_command(args: argparse.Namespace) -> int:
     target = target_of(args)
+    layout = None if args.layout == "auto" else named(args.layout)
     with connect(target) as client:
-        info = table_info(client, args.table, target)
+        info = table_info(client, args.table, target, layout)
     if args.json:
         print_json(info)
     else:
@@ -139,8 +162,11 @@ def describe_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def table_info(client: Any, name: str, target: Target) -> dict[str, Any]:
-    """DescribeTable + DescribeTimeToLive, flattened, with ``problems`` the layer would hit."""
+def table_info(
+    client: Any, name: str, target: Target, layout: RecordLayout | None = None
+) -> dict[str, Any]:
+    """DescribeTable + DescribeTimeToLive, flattened, with the record ``layout`` (``None``:
+    the one the table shows) and ``problems`` the layer would hit."""
     table = describe_table(client, name, target)
     try:
         ttl = client.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
@@ -181,9 +207,25 @@ def table_info(client: Any, name: str, target: Target) -> dict[str, Any]:
             index["IndexName"] for index in table.get("GlobalSecondaryIndexes", [])
         ],
     }
+    seen, how = (layout, "named") if layout is not None else _seen_layout(client, name, ttl)
+    info["layout"] = {"name": None if seen is None else seen.name, "from": how}
+    info["layout_names"] = (seen or DEFAULT).names()
     info["problems"] = _problems(info)
     info["warnings"] = _warnings(info)
     return info
+
+
+def _seen_layout(client: Any, name: str, ttl: dict[str, Any]) -> tuple[RecordLayout | None, str]:
+    """The layout the table shows: by its TTL attribute, else by its first few items (one
+    Scan page of 10: it reads, and on AWS bills, those items)."""
+    for layout in LAYOUTS.values():
+        if ttl.get("AttributeName") == layout.expires:
+            return layout, "TTL attribute"
+    for item in client.scan(TableName=name, Limit=10).get("Items", []):
+        found = layout_of(item)
+        if found is not None:
+            return found, "items"
+    return None, "nothing: TTL is off and no record found"
 
 
 def _warnings(info: dict[str, Any]) -> list[str]:
@@ -209,11 +251,20 @@ def _problems(info: dict[str, Any], *, ttl_settable: bool = True) -> list[str]:
         problems.append(
             f"TTL is not enabled: expired records are never deleted and storage only grows ({fix})"
         )
-    elif ttl["attribute"] != TTL_ATTRIBUTE:
+    elif ttl["attribute"] != (expires := info["layout_names"]["expires"]):
+        layout = info["layout"]["name"] or DEFAULT.name
         problems.append(
-            f"TTL is on {ttl['attribute']!r}, but the layer writes expiry to {TTL_ATTRIBUTE!r}"
+            f"TTL is on {ttl['attribute']!r}, but the layer ({layout} layout) writes expiry to "
+            f"{expires!r}"
         )
     return problems
+
+
+def _layout_text(info: dict[str, Any]) -> str:
+    seen = info["layout"]
+    if seen["name"] is None:
+        return f"unknown ({seen['from']}); checked against {DEFAULT.name}"
+    return f"{seen['name']} (from the {seen['from']})" if seen["from"] != "named" else seen["name"]
 
 
 def render(info: dict[str, Any]) -> str:
@@ -232,6 +283,7 @@ def render(info: dict[str, Any]) -> str:
         ("sort key", key(info["sort_key"])),
         ("billing", billing),
         ("TTL", f"{ttl['status']}" + (f" on {ttl['attribute']}" if ttl["attribute"] else "")),
+        ("layout", _layout_text(info)),
         ("stream", info["stream"] or "off"),
         (
             "items",

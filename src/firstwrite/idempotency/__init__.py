@@ -48,6 +48,7 @@ from .errors import (
 )
 from .guard import Idempotency
 from .keys import canonical_json, fingerprint
+from .layout import RecordLayout
 from .metrics import (
     CallCounter,
     HookMetrics,
@@ -96,6 +97,7 @@ __all__ = [
     "PayloadMismatchError",
     "PrometheusMetrics",
     "Record",
+    "RecordLayout",
     "Replay",
     "ReplayedFailureError",
     "ResultTooLargeError",

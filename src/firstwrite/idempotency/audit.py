@@ -32,6 +32,7 @@ from . import record as r
 from ._machine.client_errors import client_error_code
 from .config import IdempotencyConfig
 from .keys import caller_key
+from .layout import DEFAULT
 from .metrics import NULL, Metrics
 from .requests import NO_FINGERPRINT, Requests, same_request
 
@@ -160,6 +161,7 @@ class TtlAudit:
         self.metrics = metrics
         self.on_detect = on_detect
         self._requests = Requests(config) if config is not None else None
+        self.layout = config.layout if config is not None else DEFAULT
         self.detected = 0
         self.tombstones = 0
 
@@ -188,9 +190,10 @@ class TtlAudit:
         return found
 
     def _removed(self, keys: Mapping[str, Any], old: dict[str, Any], data: Any) -> None:
-        if r.A_OWNER not in old or r.A_EXPIRES not in old or r.A_REMOVED_AT in old:
+        n = self.layout
+        if n.owner not in old or n.expires not in old or n.removed_at in old:
             return  # not an idempotency record, or a tombstone expiring in turn
-        rec = r.Record.from_item(old)
+        rec = r.Record.from_item(old, n)
         if not rec.finished:
             return  # PENDING or retryable FAILED: running the request again is the answer
         record_id, _ = self._ids(keys)
@@ -209,7 +212,7 @@ class TtlAudit:
         if self.client is not None and self._requests is not None:
             call = self._requests.tombstone(
                 dict(keys),
-                old[r.A_OWNER]["S"],
+                old[n.owner]["S"],
                 rec.fingerprint,
                 rec.status.value,
                 removed_at,
@@ -224,15 +227,16 @@ class TtlAudit:
             self.tombstones += 1
 
     def _inserted(self, keys: Mapping[str, Any], new: dict[str, Any], data: Any) -> int:
-        if r.A_REMOVED_AT in new:
+        n = self.layout
+        if n.removed_at in new:
             return 0  # a tombstone (ours, or another consumer's)
         record_id, key = self._ids(keys)
         removal = self.store.find(record_id)
         if removal is None:
             return 0
-        claimed = r.claimed_at_of(new)
+        claimed = r.claimed_at_of(new, n)
         at = _epoch(data.get("ApproximateCreationDateTime")) if claimed is None else claimed
-        fp = new.get(r.A_FINGERPRINT, {}).get("S", NO_FINGERPRINT)
+        fp = new.get(n.fingerprint, {}).get("S", NO_FINGERPRINT)
         if at >= removal.window_ends or not same_request(removal.fingerprint, fp):
             return 0
         self._detected(key, record_id, removal, at - removal.claimed_at)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from .errors import ConfigurationError
+from .layout import DEFAULT, RecordLayout
 
 MissingKeyMode = Literal["raise", "run-unguarded"]
 MISSING_KEY_MODES: tuple[MissingKeyMode, ...] = ("raise", "run-unguarded")
@@ -166,6 +167,9 @@ class IdempotencyConfig:
     returned; what it returns is returned instead (``None``: the value unchanged). ``disabled``
     makes ``run`` and the decorators call the function directly; the guards set it when
     ``FIRSTWRITE_IDEMPOTENCY_DISABLED`` is set (:func:`from_environment`).
+
+    ``layout`` names the record's attributes: :class:`~.layout.RecordLayout` (the default) or
+    ``RecordLayout.seed_001()`` for seed 001's item (see ``docs/idempotency-record.md``).
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -194,6 +198,7 @@ class IdempotencyConfig:
     on_missing_key: MissingKeyMode = "raise"
     on_replay: Callable[[str, Any], Any] | None = None
     disabled: bool = False
+    layout: RecordLayout = DEFAULT
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):
@@ -238,6 +243,14 @@ class IdempotencyConfig:
                 "retry_after must be a RetryAfter policy (RetryAfter.every(s), "
                 "RetryAfter.expected_duration(s) or RetryAfter.using(fn))"
             )
+        if not isinstance(self.layout, RecordLayout):
+            raise ConfigurationError(
+                "layout must be a RecordLayout (RecordLayout() or RecordLayout.seed_001())"
+            )
+        if self.partition_key in self.layout.names().values() or (
+            self.sort_key is not None and self.sort_key in self.layout.names().values()
+        ):
+            raise ConfigurationError("the key attributes must differ from the layout's names")
         if not 1024 <= self.max_item_size <= MAX_ITEM_SIZE:
             raise ConfigurationError(f"max_item_size must be within 1024..{MAX_ITEM_SIZE}")
         if self.on_missing_key not in MISSING_KEY_MODES:

@@ -1,9 +1,9 @@
 """Keys and fingerprints.
 
-* A record's key is ``<prefix>#<scope>#<key>``. The scope (tenant, principal, operation) keeps one
-  caller from ever reading another's stored result. ``%`` and ``#`` inside the parts are
-  percent-escaped so that scope ``"a#b"`` + key ``"c"`` and scope ``"a"`` + key ``"b#c"`` can never
-  collide (the starting design's plain join let them). Keys longer than ``max_key_length`` bytes
+* A record's key is ``<prefix>#<scope>#<key>``, or ``<prefix>#<key>`` with no scope. The scope
+  (tenant, principal, operation) keeps one caller from ever reading another's stored result.
+  ``%`` and ``#`` inside the parts are percent-escaped, so scope ``"a#b"`` + key ``"c"``, scope
+  ``"a"`` + key ``"b#c"`` and no scope + key ``"a#b#c"`` can never collide. Keys longer than ``max_key_length`` bytes
   are replaced by ``%<hash name>:<hex digest>`` (:data:`HASHED_MARK` first): an escaped key has
   a ``%`` only before ``23`` or ``25``, so no literal key, however it is spelt, is stored as the
   hashed form of another.
@@ -338,7 +338,8 @@ def caller_key(partition: str, sort: str | None = None) -> str:
 class KeyBuilder:
     """Builds the DynamoDB key of a record from a scope and a caller's key.
 
-    ``partition_key`` only: ``pk = <prefix>#<scope>#<key>``. With a ``sort_key``:
+    ``partition_key`` only: ``pk = <prefix>#<scope>#<key>`` (``<prefix>#<key>`` without a
+    scope). With a ``sort_key``:
     ``pk = <prefix>#<scope>``, ``sk = <key>`` (one partition per scope, e.g. per tenant, so a
     tenant's records can be queried together; mind the per-partition throughput).
     """
@@ -375,6 +376,8 @@ class KeyBuilder:
             digest = hashlib.new(self._hash, key.encode("utf-8")).hexdigest()
             part = f"{HASHED_MARK}{self._hash}:{digest}"
         if self._sk is None:
+            if not full_scope:  # seed 001's key: no empty scope part
+                return f"{self._prefix}#{part}", None
             return f"{self._prefix}#{full_scope}#{part}", None
         return f"{self._prefix}#{full_scope}", part
 

@@ -15,8 +15,8 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
 * A tombstone (written by the TTL audit after TTL removed a finished record) carries the removed
   record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
-Attribute names are fixed (except the key attributes) so every expression string is a module
-constant, built once.
+These are the default layout's names; :meth:`Record.from_item` reads any
+:class:`~.layout.RecordLayout` (an explicit ``status``, as seed 001's, is read when present).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import enum
 from typing import Any, NamedTuple
 
 from . import requests as q
+from .layout import DEFAULT, RecordLayout, layout_of
 
 # The item's wire names and owner-token helpers live with the requests (:mod:`.requests`);
 # re-exported here, where older code imported them from.
@@ -65,7 +66,9 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "Record",
     "Status",
+    "as_seen",
     "claimed_at_of",
+    "convert_item",
     "fence",
     "millis",
     "same_request",
@@ -87,12 +90,12 @@ def _integer(number: str) -> int:
         return int(float(number))
 
 
-def claimed_at_of(item: dict[str, Any]) -> float | None:
+def claimed_at_of(item: dict[str, Any], layout: RecordLayout = DEFAULT) -> float | None:
     """When the item's claim was made: its owner token, or a ``claimed_at`` attribute."""
-    explicit = item.get(A_CLAIMED_AT)
+    explicit = item.get(layout.claimed_at or A_CLAIMED_AT)
     if explicit is not None:
         return float(explicit["N"])
-    owner = item.get(A_OWNER)
+    owner = item.get(layout.owner)
     if owner is None:
         return None
     return token_time(split_fence(owner["S"])[0]) if ":" in owner["S"] else None
@@ -158,19 +161,24 @@ class Record(NamedTuple):
         return q.claim_allows(self, fingerprint, now)
 
     @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Record:
+    def from_item(cls, item: dict[str, Any], layout: RecordLayout = DEFAULT) -> Record:
+        """The record in ``item``, written in ``layout``."""
         # Once per duplicate: positional fields (a third of the keyword build), the fence split
         # inline.
         get = item.get
-        lease = get(A_LEASE)
-        fp = get(A_FINGERPRINT)
-        result = get(A_RESULT)
-        error = get(A_ERROR)
-        region = get(A_REGION)
-        removed = get(A_REMOVED_AT)
-        token, _, version = item[A_OWNER]["S"].rpartition(":")
+        a_own, a_lease, a_exp, a_fp, a_res, a_err, a_reg, a_rem, a_rem_st, a_st = layout.reading
+        lease = get(a_lease)
+        fp = get(a_fp)
+        result = get(a_res)
+        error = get(a_err)
+        region = get(a_reg)
+        removed = get(a_rem)
+        token, _, version = item[a_own]["S"].rpartition(":")
+        explicit = None if a_st is None else get(a_st)
         if removed is not None:
-            status = Status(item[A_REMOVED_STATUS]["S"])
+            status = Status(item[a_rem_st]["S"])
+        elif explicit is not None:
+            status = Status(explicit["S"])
         elif result is not None:
             status = Status.COMPLETED
         elif error is not None:
@@ -182,7 +190,7 @@ class Record(NamedTuple):
             int(version),
             token,
             None if lease is None else _integer(lease["N"]),
-            _integer(item[A_EXPIRES]["N"]),
+            _integer(item[a_exp]["N"]),
             None if fp is None else fp["S"],
             None if result is None else _raw(result),
             None if error is None else error["S"],
@@ -196,3 +204,55 @@ def _raw(value: dict[str, Any]) -> str | bytes:
         return str(value["S"])
     raw = value["B"]
     return bytes(raw)
+
+
+def convert_item(
+    item: dict[str, Any], target: RecordLayout, source: RecordLayout | None = None
+) -> dict[str, Any]:
+    """``item`` (a record or tombstone written in ``source``; ``None``: the layout its
+    attributes show) rewritten in ``target``: every layout attribute renamed, ``status`` and
+    ``claimedAt`` written or dropped as ``target`` has them, every other attribute (the key
+    included) kept. Raises ``ValueError`` for an item of no known layout."""
+    from_ = source or layout_of(item)
+    if from_ is None:
+        raise ValueError("not an idempotency record of a known layout")
+    record = Record.from_item(item, from_)  # also checks that it is one
+    roles = from_.names()
+    derived = {roles.get("status"), roles.get("claimed_at")}
+    renamed = {name: role for role, name in roles.items()}
+    out: dict[str, Any] = {}
+    for name, value in item.items():
+        if name in derived:
+            continue
+        out[target.names()[renamed[name]] if name in renamed else name] = value
+    if target.status is not None and not record.removed:
+        out[target.status] = {"S": record.status.value}
+    claimed = claimed_at_of(item, from_)
+    if target.claimed_at is not None and not record.removed and claimed is not None:
+        out[target.claimed_at] = {"N": str(int(claimed))}
+    return out
+
+
+def as_seen(item: dict[str, Any], layout: RecordLayout | None = None) -> dict[str, Any]:
+    """A condition (``ConditionExpression`` with its names and values) that holds only while
+    the stored record is as ``item`` shows it: the same owner and version, the same lease, and
+    the same outcome attributes present. Every transition changes one of them (completing keeps
+    the owner and version but removes the lease and adds the result), so a write under it never
+    undoes a claim, completion, failure or renewal made since."""
+    n = layout or layout_of(item) or DEFAULT
+    names = {"#own": n.owner, "#lease": n.lease, "#res": n.result, "#err": n.error}
+    values = {":own": item[n.owner]}
+    parts = ["#own = :own"]
+    if n.lease in item:
+        parts.append("#lease = :lease")
+        values[":lease"] = item[n.lease]
+    else:
+        parts.append("attribute_not_exists(#lease)")
+    for name, attribute in (("#res", n.result), ("#err", n.error)):
+        exists = "attribute_exists" if attribute in item else "attribute_not_exists"
+        parts.append(f"{exists}({name})")
+    return {
+        "ConditionExpression": " AND ".join(parts),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }

@@ -1,6 +1,7 @@
 """A stored record decoded for people: what ``firstwrite keys`` prints and the console shows.
 
-Pure, no I/O. It reads the layer's item format (:class:`.record.Record`), decodes the stored
+Pure, no I/O. It reads the layer's item format (:class:`.record.Record`) in either layout
+(:func:`.layout.layout_of` tells them apart, or the caller names one), decodes the stored
 result and failure as a duplicate would get them (:mod:`._machine.serialization`), and says what a
 duplicate would get now from the layer's own verdict table (:func:`._machine.verdicts.judge`). The front
 ends keep only their presentation: the CLI's columns and JSON, the console's templates.
@@ -16,6 +17,7 @@ from typing import Any
 from ._machine import serialization
 from ._machine.verdicts import Verdict, judge
 from .errors import SerializationError
+from .layout import DEFAULT, RecordLayout, layout_of
 from .record import Record, Status
 from .requests import NO_FINGERPRINT
 
@@ -71,11 +73,15 @@ def stored_failure(text: str | None) -> StoredFailure:
     return StoredFailure(*serialization.read_error(text))
 
 
-def record_of(item: Mapping[str, Any]) -> Record | None:
-    """The record in ``item``, or ``None`` when the item is not an idempotency record (an
-    ``owner`` of the form ``<token>:<version>`` and an ``expires_at`` are required)."""
+def record_of(item: Mapping[str, Any], layout: RecordLayout | None = None) -> Record | None:
+    """The record in ``item`` (written in ``layout``; ``None``: the layout its attributes
+    show), or ``None`` when the item is not an idempotency record (an ``owner`` of the form
+    ``<token>:<version>`` and the layout's TTL attribute are required)."""
+    layout = layout or layout_of(item)
+    if layout is None:
+        return None
     try:
-        return Record.from_item(dict(item))
+        return Record.from_item(dict(item), layout)
     except (KeyError, ValueError, TypeError, AttributeError, IndexError):
         return None
 
@@ -88,6 +94,7 @@ class RecordView:
     result: StoredResult | None
     error: StoredFailure | None
     limit: int = SUMMARY_CHARS
+    layout: RecordLayout = DEFAULT  # the layout the record was read in
 
     @property
     def status(self) -> Status:
@@ -204,15 +211,21 @@ class RecordView:
         return "lease over: the same request may take it over"
 
 
-def view(record: Record, *, limit: int = SUMMARY_CHARS) -> RecordView:
+def view(
+    record: Record, *, limit: int = SUMMARY_CHARS, layout: RecordLayout = DEFAULT
+) -> RecordView:
     """``record`` (as :meth:`Idempotency.get` returns it) for display; results shortened to
     ``limit`` characters."""
     result = None if record.result is None else stored_result(record.result, limit)
     error = None if record.error is None else stored_failure(record.error)
-    return RecordView(record, result, error, limit)
+    return RecordView(record, result, error, limit, layout)
 
 
-def decode(item: Mapping[str, Any], *, limit: int = SUMMARY_CHARS) -> RecordView | None:
-    """The record in a stored ``item`` for display, or ``None`` when it is not a record."""
-    record = record_of(item)
-    return None if record is None else view(record, limit=limit)
+def decode(
+    item: Mapping[str, Any], *, limit: int = SUMMARY_CHARS, layout: RecordLayout | None = None
+) -> RecordView | None:
+    """The record in a stored ``item`` for display (in ``layout``, or the one its attributes
+    show), or ``None`` when it is not a record."""
+    layout = layout or layout_of(item)
+    record = None if layout is None else record_of(item, layout)
+    return None if record is None or layout is None else view(record, limit=limit, layout=layout)

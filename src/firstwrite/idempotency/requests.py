@@ -12,8 +12,10 @@ machine decides what it means by evaluating the same condition in Python. Keepin
 its mirror side by side (and ``tests/idempotency/test_requests.py`` checking that DynamoDB and
 the mirror agree on every stored state) is what keeps the two from drifting apart.
 
-Expression strings and attribute-name maps are built once per configuration, so a request
-costs one ``Item``/values dict build.
+Expression strings and attribute-name maps are built once per configuration (from its
+:class:`~.layout.RecordLayout`), so a request costs one ``Item``/values dict build.
+
+Size: one concept, the wire shape, kept whole so that each expression sits beside its mirror.
 """
 
 from __future__ import annotations
@@ -24,20 +26,22 @@ from typing import Any, Protocol
 
 from ._machine.effects import Call
 from .config import IdempotencyConfig
+from .layout import DEFAULT
 
 # -- the item -----------------------------------------------------------------------------------
 
-A_OWNER = "owner"
-A_LEASE = "lease_expires_at"
-A_EXPIRES = "expires_at"
-A_FINGERPRINT = "fingerprint"
-A_RESULT = "result"
-A_ERROR = "error"
-A_REGION = "region"
+# The default layout's names (:mod:`.layout`; a configuration's ``layout`` may name others).
+A_OWNER = DEFAULT.owner
+A_LEASE = DEFAULT.lease
+A_EXPIRES = DEFAULT.expires
+A_FINGERPRINT = DEFAULT.fingerprint
+A_RESULT = DEFAULT.result
+A_ERROR = DEFAULT.error
+A_REGION = DEFAULT.region
 A_CLAIMED_AT = "claimed_at"  # not written any more; read from records of older versions
 # Tombstones (written by the TTL audit, see :mod:`.audit`): the record TTL removed, remembered.
-A_REMOVED_AT = "removed_at"
-A_REMOVED_STATUS = "removed_status"
+A_REMOVED_AT = DEFAULT.removed_at
+A_REMOVED_STATUS = DEFAULT.removed_status
 
 TTL_ATTRIBUTE = A_EXPIRES
 MAX_TRANSACT_ITEMS = 100  # DynamoDB's TransactWriteItems limit (25 until September 2022)
@@ -185,13 +189,16 @@ def absent(stored: Stored | None) -> bool:
 
 # Retention runs from the claim (or the last renewal): client retries are bounded by the time
 # since their first attempt, which is when the claim was made, so completing or failing need not
-# move ``expires_at``.
+# move ``expires_at``. A layout with an explicit status also sets ``#st`` (:data:`_SET_STATUS`)
+# on completion and failure; a renewal leaves a PENDING record PENDING.
 COMPLETE_UPDATE = "SET #res = :res REMOVE #lease"
 FAIL_UPDATE = "SET #err = :err, #own = :nown REMOVE #lease"
 FAIL_RETRYABLE_UPDATE = "SET #err = :err, #own = :nown, #lease = :zero"
 RENEW_UPDATE = "SET #lease = :lease, #own = :nown, #exp = :exp"
+_SET_STATUS = "SET #st = :st, "
 
 _ZERO = {"N": "0"}
+_PENDING, _COMPLETED, _FAILED = {"S": "PENDING"}, {"S": "COMPLETED"}, {"S": "FAILED"}
 
 
 class Requests:
@@ -201,13 +208,17 @@ class Requests:
         "_claim_any",
         "_claim_fp",
         "_complete_names",
+        "_complete_update",
         "_fail_names",
+        "_fail_updates",
+        "_names",
         "_pk_names",
         "_renew_names",
         "_replace_names",
         "capacity",
         "claim_conditions",
         "config",
+        "layout",
         "region",
         "retention",
         "retention_branch",
@@ -228,20 +239,29 @@ class Requests:
             if config.refuse_late_retries
             else (CLAIM_CONDITION, CLAIM_CONDITION_ANY)
         )
+        self.layout = n = config.layout
+        # The item's names, in the order :meth:`new_item` writes them.
+        self._names = (n.owner, n.lease, n.expires, n.fingerprint, n.region, n.status, n.claimed_at)
         self._pk_names = {"#pk": config.partition_key}
         self.retention_branch = not config.refuse_late_retries
-        names_any = {"#pk": config.partition_key, "#lease": A_LEASE}
+        names_any = {"#pk": config.partition_key, "#lease": n.lease}
         if self.retention_branch:
-            names_any["#exp"] = A_EXPIRES
+            names_any["#exp"] = n.expires
         with_fp, without_fp = self.claim_conditions
         # (condition, its attribute names) for a claim with a fingerprint, and without one
-        self._claim_fp = (with_fp, names_any | {"#fp": A_FINGERPRINT})
+        self._claim_fp = (with_fp, names_any | {"#fp": n.fingerprint})
         self._claim_any = (without_fp, names_any)
-        self._replace_names = {"#own": A_OWNER}
-        fenced = {"#own": A_OWNER, "#lease": A_LEASE}
-        self._complete_names = fenced | {"#res": A_RESULT}
-        self._fail_names = fenced | {"#err": A_ERROR}
-        self._renew_names = fenced | {"#exp": A_EXPIRES}
+        self._replace_names = {"#own": n.owner}
+        fenced = {"#own": n.owner, "#lease": n.lease}
+        status = {} if n.status is None else {"#st": n.status}
+        self._complete_names = fenced | {"#res": n.result} | status
+        self._fail_names = fenced | {"#err": n.error} | status
+        self._renew_names = fenced | {"#exp": n.expires}
+        self._complete_update = _with_status(COMPLETE_UPDATE, bool(status))
+        self._fail_updates = (
+            _with_status(FAIL_UPDATE, bool(status)),
+            _with_status(FAIL_RETRYABLE_UPDATE, bool(status)),
+        )
 
     # -- items -----------------------------------------------------------------------------------
 
@@ -255,16 +275,21 @@ class Requests:
     ) -> Item:
         """:meth:`claim_item` for a claim whose lease end (epoch ms) and retention end (epoch
         s) are already worked out."""
+        a_owner, a_lease, a_expires, a_fp, a_region, a_status, a_claimed = self._names
         item: Item = {
             **key,
-            A_OWNER: {"S": owner + ":1"},  # fence(owner, 1)
-            A_LEASE: {"N": str(lease_ms)},
-            A_EXPIRES: {"N": str(expires_at)},
+            a_owner: {"S": owner + ":1"},  # fence(owner, 1)
+            a_lease: {"N": str(lease_ms)},
+            a_expires: {"N": str(expires_at)},
         }
         if fingerprint != NO_FINGERPRINT:
-            item[A_FINGERPRINT] = {"S": fingerprint}
+            item[a_fp] = {"S": fingerprint}
         if self.region is not None:
-            item[A_REGION] = self.region
+            item[a_region] = self.region
+        if a_status is not None:  # seed 001: the status, and the claim time in epoch seconds
+            item[a_status] = _PENDING
+            if a_claimed is not None:
+                item[a_claimed] = {"N": str(int(owner[:TOKEN_TIME_DIGITS], 16) // 1000)}
         return item
 
     def _claim_condition(
@@ -337,13 +362,16 @@ class Requests:
     def _complete(
         self, key: Key, owner: str, version: int, result: dict[str, Any]
     ) -> dict[str, Any]:
+        values = {":own": {"S": fence(owner, version)}, ":res": result}
+        if self.layout.status is not None:
+            values[":st"] = _COMPLETED
         return {
             "TableName": self.table,
             "Key": key,
             "ConditionExpression": FENCE,
-            "UpdateExpression": COMPLETE_UPDATE,
+            "UpdateExpression": self._complete_update,
             "ExpressionAttributeNames": self._complete_names,
-            "ExpressionAttributeValues": {":own": {"S": fence(owner, version)}, ":res": result},
+            "ExpressionAttributeValues": values,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
 
@@ -367,13 +395,15 @@ class Requests:
         }
         if retryable:
             values[":zero"] = _ZERO
+        if self.layout.status is not None:
+            values[":st"] = _FAILED
         return Call(
             "UpdateItem",
             {
                 "TableName": self.table,
                 "Key": key,
                 "ConditionExpression": FENCE,
-                "UpdateExpression": FAIL_RETRYABLE_UPDATE if retryable else FAIL_UPDATE,
+                "UpdateExpression": self._fail_updates[retryable],
                 "ExpressionAttributeNames": self._fail_names,
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -424,15 +454,16 @@ class Requests:
     ) -> Call:
         """Remember a record TTL removed (its owner value, fingerprint and status) for
         ``remember`` seconds, unless a new claim has been made meanwhile."""
+        n = self.layout
         item: Item = {
             **key,
-            A_OWNER: {"S": owner},
-            A_EXPIRES: {"N": str(int(removed_at + remember))},
-            A_REMOVED_AT: {"N": str(int(removed_at))},
-            A_REMOVED_STATUS: {"S": status},
+            n.owner: {"S": owner},
+            n.expires: {"N": str(int(removed_at + remember))},
+            n.removed_at: {"N": str(int(removed_at))},
+            n.removed_status: {"S": status},
         }
         if fingerprint is not None:
-            item[A_FINGERPRINT] = {"S": fingerprint}
+            item[n.fingerprint] = {"S": fingerprint}
         return Call(
             "PutItem",
             {
@@ -473,9 +504,14 @@ class Requests:
             "UpdateTimeToLive",
             {
                 "TableName": self.table,
-                "TimeToLiveSpecification": {"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+                "TimeToLiveSpecification": {"Enabled": True, "AttributeName": self.layout.expires},
             },
         )
+
+
+def _with_status(update: str, explicit: bool) -> str:
+    """``update`` also setting ``#st = :st`` when the layout writes its status."""
+    return _SET_STATUS + update[4:] if explicit else update
 
 
 def tables_of(call: Call) -> list[str]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import CompletionNotRecordedError, DeadlineExceededError, SerializationError
 from ..outcomes import Claim, Replay, key_of
-from ..record import Record, Status
+from ..record import Status
 from ..requests import millis
 from .budget import Deadline
 from .client_errors import error_code, is_sdk_error
@@ -73,7 +73,7 @@ def complete(
         if ok:
             break
         old = yield from m.refused_item(old, claim.key, key, claim.record_id, deadline)
-        rec = None if old is None else Record.from_item(old)
+        rec = None if old is None else m.read(old)
         if fenced_outcome(rec, claim, Status.COMPLETED):
             break  # our own completion, whose answer was lost
         if (

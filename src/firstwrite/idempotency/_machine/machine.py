@@ -30,6 +30,7 @@ from typing import Any
 from .. import requests as q
 from ..config import IdempotencyConfig
 from ..errors import (
+    ConfigurationError,
     InProgressError,
     LateRetryError,
     LostClaimError,
@@ -37,6 +38,7 @@ from ..errors import (
     ResultTooLargeError,
 )
 from ..keys import KeyBuilder, fingerprinter
+from ..layout import layout_of
 from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
@@ -85,6 +87,7 @@ class StateMachine:
         self.report = Reporter(metrics)
         self.metrics = self.report.metrics
         self.requests = q.Requests(config)
+        self.layout = config.layout
         self.keys = KeyBuilder(
             prefix=config.key_prefix,
             scope=config.scope,
@@ -102,6 +105,22 @@ class StateMachine:
         )
 
     # -- pure helpers ----------------------------------------------------------------------------
+
+    def read(self, item: Item) -> Record:
+        """The record in a stored ``item`` (in the configuration's layout). An item of another
+        layout (or none) under the key raises :class:`~..errors.ConfigurationError`: the table
+        holds records this configuration cannot read (docs/idempotency-record.md, "Moving
+        records")."""
+        try:
+            return Record.from_item(item, self.layout)
+        except (KeyError, ValueError, TypeError) as exc:
+            found = layout_of(item)
+            what = "no known layout" if found is None else f"the {found.name!r} layout"
+            raise ConfigurationError(
+                f"the item stored under this key is in {what}, not this configuration's "
+                f"{self.layout.name!r} layout: move the records (docs/idempotency-record.md, "
+                "Moving records) or configure the table's layout"
+            ) from exc
 
     def fingerprint_of(self, payload: Any) -> str:
         if payload is UNSET or self._fingerprint is None:
@@ -129,7 +148,7 @@ class StateMachine:
         if not old:
             self.report.claim("claimed")
             return attempt.claim()
-        previous = Record.from_item(old)
+        previous = self.read(old)
         if previous.removed:
             outcome = "reclaimed_removed"
         elif previous.expired(attempt.claimed_at):
@@ -228,7 +247,9 @@ class StateMachine:
         size = serialization.value_size(value)
         if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
             item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
-            total = size + len(q.A_RESULT) + serialization.item_size(item) + 24  # digits grow
+            total = (
+                size + len(self.layout.result) + serialization.item_size(item) + 24
+            )  # digits grow
             if total > cfg.max_item_size:
                 raise ResultTooLargeError(key_of(claim), total, cfg.max_item_size)
         return value
@@ -323,7 +344,7 @@ class StateMachine:
                 old = (yield from self.call(get, key, record_id, deadline)).get("Item")
                 if old is None:
                     continue
-            rec = Record.from_item(old)
+            rec = self.read(old)
             while True:
                 now = self.clock()
                 verdict = self.on_conflict(trying, rec, now)
@@ -359,7 +380,7 @@ class StateMachine:
                 current = (yield from self.call(get, key, record_id, deadline)).get("Item")
                 if current is None:
                     break
-                rec = Record.from_item(current)
+                rec = self.read(current)
         raise InProgressError(key, self.config.poll_interval, record_id=record_id)  # churn
 
     def fail(
@@ -377,7 +398,7 @@ class StateMachine:
         ok, old = yield from self.conditional(request, key, claim.record_id, deadline)
         if not ok:
             old = yield from self.refused_item(old, claim.key, key, claim.record_id, deadline)
-            rec = None if old is None else Record.from_item(old)
+            rec = None if old is None else self.read(old)
             if not fenced_outcome(rec, claim, Status.FAILED):
                 raise self.lost(claim, rec, "fail")
 
@@ -403,7 +424,7 @@ class StateMachine:
         ok, old = yield from self.conditional(request, key, claim.record_id, deadline)
         if not ok:
             old = yield from self.refused_item(old, claim.key, key, claim.record_id, deadline)
-            rec = None if old is None else Record.from_item(old)
+            rec = None if old is None else self.read(old)
             if rec is None or not fenced_outcome(rec, claim, Status.PENDING):
                 raise self.lost(claim, rec, "renew")
             lease_ms = rec.lease_expires_at or lease_ms
@@ -418,4 +439,4 @@ class StateMachine:
         dkey, record_id = self.keys.key(key, scope)
         get = self.requests.get(dkey)
         item = (yield from self.call(get, key, record_id, deadline)).get("Item")
-        return None if item is None else Record.from_item(item)
+        return None if item is None else self.read(item)

@@ -20,7 +20,7 @@ from ..errors import (
     TransactionValidationError,
 )
 from ..outcomes import Claim, Outcome, Replay, key_of
-from ..record import Record, Status
+from ..record import Status
 from .budget import Deadline
 from .cancellation import Cancellation, Kind, read
 from .client_errors import response_of
@@ -139,7 +139,7 @@ def claim_with(
             if old is None:
                 seen = None
                 continue
-        rec = Record.from_item(old)
+        rec = m.read(old)
         now = m.clock()
         verdict = m.on_conflict(trying, rec, now)
         if verdict is Verdict.OURS:
@@ -179,7 +179,7 @@ def complete_with(
             continue
         stored = cancelled.own_item
         item = yield from m.refused_item(stored, claim.key, key, claim.record_id, deadline)
-        rec = None if item is None else Record.from_item(item)
+        rec = None if item is None else m.read(item)
         if fenced_outcome(rec, claim, Status.COMPLETED):
             break
         raise m.lost(claim, rec, "complete")
