@@ -17,8 +17,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_demo_service import Demo, new_key, start_demo
+from test_demo_service import new_key
 
+from engine_process import Demo, start_demo
 from firstwrite.demo.app import MAX_PAYMENT_BODY
 
 
