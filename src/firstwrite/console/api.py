@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.templating import Jinja2Templates
 
@@ -59,11 +59,14 @@ class BadRequest(Exception):
 async def _object(request: Request, allowed: set[str]) -> dict[str, Any]:
     limit = int(request.scope.get("firstwrite.console.max_body", 1024 * 1024))
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(too_large(limit)[2], 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BadRequest(too_large(limit)[2], 413)
+            chunks.append(chunk)
+    except ClientDisconnect:  # (gone before its body was read: the answer reaches nobody)
+        raise BadRequest("the client left before sending its whole body") from None
     body = b"".join(chunks)
     if not body.strip():
         return {}
