@@ -101,6 +101,32 @@ def rss_kib(pid: int) -> tuple[int, int]:
     return fields["VmRSS"], fields["VmHWM"]
 
 
+def family(pid: int) -> list[int]:
+    """``pid`` and every process descended from it (a server and its workers)."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+            except OSError:
+                continue
+    return found
+
+
+def family_rss_kib(pid: int) -> tuple[int, int]:
+    """(current RSS, sum of each process's peak RSS) of ``pid``'s family, in KiB."""
+    current = peak = 0
+    for member in family(pid):
+        try:
+            rss, hwm = rss_kib(member)
+        except (OSError, KeyError):
+            continue  # gone meanwhile
+        current, peak = current + rss, peak + hwm
+    return current, peak
+
+
 class _Summary:
     """A plugin listing this run's report lines after the test results."""
 

@@ -64,10 +64,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from proofkit import (
     LONG,
+    family,
+    family_rss_kib,
     percentile,
     proof_summary,  # noqa: F401  (lists the numbers at the end)
     report,
-    rss_kib,
     scale,
     summary_ms,
 )
@@ -260,32 +261,6 @@ ATTACKS = {
 }
 
 
-def _family(pid: int) -> list[int]:
-    """``pid`` and every process descended from it (the server and its screening worker)."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                pending.extend(int(c) for c in (task / "children").read_text().split())
-            except OSError:
-                continue
-    return found
-
-
-def _family_rss_kib(pid: int) -> tuple[int, int]:
-    """(current RSS, sum of each process's peak RSS) of ``pid``'s family, in KiB."""
-    current = peak = 0
-    for member in _family(pid):
-        try:
-            rss, hwm = rss_kib(member)
-        except (OSError, KeyError):
-            continue  # gone meanwhile
-        current, peak = current + rss, peak + hwm
-    return current, peak
-
-
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> None:
     server = start_server(tmp_path / "attacked.db")
@@ -294,14 +269,14 @@ def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> N
             _create(http, TABLE, sort_key=True)
             _create(http, VICTIM_TABLE, sort_key=False)
         corpus = _corpus(400)
-        baseline_rss, _ = _family_rss_kib(server.process.pid)
+        baseline_rss, _ = family_rss_kib(server.process.pid)
         window = int(WINDOW_S * 1e9)
         peak = [baseline_rss]
         sampling = threading.Event()
 
         def sample_rss() -> None:
             while not sampling.wait(0.05):
-                peak[0] = max(peak[0], _family_rss_kib(server.process.pid)[0])
+                peak[0] = max(peak[0], family_rss_kib(server.process.pid)[0])
 
         sampler = threading.Thread(target=sample_rss)
         sampler.start()
@@ -326,8 +301,8 @@ def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> N
             answers, wrong, busy = attack_run.result(timeout=120)
         sampling.set()
         sampler.join()
-        after_rss, peak_hwm = _family_rss_kib(server.process.pid)
-        processes = len(_family(server.process.pid))
+        after_rss, peak_hwm = family_rss_kib(server.process.pid)
+        processes = len(family(server.process.pid))
         _alive(server)
     finally:
         server.stop()
