@@ -1,7 +1,6 @@
 """The database behind one engine: connections, transactions and group commit.
 
-Size: one concept, the write path's concurrency and durability contract: group commit and the
-group fsync share its locks, queues and waits, and are only correct read together.
+Size: one concept: group commit and group fsync share locks, queues and waits (read together).
 
 * One SQLite file in WAL mode, which other engines (threads or processes) may open too. Writes
   are short ``BEGIN IMMEDIATE`` transactions, so every single-item conditional write is
@@ -10,13 +9,12 @@ group fsync share its locks, queues and waits, and are only correct read togethe
   in one transaction and commits once. A background write (``background=True``) runs alone; a
   chore (``post_chore``, chores.py) is carried by the leaders, after their callers' functions.
 * Durability ``full``: nothing is answered before the WAL is synced past every commit it wrote
-  or saw (:meth:`Storage._sync`, outside the write lock; :meth:`Storage.deferred`). A read of
-  some tables' items (``tables=``) waits only for the commits that wrote them, or changed
-  anything else: never for an fsync of another table's writes (``CoreWrites.marks``).
+  or saw (:meth:`Storage._sync`, :meth:`Storage.deferred`); a read of some tables' items
+  (``tables=``) waits only for commits that wrote them or changed anything else.
 * A write function raises only *before* it changes anything, or asks for a savepoint. A
   :class:`~firstwrite.engine.errors.DynamoDBError` fails only its own call; any other exception
   rolls back the whole batch and fails every call in it: an acknowledgement means committed.
-* Catalog rows cached per process are used only through statements that verify them (core.py).
+* Cached catalog rows are used only through statements that verify them (core.py).
 
 The whole model, background writes, chores and autocommit included: docs/engine.md, "Storage".
 """
