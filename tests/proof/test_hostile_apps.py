@@ -22,20 +22,18 @@ credentials attack is the engine's (tests/engine/server/security/test_bodies_bef
 
 from __future__ import annotations
 
-import multiprocessing
-import threading
+import functools
 import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import apps
 import pytest
 from app_attack import KINDS, attacker, victim
-from attack import warm_up
 from proofkit import (
     LONG,
     family_rss_kib,
+    in_windows,
     percentile,
     proof_summary,  # noqa: F401  (lists the numbers at the end)
     report,
@@ -73,34 +71,16 @@ def test_an_attack_on_every_route_does_not_slow_other_clients(
         time.sleep(0.5)  # settled after start
         baseline_rss = rss_kib(app.process.pid)[0]
         baseline_family, _ = family_rss_kib(app.process.pid)
-        window = int(WINDOW_S * 1e9)
-        peak = [baseline_family]
-        sampling = threading.Event()
-
-        def sample_rss() -> None:
-            while not sampling.wait(0.05):
-                peak[0] = max(peak[0], family_rss_kib(app.process.pid)[0])
-
-        sampler = threading.Thread(target=sample_rss)
-        sampler.start()
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(2, mp_context=context) as pool:
-            for _ in range(5):
-                if len({f.result() for f in [pool.submit(warm_up) for _ in range(2)]}) == 2:
-                    break
-            start = time.monotonic_ns() + 500_000_000
-            windows = [
-                (start + (2 * i + 1) * window, start + (2 * i + 2) * window)
-                for i in range(WINDOW_PAIRS)
-            ]
-            end = start + 2 * WINDOW_PAIRS * window
-            victim_run = pool.submit(victim, app.url, path, start, end)
-            attack_run = pool.submit(attacker, app.url, windows, list(app.routes), kind)
-            samples = victim_run.result(timeout=(end - start) / 1e9 + 120)
-            answers, wrong, busy, per_route = attack_run.result(timeout=300)
+        run = in_windows(
+            app.process.pid,
+            WINDOW_S,
+            WINDOW_PAIRS,
+            functools.partial(victim, app.url, path),
+            functools.partial(attacker, app.url, routes=list(app.routes), kind=kind),
+        )
+        windows, samples, peak = run.windows, run.samples, [run.peak_kib]
+        answers, wrong, busy, per_route = run.attack
         time.sleep(1.0)  # the last attack's connections closed and freed
-        sampling.set()
-        sampler.join()
         after_rss = rss_kib(app.process.pid)[0]
         after_family, _ = family_rss_kib(app.process.pid)
         assert app.process.poll() is None, app.log()[-3000:]
