@@ -53,7 +53,7 @@ proof-crash: $(STAMP)
 	$(PROOF_RUN) tests/proof/test_crash_cycles.py
 
 proof-hostile: $(STAMP)
-	$(PROOF_RUN) tests/proof/test_hostile.py tests/proof/test_hostile_heads.py
+	$(PROOF_RUN) tests/proof/test_hostile.py tests/proof/test_hostile_heads.py tests/proof/test_hostile_apps.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -1,4 +1,5 @@
-"""A real ``firstwrite engine serve`` subprocess for tests: start it, wait for it, stop it.
+"""Real ``firstwrite engine serve`` and ``firstwrite demo`` subprocesses for tests: start them,
+wait for them, stop them.
 
 A module of its own, not ``conftest``: test modules import these by name, and with several
 ``conftest.py`` files in package-less test folders (tests/http has no ``__init__``) the name
@@ -104,3 +105,75 @@ def stop_server(server: HttpServer, sig: int = signal.SIGTERM, timeout: float = 
     if server.process.stdout:
         server.process.stdout.close()
     return server.process.returncode
+
+
+@dataclass
+class Demo:
+    process: subprocess.Popen[str]
+    url: str
+    endpoint: str
+    banner: list[str]
+    db: Path
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def balance(self, account: str) -> int:
+        with self.client() as client:
+            response = client.get(f"/accounts/{account}")
+        assert response.status_code == 200, response.text
+        return int(response.json()["balance"])
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        self.process.send_signal(sig)
+        try:
+            out, _ = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, _ = self.process.communicate()
+        return self.process.returncode, out
+
+
+def start_demo(db: Path, *extra_args: str) -> Demo:
+    """Start ``firstwrite demo`` on free ports (database ``db``) and wait for its banner."""
+    process = subprocess.Popen(
+        [
+            sys.executable,  # `make run`'s command: `firstwrite demo ...`
+            "-m",
+            "firstwrite.cli",
+            "demo",
+            "--port",
+            "0",
+            "--engine-port",
+            "0",
+            "--db",
+            str(db),
+            *extra_args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    banner: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:  # the banner ends with "Ctrl-C stops it."
+        assert process.stdout is not None
+        for line in process.stdout:
+            banner.append(line.rstrip("\n"))
+            if line.startswith("Ctrl-C"):
+                break
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not done.wait(SERVER_START_TIMEOUT) or not banner or "listening on" not in banner[0]:
+        process.kill()
+        raise RuntimeError(f"the demo did not start: {banner}")
+    url = re.search(r"listening on (http://\S+)", banner[0])
+    endpoint = next(
+        re.search(r"(http://\S+)$", ln) for ln in banner if ln.startswith("DynamoDB endpoint")
+    )
+    assert url and endpoint
+    return Demo(process, url.group(1), endpoint.group(1), banner, db)

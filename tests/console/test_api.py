@@ -8,7 +8,9 @@ nothing is lost.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -270,6 +272,27 @@ def test_reseed_touches_only_the_examples_table(http: httpx.Client, console_serv
     assert len(after) == 7
     assert {i["owner"]["S"] for i in after}.isdisjoint({i["owner"]["S"] for i in before})
     assert engine.execute("Scan", {"TableName": "mine"})["Items"] == [{"pk": {"S": "keep"}}]
+
+
+def test_reseeds_at_once_never_fail(console_server: Server) -> None:
+    """Found by the hostile proof (tests/proof/test_hostile_apps.py): two re-seeds at once
+    claimed the same example keys and the second failed with the layer's InProgressError, a
+    500. One at a time now; one sent meanwhile gets a 409 problem."""
+    barrier = threading.Barrier(8)
+
+    def reseed() -> int:
+        with httpx.Client(base_url=console_server.console_url, timeout=60) as client:
+            barrier.wait()
+            response = post_json(client, "/api/examples", {})
+        if response.status_code == 409:
+            assert response.headers["content-type"] == "application/problem+json"
+        return response.status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: reseed(), range(8)))
+    assert set(statuses) <= {200, 409} and 200 in statuses, statuses
+    examples = console_server.engine.execute("Scan", {"TableName": "firstwrite-console-examples"})
+    assert len(examples["Items"]) == 7
 
 
 def test_clock(http: httpx.Client, console_server: Server) -> None:

@@ -9,6 +9,9 @@ operation through ``/api/run``.
 from __future__ import annotations
 
 import json
+import logging
+import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -95,3 +98,24 @@ def test_allowed_hosts_are_answered(users_app_allowing: Any) -> None:
     other = f"evil.example:{_port(users_app_allowing.url)}"
     refused = httpx.get(users_app_allowing.url + "/console/", headers={"Host": other}, timeout=30)
     assert refused.status_code == 403
+
+
+def test_a_client_leaving_mid_body_is_not_an_error(
+    users_app: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the hostile proof: a client that left while its chunked body was being read
+    raised ClientDisconnect out of the console, logged as a failed request with a traceback."""
+    caplog.set_level(logging.ERROR)
+    host, port = users_app.url.removeprefix("http://").rsplit(":", 1)
+    for _ in range(3):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(
+                f"POST /console/api/examples HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Origin: {users_app.url}\r\nContent-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n".encode()
+            )
+            time.sleep(0.2)  # its first chunk read, the rest never comes
+    time.sleep(0.5)  # the server has seen them go
+    with httpx.Client(base_url=users_app.console_url, timeout=10) as client:
+        assert client.get("/api/clock").status_code == 200
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -17,7 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-from test_demo_service import Demo, new_key, start_demo
+from test_demo_service import new_key
+
+from engine_process import Demo, start_demo
 
 EVIL = "evil.example"
 

@@ -11,13 +11,17 @@ docs/reliability.md's figures come from.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import platform
 import sqlite3
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -99,6 +103,87 @@ def rss_kib(pid: int) -> tuple[int, int]:
         if name in ("VmRSS", "VmHWM"):
             fields[name] = int(value.split()[0])
     return fields["VmRSS"], fields["VmHWM"]
+
+
+def family(pid: int) -> list[int]:
+    """``pid`` and every process descended from it (a server and its workers)."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+            except OSError:
+                continue
+    return found
+
+
+def family_rss_kib(pid: int) -> tuple[int, int]:
+    """(current RSS, sum of each process's peak RSS) of ``pid``'s family, in KiB."""
+    current = peak = 0
+    for member in family(pid):
+        try:
+            rss, hwm = rss_kib(member)
+        except (OSError, KeyError):
+            continue  # gone meanwhile
+        current, peak = current + rss, peak + hwm
+    return current, peak
+
+
+@dataclass
+class Windowed:
+    """What :func:`in_windows` saw: the attack windows (monotonic ns), the victim's samples,
+    what the attacker returned, and the server family's sampled peak RSS (KiB)."""
+
+    windows: list[tuple[int, int]]
+    samples: list[tuple[int, float, int]]
+    attack: Any
+    peak_kib: int
+
+
+def in_windows(
+    pid: int,
+    window_s: float,
+    pairs: int,
+    victim: Callable[[int, int], list[tuple[int, float, int]]],
+    attacker: Callable[[list[tuple[int, int]]], Any],
+) -> Windowed:
+    """Quiet and attack windows, alternating, ``pairs`` of each of ``window_s``: ``victim(start,
+    end)`` and ``attacker(windows)`` (picklable, e.g. partials of module functions), each in a
+    spawned process of its own, while ``pid``'s family RSS is sampled."""
+    from attack import warm_up
+
+    peak = [family_rss_kib(pid)[0]]
+    sampling = threading.Event()
+
+    def sample_rss() -> None:
+        while not sampling.wait(0.05):
+            peak[0] = max(peak[0], family_rss_kib(pid)[0])
+
+    sampler = threading.Thread(target=sample_rss)
+    sampler.start()
+    window = int(window_s * 1e9)
+    try:
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            # Both processes up and imported before the first window is set.
+            for _ in range(5):
+                if len({f.result() for f in [pool.submit(warm_up) for _ in range(2)]}) == 2:
+                    break
+            start = time.monotonic_ns() + 500_000_000
+            # quiet, attack, quiet, attack, ...: both kinds spread over the same stretch of time.
+            windows = [
+                (start + (2 * i + 1) * window, start + (2 * i + 2) * window) for i in range(pairs)
+            ]
+            end = start + 2 * pairs * window
+            victim_run = pool.submit(victim, start, end)
+            attack_run = pool.submit(attacker, windows)
+            samples = victim_run.result(timeout=(end - start) / 1e9 + 120)
+            attack = attack_run.result(timeout=300)
+    finally:
+        sampling.set()
+        sampler.join()
+    return Windowed(windows, samples, attack, peak[0])
 
 
 class _Summary:

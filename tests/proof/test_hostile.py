@@ -37,18 +37,15 @@ surrogates, null entries, non-ASCII digits), and the attacks replay holes 3 and 
 
 from __future__ import annotations
 
-import multiprocessing
-import threading
-import time
+import functools
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from attack import VICTIM_TABLE, attacker, victim, warm_up
+from attack import VICTIM_TABLE, attacker, victim
 from hostile import (
     MAX_BODY,
     STREAMS_TARGET,
@@ -64,10 +61,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from proofkit import (
     LONG,
+    family,
+    family_rss_kib,
+    in_windows,
     percentile,
     proof_summary,  # noqa: F401  (lists the numbers at the end)
     report,
-    rss_kib,
     scale,
     summary_ms,
 )
@@ -260,32 +259,6 @@ ATTACKS = {
 }
 
 
-def _family(pid: int) -> list[int]:
-    """``pid`` and every process descended from it (the server and its screening worker)."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                pending.extend(int(c) for c in (task / "children").read_text().split())
-            except OSError:
-                continue
-    return found
-
-
-def _family_rss_kib(pid: int) -> tuple[int, int]:
-    """(current RSS, sum of each process's peak RSS) of ``pid``'s family, in KiB."""
-    current = peak = 0
-    for member in _family(pid):
-        try:
-            rss, hwm = rss_kib(member)
-        except (OSError, KeyError):
-            continue  # gone meanwhile
-        current, peak = current + rss, peak + hwm
-    return current, peak
-
-
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> None:
     server = start_server(tmp_path / "attacked.db")
@@ -294,40 +267,24 @@ def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> N
             _create(http, TABLE, sort_key=True)
             _create(http, VICTIM_TABLE, sort_key=False)
         corpus = _corpus(400)
-        baseline_rss, _ = _family_rss_kib(server.process.pid)
-        window = int(WINDOW_S * 1e9)
-        peak = [baseline_rss]
-        sampling = threading.Event()
-
-        def sample_rss() -> None:
-            while not sampling.wait(0.05):
-                peak[0] = max(peak[0], _family_rss_kib(server.process.pid)[0])
-
-        sampler = threading.Thread(target=sample_rss)
-        sampler.start()
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(2, mp_context=context) as pool:
-            # Both processes up and imported before the first window is set.
-            for _ in range(5):
-                if len({f.result() for f in [pool.submit(warm_up) for _ in range(2)]}) == 2:
-                    break
-            start = time.monotonic_ns() + 500_000_000
-            # quiet, attack, quiet, attack, ...: both kinds spread over the same stretch of time.
-            windows = [
-                (start + (2 * i + 1) * window, start + (2 * i + 2) * window)
-                for i in range(WINDOW_PAIRS)
-            ]
-            end = start + 2 * WINDOW_PAIRS * window
-            victim_run = pool.submit(victim, server.url, start, end)
-            attack_run = pool.submit(
-                attacker, server.url, windows, corpus, JUNK_CONNECTIONS, ATTACKS[attack]
-            )
-            samples = victim_run.result(timeout=(end - start) / 1e9 + 120)
-            answers, wrong, busy = attack_run.result(timeout=120)
-        sampling.set()
-        sampler.join()
-        after_rss, peak_hwm = _family_rss_kib(server.process.pid)
-        processes = len(_family(server.process.pid))
+        baseline_rss, _ = family_rss_kib(server.process.pid)
+        run = in_windows(
+            server.process.pid,
+            WINDOW_S,
+            WINDOW_PAIRS,
+            functools.partial(victim, server.url),
+            functools.partial(
+                attacker,
+                server.url,
+                corpus=corpus,
+                connections=JUNK_CONNECTIONS,
+                kinds=ATTACKS[attack],
+            ),
+        )
+        windows, samples, peak = run.windows, run.samples, [run.peak_kib]
+        answers, wrong, busy = run.attack
+        after_rss, peak_hwm = family_rss_kib(server.process.pid)
+        processes = len(family(server.process.pid))
         _alive(server)
     finally:
         server.stop()

@@ -8,11 +8,12 @@ template the page uses, which the page's script swaps in. Bad input is a 4xx
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.templating import Jinja2Templates
 
@@ -28,6 +29,7 @@ _TITLES = {
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
+    409: "Conflict",
     415: "Unsupported Media Type",
 }
 
@@ -57,11 +59,14 @@ class BadRequest(Exception):
 async def _object(request: Request, allowed: set[str]) -> dict[str, Any]:
     limit = int(request.scope.get("firstwrite.console.max_body", 1024 * 1024))
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(too_large(limit)[2], 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BadRequest(too_large(limit)[2], 413)
+            chunks.append(chunk)
+    except ClientDisconnect:  # (gone before its body was read: the answer reaches nobody)
+        raise BadRequest("the client left before sending its whole body") from None
     body = b"".join(chunks)
     if not body.strip():
         return {}
@@ -83,6 +88,9 @@ class Api:
     def __init__(self, console: Console, templates: Jinja2Templates) -> None:
         self.console = console
         self.templates = templates
+        # One re-seed at a time: two at once claim the same example keys, and the second
+        # got the layer's InProgressError (a 500).
+        self._seeding = threading.Lock()
 
     def fragment(self, request: Request, name: str, **context: Any) -> str:
         template = self.templates.get_template(name)
@@ -160,5 +168,10 @@ class Api:
             await _object(request, set())
         except BadRequest as exc:
             return problem(exc.status, exc.detail)
-        count = await run_in_threadpool(self.console.seed, fresh_only=False)
+        if not self._seeding.acquire(blocking=False):
+            return problem(409, "the example records are being re-seeded already: try again")
+        try:
+            count = await run_in_threadpool(self.console.seed, fresh_only=False)
+        finally:
+            self._seeding.release()
         return JSONResponse({"seeded": count})

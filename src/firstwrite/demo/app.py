@@ -6,6 +6,8 @@
   are the request's own fault (400 invalid, 404 no such account, 402 insufficient funds) are
   stored and replayed too; 503 "processor unavailable" (``acct_flaky``'s first attempt at
   every payment) is not, so the same request may be retried with the same key.
+  A body past :data:`MAX_PAYMENT_BODY` is refused (413 problem+json) as it arrives, never
+  buffered whole, whether it declares its length or is chunked.
 * ``GET /payments/{id}``, ``GET /accounts/{id}``, ``GET /``: reads.
 
 The caller is identified by its ``Authorization`` header (hashed; ``anonymous`` without one):
@@ -34,6 +36,9 @@ from .bank import DEBIT, RECORD, SEED, Bank, new_payment
 
 PROBLEM = "application/problem+json"
 MAX_AMOUNT = 1_000_000_000
+# A payment is four short fields; the middleware (which reads the body to fingerprint it) and
+# the handler both stop reading past this.
+MAX_PAYMENT_BODY = 64 * 1024
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
 
@@ -99,8 +104,11 @@ def create_app(
 
     async def create_payment(request: Request) -> Response:
         context = idempotency(request)
+        raw = await _read_capped(request, MAX_PAYMENT_BODY)
+        if raw is None:
+            return _too_large()
         try:
-            body = json.loads(await request.body())
+            body = json.loads(raw)
         except ValueError:
             body = None
         checked = _validate(body)
@@ -203,6 +211,7 @@ def create_app(
                 Route("/payments", methods=["POST"], require_key=True, transactional=True),
             ],
             principal=principal,
+            max_request_body=MAX_PAYMENT_BODY,
         ),
     )
     return app
@@ -214,6 +223,30 @@ def _processor_fails(bank: Bank, pid: str) -> bool:
     if bank.payment(pid) is not None:
         return False
     return bank.processor_attempt(pid) == 1
+
+
+async def _read_capped(request: Request, limit: int) -> bytes | None:
+    """The body, read as it arrives; ``None`` once it passes ``limit`` bytes (the rest unread)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large() -> Response:
+    return problem(
+        413,
+        "payment-too-large",
+        "Payment request too large",
+        f"a payment's body is at most {MAX_PAYMENT_BODY} bytes",
+    )
 
 
 _ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

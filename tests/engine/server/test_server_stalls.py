@@ -264,3 +264,86 @@ def test_reads_queued_behind_a_waiting_write_do_not_wait_for_it(
     waited = sorted(round(w, 2) for w in worst)
     print(f"clients' longest reads (s): {waited}")
     assert waited[-1] < held_s / 2, f"clients' longest reads (s): {waited}"
+
+
+def test_reads_of_other_tables_do_not_wait_for_a_stuck_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27, finding 5 with ``--durability full``: a write whose fsync is stuck (the disk
+    stopped answering: ``os.fsync`` blocked for real) holds up its own answer, and a read of the
+    table it wrote, but no other client's read of another table, whether its call ran in the
+    write's lane batch or after it (it used to wait for that fsync too). Real HTTP on loopback,
+    the server in this process so that its fsync can be held."""
+    from firstwrite.engine import Engine, ServerThread
+    from firstwrite.engine.storage import database
+
+    gate, entered = threading.Event(), threading.Event()
+    real_fsync = database.os.fsync
+
+    def stuck_fsync(fd: int) -> None:
+        entered.set()
+        gate.wait(60)
+        real_fsync(fd)
+
+    with Engine(tmp_path / "full.db", durability="full") as engine, ServerThread(engine) as url:
+        create_table(url, "written")
+        create_table(url, "other")
+        assert call(url, "PutItem", {"TableName": "other", "Item": {"pk": {"S": "b"}}}).is_success
+        monkeypatch.setattr(database.os, "fsync", stuck_fsync)
+        outcome: list[httpx.Response] = []
+        writes = [
+            threading.Thread(
+                target=lambda n=n: outcome.append(
+                    call(url, "PutItem", {"TableName": "written", "Item": {"pk": {"S": n}}}, 60)
+                )
+            )
+            for n in ("w1", "w2", "w3")
+        ]
+        same_table: list[httpx.Response] = []
+        reading_written = threading.Thread(
+            target=lambda: same_table.append(
+                call(url, "GetItem", {"TableName": "written", "Key": {"pk": {"S": "w1"}}}, 60)
+            )
+        )
+        try:
+            for write in writes:
+                write.start()
+            assert entered.wait(30)
+            reading_written.start()
+            latencies = []
+            with httpx.Client(base_url=url, timeout=PROMPT) as http:
+                for i in range(200):  # (some in the same lane batch as a later write)
+                    if i == 100:
+                        extra = threading.Thread(
+                            target=lambda: outcome.append(
+                                call(
+                                    url,
+                                    "PutItem",
+                                    {"TableName": "written", "Item": {"pk": {"S": "w4"}}},
+                                    60,
+                                )
+                            )
+                        )
+                        writes.append(extra)
+                        extra.start()
+                    started = time.perf_counter()
+                    answer = http.post(
+                        "/",
+                        content=json.dumps({"TableName": "other", "Key": {"pk": {"S": "b"}}}),
+                        headers={**HEADERS, "X-Amz-Target": TARGET + "GetItem"},
+                    )
+                    latencies.append(time.perf_counter() - started)
+                    assert answer.status_code == 200, answer.text
+                    assert answer.json()["Item"] == {"pk": {"S": "b"}}
+            # Still stuck: nothing that may depend on the writes was answered.
+            assert not gate.is_set() and outcome == [] and same_table == []
+            assert all(w.is_alive() for w in writes) and reading_written.is_alive()
+        finally:
+            gate.set()
+            for thread in [*writes, reading_written]:
+                if thread.ident is not None:
+                    thread.join(60)
+    assert [r.status_code for r in outcome] == [200] * 4
+    assert [r.status_code for r in same_table] == [200]
+    print(f"other table's reads during the stuck fsync: max {max(latencies) * 1e3:.1f} ms")
+    assert max(latencies) < PROMPT

@@ -200,3 +200,121 @@ def test_after_a_failed_fsync_nothing_more_is_acknowledged(full: Engine) -> None
     with pytest.raises(client.exceptions.InternalServerError):
         client.put_item(TableName=TABLE, Item={"pk": {"S": "after"}})
     storage._wal_fd = None  # closed above: close() must not close a reused descriptor
+
+
+class StuckFsync:
+    """``os.fsync`` that blocks until :meth:`release` (a disk that stopped answering), then
+    really syncs. ``entered`` is set once a call is blocked."""
+
+    def __init__(self) -> None:
+        self.real = os.fsync
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def __call__(self, fd: int) -> None:
+        self.entered.set()
+        self.gate.wait(60)
+        self.real(fd)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def _other_table(client: DirectClient, name: str) -> None:
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    client.put_item(TableName=name, Item={"pk": {"S": "b"}})
+
+
+def test_reads_of_other_tables_do_not_wait_for_a_stuck_fsync(
+    full: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27, finding 5 with durability ``full``: a write whose fsync is stuck holds up its
+    own answer and every read that may have seen it, and no read of another table."""
+    client = DirectClient(full)
+    _other_table(client, "other")
+    stuck = StuckFsync()
+    monkeypatch.setattr(database.os, "fsync", stuck)
+    put = {"TableName": TABLE, "Item": {"pk": {"S": "a"}}}
+    writing = threading.Thread(target=client.put_item, kwargs=put)
+    writing.start()
+    reading_it = threading.Thread(
+        target=client.get_item, kwargs={"TableName": TABLE, "Key": {"pk": {"S": "a"}}}
+    )
+    try:
+        assert stuck.entered.wait(30)
+        _await_items(full, 2)  # committed (visible in the WAL), its fsync stuck
+        answers: list[Any] = []
+
+        def reads() -> None:  # another client's reads of another table
+            key = {"pk": {"S": "b"}}
+            answers.append(client.get_item(TableName="other", Key=key)["Item"])
+            answers.append(
+                client.query(
+                    TableName="other",
+                    KeyConditionExpression="pk = :k",
+                    ExpressionAttributeValues={":k": {"S": "b"}},
+                )["Items"]
+            )
+            answers.append(client.scan(TableName="other")["Items"])
+            answers.append(
+                client.batch_get_item(RequestItems={"other": {"Keys": [key]}})["Responses"]
+            )
+            answers.append(client.describe_table(TableName="other")["Table"]["TableName"])
+
+        reader = threading.Thread(target=reads)
+        reader.start()
+        reader.join(30)
+        assert not reader.is_alive(), "a read of another table waited for the stuck fsync"
+        assert answers == [
+            {"pk": {"S": "b"}},
+            [{"pk": {"S": "b"}}],
+            [{"pk": {"S": "b"}}],
+            {"other": [{"pk": {"S": "b"}}]},
+            "other",
+        ]
+        # A read of the written table may see the write: it waits for its fsync.
+        reading_it.start()
+        reading_it.join(0.5)
+        assert reading_it.is_alive() and writing.is_alive()
+    finally:
+        stuck.release()
+        writing.join(30)
+        if reading_it.is_alive() or reading_it.ident is not None:
+            reading_it.join(30)
+    assert not writing.is_alive() and not reading_it.is_alive()
+    assert full.storage._synced == full.storage._committed
+
+
+def test_a_read_after_another_tables_stuck_write_still_waits_for_its_own_tables_writes(
+    full: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marks are per table, and a commit that changed anything but items (here a new
+    table: the catalog) is one every read waits for."""
+    client = DirectClient(full)
+    _other_table(client, "other")
+    storage = full.storage
+    committed = storage._committed
+    assert storage._marks[storage.cached_table("us-east-1", "other").id] == committed
+    assert storage._seen_in([]) == storage._global < committed  # the put changed items only
+    client.put_item(TableName=TABLE, Item={"pk": {"S": "x"}})
+    table = storage.cached_table("us-east-1", TABLE).id
+    assert storage._marks[table] == storage._committed > committed
+    assert storage._seen_in([table]) == storage._committed
+    client.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": "x"}},
+        UpdateExpression="SET n = :n",
+        ExpressionAttributeValues={":n": {"N": "1"}},
+    )
+    client.create_table(
+        TableName="third",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    assert storage._global == storage._committed  # the catalog changed: every read waits

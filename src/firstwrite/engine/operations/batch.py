@@ -139,6 +139,8 @@ def batch_get_item(ctx: Context) -> dict[str, Any]:
         for table, entry in request_items.items()
     }
 
+    tables: list[int] = []  # (filled by read: with durability full, what it waits for)
+
     def read(r: Reader) -> tuple[dict[str, list[Item]], dict[str, Any], dict[str, float]]:
         # Validate every table and key before reading anything, as DynamoDB does.
         plans: list[tuple[str, TableRow, list[tuple[Item, bytes, bytes]]]] = []
@@ -161,6 +163,7 @@ def batch_get_item(ctx: Context) -> dict[str, Any]:
             if len({(pk, sk) for _key, pk, sk in keys}) != len(keys):
                 raise validation(_DUPLICATES)
             plans.append((table, row, keys))
+            tables.append(row.id)
         responses: dict[str, list[Item]] = {}
         unprocessed: dict[str, Any] = {}
         units: dict[str, float] = {}
@@ -187,7 +190,7 @@ def batch_get_item(ctx: Context) -> dict[str, Any]:
                     found.append(projected(item, compiled[table]))
         return responses, unprocessed, units
 
-    responses, unprocessed, units = ctx.storage.snapshot(read)
+    responses, unprocessed, units = ctx.storage.snapshot(read, tables=tables)
     response: dict[str, Any] = {"Responses": responses, "UnprocessedKeys": unprocessed}
     capacity = _capacity_list(params, units)
     if capacity is not None:

@@ -426,7 +426,7 @@ def get_item(ctx: Context) -> dict[str, Any]:
             # An interceptor's view for eventually consistent reads (faults: stale reads).
             return ctx.reader(r, consistent=False).get(row.id, pk, sk)
 
-        return ctx.storage.read(read)
+        return ctx.storage.read(read, tables=(row.id,))
 
     item = with_table(ctx, params["TableName"], attempt, _key_values(ctx))
     response: dict[str, Any] = {}

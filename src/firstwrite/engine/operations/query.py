@@ -122,12 +122,15 @@ def _check_select(params: Mapping[str, Any], *, query: bool) -> str:
     return "ALL_ATTRIBUTES" if params.get("IndexName") is None else "ALL_PROJECTED_ATTRIBUTES"
 
 
-def _source(ctx: Context, r: Reader, name: str, consistent: bool, compiled: Compiled) -> Source:
+def _source(
+    ctx: Context, r: Reader, name: str, consistent: bool, compiled: Compiled, tables: list[int]
+) -> Source:
     """What a Query or Scan reads: the table or index (``_source.py``) through the call's
     reader (an eventually consistent read goes through the reader hook: faults may serve it
-    from the past)."""
+    from the past). The table's id is added to ``tables`` (what the read depends on)."""
     r = ctx.reader(r, consistent=consistent)
     row = require_table(ctx, r, name)
+    tables.append(row.id)
     return open_source(ctx, r, row, ctx.params, compiled, consistent=consistent)
 
 
@@ -306,8 +309,10 @@ def query(ctx: Context) -> dict[str, Any]:
     forward = params.get("ScanIndexForward", True) is not False
     consistent = bool(params.get("ConsistentRead", False))
 
+    tables: list[int] = []  # (filled by read: with durability full, what it waits for)
+
     def read(r: Reader) -> dict[str, Any]:
-        source = _source(ctx, r, name, consistent, compiled)
+        source = _source(ctx, r, name, consistent, compiled, tables)
         schema = source.key
         if source.index is not None and params.get("ExclusiveStartKey") is not None:
             source.start_index_key(params, wire=ctx.wire)  # before the key condition
@@ -371,7 +376,7 @@ def query(ctx: Context) -> dict[str, Any]:
         page = _read_page(rows, limit, compiled)
         return _response(ctx, source, page, compiled, select, consistent)
 
-    return ctx.storage.snapshot(read)
+    return ctx.storage.snapshot(read, tables=tables)
 
 
 # --- Scan ------------------------------------------------------------------------------------
@@ -425,8 +430,10 @@ def scan(ctx: Context) -> dict[str, Any]:
     limit = params.get("Limit")
     consistent = bool(params.get("ConsistentRead", False))
 
+    tables: list[int] = []  # (filled by read: with durability full, what it waits for)
+
     def read(r: Reader) -> dict[str, Any]:
-        source = _source(ctx, r, name, consistent, compiled)
+        source = _source(ctx, r, name, consistent, compiled, tables)
         start = source.start(params, wire=ctx.wire, query=False)
         keep = None
         if segments is not None and segments[1] > 1:
@@ -442,4 +449,4 @@ def scan(ctx: Context) -> dict[str, Any]:
         page = _read_page(source.scan(start, keep), limit, compiled)
         return _response(ctx, source, page, compiled, select, consistent)
 
-    return ctx.storage.snapshot(read)
+    return ctx.storage.snapshot(read, tables=tables)

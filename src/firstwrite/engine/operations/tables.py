@@ -292,10 +292,14 @@ def describe_table(ctx: Context) -> dict[str, Any]:
     check(ctx.params, _NAME_ONLY, name_first=True)
     name = ctx.params["TableName"]
 
-    def read(r: Reader) -> dict[str, Any]:
-        return {"Table": describe(r, require_table(ctx, r, name, control_plane=True))}
+    tables: list[int] = []  # (filled by read: with durability full, what it waits for)
 
-    return ctx.storage.snapshot(read)
+    def read(r: Reader) -> dict[str, Any]:
+        row = require_table(ctx, r, name, control_plane=True)
+        tables.append(row.id)
+        return {"Table": describe(r, row)}
+
+    return ctx.storage.snapshot(read, tables=tables)
 
 
 def list_tables(ctx: Context) -> dict[str, Any]:

@@ -118,6 +118,7 @@ class Lane:
         while True:
             job = get()
             results: list[_Result] = []
+            waits: list[Pending] = []  # what each job depends on (with a scope)
             if scope is None:  # (no scope: not even an empty one entered per batch)
                 pending = None
                 self._running = results
@@ -125,10 +126,17 @@ class Lane:
                 self._running = None
             else:
                 with scope() as pending:
-                    job = self._batch(job, results)
+                    job = self._batch(job, results, pending, waits)
             self.busy_since = None
             if pending is not None and pending.needed():
-                self._settle(pending, results)
+                # Each call waits for what it depends on only: a read of another table is
+                # not held back by a write of the same batch whose fsync is slow.
+                ready = [r for r, wait in zip(results, waits, strict=True) if not wait.needed()]
+                if ready:
+                    self._hand_back(ready)
+                if len(ready) < len(results):
+                    left = [r for r, wait in zip(results, waits, strict=True) if wait.needed()]
+                    self._settle(pending, left)
             else:
                 self._hand_back(results)
             if job is None:
@@ -138,8 +146,15 @@ class Lane:
                     self._settler.join()
                 return
 
-    def _batch(self, job: _Job | None, results: list[_Result]) -> _Job | None:
-        """Run ``job`` and every job queued by then; the last one taken (``None``: closing)."""
+    def _batch(
+        self,
+        job: _Job | None,
+        results: list[_Result],
+        pending: Pending | None = None,
+        waits: list[Pending] | None = None,
+    ) -> _Job | None:
+        """Run ``job`` and every job queued by then; the last one taken (``None``: closing).
+        With a ``pending``, what each job depends on is added to ``waits``."""
         get_nowait = self._queue.get_nowait
         while job is not None:
             fn, args, future = job
@@ -148,6 +163,8 @@ class Lane:
                 results.append((future, fn(*args), None))
             except BaseException as exc:  # handed to the awaiting request
                 results.append((future, None, exc))
+            if pending is not None and waits is not None:
+                waits.append(pending.split())
             try:
                 job = get_nowait()
             except queue.Empty:
@@ -200,6 +217,10 @@ class Pending(Protocol):
     def needed(self) -> bool: ...
 
     def wait(self) -> None: ...
+
+    def split(self) -> Pending:
+        """What the calls made since the last split depend on (this one still covers them)."""
+        ...
 
 
 def _pass_on(future: asyncio.Future[Any], done: asyncio.Future[Any]) -> None:

@@ -253,7 +253,17 @@ class CoreReads(Statements):
 
 class CoreWrites(CoreReads):
     """The catalog, items and transaction tokens, written (inside a write transaction, or as
-    one autocommit statement: see ``database.py``)."""
+    one autocommit statement: see ``database.py``).
+
+    With durability ``full``, ``marks`` is the storage's table id -> last commit that wrote the
+    table's items: :meth:`put`, :meth:`insert_checked` and :meth:`delete` set it to ``seq``
+    *before* their statement runs (a reader that sees the row finds the mark) and count the rows
+    they changed in ``attributed``; any other change of the commit makes it one that every read
+    waits for (``Storage``, database.py)."""
+
+    marks: dict[int, int] | None = None
+    seq = 0
+    attributed = 0
 
     def guarded(self, needed: bool = True) -> contextlib.AbstractContextManager[object]:
         """Undo what the block wrote if it raises a DynamoDBError (a change hook refusing a
@@ -262,20 +272,30 @@ class CoreWrites(CoreReads):
         return _Savepoint(self._conn) if needed else _UNGUARDED
 
     def put(self, table_id: int, pk: bytes, sk: bytes, size: int, item: Item) -> None:
-        self._conn.execute(
+        marks = self.marks
+        if marks is not None:
+            marks[table_id] = self.seq
+        cursor = self._conn.execute(
             "INSERT OR REPLACE INTO items (table_id, pk, sk, size, body) VALUES (?, ?, ?, ?, ?)",
             (table_id, _blob(pk), _blob(sk), size, _blob(pack(item))),
         )
+        if marks is not None:
+            self.attributed += cursor.rowcount
 
     def insert_checked(self, row: TableRow, pk: bytes, sk: bytes, size: int, item: Item) -> bool:
         """Store ``item`` in the table of a cached ``row`` unless an item is stored under its key,
         in one statement (so it is atomic in autocommit too). False when one is; raises
         :class:`StaleTable` if ``row`` is no longer current."""
+        marks = self.marks
+        if marks is not None:
+            marks[row.id] = self.seq
         cursor = self._conn.execute(
             _CHECKED_INSERT,
             (row.id, _blob(pk), _blob(sk), size, _blob(pack(item)), row.version),
         )
         if cursor.rowcount == 1:
+            if marks is not None:
+                self.attributed += 1
             return True
         self._current(
             row, self._conn.execute("SELECT version FROM tables WHERE id = ?", (row.id,)).fetchone()
@@ -283,9 +303,14 @@ class CoreWrites(CoreReads):
         return False
 
     def delete(self, table_id: int, pk: bytes, sk: bytes = b"") -> None:
-        self._conn.execute(
+        marks = self.marks
+        if marks is not None:
+            marks[table_id] = self.seq
+        cursor = self._conn.execute(
             "DELETE FROM items WHERE table_id = ? AND pk = ? AND sk = ?", (table_id, pk, sk)
         )
+        if marks is not None:
+            self.attributed += cursor.rowcount
 
     def create_table(self, region: str, name: str, definition: dict[str, Any]) -> TableRow:
         cursor = self._conn.execute(

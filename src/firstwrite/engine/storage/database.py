@@ -1,7 +1,6 @@
 """The database behind one engine: connections, transactions and group commit.
 
-Size: one concept, the write path's concurrency and durability contract: group commit and the
-group fsync share its locks, queues and waits, and are only correct read together.
+Size: one concept: group commit and group fsync share locks, queues and waits (read together).
 
 * One SQLite file in WAL mode, which other engines (threads or processes) may open too. Writes
   are short ``BEGIN IMMEDIATE`` transactions, so every single-item conditional write is
@@ -10,11 +9,12 @@ group fsync share its locks, queues and waits, and are only correct read togethe
   in one transaction and commits once. A background write (``background=True``) runs alone; a
   chore (``post_chore``, chores.py) is carried by the leaders, after their callers' functions.
 * Durability ``full``: nothing is answered before the WAL is synced past every commit it wrote
-  or saw (:meth:`Storage._sync`, outside the write lock; :meth:`Storage.deferred`).
+  or saw (:meth:`Storage._sync`, :meth:`Storage.deferred`); a read of some tables' items
+  (``tables=``) waits only for commits that wrote them or changed anything else.
 * A write function raises only *before* it changes anything, or asks for a savepoint. A
   :class:`~firstwrite.engine.errors.DynamoDBError` fails only its own call; any other exception
   rolls back the whole batch and fails every call in it: an acknowledgement means committed.
-* Catalog rows cached per process are used only through statements that verify them (core.py).
+* Cached catalog rows are used only through statements that verify them (core.py).
 
 The whole model, background writes, chores and autocommit included: docs/engine.md, "Storage".
 """
@@ -26,7 +26,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from typing import Any, TypeVar
 
@@ -105,6 +105,18 @@ class Pending:
         if self.seq:
             self.storage._sync(self.seq)
 
+    def split(self) -> Pending:
+        """Inside the block, on its thread: what the calls made since the last split (or the
+        block's start) wrote or saw, to wait for on its own; the block's still covers it."""
+        local = self.storage._local
+        part = Pending(self.storage)
+        seq = getattr(local, "deferred", None)
+        if seq:
+            part.seq = seq
+            self.seq = max(self.seq, seq)
+            local.deferred = 0
+        return part
+
 
 def _nothing(w: Writer) -> None:
     """The write function of :meth:`Storage.run_chore`: the chore is the whole batch."""
@@ -157,10 +169,17 @@ class Storage:
         self._sync_failed: BaseException | None = None
         self._wal_fd: int | None = None
         self._leader: int | None = None  # the thread running the current commit
+        # Per table id, the last commit that wrote its items (set by the writer before each
+        # write's statement: CoreWrites.marks); _global, the last commit that changed anything
+        # else (the catalog, indexes, streams, history, TTL...), which every read waits for.
+        self._marks: dict[int, int] = {}
+        self._global = 0
         # An in-memory database is one connection shared by all threads under a lock.
         self._memory_lock = threading.RLock()
         self._writer_conn = self._connect()
         self._writer = Writer(self._writer_conn, self.catalog)
+        if self._full:
+            self._writer.marks = self._marks
         self._init_schema()
 
     # connections -------------------------------------------------------------------------------
@@ -219,7 +238,7 @@ class Storage:
         """:meth:`Reader.cached_table` with no connection touched on a cache hit."""
         row = self._current_tables.get((region, name))
         if row is None:
-            row = self.read(lambda r: r.cached_table(region, name))
+            row = self.read(lambda r: r.cached_table(region, name), tables=())
         return row
 
     def get_checked(self, row: TableRow, pk: bytes, sk: bytes = b"") -> Item | None:
@@ -229,7 +248,7 @@ class Storage:
             return self.read(lambda r: r.get_checked(row, pk, sk))
         item = reader.get_checked(row, pk, sk)
         if self._full:
-            self._settle(self._seen())
+            self._settle(self._seen_in((row.id,)))
         return item
 
     def forget_table(self, row: TableRow) -> None:
@@ -238,19 +257,25 @@ class Storage:
 
     # reads -------------------------------------------------------------------------------------
 
-    def read(self, fn: Callable[[Reader], T]) -> T:
-        """Run ``fn`` with a reader; for several statements in one snapshot use :meth:`snapshot`."""
+    def read(self, fn: Callable[[Reader], T], *, tables: Collection[int] | None = None) -> T:
+        """Run ``fn`` with a reader; for several statements in one snapshot use :meth:`snapshot`.
+
+        ``tables``: the ids of the only tables whose items (and index entries) ``fn`` reads,
+        besides the catalog (``()``: the catalog only), looked at once ``fn`` has returned (``fn``
+        may fill it); with durability ``full`` the read then waits only for the fsync of commits
+        that wrote those tables' items or changed anything else."""
         self._check_open()
         if self._memory:
             with self._memory_lock:
                 return fn(self._writer)
         result = fn(self._reader()[0])
         if self._full:
-            self._settle(self._seen())
+            self._settle(self._seen() if tables is None else self._seen_in(tables))
         return result
 
-    def snapshot(self, fn: Callable[[Reader], T]) -> T:
-        """Run ``fn`` inside one read transaction: all its reads see the same committed state."""
+    def snapshot(self, fn: Callable[[Reader], T], *, tables: Collection[int] | None = None) -> T:
+        """Run ``fn`` inside one read transaction: all its reads see the same committed state
+        (``tables``: as for :meth:`read`)."""
         self._check_open()
         if self._memory:
             with self._memory_lock:
@@ -262,7 +287,7 @@ class Storage:
         finally:
             conn.execute("COMMIT")
         if self._full:
-            self._settle(self._seen())
+            self._settle(self._seen() if tables is None else self._seen_in(tables))
         return result
 
     # writes ------------------------------------------------------------------------------------
@@ -350,18 +375,22 @@ class Storage:
                     seq = self._commits
             if alone:  # uncontended: no slot, no batch, no transaction
                 self._leader = threading.get_ident()
+                changes = self._mark_from(seq)
                 try:
                     result = fn(self._writer)
                 except DynamoDBError:
+                    self._marked(seq, changes)
                     self._finish(seq, 1)
                     if self._full:
                         self._settle(seq)  # the failure may rest on a commit not yet synced
                     raise
                 except BaseException as exc:
+                    self._marked(seq, changes)
                     self._finish(seq, 1)
                     if isinstance(exc, Exception):
                         raise internal_error() from exc
                     raise
+                self._marked(seq, changes)
                 self._finish(seq, 1)
                 if self._full:
                     self._settle(seq)
@@ -483,6 +512,7 @@ class Storage:
         piece: tuple[Any] | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
+            changes = self._mark_from(batch[0].seq)
             try:
                 for slot in batch:
                     if slot.savepoint:
@@ -500,6 +530,7 @@ class Storage:
                     piece = carry(conn, self._writer, self.catalog, chore, batch[0].background)
                     if piece is None and self._chore is chore:
                         self._post(None, self._writer)  # it failed: withdrawn (chores.py)
+                self._marked(batch[0].seq, changes)  # before its rows are visible
                 conn.execute("COMMIT")
                 if piece is not None:
                     assert chore is not None
@@ -528,6 +559,7 @@ class Storage:
                 lock.release()
 
     def _run_autocommit(self, slot: _Slot, lock: threading.RLock | None) -> None:
+        changes = self._mark_from(slot.seq)
         try:
             slot.result = slot.fn(self._writer)
         except DynamoDBError as exc:
@@ -536,6 +568,7 @@ class Storage:
             slot.error = internal_error()
             slot.error.__cause__ = exc
         finally:
+            self._marked(slot.seq, changes)
             slot.done = True
             if lock is not None:
                 lock.release()
@@ -558,7 +591,34 @@ class Storage:
         try:
             yield pending
         finally:
-            pending.seq, local.deferred = local.deferred, None
+            pending.seq, local.deferred = max(pending.seq, local.deferred), None
+
+    def _mark_from(self, seq: int) -> int:
+        """Before commit ``seq``'s write functions run: the writer's item writes mark their
+        tables with ``seq``. The connection's change count so far."""
+        if not self._full:
+            return 0
+        writer = self._writer
+        writer.seq, writer.attributed = seq, 0
+        return self._writer_conn.total_changes
+
+    def _marked(self, seq: int, changes: int) -> None:
+        """Before commit ``seq`` is visible (autocommit: after its one statement, an item
+        write that marked its table first): if it changed any row besides the items its
+        writes marked, every read waits for it."""
+        if self._full and self._writer_conn.total_changes - changes != self._writer.attributed:
+            self._global = seq
+
+    def _seen_in(self, tables: Collection[int]) -> int:
+        """:meth:`_seen` for a read of only ``tables``' items and the catalog: the last commit
+        that wrote one of them or changed anything else."""
+        seen = self._global
+        marks = self._marks
+        for table in tables:
+            mark = marks.get(table, 0)
+            if mark > seen:
+                seen = mark
+        return min(seen, self._seen())
 
     def _seen(self) -> int:
         """The last commit a read just made may have seen: any begun so far (a commit is

@@ -1,0 +1,186 @@
+"""The servers the project starts besides ``firstwrite engine serve``, and every route of each,
+for the hostile proofs.
+
+* ``demo``: a real ``firstwrite demo`` process (its payments API with the console mounted).
+* ``console-app``: the console mounted in a user's own Starlette app beside the engine's
+  endpoint, exactly as docs/console.md shows, served by plain uvicorn in a subprocess
+  (:data:`CONSOLE_APP`: the user's file).
+
+:func:`routes` enumerates the routes from the app objects themselves (Starlette's route table,
+mounts followed), so a route added to the demo or the console is attacked without anyone
+listing it here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine_process import start_demo
+
+CONSOLE_APP = """
+import socket, sys
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from firstwrite.console import create_console
+from firstwrite.engine import Engine, create_app
+
+engine = Engine(sys.argv[1])
+console = create_console(engine)  # a fresh database gets the example records
+app = Starlette(routes=[Mount("/console", app=console), Mount("", app=create_app(engine))])
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen(1024)
+print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+"""
+
+SERVERS = ("demo", "console-app")
+
+
+@dataclass
+class App:
+    """A running server: its URL, process, and the routes it serves as ``(method, path)``."""
+
+    name: str
+    url: str
+    process: subprocess.Popen[str]
+    routes: tuple[tuple[str, str], ...]
+    output: list[str]
+
+    def address(self) -> tuple[str, int]:
+        host, port = self.url.removeprefix("http://").rsplit(":", 1)
+        return host, int(port)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log(self) -> str:
+        return "".join(self.output)
+
+
+def _sample(path: str) -> str:
+    """A concrete path for a route's template (``{id}`` -> an existing-looking value)."""
+    return re.sub(r"\{[^}]+\}", "acct_alice", path)
+
+
+def routes_of(app: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Every ``(method, path)`` an ASGI app's route table serves, mounts followed; an app with
+    no route table (the engine's endpoint, static files) is one route, with GET and POST."""
+    while not hasattr(app, "routes") and hasattr(app, "app"):
+        app = app.app  # middleware
+    table = getattr(app, "routes", None)
+    if table is None:
+        path = (prefix or "") + "/"
+        return [("GET", path), ("POST", path)]
+    found: list[tuple[str, str]] = []
+    for route in table:
+        path = getattr(route, "path", "")
+        methods = getattr(route, "methods", None)
+        if methods is not None:  # a Route
+            for method in sorted(methods - {"HEAD"}) or ["GET"]:
+                found.append((method, _sample(prefix + path) or "/"))
+        else:  # a Mount
+            found.extend(routes_of(route.app, prefix + path))
+    return found
+
+
+def demo_routes() -> list[tuple[str, str]]:
+    """The demo's app object (:func:`firstwrite.demo.app.create_app`, the console mounted as
+    ``firstwrite demo`` mounts it), built over a stand-in client only to read its routes."""
+    from firstwrite.console import create_console
+    from firstwrite.demo.app import create_app
+    from firstwrite.engine import Engine
+
+    with Engine(None) as engine:
+        app = create_app(
+            object(), guard=_NoGuard(), mounts={"/console": create_console(engine, seed=False)}
+        )
+        return routes_of(app)
+
+
+def console_app_routes() -> list[tuple[str, str]]:
+    """The user's app of :data:`CONSOLE_APP`, built the same way, for its routes."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from firstwrite.console import create_console
+    from firstwrite.engine import Engine, create_app
+
+    with Engine(None) as engine:
+        app = Starlette(
+            routes=[
+                Mount("/console", app=create_console(engine, seed=False)),
+                Mount("", app=create_app(engine)),
+            ]
+        )
+        return routes_of(app)
+
+
+class _NoGuard:
+    is_async = True
+
+
+def _start_console_app(folder: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
+    script = folder / "user_app.py"
+    script.write_text(CONSOLE_APP)
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(folder / "user.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    output: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line)
+            if line.startswith("listening on"):
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    ready.wait(60)
+    match = re.search(r"listening on (http://\S+)", "".join(output))
+    if match is None:
+        process.kill()
+        raise RuntimeError(f"the user's app did not start: {output}")
+    return process, match.group(1), output
+
+
+def start(name: str, folder: Path) -> App:
+    """Start the server ``name`` (one of :data:`SERVERS`) with its files under ``folder``."""
+    if name == "demo":
+        demo = start_demo(folder / "demo.db")
+        output = list(demo.banner)
+        assert demo.process.stdout is not None
+
+        def drain() -> None:  # (its log, read for tracebacks; the pipe must not fill)
+            assert demo.process.stdout is not None
+            for line in demo.process.stdout:
+                output.append(line)
+
+        threading.Thread(target=drain, daemon=True).start()
+        return App(name, demo.url, demo.process, tuple(demo_routes()), output)
+    process, url, output = _start_console_app(folder)
+    return App(name, url, process, tuple(console_app_routes()), output)
