@@ -215,9 +215,11 @@ def render_record(view: dict[str, Any]) -> str:
         pairs.append(("removed", f"{view['removed_at']} by TTL (a tombstone of the audit)"))
     if view["result"]:
         result = view["result"]
-        pairs.append(
-            ("result", f"{result['format']}, {result['stored_bytes']} B: {result['summary']}")
-        )
+        stored = f"(stored as {result['format']}, {result['stored_bytes']} B)"
+        pairs.append(("result", f"{result['summary']} {stored}"))
+        detail = result.get("detail") or ()
+        if len(detail) > 1:  # a stored HTTP reply: its status line, headers and body
+            pairs += [("", f"  {line}") for line in detail]
     if view["error"]:
         error = view["error"]
         pairs.append(("error", f"{error['type']}: {error['message']}"))
