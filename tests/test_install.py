@@ -46,7 +46,7 @@ USED_THROUGH = {
 #: fails until it is taken off this list (the console now imports starlette and jinja2).
 AWAITING_IMPORT: set[str] = set()
 
-CHILD = r"""
+BLOCKER = r"""
 import sys
 
 AT_STARTUP = set(sys.modules)  # site's own (.pth hooks): not imported by the layer
@@ -74,7 +74,11 @@ for top in ENGINE:
         pass
     else:
         raise SystemExit(f"the blocker let {top} through")
+"""
 
+CHILD = (
+    BLOCKER
+    + r"""
 import boto3
 
 import firstwrite
@@ -112,6 +116,7 @@ print(json.dumps({
     "engine_loaded": engine_loaded,
 }))
 """
+)
 
 
 def run_core_only(url: str, table: str) -> dict[str, Any]:
@@ -127,6 +132,43 @@ def run_core_only(url: str, table: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return report
+
+
+#: Every command that needs the local engine, run where the [engine] extra is missing.
+ENGINE_COMMANDS = [
+    ["engine", "serve", "--port", "0"],
+    ["race", "--threads", "4"],
+    ["table", "create"],
+    ["keys", "list"],
+    ["demo", "--port", "0"],
+]
+
+
+def test_every_engine_command_names_the_extra_in_a_core_install(tmp_path: Path) -> None:
+    """Without the [engine] extra, each command that needs the engine fails in one line that
+    says what to install, never ``unexpected ModuleNotFoundError``."""
+    prelude = f"CORE = {CORE_MODULES!r}\nENGINE = {ENGINE_MODULES!r}\n"
+    (tmp_path / "x.db").touch()  # an existing database: `keys` must open it with the engine
+    script = prelude + BLOCKER + "from firstwrite.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    for argv in ENGINE_COMMANDS:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                script,
+                *argv,
+                *(["--db", str(tmp_path / "x.db")] if argv[0] in ("race", "table", "keys") else []),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, "FIRSTWRITE_LOCAL_DB": str(tmp_path / "local.db")},
+        )
+        assert done.returncode == 1, (argv, done.stdout, done.stderr)
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("firstwrite: ") and "unexpected" not in line, (argv, line)
+        assert "pip install 'firstwrite[engine]'" in line, (argv, line)
 
 
 def test_the_layer_runs_on_boto3_alone(http_server: Any, table_name: str) -> None:
