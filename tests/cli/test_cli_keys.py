@@ -308,3 +308,21 @@ def test_a_stored_http_reply_is_decoded_in_get_and_list(
     listed = cli("keys", "list", "--db", str(path))
     assert "HTTP 201 Created, application/json, 3,046 B body: {" in listed.out
     assert "7b22" not in listed.out
+
+
+def test_get_without_its_scope_names_the_scopes_that_hold_the_key(
+    cli: Callable[..., Any], db: str
+) -> None:
+    missed = cli("keys", "get", "order#1%", "--db", db)
+    assert missed.code == 4 and missed.out == ""
+    assert missed.err.strip() == (
+        "firstwrite: no record for 'order#1%' in scope '' in table firstwrite-idempotency; "
+        "the key is held in scope 'tenant#a': add --scope 'tenant#a'"
+    )
+    as_json = cli("keys", "get", "order#1%", "--db", db, "--json").json()
+    assert as_json["found"] is False and as_json["scopes"] == ["tenant#a"]
+    assert as_json["searched_all"] is True
+    # The hint is right: with it, the record is found.
+    assert cli("keys", "get", "order#1%", "--scope", "tenant#a", "--db", db).code == 0
+    nowhere = cli("keys", "get", "never-used", "--db", db)
+    assert nowhere.code == 4 and "held in scope" not in nowhere.err

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shlex
 import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,7 +27,7 @@ from typing import Any, TextIO
 from firstwrite.engine.server import connection, runner
 from firstwrite.engine.server.origins import OriginPolicy, Protected
 
-from .app import create_app
+from .app import ANONYMOUS, create_app
 from .bank import Bank
 
 __all__ = ["serve"]
@@ -94,8 +95,10 @@ def serve(
         )
         url = runner.url_of(api_socket)
 
+        records = None if aws else _records_commands(db, guard)
+
         def announce() -> None:
-            _print_banner(out, url, where, endpoint, console=console)
+            _print_banner(out, url, where, endpoint, console=console, records=records)
             if ready is not None:
                 ready(url)
 
@@ -158,8 +161,35 @@ def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     runner.serve_until_signalled(server, sock)
 
 
+def _records_commands(db: str, guard: Any) -> Callable[[str], list[str]]:
+    """The ``firstwrite keys`` commands that read the demo's records from where it was started:
+    the ``firstwrite`` beside this interpreter (``.venv-run/bin/firstwrite`` after ``make run``),
+    the demo's database and table, and the scope of an anonymous ``POST /payments``."""
+    program = os.path.join(os.path.dirname(sys.executable), "firstwrite")
+    if not os.path.exists(program):
+        program = "firstwrite"
+    elif not os.path.relpath(program).startswith(".."):
+        program = os.path.relpath(program)
+    base = f"--db {shlex.quote(db)} --table {shlex.quote(guard.config.table_name)}"
+    scope = shlex.quote(f"{ANONYMOUS} POST /payments")
+
+    def commands(key: str) -> list[str]:
+        return [
+            f"  {program} keys list {base}",
+            f"  {program} keys get {shlex.quote(key)} --scope {scope} {base}",
+        ]
+
+    return commands
+
+
 def _print_banner(
-    out: TextIO, url: str, where: str, endpoint: str | None, *, console: bool = False
+    out: TextIO,
+    url: str,
+    where: str,
+    endpoint: str | None,
+    *,
+    console: bool = False,
+    records: Callable[[str], list[str]] | None = None,
 ) -> None:
     key = f"demo-{secrets.token_hex(4)}"
     body = '{"account": "acct_alice", "amount": 1250, "currency": "EUR"}'
@@ -174,6 +204,12 @@ def _print_banner(
         f"  curl -s {url}/accounts/acct_alice",
         "",
     ]
+    if records is not None:
+        lines += [
+            "Its idempotency records, decoded (run from this directory):",
+            *records(key),
+            "",
+        ]
     if console:
         lines += [
             f"Console (tables, decoded records, a claim race, six failure scenarios): {url}/console/",
