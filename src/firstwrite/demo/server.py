@@ -62,7 +62,7 @@ def serve(
         folder = os.path.dirname(os.path.abspath(db))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"no directory {folder!r} for the database file {db!r}")
-    api_socket = _bind(host, port)
+    api_socket = runner.bind(host, port)  # a busy port: OSError naming the address
     with contextlib.ExitStack() as stack:
         stack.callback(api_socket.close)
         if aws:
@@ -126,13 +126,6 @@ def _aws_client() -> Any:
     import boto3
 
     return boto3.client("dynamodb")
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        return runner.bind(host, port)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
