@@ -377,3 +377,24 @@ def test_the_install_size_benchmark_measures_both_packages() -> None:
     assert "," not in without.extra["packages"]["firstwrite"]
     assert with_boto3.extra["packages"]["firstwrite"].startswith("botocore ")
     assert 0 < ours[without.title] < ours[with_boto3.title]
+    # README.md's figures are this measurement's, within 3% (they cannot drift unseen).
+    quoted = install_size.readme_figures((REPO / "README.md").read_text())
+    zipped = float(without.extra["zipped MB"]["firstwrite"])
+    theirs = without.get("aws-lambda-powertools").median  # type: ignore[union-attr]
+    measured = {"ours": ours[without.title], "zipped": zipped, "powertools": theirs}
+    for name, value in measured.items():
+        assert quoted[name] == pytest.approx(value, rel=0.03), (name, quoted, measured)
+
+
+def test_readme_quotes_the_install_sizes_benchmarks_md_records() -> None:
+    """README.md's size sentence quotes BENCHMARKS.md's "without boto3" table (2% slack for
+    a rerun that moved a figure by a rounding step); the slow test above measures afresh."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from bench import install_size
+
+    quoted = install_size.readme_figures((REPO / "README.md").read_text())
+    recorded = install_size.recorded_figures((REPO / "BENCHMARKS.md").read_text())
+    assert set(quoted) == set(recorded) == {"ours", "zipped", "powertools"}
+    for name, value in recorded.items():
+        assert quoted[name] == pytest.approx(value, rel=0.02), (name, quoted, recorded)
