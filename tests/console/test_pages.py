@@ -133,7 +133,7 @@ def test_paging_visits_every_item_once(http: httpx.Client, console_server: Serve
     while path is not None:
         page = http.get(path).text
         pages += 1
-        seen += re.findall(r"<code>(p\d \| \d+)</code>", page)
+        seen += re.findall(r'<code class="key" title="[^"]*">(p\d \| \d+)</code>', page)
         following = re.search(r'rel="next" href="/console([^"]+)"', page)
         path = following.group(1).replace("&amp;", "&") if following else None
     assert pages == 3
