@@ -12,6 +12,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -326,6 +327,14 @@ def test_make_run_works_on_a_fresh_clone_from_run_lock_alone(
     assert first.status_code == 201, first.text
     assert again.status_code == 201 and again.content == first.content
     assert again.headers["idempotent-replayed"] == "true"
+    # The banner's `firstwrite keys` commands, run as printed from the clone, find that payment.
+    commands = [ln.strip() for ln in lines if " keys list " in ln or " keys get " in ln]
+    assert commands and commands[0].startswith(".venv-run/bin/firstwrite keys list --db "), lines
+    listed = subprocess.run(
+        shlex.split(commands[0]), cwd=fresh_clone, capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "fresh-clone-1" in listed.stdout and "HTTP 201 Created" in listed.stdout
     # ... and the engine's DynamoDB endpoint stays reachable for any SDK beside it.
     client = boto3.client(
         "dynamodb",
