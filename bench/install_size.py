@@ -182,3 +182,35 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
             notes = ["Sizes in MB (10^6 bytes); `packages` lists each distribution's unzipped MB."]
             tables.append(Table(title, series, ours=[OURS], extra=extra, notes=notes))
     return Section("install_size", "Installed size: a Lambda deployment package", method, tables)
+
+
+# -- the figures README.md quotes ---------------------------------------------------------------
+
+#: README.md's sentence on the core's size, with the figures of the "without boto3" table.
+README_FIGURES = re.compile(
+    r"adds\s+(?P<ours>\d+\.\d\d) MB\s+\((?P<zipped>\d+\.\d\d) MB\s+zipped;\s+Powertools'\s+"
+    r"idempotency:\s+(?P<powertools>\d+\.\d\d) MB\)"
+)
+WITHOUT_BOTO3 = "Deployment package without boto3"
+
+
+def readme_figures(readme: str) -> dict[str, float]:
+    """The sizes README.md quotes: firstwrite's core and its zip, and Powertools', in MB."""
+    found = README_FIGURES.search(readme)
+    if found is None:
+        raise LookupError("README.md no longer quotes the install size as this expects")
+    return {name: float(value) for name, value in found.groupdict().items()}
+
+
+def recorded_figures(benchmarks: str) -> dict[str, float]:
+    """The same sizes as BENCHMARKS.md records them (its "without boto3" table)."""
+    section = benchmarks[benchmarks.index(f"#### {WITHOUT_BOTO3}") :]
+    rows = {}
+    for line in section.splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) > 4 and cells[0].strip("*") in (OURS, POWERTOOLS):
+            rows[cells[0].strip("*")] = cells
+    ours, powertools = rows[OURS], rows[POWERTOOLS]
+    return {"ours": float(ours[1]), "zipped": float(ours[4]), "powertools": float(powertools[1])}

@@ -12,6 +12,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ USED_THROUGH = {
 #: fails until it is taken off this list (the console now imports starlette and jinja2).
 AWAITING_IMPORT: set[str] = set()
 
-CHILD = r"""
+BLOCKER = r"""
 import sys
 
 AT_STARTUP = set(sys.modules)  # site's own (.pth hooks): not imported by the layer
@@ -74,7 +75,11 @@ for top in ENGINE:
         pass
     else:
         raise SystemExit(f"the blocker let {top} through")
+"""
 
+CHILD = (
+    BLOCKER
+    + r"""
 import boto3
 
 import firstwrite
@@ -112,6 +117,7 @@ print(json.dumps({
     "engine_loaded": engine_loaded,
 }))
 """
+)
 
 
 def run_core_only(url: str, table: str) -> dict[str, Any]:
@@ -127,6 +133,43 @@ def run_core_only(url: str, table: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return report
+
+
+#: Every command that needs the local engine, run where the [engine] extra is missing.
+ENGINE_COMMANDS = [
+    ["engine", "serve", "--port", "0"],
+    ["race", "--threads", "4"],
+    ["table", "create"],
+    ["keys", "list"],
+    ["demo", "--port", "0"],
+]
+
+
+def test_every_engine_command_names_the_extra_in_a_core_install(tmp_path: Path) -> None:
+    """Without the [engine] extra, each command that needs the engine fails in one line that
+    says what to install, never ``unexpected ModuleNotFoundError``."""
+    prelude = f"CORE = {CORE_MODULES!r}\nENGINE = {ENGINE_MODULES!r}\n"
+    (tmp_path / "x.db").touch()  # an existing database: `keys` must open it with the engine
+    script = prelude + BLOCKER + "from firstwrite.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    for argv in ENGINE_COMMANDS:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                script,
+                *argv,
+                *(["--db", str(tmp_path / "x.db")] if argv[0] in ("race", "table", "keys") else []),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, "FIRSTWRITE_LOCAL_DB": str(tmp_path / "local.db")},
+        )
+        assert done.returncode == 1, (argv, done.stdout, done.stderr)
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("firstwrite: ") and "unexpected" not in line, (argv, line)
+        assert "pip install 'firstwrite[engine]'" in line, (argv, line)
 
 
 def test_the_layer_runs_on_boto3_alone(http_server: Any, table_name: str) -> None:
@@ -284,6 +327,14 @@ def test_make_run_works_on_a_fresh_clone_from_run_lock_alone(
     assert first.status_code == 201, first.text
     assert again.status_code == 201 and again.content == first.content
     assert again.headers["idempotent-replayed"] == "true"
+    # The banner's `firstwrite keys` commands, run as printed from the clone, find that payment.
+    commands = [ln.strip() for ln in lines if " keys list " in ln or " keys get " in ln]
+    assert commands and commands[0].startswith(".venv-run/bin/firstwrite keys list --db "), lines
+    listed = subprocess.run(
+        shlex.split(commands[0]), cwd=fresh_clone, capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "fresh-clone-1" in listed.stdout and "HTTP 201 Created" in listed.stdout
     # ... and the engine's DynamoDB endpoint stays reachable for any SDK beside it.
     client = boto3.client(
         "dynamodb",
@@ -335,3 +386,24 @@ def test_the_install_size_benchmark_measures_both_packages() -> None:
     assert "," not in without.extra["packages"]["firstwrite"]
     assert with_boto3.extra["packages"]["firstwrite"].startswith("botocore ")
     assert 0 < ours[without.title] < ours[with_boto3.title]
+    # README.md's figures are this measurement's, within 3% (they cannot drift unseen).
+    quoted = install_size.readme_figures((REPO / "README.md").read_text())
+    zipped = float(without.extra["zipped MB"]["firstwrite"])
+    theirs = without.get("aws-lambda-powertools").median  # type: ignore[union-attr]
+    measured = {"ours": ours[without.title], "zipped": zipped, "powertools": theirs}
+    for name, value in measured.items():
+        assert quoted[name] == pytest.approx(value, rel=0.03), (name, quoted, measured)
+
+
+def test_readme_quotes_the_install_sizes_benchmarks_md_records() -> None:
+    """README.md's size sentence quotes BENCHMARKS.md's "without boto3" table (2% slack for
+    a rerun that moved a figure by a rounding step); the slow test above measures afresh."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from bench import install_size
+
+    quoted = install_size.readme_figures((REPO / "README.md").read_text())
+    recorded = install_size.recorded_figures((REPO / "BENCHMARKS.md").read_text())
+    assert set(quoted) == set(recorded) == {"ours", "zipped", "powertools"}
+    for name, value in recorded.items():
+        assert quoted[name] == pytest.approx(value, rel=0.02), (name, quoted, recorded)

@@ -99,6 +99,7 @@ def test_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("firstwrite: ")
     assert "Traceback" not in result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: " in result.stderr  # which address is busy
 
 
 @pytest.mark.parametrize(

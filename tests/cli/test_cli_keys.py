@@ -139,7 +139,7 @@ def test_get_by_key_scope_and_id(cli: Callable[..., Any], db: str) -> None:
     paid = cli("keys", "get", "paid", "--db", db)
     assert paid.code == 0
     assert "state        COMPLETED" in paid.out
-    assert 'result       JSON, 31 B: {"charge": "ch_1", "amount": 1999}' in paid.out
+    assert 'result       {"charge": "ch_1", "amount": 1999} (stored as JSON, 31 B)' in paid.out
 
     scoped = cli("keys", "get", "order#1%", "--scope", "tenant#a", "--db", db, "--json").json()
     assert scoped["found"] is True and scoped["record_id"] == "IDEMPOTENCY#tenant%23a#order%231%25"
@@ -270,6 +270,7 @@ def test_a_typed_result_and_a_tombstone(cli: Callable[..., Any], tmp_path: Path)
         "format": "typed JSON",
         "stored_bytes": records["typed"]["result"]["stored_bytes"],
         "summary": '{"amount": "19.99"}',
+        "detail": ["{", '  "amount": "19.99"', "}"],
     }
     assert records["typed"]["duplicate_gets"] == "a duplicate gets the stored result"
     gone = records["gone"]
@@ -277,3 +278,51 @@ def test_a_typed_result_and_a_tombstone(cli: Callable[..., Any], tmp_path: Path)
     assert gone["outcome"].startswith("(removed by TTL")
     text = cli("keys", "get", "gone", "--db", str(path)).out
     assert "COMPLETED (tombstone)" in text and "by TTL" in text
+
+
+def test_a_stored_http_reply_is_decoded_in_get_and_list(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """What the HTTP middleware stores (its own stored_form) shows as a reply, not as hex: the
+    status line, the stored headers and the JSON body, pretty-printed and cut with its size."""
+    from firstwrite.http import HttpConfig
+    from firstwrite.http.core import Core
+
+    body = b'{"charge": "ch_9", "amount": 1999, "note": "' + b"n" * 3000 + b'"}'
+    stored = Core(HttpConfig()).stored_form(
+        201, [(b"content-type", b"application/json"), (b"location", b"/charges/ch_9")], body
+    )
+    path = tmp_path / "replies.db"
+    with quiet_engine(path) as engine:
+        g = guard(engine, scope="POST /charges")
+        g.ensure_table()
+        g.run("k-reply", lambda: stored)
+    got = cli("keys", "get", "k-reply", "--scope", "POST /charges", "--db", str(path))
+    assert got.code == 0, got.err
+    (line,) = [ln for ln in got.out.splitlines() if ln.startswith("result ")]
+    assert line.startswith('result       HTTP 201 Created, application/json, 3,046 B body: {"ch')
+    assert line.endswith("(stored as bytes, 3134 B)") and "bytes:" not in line
+    assert "  location: /charges/ch_9" in got.out and "  body: 3,046 B" in got.out
+    assert '    "amount": 1999,' in got.out  # pretty-printed
+    assert "… (cut; 3,046 B in all)" in got.out and len(got.out) < 3000
+    listed = cli("keys", "list", "--db", str(path))
+    assert "HTTP 201 Created, application/json, 3,046 B body: {" in listed.out
+    assert "7b22" not in listed.out
+
+
+def test_get_without_its_scope_names_the_scopes_that_hold_the_key(
+    cli: Callable[..., Any], db: str
+) -> None:
+    missed = cli("keys", "get", "order#1%", "--db", db)
+    assert missed.code == 4 and missed.out == ""
+    assert missed.err.strip() == (
+        "firstwrite: no record for 'order#1%' in scope '' in table firstwrite-idempotency; "
+        "the key is held in scope 'tenant#a': add --scope 'tenant#a'"
+    )
+    as_json = cli("keys", "get", "order#1%", "--db", db, "--json").json()
+    assert as_json["found"] is False and as_json["scopes"] == ["tenant#a"]
+    assert as_json["searched_all"] is True
+    # The hint is right: with it, the record is found.
+    assert cli("keys", "get", "order#1%", "--scope", "tenant#a", "--db", db).code == 0
+    nowhere = cli("keys", "get", "never-used", "--db", db)
+    assert nowhere.code == 4 and "held in scope" not in nowhere.err

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from firstwrite.cli.race_verdict import NO_ITEMS, Verdict
+from firstwrite.console.race import MAX_N
 from firstwrite.engine import Engine, local_client
-from firstwrite.shared.first_writer_wins import Answers
+from firstwrite.shared.first_writer_wins import MAX_CONTENDERS, Answers
 
 
 def _checks(report: dict[str, Any]) -> None:
@@ -54,6 +55,30 @@ def test_threads_in_process(cli: Callable[..., Any], tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--threads", "100000"],
+        ["--processes", "100000", "--threads", "1"],
+        ["--processes", "2", "--threads", str(MAX_CONTENDERS // 2 + 1)],
+    ],
+)
+def test_contenders_are_bounded_with_the_consoles_cap(
+    cli: Callable[..., Any],
+    one_line_error: Callable[..., str],
+    tmp_path: Path,
+    argv: list[str],
+) -> None:
+    """More than the console's N (one cap, shared) is refused at once, creating nothing."""
+    db = tmp_path / "race.db"
+    result = cli("race", "--db", str(db), *argv)
+    assert result.code == 2
+    line = one_line_error(result)
+    assert f"at most {MAX_CONTENDERS} are allowed" in line and "contenders per key" in line
+    assert MAX_N == MAX_CONTENDERS
+    assert not db.exists()  # refused before connecting
+
+
 def test_processes_over_http_against_engine_serve(
     run_cli: Callable[..., Any], cli_server: Callable[..., Any]
 ) -> None:

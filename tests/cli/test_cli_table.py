@@ -165,3 +165,66 @@ def test_the_default_database_is_the_layers(
     listed = cli("keys", "list", "--json")
     assert listed.code == 0, listed.err
     assert [r["key"] for r in listed.json()["records"]] == ["made-by-the-app"]
+
+
+def _business_table(db: str, name: str, items: int) -> None:
+    """An application's table, keyed like the layer's, TTL off, its items carrying expires_at
+    in the past: what a mistyped --table could point at."""
+    with Engine(db) as engine:
+        client = local_client(engine)
+        client.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for i in range(items):
+            item = {"pk": {"S": f"order-{i}"}, "expires_at": {"N": "1000"}}
+            client.put_item(TableName=name, Item=item)
+
+
+def _ttl(db: str, name: str) -> str:
+    with Engine(db) as engine:
+        described = local_client(engine).describe_time_to_live(TableName=name)
+    return str(described["TimeToLiveDescription"]["TimeToLiveStatus"])
+
+
+def test_create_on_an_existing_table_with_items_leaves_ttl_off_and_says_so(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "app.db")
+    _business_table(db, "orders", 3)
+    result = cli("table", "create", "--db", db, "--table", "orders")
+    assert result.code == 0, result.err
+    assert "already exists" in result.out
+    assert "not changed: TTL on expires_at (it is off) (the table is not empty;" in result.out
+    assert "pass --enable-ttl" in result.out
+    assert _ttl(db, "orders") == "DISABLED"
+    as_json = cli("table", "create", "--db", db, "--table", "orders", "--json").json()
+    [change] = as_json["changes"]
+    assert change["change"] == "TTL on expires_at (it is off)" and change["applied"] is False
+    assert _ttl(db, "orders") == "DISABLED"
+    # Asked for: switched on, and said so.
+    enabled = cli("table", "create", "--db", db, "--table", "orders", "--enable-ttl")
+    assert "changed: TTL on expires_at (it is off) (--enable-ttl)" in enabled.out
+    assert _ttl(db, "orders") == "ENABLED"
+    again = cli("table", "create", "--db", db, "--table", "orders")
+    assert "no change: the table is kept as it is" in again.out
+
+
+def test_create_on_an_empty_table_of_the_layers_shape_enables_ttl(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "app.db")
+    _business_table(db, "idem", 0)
+    result = cli("table", "create", "--db", db, "--table", "idem")
+    assert result.code == 0, result.err
+    assert "changed: TTL on expires_at (it is off) (the table is empty and has the layer's" in (
+        result.out
+    )
+    assert _ttl(db, "idem") == "ENABLED"
+    # An empty table keyed otherwise is not the layer's: left alone.
+    _business_table(db, "other", 0)
+    other = cli("table", "create", "--db", db, "--table", "other", "--partition-key", "id")
+    assert "not changed" in other.out and "key schema is not the layer's" in other.out
+    assert _ttl(db, "other") == "DISABLED"

@@ -10,6 +10,7 @@ client of it. The console is mounted the way the engine's server mounts it (``mo
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -118,3 +119,29 @@ def post_json(client: httpx.Client, path: str, payload: Any, **headers: str) -> 
         json=payload,
         headers={"Origin": origin, "Sec-Fetch-Site": "same-origin", **headers},
     )
+
+
+LONG_KEY = "order-2026-12-04-" + "7f3c9a1e" * 6 + "-try-3"  # 71 characters
+
+
+def store_http_replies(engine: Engine, table: str = "http-replies") -> str:
+    """Records of the HTTP middleware (its own stored form) in ``table``, one under a
+    71-character key; returns the table's name."""
+    from firstwrite.engine import local_client
+    from firstwrite.http import HttpConfig
+    from firstwrite.http.core import Core
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig
+
+    assert len(LONG_KEY) == 71
+    guard = Idempotency(
+        IdempotencyConfig(table_name=table, scope="POST /charges"), client=local_client(engine)
+    )
+    guard.ensure_table()
+    core = Core(HttpConfig())
+    for n, key in enumerate((LONG_KEY, "short-key")):
+        body = json.dumps({"charge": f"ch_{n}", "amount": 1999, "currency": "eur"}).encode()
+        stored = core.stored_form(
+            201, [(b"content-type", b"application/json"), (b"location", b"/charges/1")], body
+        )
+        guard.run(key, lambda stored=stored: stored)
+    return table

@@ -3,8 +3,8 @@
 Every page loads without a script error; a race of 32 claims shows one winner and 31 losers
 holding the winner's item; every scenario shows its verdict; a malformed raw request shows
 DynamoDB's error and keeps the text; huge N is refused with a clear message; the keyboard
-reaches everything; a 401 opens the sign-in form. The race page and two scenarios are
-screenshotted: into ``docs/img/`` when ``FIRSTWRITE_SCREENSHOTS`` names it (``make
+reaches everything; a 401 opens the sign-in form; a 71-character key leaves every column of a
+table on screen at 1,280 px. The race page, three scenarios and that table are screenshotted: into ``docs/img/`` when ``FIRSTWRITE_SCREENSHOTS`` names it (``make
 screenshots``), else into the test's temporary directory.
 
 Playwright's own browsers are never downloaded: the tests use ``/usr/bin/chromium`` (``.ci/run``
@@ -26,7 +26,7 @@ from browser import launch_persistent, needs_chromium
 from firstwrite.console.race import MAX_N
 from firstwrite.console.seed import EXAMPLES_TABLE
 
-from .conftest import Server
+from .conftest import LONG_KEY, Server, store_http_replies
 
 pytestmark = [
     # Never skipped when asked for screenshots: then it must fail loudly.
@@ -145,6 +145,36 @@ def test_every_page_loads(browser_page: Watched, console_server: Server) -> None
         if path != "/login":
             current = page.locator("nav a[aria-current=page]")
             assert current.count() == 1, path
+
+
+def test_a_long_key_leaves_every_column_on_screen(
+    browser_page: Watched, console_server: Server, tmp_path: Path
+) -> None:
+    """At 1,280 px a 71-character key wraps in its cell: the state, lease, expiry and outcome
+    columns stay on screen, nothing scrolls sideways, and the key is whole (hover and copy)."""
+    table = store_http_replies(console_server.engine)
+    page = browser_page.page
+    page.goto(f"{console_server.console_url}/tables/{table}")
+    row = page.locator("table.items tbody tr").filter(has_text=LONG_KEY)
+    expect(row).to_have_count(1)
+    key = row.locator("th code").first
+    assert LONG_KEY in key.inner_text().replace("\n", "")  # a copy gets the whole key
+    assert LONG_KEY in (key.get_attribute("title") or "")  # and so does a hover
+    width = page.evaluate("document.documentElement.clientWidth")
+    for header in page.locator("table.items thead th").all():
+        box = header.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width, header.inner_text()
+    scroller = page.locator("table.items").locator("xpath=..")
+    assert scroller.evaluate("e => e.scrollWidth <= e.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # Opened, the stored reply and the raw item wrap too.
+    row.locator("details.stored-reply summary").click()
+    row.locator("th details summary").click()
+    expect(row.locator("details.stored-reply pre")).to_contain_text("HTTP 201 Created")
+    assert scroller.evaluate("e => e.scrollWidth <= e.clientWidth")
+    row.locator("details.stored-reply summary").click()
+    row.locator("th details summary").click()
+    screenshot(page, tmp_path, "console-table-long-key.png")
 
 
 def test_unknown_table_is_a_clear_page(browser_page: Watched, console_server: Server) -> None:

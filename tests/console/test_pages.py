@@ -16,7 +16,7 @@ from firstwrite.console.seed import EXAMPLES, EXAMPLES_TABLE
 from firstwrite.engine import Engine
 from firstwrite.idempotency import MemoryMetrics, Record, Status
 
-from .conftest import Server, post_json
+from .conftest import LONG_KEY, Server, post_json, store_http_replies
 
 PAGES = {
     "/": "The firstwrite console",
@@ -91,6 +91,17 @@ def test_the_examples_table_page_decodes_records(http: httpx.Client) -> None:
     assert re.search(r'class="countdown"[^>]*data-at="\d+"', page)
 
 
+def test_a_stored_http_reply_is_decoded_in_the_table_view(
+    http: httpx.Client, console_engine: Engine
+) -> None:
+    table = store_http_replies(console_engine)
+    page = html.unescape(http.get(f"/tables/{table}").text)
+    assert page.count("HTTP 201 Created, application/json, 53 B body: {") == 2
+    assert "bytes: 7b22" not in page and "7b2276" not in page  # no hex of the stored reply
+    assert "content-type: application/json\nlocation: /charges/1\nbody: 53 B\n{" in page
+    assert LONG_KEY in page
+
+
 def make_table(engine: Engine, name: str, count: int) -> None:
     engine.execute(
         "CreateTable",
@@ -122,7 +133,7 @@ def test_paging_visits_every_item_once(http: httpx.Client, console_server: Serve
     while path is not None:
         page = http.get(path).text
         pages += 1
-        seen += re.findall(r"<code>(p\d \| \d+)</code>", page)
+        seen += re.findall(r'<code class="key" title="[^"]*">(p\d \| \d+)</code>', page)
         following = re.search(r'rel="next" href="/console([^"]+)"', page)
         path = following.group(1).replace("&amp;", "&") if following else None
     assert pages == 3

@@ -5,7 +5,9 @@ a real boto3 client while it runs, then stopped with a signal."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -47,6 +49,27 @@ def test_the_banner_shows_a_curl_that_replays(demo: Demo) -> None:
     curl = next(ln for ln in demo.banner if "curl -si" in ln and "for i in 1 2" in ln)
     assert f"{demo.url}/payments" in curl and "Idempotency-Key: demo-" in curl
     assert demo.endpoint in text and "aws dynamodb scan" in text and "--no-sign-request" in text
+
+
+def test_the_banner_prints_keys_commands_that_find_the_demos_records(demo: Demo) -> None:
+    """The banner's `firstwrite keys` commands, run as printed (from the directory the demo
+    was started in) while it runs, find the payment its curl makes, decoded."""
+    curl = next(ln for ln in demo.banner if "curl -si" in ln and "for i in 1 2" in ln)
+    key = re.search(r"Idempotency-Key: (demo-[0-9a-f]+)", curl)
+    assert key is not None
+    with demo.client() as client:
+        assert pay(client, key.group(1)).status_code == 201
+    commands = [ln.strip() for ln in demo.banner if " keys " in ln]
+    listing, getting = commands
+    assert f"--db {demo.db}" in listing and "--table firstwrite-idempotency" in listing
+    assert f"keys get {key.group(1)} --scope 'anonymous POST /payments'" in getting
+    program = shlex.split(listing)[0]
+    assert program == os.path.relpath(Path(sys.executable).parent / "firstwrite")
+    for command in commands:
+        done = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (command, done.stderr)
+        assert key.group(1) in done.stdout and "HTTP 201 Created" in done.stdout, done.stdout
+    assert "COMPLETED" in done.stdout and '"account": "acct_alice"' in done.stdout
 
 
 def test_a_retried_payment_is_charged_once_and_replayed_byte_for_byte(demo: Demo) -> None:
@@ -147,6 +170,22 @@ def test_bad_requests_are_problems(demo: Demo) -> None:
         assert response.headers["content-type"] == "application/problem+json"
         assert response.json()["type"] == f"urn:firstwrite:demo:{kind}"
         assert 400 <= response.status_code < 500
+
+
+def test_unknown_routes_and_methods_are_problems_too(demo: Demo) -> None:
+    with demo.client() as client:
+        no_route = client.get("/nowhere")
+        wrong_method = client.delete("/payments")
+    for response, status, kind in (
+        (no_route, 404, "not-found"),
+        (wrong_method, 405, "method-not-allowed"),
+    ):
+        assert response.status_code == status
+        assert response.headers["content-type"] == "application/problem+json"
+        document = response.json()
+        assert document["type"] == f"urn:firstwrite:demo:{kind}" and document["status"] == status
+    assert wrong_method.headers["allow"] == "POST"
+    assert "DELETE /payments" in wrong_method.json()["detail"]
 
 
 def test_one_caller_cannot_replay_anothers_payment(demo: Demo) -> None:

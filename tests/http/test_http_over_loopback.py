@@ -99,6 +99,7 @@ def test_a_retry_gets_the_first_response_byte_for_byte(served: Served) -> None:
     assert first.status_code == 201
     assert "idempotent-replayed" not in first.headers
     assert again.status_code == 201
+    assert again.reason_phrase == first.reason_phrase  # Flask's "CREATED" is kept
     assert again.content == first.content  # byte for byte
     assert again.headers["idempotent-replayed"] == "true"
     assert again.headers["location"] == first.headers["location"]

@@ -176,6 +176,17 @@ def test_the_stored_form_round_trips_and_detects_corruption() -> None:
             decode_response(corrupt)
 
 
+def test_a_non_standard_reason_phrase_is_kept_and_a_standard_one_is_not_stored() -> None:
+    from firstwrite.shared import http_reply
+
+    flask = encode_response(201, [], b"{}", "CREATED")
+    assert flask.startswith(b'{"v":1,"s":201,"h":[],"r":"CREATED"}\n')
+    assert http_reply.decode(flask).status_line == "201 CREATED"
+    standard = encode_response(201, [], b"{}", "Created")
+    assert standard == encode_response(201, [], b"{}")  # the old form, byte for byte
+    assert http_reply.decode(standard).status_line == "201 Created"
+
+
 def test_only_allow_listed_headers_are_stored() -> None:
     core = Core(HttpConfig(replay_headers={"content-type", "x-request-cost"}))
     stored = core.stored_form(

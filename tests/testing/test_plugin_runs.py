@@ -201,3 +201,37 @@ def test_the_aio_client_without_pytest_asyncio_says_so(
     result = project.runpytest_subprocess("-p", "no:randomly", "-p", "no:asyncio", timeout=120)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*firstwrite_aio_client needs pytest-asyncio*"])
+
+
+def test_a_run_with_the_testing_extra_has_no_deprecation_warning(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's own project (no pytest configuration of its own) with what ``[testing]``
+    installs: under ``-W error`` nothing third-party warns, firstwrite's plugin included.
+    pytest-asyncio, which warns in any project that has not set its loop scope, is not in the
+    extra (``-p no:asyncio`` stands for its absence here, where the dev tools install it)."""
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    assert not any("asyncio" in requirement for requirement in extras["testing"])
+    assert any(r.startswith("pytest-asyncio") for r in extras["testing-async"])
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(
+        """
+        def test_guard(firstwrite_guard, firstwrite_clock):
+            assert firstwrite_guard.run("k", lambda: 1) == 1
+            firstwrite_clock.advance(10)
+
+        def test_client(firstwrite_client):
+            assert firstwrite_client.list_tables()["TableNames"] == []
+        """
+    )
+    monkeypatch.setenv("PYTHONWARNINGS", "error::DeprecationWarning")  # plugin load time too
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:asyncio", "-W", "error", "-rw", timeout=120
+    )
+    result.assert_outcomes(passed=2)
+    assert "warnings summary" not in result.stdout.str(), result.stdout.str()
+    assert "Deprecat" not in result.stderr.str(), result.stderr.str()

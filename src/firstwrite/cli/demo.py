@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from firstwrite.shared import demo_command
-from firstwrite.shared.command_line import CLIError
+from firstwrite.shared.command_line import INSTALL_ENGINE, CLIError, missing_extra
 
 
 def add_commands(commands: Any) -> None:
@@ -26,8 +26,7 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         demo = importlib.import_module("firstwrite.demo")
     except ImportError as exc:
-        raise CLIError(
-            f"the demo service cannot start: {exc} "
-            "(install firstwrite with the [engine] extra, or run `make run`)"
+        raise missing_extra(exc) or CLIError(
+            f"the demo service cannot start: {exc} ({INSTALL_ENGINE}, or run `make run`)"
         ) from None
     return demo_command.serve_with(demo.serve, args)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from .target import Target, add_target_args, connect, describe_table, key_schema
 
 SUMMARY_CHARS = 60
 PAGE = 500
+SCOPE_SEARCH_ITEMS = 10_000  # `keys get` of an absent key looks this far for its scopes
 
 
 def add_commands(commands: Any) -> None:
@@ -42,7 +44,9 @@ def add_commands(commands: Any) -> None:
     get = keys_commands.add_parser(
         "get",
         help="show one record",
-        description="Show one record (a strongly consistent read). Exit status 4 if absent.",
+        description="Show one record (a strongly consistent read). Exit status 4 if absent; "
+        f"then a Scan of up to {SCOPE_SEARCH_ITEMS:,} items (key attributes only) names the "
+        "scopes that hold the key, for the --scope it was missing.",
     )
     _address_args(get)
     add_json_flag(get)
@@ -237,9 +241,11 @@ def render_record(view: dict[str, Any]) -> str:
         pairs.append(("removed", f"{view['removed_at']} by TTL (a tombstone of the audit)"))
     if view["result"]:
         result = view["result"]
-        pairs.append(
-            ("result", f"{result['format']}, {result['stored_bytes']} B: {result['summary']}")
-        )
+        stored = f"(stored as {result['format']}, {result['stored_bytes']} B)"
+        pairs.append(("result", f"{result['summary']} {stored}"))
+        detail = result.get("detail") or ()
+        if len(detail) > 1:  # a stored HTTP reply: its status line, headers and body
+            pairs += [("", f"  {line}") for line in detail]
     if view["error"]:
         error = view["error"]
         pairs.append(("error", f"{error['type']}: {error['message']}"))
@@ -291,20 +297,63 @@ def _read(
     return keys, key, item
 
 
-def _absent(args: argparse.Namespace, key: dict[str, Any]) -> int:
+def _absent(args: argparse.Namespace, key: dict[str, Any], scopes: Scopes | None = None) -> int:
     what = args.key if args.key is not None else args.id
     if args.json:
-        print_json({"found": False, "key": key})
-    print(f"firstwrite: no record for {what!r} in table {args.table}", file=sys.stderr)
+        found = {} if scopes is None else {"scopes": scopes.names, "searched_all": scopes.all}
+        print_json({"found": False, "key": key, **found})
+    where = f" in scope {args.scope!r}" if args.key is not None else ""
+    line = f"firstwrite: no record for {what!r}{where} in table {args.table}"
+    if scopes is not None and scopes.names:
+        listed = ", ".join(repr(name) for name in scopes.names)
+        line += f"; the key is held in scope {listed}: add --scope {shlex.quote(scopes.names[0])}"
+    if scopes is not None and not scopes.all:
+        line += f" (searched the first {SCOPE_SEARCH_ITEMS:,} items)"
+    print(line, file=sys.stderr)
     return ExitCode.NOT_FOUND
+
+
+@dataclass(frozen=True)
+class Scopes:
+    """The scopes whose records hold a key, and whether the whole table was searched."""
+
+    names: list[str]
+    all: bool
+
+
+def scopes_of(client: Any, args: argparse.Namespace, keys: dict[str, str]) -> Scopes:
+    """The scopes (of ``--key-prefix``) holding a record of ``args.key``: a Scan reading only
+    the key attributes, of at most ``SCOPE_SEARCH_ITEMS`` items (on AWS it bills the read)."""
+    names = [keys["HASH"], *([keys["RANGE"]] if "RANGE" in keys else [])]
+    request: dict[str, Any] = {
+        "TableName": args.table,
+        "ProjectionExpression": ", ".join(f"#k{i}" for i in range(len(names))),
+        "ExpressionAttributeNames": {f"#k{i}": name for i, name in enumerate(names)},
+    }
+    found: set[str] = set()
+    scanned = 0
+    while scanned < SCOPE_SEARCH_ITEMS:
+        page = client.scan(**request, Limit=min(PAGE, SCOPE_SEARCH_ITEMS - scanned))
+        for item in page.get("Items", []):
+            pk = str(next(iter(item.get(names[0], {}).values()), ""))
+            sk = str(next(iter(item.get(names[1], {}).values()), "")) if len(names) > 1 else None
+            scope, key = split_record_id(pk, sk)
+            if key == args.key and pk.startswith(f"{args.key_prefix}#"):
+                found.add(scope)
+        scanned += len(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return Scopes(sorted(found), True)
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return Scopes(sorted(found), False)
 
 
 def get_command(args: argparse.Namespace) -> int:
     target = target_of(args)
     with connect(target) as client:
         keys, key, item = _read(client, args, target)
-    if item is None:
-        return _absent(args, key)
+        if item is None:  # a key without its --scope is the usual miss: say where it is
+            scopes = scopes_of(client, args, keys) if args.key is not None else None
+            return _absent(args, key, scopes)
     view = decode(item, keys, time.time(), _layout(args))
     if args.json:
         print_json({"found": True, **view})

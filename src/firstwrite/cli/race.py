@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from firstwrite.shared.command_line import CLIError, ExitCode, error_code
-from firstwrite.shared.first_writer_wins import Answers
+from firstwrite.shared.first_writer_wins import MAX_CONTENDERS, MIN_CONTENDERS, Answers
 
 from ._common import add_json_flag, positive_int, print_json
 from .progress import Progress
@@ -113,7 +113,8 @@ def add_commands(commands: Any) -> None:
         "--threads",
         type=positive_int,
         default=8,
-        help="contending threads per process (default: %(default)s)",
+        help="contending threads per process; processes x threads is at most "
+        f"{MAX_CONTENDERS} (default: %(default)s)",
     )
     race.add_argument(
         "--processes",
@@ -216,9 +217,16 @@ def _exit_with(parent: int) -> None:
 
 def race_command(args: argparse.Namespace) -> int:
     contenders = args.processes * args.threads
-    if contenders < 2:
+    if contenders < MIN_CONTENDERS:
         raise CLIError(
             "a race needs at least two contenders (--threads/--processes)", ExitCode.USAGE
+        )
+    if contenders > MAX_CONTENDERS:
+        raise CLIError(
+            f"--processes x --threads is {contenders:,} contenders per key; at most "
+            f"{MAX_CONTENDERS} are allowed (each is a thread or a process on this machine; "
+            "the console's race has the same cap)",
+            ExitCode.USAGE,
         )
     target = target_of(args)
     run = secrets.token_hex(4)

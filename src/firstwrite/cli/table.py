@@ -1,17 +1,21 @@
 """``firstwrite table create|describe``: the idempotency table.
 
 ``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
-the layout's expiry attribute, ``expires_at`` or seed 001's ``expiresAt``; safe to run again); on an endpoint without ``UpdateTimeToLive`` (dynalite) the
-table is kept without TTL, with a warning (:func:`ensure_table`). ``describe`` shows DescribeTable and DescribeTimeToLive,
-checks what the layer needs from the table, says which record layout it sees (from the TTL
-attribute, else from a few items, or as ``--layout`` names it), and warns where the key layout
-concentrates writes.
+``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
+the layout's expiry attribute: ``expires_at``, or seed 001's ``expiresAt``); on an endpoint
+without ``UpdateTimeToLive`` (dynalite) the table is kept without TTL, with a warning
+(:func:`ensure_table`). On an existing table it lists every change it would make and switches
+TTL on only with ``--enable-ttl`` or when the table is empty and has the layer's key schema:
+TTL deletes any item whose expiry attribute is past, not only records. ``describe`` shows
+DescribeTable and DescribeTimeToLive, checks what the layer needs from the table, says which
+record layout it sees (from the TTL attribute, else from a few items, or as ``--layout`` names
+it), and warns where the key layout concentrates writes.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -21,7 +25,9 @@ from firstwrite.shared.command_line import CLIError, ExitCode, error_code
 from ._common import add_json_flag, fields, number, print_json, size
 from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
 
-TTL_ATTRIBUTE = DEFAULT.expires  # the default layout's; seed 001's is expiresAt
+if TYPE_CHECKING:
+    from firstwrite.idempotency import IdempotencyConfig
+
 # DynamoDB's per-partition write ceiling, units per second.
 PARTITION_WCU = 1000
 HOT_PARTITION_WARNING = (
@@ -78,10 +84,12 @@ def add_commands(commands: Any) -> None:
         help="create the table (on-demand, TTL on expires_at) unless it exists",
         description="Create the idempotency table exactly as the layer's ensure_table() does: "
         "on-demand billing, string partition key, TTL on expires_at (expiresAt with --layout "
-        "seed-001). Safe to run again: an "
-        "existing table is kept and its TTL switched on if it was off (an endpoint without "
-        "UpdateTimeToLive: left off, with a warning). In production prefer "
-        "infrastructure as code (docs/operating-on-aws.md).",
+        "seed-001). On an existing table it "
+        "says what it would change and changes TTL only with --enable-ttl, or when the table "
+        "is empty and has the layer's key schema: TTL deletes every item whose expiry "
+        "attribute is past, the application's own items included (an endpoint without "
+        "UpdateTimeToLive: left off, with a warning). In production prefer infrastructure as "
+        "code (docs/operating-on-aws.md).",
     )
     add_target_args(create)
     create.add_argument(
@@ -97,6 +105,13 @@ def add_commands(commands: Any) -> None:
         choices=tuple(LAYOUTS),
         default=DEFAULT.name,
         help="the record layout: TTL goes on its expiry attribute (default: %(default)s)",
+    )
+    create.add_argument(
+        "--enable-ttl",
+        action="store_true",
+        help="on an existing table whose TTL is off, switch it on for the layout's expiry "
+        "attribute (DynamoDB then deletes every item whose expiry is past, not only the "
+        "layer's records)",
     )
     add_json_flag(create)
     create.set_defaults(handler=create_command)
@@ -135,19 +150,82 @@ def create_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(str(exc), ExitCode.USAGE) from None
     target = target_of(args)
+    changes: list[dict[str, Any]] = []
     with connect(target, create=True) as client:
-        created, no_ttl = ensure_table(Idempotency(config, client=client), client, target)
+        guard = Idempotency(config, client=client)
+        before = _ttl_status(client, args.table) if _exists(client, args.table) else None
+        if before is None:
+            created, no_ttl = ensure_table(guard, client, target)
+        else:
+            created, no_ttl = False, None
+            if before == "DISABLED":
+                change = _ttl_change(client, args, config)
+                if change["applied"]:
+                    _created, no_ttl = ensure_table(guard, client, target)
+                    change["applied"] = no_ttl is None
+                changes.append(change)
         info = table_info(client, args.table, target, config.layout)
     if no_ttl is not None:
         info["warnings"].insert(0, no_ttl)
         info["problems"] = _problems(info, ttl_settable=False)
     if args.json:
-        print_json({"created": created, **info})
+        print_json({"created": created, "changes": changes, **info})
     else:
         verb = "created" if created else "already exists:"
         print(f"table {args.table} {verb} at {target.describe()}")
+        if before is not None and not changes:
+            print("no change: the table is kept as it is")
+        for change in changes:
+            done = "changed" if change["applied"] else "not changed"
+            print(f"{done}: {change['change']} ({change['why']})")
         print(render(info))
     return 0
+
+
+def _exists(client: Any, name: str) -> bool:
+    try:
+        client.describe_table(TableName=name)
+    except ClientError as exc:
+        if error_code(exc) != "ResourceNotFoundException":
+            raise
+        return False
+    return True
+
+
+def _ttl_status(client: Any, name: str) -> str:
+    """DISABLED, ENABLED, ENABLING, DISABLING, or UNSUPPORTED (no DescribeTimeToLive)."""
+    try:
+        ttl = client.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
+    except ClientError as exc:
+        if error_code(exc) != "UnknownOperationException":
+            raise
+        return "UNSUPPORTED"
+    return str(ttl.get("TimeToLiveStatus", "DISABLED"))
+
+
+def _ttl_change(client: Any, args: argparse.Namespace, config: IdempotencyConfig) -> dict[str, Any]:
+    """Whether to switch TTL on for an existing table, and why: asked (``--enable-ttl``), or
+    the table is empty and keyed as the layer keys it; otherwise left off, saying how."""
+    expiry = config.layout.expires
+    change = f"TTL on {expiry} (it is off)"
+    if args.enable_ttl:
+        return {"change": change, "applied": True, "why": "--enable-ttl"}
+    keys = key_schema(client.describe_table(TableName=args.table)["Table"])
+    layers = keys == {
+        "HASH": config.partition_key,
+        **({"RANGE": config.sort_key} if config.sort_key else {}),
+    }
+    page = client.scan(TableName=args.table, Limit=1)
+    empty = not page.get("Items") and "LastEvaluatedKey" not in page
+    if layers and empty:
+        why = "the table is empty and has the layer's key schema"
+        return {"change": change, "applied": True, "why": why}
+    why = "the table is not empty" if layers else "the table's key schema is not the layer's"
+    why += (
+        f"; TTL deletes every item whose {expiry} is past, the application's own "
+        "included: pass --enable-ttl to switch it on"
+    )
+    return {"change": change, "applied": False, "why": why}
 
 
 def describe_command(args: argparse.Namespace) -> int:

@@ -21,11 +21,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from firstwrite.shared.first_writer_wins import Answers, KeyVerdict, judge
+from firstwrite.shared.first_writer_wins import (
+    MAX_CONTENDERS,
+    MIN_CONTENDERS,
+    Answers,
+    KeyVerdict,
+    judge,
+)
 
 RACE_TABLE = "firstwrite-console-race"
-MIN_N = 2
-MAX_N = 128
+MIN_N = MIN_CONTENDERS
+MAX_N = MAX_CONTENDERS
 MAX_KEY_CHARS = 1024
 CONDITION = "attribute_not_exists(pk)"
 

@@ -21,9 +21,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount
@@ -42,12 +44,15 @@ MAX_PAYMENT_BODY = 64 * 1024
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
 
+ANONYMOUS = "anonymous"  # the principal of a request without credentials
+
+
 def principal(request: HttpRequest) -> str:
     """The caller: a digest of its credentials (never the credentials themselves, which would
     end up in the idempotency table), or ``anonymous``."""
     credentials = request.header("authorization")
     if not credentials:
-        return "anonymous"
+        return ANONYMOUS
     return "client-" + hashlib.sha256(credentials.encode("utf-8")).hexdigest()[:16]
 
 
@@ -201,7 +206,7 @@ def create_app(
         prefix = "/" + prefix.strip("/")
         routes.append(Mount(prefix, app=mounted))
         excluded.append(Route(prefix + "/*", methods=_ALL_METHODS, exclude=True))
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_problem})
     app.add_middleware(
         IdempotencyMiddleware,
         guard=guard,
@@ -215,6 +220,19 @@ def create_app(
         ),
     )
     return app
+
+
+async def _http_problem(request: Request, exc: Exception) -> Response:
+    """Starlette's own answers (no such route, a method the route does not take) as
+    problem+json, like every other answer of the demo; a 405 keeps its ``Allow``."""
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    kinds = {404: ("not-found", "Not found"), 405: ("method-not-allowed", "Method not allowed")}
+    kind, title = kinds.get(status, ("http-error", HTTPStatus(status).phrase))
+    detail = f"{request.method} {request.url.path}: {exc.detail}"
+    response = problem(status, kind, title, detail)
+    response.headers.update(exc.headers or {})
+    return response
 
 
 def _processor_fails(bank: Bank, pid: str) -> bool:

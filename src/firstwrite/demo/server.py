@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shlex
 import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,7 +27,7 @@ from typing import Any, TextIO
 from firstwrite.engine.server import connection, runner
 from firstwrite.engine.server.origins import OriginPolicy, Protected
 
-from .app import create_app
+from .app import ANONYMOUS, create_app
 from .bank import Bank
 
 __all__ = ["serve"]
@@ -61,7 +62,7 @@ def serve(
         folder = os.path.dirname(os.path.abspath(db))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"no directory {folder!r} for the database file {db!r}")
-    api_socket = _bind(host, port)
+    api_socket = runner.bind(host, port)  # a busy port: OSError naming the address
     with contextlib.ExitStack() as stack:
         stack.callback(api_socket.close)
         if aws:
@@ -94,8 +95,10 @@ def serve(
         )
         url = runner.url_of(api_socket)
 
+        records = None if aws else _records_commands(db, guard)
+
         def announce() -> None:
-            _print_banner(out, url, where, endpoint, console=console)
+            _print_banner(out, url, where, endpoint, console=console, records=records)
             if ready is not None:
                 ready(url)
 
@@ -125,13 +128,6 @@ def _aws_client() -> Any:
     return boto3.client("dynamodb")
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        return runner.bind(host, port)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
-
-
 def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     """uvicorn on ``sock`` until SIGINT/SIGTERM (a second one stops waiting for requests), run
     the way the engine's own server runs it (:mod:`firstwrite.engine.server.runner`)."""
@@ -158,8 +154,35 @@ def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     runner.serve_until_signalled(server, sock)
 
 
+def _records_commands(db: str, guard: Any) -> Callable[[str], list[str]]:
+    """The ``firstwrite keys`` commands that read the demo's records from where it was started:
+    the ``firstwrite`` beside this interpreter (``.venv-run/bin/firstwrite`` after ``make run``),
+    the demo's database and table, and the scope of an anonymous ``POST /payments``."""
+    program = os.path.join(os.path.dirname(sys.executable), "firstwrite")
+    if not os.path.exists(program):
+        program = "firstwrite"
+    elif not os.path.relpath(program).startswith(".."):
+        program = os.path.relpath(program)
+    base = f"--db {shlex.quote(db)} --table {shlex.quote(guard.config.table_name)}"
+    scope = shlex.quote(f"{ANONYMOUS} POST /payments")
+
+    def commands(key: str) -> list[str]:
+        return [
+            f"  {program} keys list {base}",
+            f"  {program} keys get {shlex.quote(key)} --scope {scope} {base}",
+        ]
+
+    return commands
+
+
 def _print_banner(
-    out: TextIO, url: str, where: str, endpoint: str | None, *, console: bool = False
+    out: TextIO,
+    url: str,
+    where: str,
+    endpoint: str | None,
+    *,
+    console: bool = False,
+    records: Callable[[str], list[str]] | None = None,
 ) -> None:
     key = f"demo-{secrets.token_hex(4)}"
     body = '{"account": "acct_alice", "amount": 1250, "currency": "EUR"}'
@@ -174,6 +197,12 @@ def _print_banner(
         f"  curl -s {url}/accounts/acct_alice",
         "",
     ]
+    if records is not None:
+        lines += [
+            "Its idempotency records, decoded (run from this directory):",
+            *records(key),
+            "",
+        ]
     if console:
         lines += [
             f"Console (tables, decoded records, a claim race, six failure scenarios): {url}/console/",

@@ -32,6 +32,7 @@ from firstwrite.idempotency import (
     SerializationError,
     TableNotFoundError,
 )
+from firstwrite.shared import http_reply
 
 from .config import HttpConfig, RetryAfterContext
 from .key import InvalidKey, parse_key
@@ -236,7 +237,7 @@ class Core:
         context = RetryAfterContext(label, self.durations.expected(label), error.retry_after)
         return float(policy(context))
 
-    def replay(self, replay: Replay) -> Response:
+    def replay(self, replay: Replay) -> Response | Replayed:
         """The stored response (byte for byte) with the replay marker, or the problem saying
         the first response was not stored."""
         try:
@@ -255,24 +256,30 @@ class Core:
                 f"record {replay.record_id} does not hold an HTTP response (was the key written "
                 "by something other than the middleware?)"
             )
-        status, headers, body = decode_response(bytes(raw))
+        reply = _decode(bytes(raw))
+        status, headers, body = reply.status, _header_bytes(reply.headers), reply.body
         headers.append((self.config.replayed_header.lower().encode("latin-1"), b"true"))
         if status not in (204, 304):  # RFC 9110 8.6: no Content-Length on these
             headers.append((b"content-length", str(len(body)).encode()))
-        return status, headers, body
+        replayed = Replayed((status, headers, body))
+        replayed.reason = reply.reason
+        return replayed
 
     # -- storing -----------------------------------------------------------------------------
 
     def verdict(self, status: int) -> Verdict:
         return Verdict.STORE if self.config.stores(status) else Verdict.RELEASE
 
-    def stored_form(self, status: int, headers: Headers, body: bytes) -> bytes:
-        """What is stored for a response: its status, its allowed headers, its body."""
+    def stored_form(
+        self, status: int, headers: Headers, body: bytes, reason: str | None = None
+    ) -> bytes:
+        """What is stored for a response: its status (and reason phrase, when not the
+        standard one), its allowed headers, its body."""
         allowed = self._replay_header_bytes
         kept = [
             [n.decode("latin-1"), v.decode("latin-1")] for n, v in headers if n.lower() in allowed
         ]
-        return encode_response(status, kept, body)
+        return encode_response(status, kept, body, reason)
 
     def streams(self, headers: Headers) -> bool:
         """A response whose content type is in ``stream_types``: passed through as it comes."""
@@ -309,28 +316,36 @@ def _fields(body: bytes, names: tuple[str, ...]) -> Any:
     return selected
 
 
-# -- the stored form: one JSON line of metadata, then the body bytes --------------------------
+# -- the stored form: firstwrite.shared.http_reply's (the CLI and the console decode it too) ----
 
 
-_META = json.JSONEncoder(separators=(",", ":"))  # json.dumps() makes one per call otherwise
+class Replayed(tuple[int, Headers, bytes]):
+    """A replayed :data:`Response`; ``reason`` is the first answer's reason phrase when it was
+    not the standard one (a WSGI replay sends the same status line: ``201 CREATED``)."""
+
+    reason: str | None = None
 
 
-def encode_response(status: int, headers: list[list[str]], body: bytes) -> bytes:
-    meta = _META.encode({"v": 1, "s": status, "h": headers})
-    return b"".join((meta.encode("utf-8"), b"\n", body))
+def encode_response(
+    status: int, headers: list[list[str]], body: bytes, reason: str | None = None
+) -> bytes:
+    return http_reply.encode(status, headers, body, reason)
 
 
 def decode_response(raw: bytes) -> tuple[int, Headers, bytes]:
-    meta_text, sep, body = raw.partition(b"\n")
+    reply = _decode(raw)
+    return reply.status, _header_bytes(reply.headers), reply.body
+
+
+def _decode(raw: bytes) -> http_reply.StoredReply:
     try:
-        meta = json.loads(meta_text)
-        status = int(meta["s"])
-        headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in meta["h"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SerializationError(f"stored HTTP response is corrupt: {exc}") from exc
-    if not sep:
-        raise SerializationError("stored HTTP response is corrupt: no body separator")
-    return status, headers, body
+        return http_reply.decode(raw)
+    except ValueError as exc:
+        raise SerializationError(str(exc)) from exc
+
+
+def _header_bytes(headers: list[tuple[str, str]]) -> Headers:
+    return [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
 
 
 # -- the Retry-After estimate ------------------------------------------------------------------

@@ -13,7 +13,6 @@ content type) the response streams through as it comes, unstored, and says so in
 
 from __future__ import annotations
 
-import http
 import io
 import logging
 import time
@@ -31,10 +30,11 @@ from firstwrite.idempotency import (
     Replay,
     SerializationError,
 )
+from firstwrite.shared.http_reply import standard_phrase
 
 from .config import HttpConfig
 from .context import CONTEXT_KEY, RequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, Plan, Verdict
+from .core import UNSTORED_HEADER, Core, Headers, Plan, Replayed, Verdict
 from .request import HttpRequest, wsgi_pairs
 
 __all__ = ["WSGIIdempotencyMiddleware"]
@@ -85,11 +85,11 @@ class WSGIIdempotencyMiddleware:
         if plan is None:
             return self.app(environ, start_response)
         if not isinstance(plan, Plan):
-            return _respond(start_response, *plan)
+            return _respond(start_response, plan)
         limit = self.config.max_request_body
         body = _read_body(environ, limit)
         if body is None:
-            return _respond(start_response, *core.too_large(limit))
+            return _respond(start_response, core.too_large(limit))
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         payload = core.payload(plan, body) if core.has_payload(plan) else UNSET
@@ -98,7 +98,7 @@ class WSGIIdempotencyMiddleware:
         if not plan.route.transactional:
             outcome = self._claim(plan, payload)
             if not isinstance(outcome, Claim):
-                return _respond(start_response, *outcome)
+                return _respond(start_response, outcome)
             context.claim = outcome
         return self._run(environ, start_response, context)
 
@@ -146,7 +146,7 @@ class WSGIIdempotencyMiddleware:
             raise
         if context.answer is not None:  # claim_with found the key taken
             _close(result)
-            return _respond(start_response, *context.answer)
+            return _respond(start_response, context.answer)
         if not capture.complete:  # too large, or a streaming content type: pass it through
             start_response(
                 capture.status_line,
@@ -166,13 +166,15 @@ class WSGIIdempotencyMiddleware:
             # A transactional handler that made no claim (a 4xx before any write): claim now.
             outcome = self._claim(context.plan, context.payload)
             if not isinstance(outcome, Claim):
-                return _respond(start_response, *outcome)
+                return _respond(start_response, outcome)
             context.claim = outcome
         headers = list(capture.headers)
         claim = context.claim
         if claim is not None:
             if verdict is Verdict.STORE:
-                stored = core.stored_form(status, _to_bytes(capture.headers), capture.body())
+                stored = core.stored_form(
+                    status, _to_bytes(capture.headers), capture.body(), capture.reason_phrase
+                )
                 try:
                     self.guard.complete(claim, stored, budget=context.plan.budget_left())
                 except SerializationError as exc:  # the layer marked the key FAILED for good
@@ -290,18 +292,13 @@ def _read(stream: Any, length: int) -> bytes:
     return b"".join(chunks)
 
 
-def _status_line(status: int) -> str:
-    try:
-        return f"{status} {http.HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"{status} Unknown"
-
-
-def _respond(
-    start_response: StartResponse, status: int, headers: Headers, body: bytes
-) -> list[bytes]:
+def _respond(start_response: StartResponse, answer: tuple[int, Headers, bytes]) -> list[bytes]:
+    """Send an answer; a replay keeps the first answer's reason phrase."""
+    status, headers, body = answer
+    reason = answer.reason if isinstance(answer, Replayed) else None
     start_response(
-        _status_line(status), [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+        f"{status} {reason or standard_phrase(status)}",
+        [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers],
     )
     return [body]
 
@@ -345,6 +342,12 @@ class _Capture:
     def status(self) -> int:
         assert self.status_line is not None
         return int(self.status_line.split(" ", 1)[0])
+
+    @property
+    def reason_phrase(self) -> str | None:
+        """The status line's reason phrase as the app wrote it (``CREATED`` from Flask)."""
+        assert self.status_line is not None
+        return self.status_line.partition(" ")[2] or None
 
     def add(self, chunk: bytes) -> None:
         if chunk:

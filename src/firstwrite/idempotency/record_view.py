@@ -9,10 +9,11 @@ ends keep only their presentation: the CLI's columns and JSON, the console's tem
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from firstwrite.shared import result_display
 
 from ._machine import serialization
 from ._machine.verdicts import Verdict, judge
@@ -41,6 +42,7 @@ class StoredResult:
     format: str  # serialization.stored_format, or "unreadable"
     stored_bytes: int
     summary: str  # shortened; for an unreadable result, why
+    detail: tuple[str, ...] = ()  # the detailed view's lines (result_display.Shown.detail)
 
     @property
     def compressed(self) -> bool:
@@ -62,11 +64,10 @@ def stored_result(raw: str | bytes, limit: int = SUMMARY_CHARS) -> StoredResult:
         value = serialization.decode(raw)
     except SerializationError as exc:  # corrupt or foreign: say so, never fail the display
         return StoredResult("unreadable", stored, str(exc))
-    if isinstance(value, bytes):
-        text = f"{len(value)} bytes: {value[:16].hex()}" + ("…" if len(value) > 16 else "")
-    else:  # typed JSON's values (Decimal, datetime, sets...) shown as text
-        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
-    return StoredResult(serialization.stored_format(raw), stored, shorten(text, limit))
+    shown = result_display.show(value)  # a stored HTTP reply decoded; typed JSON's as text
+    return StoredResult(
+        serialization.stored_format(raw), stored, shown.summary(limit), shown.detail
+    )
 
 
 def stored_failure(text: str | None) -> StoredFailure:

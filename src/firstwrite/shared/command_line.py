@@ -67,6 +67,26 @@ def port(text: str) -> int:
 
 # -- running a command ----------------------------------------------------------------------------
 
+#: The import names of the ``[engine]`` extra's packages (pyproject.toml): a command that needs
+#: one of them and finds it missing says which extra to install.
+ENGINE_EXTRA = frozenset(
+    {"lark", "msgpack", "uvicorn", "httptools", "uvloop", "starlette", "jinja2"}
+)
+INSTALL_ENGINE = "pip install 'firstwrite[engine]'"
+
+
+def missing_extra(exc: BaseException) -> CLIError | None:
+    """The one-line error for a missing package of the ``[engine]`` extra, or ``None``."""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name is None:
+        return None
+    top = exc.name.partition(".")[0]
+    if top not in ENGINE_EXTRA:
+        return None
+    return CLIError(
+        f"this command needs the local engine, which is the [engine] extra ({top} is missing): "
+        f"{INSTALL_ENGINE}, or run `make run` in a clone"
+    )
+
 
 def run(
     command: Callable[[], int], *, debug: bool = False, where: Callable[[], str] | None = None
@@ -88,7 +108,7 @@ def run(
     except Exception as exc:
         if debug:
             raise
-        known = explain(exc, where() if where else "DynamoDB")
+        known = missing_extra(exc) or explain(exc, where() if where else "DynamoDB")
         if known is not None:
             return _fail(str(known), known.code)
         if isinstance(exc, OSError):  # e.g. the port is taken

@@ -26,6 +26,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+#: The contenders per key a race may have (``firstwrite race``: processes x threads; the
+#: console's N): each is a thread, or a process, on this machine.
+MIN_CONTENDERS = 2
+MAX_CONTENDERS = 128
+
 T = TypeVar("T")
 
 

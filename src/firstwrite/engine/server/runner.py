@@ -85,6 +85,10 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+    except OSError as exc:  # e.g. the port is taken: say which address
+        sock.close()
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise OSError(exc.errno, f"cannot listen on {where}: {exc.strerror}") from None
     except BaseException:
         sock.close()
         raise
