@@ -33,13 +33,14 @@ def test_units_follow_dynamodbs_rounding() -> None:
 
 
 def test_completion_is_sized_by_the_result() -> None:
-    # 216 + 808 = 1,024 B: one unit; one byte more: two.
-    fits = model.plan(model.Workload(peak_rps=100, result_bytes=808))
-    over = model.plan(model.Workload(peak_rps=100, result_bytes=809))
+    # record + result = 1,024 B: one unit; one byte more: two.
+    room = 1024 - model.DEFAULT_RECORD_BYTES
+    fits = model.plan(model.Workload(peak_rps=100, result_bytes=room))
+    over = model.plan(model.Workload(peak_rps=100, result_bytes=room + 1))
     assert (fits.lines[1].wcu_each, over.lines[1].wcu_each) == (1, 2)
     assert (fits.wcu, over.wcu) == (200, 300)
     big = model.plan(model.Workload(peak_rps=100, result_bytes=10 * 1024))
-    assert big.lines[1].wcu_each == 11  # ceil((216 + 10240) / 1024)
+    assert big.lines[1].wcu_each == 11  # ceil((215 + 10240) / 1024)
 
 
 def test_failed_conditional_writes_and_transactions_are_charged() -> None:
@@ -59,7 +60,7 @@ def test_in_progress_polls_are_read_units() -> None:
     )
     polls = p.lines[3]
     assert polls.rate == 1000 * 0.2 * 0.5 * 4
-    assert polls.rcu_each == 2  # 216 + 5000 bytes: two 4 KB units
+    assert polls.rcu_each == 2  # 215 + 5000 bytes: two 4 KB units
     assert p.rcu == 800
 
 
@@ -82,7 +83,7 @@ def test_partitions_for_throughput_and_for_storage() -> None:
     assert p.partitions == 3
     # Storage decides when records pile up: 10 GiB per partition.
     stored = model.plan(model.Workload(peak_rps=1000, result_bytes=900))
-    per_item = 216 + 900 + 100
+    per_item = model.DEFAULT_RECORD_BYTES + 900 + 100
     assert stored.items_stored == 1000 * 72 * 3600
     assert stored.storage_bytes == stored.items_stored * per_item
     assert stored.partitions_for_storage == -(-stored.storage_bytes // (10 * 1024**3))

@@ -28,7 +28,7 @@ HOURS_PER_MONTH = 730  # AWS's billing month
 MAX_TTL_LAG_HOURS = 48.0
 # The claim item the layer writes for a 36-character key with payload validation, as the layer's
 # own item size (numbers counted at one byte per digit, an upper bound); a test re-measures it.
-DEFAULT_RECORD_BYTES = 216
+DEFAULT_RECORD_BYTES = 215
 # Autoscaling's default target: provisioned capacity is the peak divided by this.
 DEFAULT_TARGET_UTILIZATION = 0.7
 # The layer's defaults (IdempotencyConfig.in_progress_wait and poll_interval; a test compares
