@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from firstwrite.idempotency import Claim, LostClaimError
 
-from .steps import ClaimKey, CompleteClaim, Effect, FailClaim, Ran, RunHandler, Steps
+from .steps import ClaimKey, CompleteClaim, Effect, FailClaim, Keepalive, Ran, RunHandler, Steps
 
 if TYPE_CHECKING:
-    from .core import Keepalive
     from .guard import EventGuard
 
 __all__ = ["drive"]
@@ -26,7 +25,7 @@ T = TypeVar("T")
 
 
 class _Renewer(threading.Thread):
-    """The thread behind a :class:`~.core.Keepalive`: renews until stopped or the claim is lost."""
+    """The thread behind a :class:`~.steps.Keepalive`: renews until stopped or the claim is lost."""
 
     def __init__(self, guard: EventGuard, claim: Claim, keepalive: Keepalive) -> None:
         super().__init__(name="firstwrite-events-keepalive", daemon=True)

@@ -1,5 +1,4 @@
-"""The asyncio consumer: :class:`AsyncConsumer` drives a :class:`~.core.Consumer`'s decisions
-with ``await``.
+"""The asyncio consumer: :class:`AsyncConsumer` awaits a :class:`~.core.Consumer`'s decisions.
 
 The :class:`~.core.Consumer` (built with an asyncio guard, such as
 :class:`~firstwrite.idempotency.AsyncIdempotency`) decides; :func:`adrive` answers its effects

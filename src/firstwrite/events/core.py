@@ -41,7 +41,7 @@ from firstwrite.idempotency import (
 from ._driving import drive
 from .attempts import AttemptLedger
 from .guard import AnyEventGuard, EventGuard, sync_guard
-from .steps import ClaimKey, CompleteClaim, FailClaim, Ran, RunHandler, Steps
+from .steps import ClaimKey, CompleteClaim, FailClaim, Keepalive, Ran, RunHandler, Steps
 
 __all__ = [
     "BatchResult",
@@ -134,18 +134,6 @@ class BatchResult:
 
     def count(self, outcome: RecordOutcome) -> int:
         return sum(1 for r in self.results if r.outcome is outcome)
-
-
-@dataclass(frozen=True, slots=True)
-class Keepalive:
-    """Keep a record's claim alive while its handler runs: every ``every`` seconds renew the
-    lease to ``lease`` seconds and call ``extend`` (for example SQS's
-    ``ChangeMessageVisibility``; under asyncio it may return an awaitable, which is awaited),
-    so the broker and the claim expire together."""
-
-    every: float
-    lease: float | None = None
-    extend: Callable[[], object] | None = None
 
 
 @dataclass

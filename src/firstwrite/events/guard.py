@@ -1,5 +1,6 @@
-"""What the consumers use of a guard: :class:`EventGuard` (``Idempotency`` is one), or its
-asyncio twin :class:`AsyncEventGuard` (``AsyncIdempotency`` is one).
+"""What the consumers use of a guard: :class:`EventGuard`, or its asyncio twin.
+
+``Idempotency`` is an :class:`EventGuard`; ``AsyncIdempotency`` an :class:`AsyncEventGuard`.
 
 The layer's :class:`~firstwrite.idempotency.Guard` plus what a consumer needs besides: ``renew``
 (a long handler keeps its lease), ``get`` (reading a record back), ``config`` (the lease to

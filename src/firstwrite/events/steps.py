@@ -9,16 +9,37 @@ synchronous and the asyncio consumers make the same decisions from the same code
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from firstwrite.idempotency import Claim
 
-__all__ = ["ClaimKey", "CompleteClaim", "Effect", "FailClaim", "Ran", "RunHandler", "Steps"]
+__all__ = [
+    "ClaimKey",
+    "CompleteClaim",
+    "Effect",
+    "FailClaim",
+    "Keepalive",
+    "Ran",
+    "RunHandler",
+    "Steps",
+]
 
 R = TypeVar("R")
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    """Keep a record's claim alive while its handler runs: every ``every`` seconds renew the
+    lease to ``lease`` seconds and call ``extend`` (for example SQS's
+    ``ChangeMessageVisibility``; under asyncio it may return an awaitable, which is awaited),
+    so the broker and the claim expire together."""
+
+    every: float
+    lease: float | None = None
+    extend: Callable[[], object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +78,7 @@ class RunHandler(Generic[R]):
 
     record: R
     claim: Claim
-    keepalive: Any  # a core.Keepalive or None
+    keepalive: Keepalive | None
 
 
 @dataclass(frozen=True, slots=True)
