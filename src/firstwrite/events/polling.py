@@ -19,7 +19,7 @@ from firstwrite.idempotency import Metrics
 
 from .core import Consumer, Keepalive, Ordering, RecordOutcome, RecordResult
 from .guard import AnyEventGuard
-from .selectors import json_body, key_function
+from .selectors import json_body, key_function, payload_function
 from .shapes import SQSMessage
 
 __all__ = ["PollerOptions", "SQSCall", "SQSPolicy", "message_key"]
@@ -93,19 +93,12 @@ class SQSPolicy:
         self.visibility, self.batch_size, self.wait = visibility, batch_size, wait
         self.extend_visibility, self.retry_delay = extend_visibility, retry_delay
         fifo = queue_url.endswith(".fifo")
-        payload_fn: Callable[[SQSMessage], object] | None
-        if payload is True:
-            payload_fn = _body_text
-        elif payload is False:
-            payload_fn = None
-        else:
-            payload_fn = payload
         self.consumer: Consumer[SQSMessage] = Consumer(
             guard,
             key_function(key, message_key, _body_json),
             source=source,
             id=_message_id,
-            payload=payload_fn,
+            payload=payload_function(payload, _body_text),
             group=_group if fifo else None,
             ordering=Ordering.GROUPS if fifo else Ordering.INDEPENDENT,
             validate=validate,
