@@ -28,6 +28,7 @@ from . import (
     engine_http,
     engine_partiql,
     engine_query,
+    events,
     idempotency,
     install_size,
     middleware,
@@ -62,6 +63,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "plugin": plugin.run,
     "backups": backups.run,
     "budget": budget.run,
+    "events": events.run,
 }
 
 

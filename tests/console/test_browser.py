@@ -48,10 +48,11 @@ PAGES = {
     "/scenarios/stale-replica": "A stale replica",
     "/scenarios/replay": "Replay",
     "/scenarios/hot-partition": "A hot partition",
+    "/scenarios/redelivered-batch": "A redelivered batch",
     "/metrics": "Metrics",
     "/login": "Sign in to the engine",
 }
-SCREENSHOTS = {"lease-takeover", "transaction-cancelled", "hot-partition"}
+SCREENSHOTS = {"lease-takeover", "transaction-cancelled", "hot-partition", "redelivered-batch"}
 
 
 def expect(locator: Any) -> Any:
@@ -275,6 +276,7 @@ HOT_PARTITION_FLAKY = pytest.mark.xfail(
         "stale-replica",
         "replay",
         pytest.param("hot-partition", marks=HOT_PARTITION_FLAKY),
+        "redelivered-batch",
     ],
 )
 def test_each_scenario_shows_its_verdict(

@@ -1,4 +1,4 @@
-"""The seven scenarios: each holds on the real layer, says so from what it observed, and says it
+"""The eight scenarios: each holds on the real layer, says so from what it observed, and says it
 did not hold when the layer is broken. None of them touches the served engine."""
 
 from __future__ import annotations
@@ -263,3 +263,49 @@ def test_the_throttling_tally_tells_a_completion_retry_from_a_throttle_retry() -
     assert tally.throttled == POLICY.max_attempts
     assert (tally.retried, tally.given_up) == (POLICY.max_attempts - 1, 1)
     assert tally.within == tally.retried
+
+
+def test_redelivered_batch_shows_each_records_outcome_per_delivery() -> None:
+    outcome = run("redelivered-batch")
+    said = {
+        s.title: [e.text for e in s.events if isinstance(e, Note) and e.text.startswith("record ")]
+        for s in outcome.steps
+    }
+    assert said["The first delivery"] == [
+        "record m-1 (order o-1): ran",
+        "record m-2 (order o-2): ran",
+        "record m-3 (order o-2): replayed (ran before: not run again)",
+        "record m-4 (order o-3): reported for redelivery",
+        "record m-5 (order o-4): reported for redelivery",
+    ]
+    second = said["The reported records, redelivered"]
+    assert second[0] == "record m-4 (order o-3): ran"
+    assert second[1].startswith("record m-5 (order o-4): FAILED final after 2 attempts")
+    assert all("replayed" in line for line in said["The whole batch, once more"])
+    assert outcome.held and "exactly once" in outcome.verdict
+    # the give-up is logged at ERROR on the page
+    logs = [e.text for s in outcome.steps for e in s.events if isinstance(e, Note)]
+    assert any(t.startswith("the layer logged ERROR: sqs record m-5: failed_final") for t in logs)
+
+
+def test_redelivered_batch_does_not_hold_without_the_guard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each record run as delivered, as a handler without the layer would: the verdict fails."""
+    from firstwrite.events import BatchResult, RecordOutcome, RecordResult, SQSBatch
+
+    def unguarded(self: SQSBatch, records: Any, context: Any, handler: Any) -> BatchResult:
+        results = []
+        for record in records:
+            try:
+                handler(record)
+                results.append(RecordResult(record["messageId"], None, RecordOutcome.PROCESSED))
+            except Exception:
+                results.append(RecordResult(record["messageId"], None, RecordOutcome.FAILED))
+        return BatchResult(results)
+
+    monkeypatch.setattr(SQSBatch, "process", unguarded)
+    outcome = run("redelivered-batch")
+    assert not outcome.held
+    failed = {c.text for c in outcome.checks if not c.passed}
+    assert any(text.startswith("each record's side effect ran exactly once") for text in failed)

@@ -7,9 +7,12 @@ runs, then COMPLETED with the result or FAILED (retryably, or for good after ``m
 * Lambda event sources: :class:`SQSBatch` (standard and FIFO), :class:`KinesisBatch`,
   :class:`DynamoDBStreamBatch` (partial batch responses), :class:`SNSEvents`,
   :class:`EventBridgeEvents` (single events); their event shapes in :mod:`.shapes`.
-* Long-running consumers: :class:`~.sqs_poller.SQSPoller` (boto3) and
+* Long-running consumers: :class:`~.sqs_poller.SQSPoller` (boto3),
+  :class:`~.async_sqs_poller.AsyncSQSPoller` (aiobotocore, extra ``firstwrite[async]``) and
   :class:`~.rabbitmq.RabbitMQConsumer` (pika, extra ``firstwrite[rabbitmq]``), imported from
-  their modules so that their clients stay optional.
+  their modules so that their clients stay optional; both SQS pollers follow
+  :class:`~.polling.SQSPolicy`. The consumer's decisions are effects (:mod:`.steps`), driven
+  synchronously or awaited (:class:`~.aio.AsyncConsumer`).
 
 See docs/events.md.
 """

@@ -15,7 +15,7 @@ from firstwrite.idempotency import Metrics
 
 from .core import BatchResult, Consumer, Ordering, RecordResult
 from .guard import EventGuard
-from .selectors import key_function
+from .selectors import key_function, payload_function
 from .shapes import LambdaContext, PartialBatchResponse
 
 __all__ = ["LambdaSource", "NotAcknowledgedError", "Options", "deadline", "response", "single"]
@@ -81,19 +81,12 @@ class LambdaSource(Generic[R]):
     def make_consumer(self, source: str, ordering: Ordering) -> Consumer[R]:
         """A :class:`.Consumer` of this source's records under ``ordering``."""
         options = self.options
-        payload: Callable[[R], object] | None
-        if options.payload is True:
-            payload = self.content
-        elif options.payload is False:
-            payload = None
-        else:
-            payload = options.payload
         return Consumer(
             self.guard,
             key_function(options.key, self.own_id, self.body),
             source=source,
             id=self.item_id,
-            payload=payload,
+            payload=payload_function(options.payload, self.content),
             group=self.group if ordering is Ordering.GROUPS else None,
             ordering=ordering,
             validate=options.validate,

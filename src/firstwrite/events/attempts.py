@@ -11,7 +11,11 @@ deliveries that found the record in progress elsewhere, and other brokers have n
 
 from __future__ import annotations
 
-from .guard import EventGuard
+from firstwrite.idempotency import UNSET
+
+from ._driving import drive
+from .guard import AnyEventGuard, sync_guard
+from .steps import ClaimKey, CompleteClaim, Steps
 
 __all__ = ["AttemptLedger", "attempt_scope"]
 
@@ -27,29 +31,39 @@ class AttemptLedger:
 
     __slots__ = ("guard", "limit", "scope")
 
-    def __init__(self, guard: EventGuard, limit: int, scope: str | None = None) -> None:
+    def __init__(self, guard: AnyEventGuard, limit: int, scope: str | None = None) -> None:
         self.guard = guard
         self.limit = limit
         self.scope = scope
 
     def note(self, key: str, reason: str) -> int:
         """Record one failed run of ``key`` and return how many there have been (at most
-        ``limit``: ``limit`` means "at least that many")."""
+        ``limit``: ``limit`` means "at least that many"). A synchronous guard only."""
+        return drive(self.note_steps(key, reason), sync_guard(self.guard), _no_handler)
+
+    def note_steps(self, key: str, reason: str) -> Steps[int]:
+        """:meth:`note` as effects (see :mod:`.steps`), for any driver."""
         from firstwrite.idempotency import Claim, InProgressError
 
         for n in range(1, self.limit + 1):
             try:
-                outcome = self.guard.claim(key, scope=attempt_scope(self.scope, n), wait=0)
+                outcome = yield ClaimKey(key, UNSET, attempt_scope(self.scope, n), wait=0)
             except InProgressError:  # another consumer is taking this slot right now
                 continue
             if isinstance(outcome, Claim):
-                self.guard.complete(outcome, {"reason": reason[:1000]})
+                yield CompleteClaim(outcome, {"reason": reason[:1000]})
                 return n
         return self.limit
 
     def count(self, key: str) -> int:
-        """How many failed runs of ``key`` are recorded (consistent reads; for tools and tests)."""
+        """How many failed runs of ``key`` are recorded (consistent reads; for tools and tests;
+        a synchronous guard only)."""
+        guard = sync_guard(self.guard)
         n = 0
-        while n < self.limit and self.guard.get(key, scope=attempt_scope(self.scope, n + 1)):
+        while n < self.limit and guard.get(key, scope=attempt_scope(self.scope, n + 1)):
             n += 1
         return n
+
+
+def _no_handler(record: object) -> object:
+    raise AssertionError("the attempt ledger runs no handler")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -41,8 +40,19 @@ from firstwrite.idempotency import (
     SerializationError,
 )
 
+from ._driving import drive
 from .attempts import AttemptLedger
-from .guard import EventGuard
+from .guard import AnyEventGuard, EventGuard, sync_guard
+from .steps import (
+    ClaimKey,
+    CompleteClaim,
+    FailClaim,
+    Keepalive,
+    Ran,
+    RunHandler,
+    RunUnguarded,
+    Steps,
+)
 
 __all__ = [
     "BatchResult",
@@ -137,44 +147,6 @@ class BatchResult:
         return sum(1 for r in self.results if r.outcome is outcome)
 
 
-@dataclass(frozen=True, slots=True)
-class Keepalive:
-    """Keep a record's claim alive while its handler runs: every ``every`` seconds renew the
-    lease to ``lease`` seconds and call ``extend`` (for example SQS's
-    ``ChangeMessageVisibility``), so the broker and the claim expire together."""
-
-    every: float
-    lease: float | None = None
-    extend: Callable[[], object] | None = None
-
-
-class _Renewer(threading.Thread):
-    """The thread behind a :class:`Keepalive`: renews until stopped or the claim is lost."""
-
-    def __init__(self, guard: EventGuard, claim: Claim, keepalive: Keepalive) -> None:
-        super().__init__(name="firstwrite-events-keepalive", daemon=True)
-        self.guard, self.claim, self.keepalive = guard, claim, keepalive
-        self.stopped = threading.Event()
-        self.lost = False
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.keepalive.every):
-            try:
-                if self.keepalive.extend is not None:
-                    self.keepalive.extend()
-                self.claim = self.guard.renew(self.claim, self.keepalive.lease)
-            except LostClaimError:
-                self.lost = True
-                return
-            except Exception:
-                LOG.warning("keepalive failed; retrying at the next beat", exc_info=True)
-
-    def finish(self) -> Claim:
-        self.stopped.set()
-        self.join()
-        return self.claim
-
-
 @dataclass
 class Consumer(Generic[R]):
     """Guards records of type ``R`` with ``guard``: see the module's docstring.
@@ -190,9 +162,12 @@ class Consumer(Generic[R]):
     * ``non_retryable``: exception types that give a record up at their first occurrence
       (so does an exception with ``idempotency_retryable = False``).
     * ``min_time``: with a deadline, a record is not started with less time than this left.
+
+    ``guard`` may be an asyncio guard (:class:`~.guard.AsyncEventGuard`): then drive it with
+    :class:`.aio.AsyncConsumer`; :meth:`consume` and :meth:`process` need a synchronous one.
     """
 
-    guard: EventGuard
+    guard: AnyEventGuard
     key: Callable[[R], str]
     source: str = "custom"
     id: Callable[[R], str] | None = None
@@ -217,7 +192,7 @@ class Consumer(Generic[R]):
         self.attempts = AttemptLedger(self.guard, self.max_attempts, self.scope)
         self._metrics = self.metrics if self.metrics is not None else self.guard.metrics
 
-    # -- a batch -----------------------------------------------------------------------------
+    # -- with a synchronous guard ------------------------------------------------------------
 
     def consume(
         self,
@@ -230,6 +205,32 @@ class Consumer(Generic[R]):
         """Handle ``records`` in order under :attr:`ordering`. ``remaining()`` is the time left
         (seconds) to the deadline: each claim's lease is capped at it, and a record is not
         started with less than ``min_time`` left (it, and every record after it, is skipped)."""
+        steps = self.batch_steps(records, remaining=remaining, keepalive=keepalive)
+        return drive(steps, sync_guard(self.guard), handler)
+
+    def process(
+        self,
+        record: R,
+        handler: Callable[[R], object],
+        *,
+        lease: float | None = None,
+        keepalive: Keepalive | None = None,
+    ) -> RecordResult:
+        """Claim the record's key, run ``handler(record)``, record what happened. The claim's
+        lease is ``lease``, else the keepalive's, else the guard's."""
+        steps = self.record_steps(record, lease=lease, keepalive=keepalive)
+        return drive(steps, sync_guard(self.guard), handler)
+
+    # -- the decisions, for any driver (see .steps) ------------------------------------------
+
+    def batch_steps(
+        self,
+        records: Iterable[R],
+        *,
+        remaining: Callable[[], float] | None = None,
+        keepalive: Callable[[R], Keepalive | None] | None = None,
+    ) -> Steps[BatchResult]:
+        """:meth:`consume`'s decisions, as effects."""
         results: list[RecordResult] = []
         blocked: set[str | None] = set()
         stopped = False
@@ -246,8 +247,8 @@ class Consumer(Generic[R]):
                 why = "an earlier record of its group is not done" if not stopped else None
                 results.append(self._skip(record, why or "not started: no time left"))
                 continue
-            result = self.process(
-                record, handler, lease=lease, keepalive=keepalive(record) if keepalive else None
+            result = yield from self.record_steps(
+                record, lease=lease, keepalive=keepalive(record) if keepalive else None
             )
             results.append(result)
             if not result.acknowledged:
@@ -260,23 +261,15 @@ class Consumer(Generic[R]):
     def _skip(self, record: R, reason: str) -> RecordResult:
         return self._done(record, None, RecordOutcome.SKIPPED, reason=reason)
 
-    # -- one record --------------------------------------------------------------------------
-
-    def process(
-        self,
-        record: R,
-        handler: Callable[[R], object],
-        *,
-        lease: float | None = None,
-        keepalive: Keepalive | None = None,
-    ) -> RecordResult:
-        """Claim the record's key, run ``handler(record)``, record what happened. The claim's
-        lease is ``lease``, else the keepalive's, else the guard's."""
+    def record_steps(
+        self, record: R, *, lease: float | None = None, keepalive: Keepalive | None = None
+    ) -> Steps[RecordResult]:
+        """:meth:`process`'s decisions, as effects."""
         if lease is None and keepalive is not None:
             lease = keepalive.lease
         if self.guard.config.disabled:  # FIRSTWRITE_IDEMPOTENCY_DISABLED: run, record nothing
             try:
-                result = handler(record)
+                result = yield RunUnguarded(record)
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 return self._done(record, None, RecordOutcome.FAILED, reason=reason)
@@ -286,9 +279,8 @@ class Consumer(Generic[R]):
             payload = UNSET if self.payload is None else self.payload(record)
         except (MissingKeyError, KeyError, ValueError, TypeError) as exc:
             return self._done(record, None, RecordOutcome.INVALID, reason=f"no key: {exc!r}")
-        guard = self.guard
         try:
-            outcome = guard.claim(key, payload, scope=self.scope, lease=lease)
+            outcome = yield ClaimKey(key, payload, self.scope, lease)
         except InProgressError as busy:
             reason = f"in progress elsewhere; retry after {busy.retry_after:g} s"
             return self._done(record, key, RecordOutcome.IN_PROGRESS, reason=reason)
@@ -303,36 +295,28 @@ class Consumer(Generic[R]):
             if outcome.completed:
                 return self._done(record, key, RecordOutcome.REPLAYED)
             return self._done(record, key, RecordOutcome.REPLAYED_FAILURE, reason=outcome.error)
-        claim = outcome
+        claim: Claim = outcome
         if claim.taken_over:
-            n = self.attempts.note(key, "abandoned: a run stopped before it finished")
+            n = yield from self.attempts.note_steps(
+                key, "abandoned: a run stopped before it finished"
+            )
             if n >= self.max_attempts:
                 why = f"gave up after {n} attempts: the last runs stopped before finishing"
-                return self._give_up(record, key, claim, why, n)
+                return (yield from self._give_up(record, key, claim, why, n))
         if self.validate is not None:
             try:
                 self.validate(record)
             except Exception as exc:
-                return self._give_up(record, key, claim, f"invalid record: {exc!r}", 0)
-        renewer = None
-        if keepalive is not None:
-            renewer = _Renewer(guard, claim, keepalive)
-            renewer.start()
+                return (yield from self._give_up(record, key, claim, f"invalid record: {exc!r}", 0))
+        ran: Ran = yield RunHandler(record, claim, keepalive)
+        claim = ran.claim
+        if isinstance(ran.error, Exception):
+            return (yield from self._failed(record, key, claim, ran.error))
+        if ran.error is not None:  # interrupted: free the key for the redelivery
+            yield FailClaim(claim, ran.error, retryable=True)
+            raise ran.error
         try:
-            result = handler(record)
-        except Exception as exc:
-            if renewer is not None:
-                claim = renewer.finish()
-            return self._failed(record, key, claim, exc)
-        except BaseException as exc:  # interrupted: free the key for the redelivery
-            if renewer is not None:
-                claim = renewer.finish()
-            guard.fail(claim, exc, retryable=True)
-            raise
-        if renewer is not None:
-            claim = renewer.finish()
-        try:
-            guard.complete(claim, result)
+            yield CompleteClaim(claim, ran.result)
         except LostClaimError:
             why = "ran, but another consumer took the claim over: its result is the one kept"
             return self._done(record, key, RecordOutcome.LOST, reason=why)
@@ -340,23 +324,23 @@ class Consumer(Generic[R]):
             return self._done(record, key, RecordOutcome.LOST, reason=f"not recorded: {exc}")
         except SerializationError as exc:  # the layer stored it FAILED for good
             return self._done(record, key, RecordOutcome.FAILED_FINAL, reason=repr(exc))
-        return self._done(record, key, RecordOutcome.PROCESSED, result=result)
+        return self._done(record, key, RecordOutcome.PROCESSED, result=ran.result)
 
-    def _failed(self, record: R, key: str, claim: Claim, exc: Exception) -> RecordResult:
+    def _failed(self, record: R, key: str, claim: Claim, exc: Exception) -> Steps[RecordResult]:
         reason = f"{type(exc).__name__}: {exc}"
         final = isinstance(exc, self.non_retryable) or (
             getattr(exc, "idempotency_retryable", True) is False
         )
         try:
-            n = self.attempts.note(key, reason)
+            n = yield from self.attempts.note_steps(key, reason)
         except Exception:  # the count could not be written: the record stays retryable
             self.logger.warning("could not count a failed attempt of %s", key, exc_info=True)
             n = 0
         if final or n >= self.max_attempts:
             why = reason if final else f"gave up after {n} attempts; last: {reason}"
-            return self._give_up(record, key, claim, why, n, exc)
+            return (yield from self._give_up(record, key, claim, why, n, exc))
         try:
-            self.guard.fail(claim, exc, retryable=True, data={"attempts": n})
+            yield FailClaim(claim, exc, retryable=True, data={"attempts": n})
         except LostClaimError:
             pass  # another consumer took it over: it is theirs now
         return self._done(record, key, RecordOutcome.FAILED, reason=reason, attempts=n)
@@ -369,10 +353,10 @@ class Consumer(Generic[R]):
         reason: str,
         attempts: int,
         exc: BaseException | None = None,
-    ) -> RecordResult:
+    ) -> Steps[RecordResult]:
         error: BaseException | str = exc if exc is not None else reason
         try:
-            self.guard.fail(
+            yield FailClaim(
                 claim, error, retryable=False, data={"attempts": attempts, "reason": reason}
             )
         except LostClaimError:

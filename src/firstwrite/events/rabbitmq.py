@@ -24,7 +24,7 @@ from firstwrite.idempotency import Metrics
 
 from .core import Consumer, Keepalive, RecordResult
 from .guard import EventGuard
-from .selectors import json_body, key_function
+from .selectors import json_body, key_function, payload_function
 
 __all__ = ["Delivery", "Properties", "RabbitMQConsumer"]
 
@@ -90,19 +90,12 @@ class RabbitMQConsumer:
     ) -> None:
         self.parameters, self.queue, self.handler = parameters, queue, handler
         self.lease, self.prefetch, self.retry_delay = lease, prefetch, retry_delay
-        payload_fn: Callable[[Delivery], object] | None
-        if payload is True:
-            payload_fn = _body
-        elif payload is False:
-            payload_fn = None
-        else:
-            payload_fn = payload
         self.consumer: Consumer[Delivery] = Consumer(
             guard,
             key_function(key, _message_id, _body_json),
             source=source,
             id=lambda d: str(d.delivery_tag),
-            payload=payload_fn,
+            payload=payload_function(payload, _body),
             validate=validate,
             max_attempts=max_attempts,
             non_retryable=non_retryable,

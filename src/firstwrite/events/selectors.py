@@ -18,7 +18,7 @@ from typing import TypeVar
 from firstwrite.idempotency.bodies import json_value
 from firstwrite.idempotency.keys import key_from
 
-__all__ = ["KeySelector", "base64_json", "json_body", "key_function"]
+__all__ = ["KeySelector", "base64_json", "json_body", "key_function", "payload_function"]
 
 R = TypeVar("R")
 
@@ -53,3 +53,15 @@ def key_function(
         return key_from(body(record), expression)
 
     return select
+
+
+def payload_function(
+    payload: Callable[[R], object] | bool, content: Callable[[R], object]
+) -> Callable[[R], object] | None:
+    """What ``payload=`` stands for: ``True`` the record's ``content``, ``False`` no check
+    (``None``), or a function of the record."""
+    if payload is True:
+        return content
+    if payload is False:
+        return None
+    return payload

@@ -16,7 +16,16 @@ from types import ModuleType
 
 from firstwrite.idempotency import Metrics
 
-from . import hot_partition, lease, replay, replica, throttling, transaction, ttl_race
+from . import (
+    hot_partition,
+    lease,
+    redelivered_batch,
+    replay,
+    replica,
+    throttling,
+    transaction,
+    ttl_race,
+)
 from .stage import Outcome, Stage
 
 __all__ = ["SCENARIOS", "Outcome", "Scenario", "by_slug", "run"]
@@ -48,6 +57,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     _scenario(5, "stale-replica", "A stale replica", replica),
     _scenario(6, "replay", "Replay", replay),
     _scenario(7, "hot-partition", "A hot partition", hot_partition),
+    _scenario(8, "redelivered-batch", "A redelivered batch", redelivered_batch),
 )
 _BY_SLUG = {s.slug: s for s in SCENARIOS}
 

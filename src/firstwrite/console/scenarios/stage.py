@@ -44,7 +44,7 @@ ONE_ATTEMPT = Config(retries={"total_max_attempts": 1})
 _CONTEXT_KEY = "firstwrite.console.call"
 # The layer's loggers. What they log while a scenario runs belongs on its page, not in the
 # server's log: a throttling scenario alone logs a hundred warnings on purpose.
-LAYER_LOGGERS = ("firstwrite.idempotency", "firstwrite.idempotency.audit")
+LAYER_LOGGERS = ("firstwrite.idempotency", "firstwrite.idempotency.audit", "firstwrite.events")
 _running = threading.local()  # .stage: the stage this thread is working for
 
 

@@ -1,0 +1,398 @@
+"""Issue 29: firstwrite.events against Powertools' batch processor, and the pollers' records/s.
+
+Per-record time of an SQS batch of 10 records (the Lambda event shape), first delivery and
+redelivery (every record replayed), for ``SQSBatch`` and for Powertools' ``BatchProcessor``
+with an ``idempotent_function`` record handler on its ``DynamoDBPersistenceLayer``: both on the
+same boto3 client bound in process to one engine file. The bound is the bare DynamoDB calls
+each record must make (a conditional PutItem and an UpdateItem; on redelivery one refused
+PutItem returning the stored item), on the same client. Then records/s of the boto3 and the
+aiobotocore SQS pollers draining a queue on moto's SQS server against the local engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._common import (
+    Contender,
+    Section,
+    Series,
+    Settings,
+    Table,
+    Target,
+    free_port,
+    package_version,
+    profile_contender,
+    run_interleaved,
+    scratch_dir,
+    try_import,
+)
+from .engine_bound import boto3_client
+
+BATCH = 10
+TIME_TARGET = 0.8  # firstwrite time per record <= 0.8x Powertools
+OURS = "firstwrite SQSBatch"
+POWERTOOLS = "Powertools BatchProcessor"
+BOUND = "bare DynamoDB calls"
+SCENARIOS = ("first delivery", "redelivery (replay)")
+
+
+def _event(keys: list[str]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"m-{key}",
+                "receiptHandle": f"rh-{key}",
+                "body": json.dumps({"order_id": key, "amount": 10}),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
+                "awsRegion": "us-east-1",
+            }
+            for key in keys
+        ]
+    }
+
+
+class Shared:
+    """One engine file, one boto3 client bound to it in process."""
+
+    def __init__(self, directory: Path) -> None:
+        from firstwrite.engine.api import Engine
+        from firstwrite.engine.binding.sync import bind
+
+        self.engine = Engine(directory / "events.db", durability="normal")
+        self.client = bind(boto3_client(), self.engine)
+
+    def create_table(self, name: str, key: str, *, ttl_attribute: str | None = None) -> None:
+        self.client.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        if ttl_attribute is not None:  # like for like: firstwrite's ensure_table turns TTL on
+            self.client.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
+            )
+
+
+class BatchContender(Contender):
+    """One batch of 10 records per op: fresh keys (first delivery) or the same keys (replay)."""
+
+    def __init__(self, shared: Shared, scenario: str) -> None:
+        self.shared, self.scenario = shared, scenario
+        self.prefix = uuid.uuid4().hex[:8]
+        self.replayed = [f"{self.prefix}-r-{j}" for j in range(BATCH)]
+
+    def keys(self, i: int) -> list[str]:
+        if self.scenario == SCENARIOS[0]:
+            return [f"{self.prefix}-{i}-{j}" for j in range(BATCH)]
+        return self.replayed
+
+    def setup(self) -> None:
+        self.prepare()
+        if self.scenario != SCENARIOS[0]:
+            self.handle(_event(self.replayed))  # stored once; every op replays it
+
+    def prepare(self) -> None:
+        raise NotImplementedError
+
+    def handle(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def op(self, i: int) -> None:
+        self.handle(_event(self.keys(i)))
+
+
+def _ship(order: dict[str, Any]) -> dict[str, Any]:
+    return {"shipped": order["order_id"]}
+
+
+class Ours(BatchContender):
+    name = OURS
+
+    def prepare(self) -> None:
+        from firstwrite.events import SQSBatch
+        from firstwrite.idempotency import Idempotency, IdempotencyConfig
+
+        table = f"fw-{self.prefix}"
+        guard = Idempotency(IdempotencyConfig(table_name=table), client=self.shared.client)
+        guard.ensure_table()
+        self.batch = SQSBatch(guard, key="order_id")
+
+    def handle(self, event: dict[str, Any]) -> None:
+        response = self.batch.handle(event, None, self._record)  # type: ignore[arg-type]
+        if response["batchItemFailures"]:
+            raise AssertionError(f"{OURS} reported {response}")
+
+    @staticmethod
+    def _record(record: Any) -> object:
+        return _ship(json.loads(record["body"]))
+
+
+class Powertools(BatchContender):
+    name = POWERTOOLS
+
+    def prepare(self) -> None:
+        from aws_lambda_powertools.utilities.batch import (
+            BatchProcessor,
+            EventType,
+            process_partial_response,
+        )
+        from aws_lambda_powertools.utilities.idempotency import (
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+
+        warnings.filterwarnings("ignore", message="Couldn't determine the remaining time")
+        table = f"pt-{self.prefix}"
+        self.shared.create_table(table, "id", ttl_attribute="expiration")
+        persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=self.shared.client)
+        config = IdempotencyConfig(event_key_jmespath="order_id", payload_validation_jmespath="@")
+        ship = idempotent_function(
+            data_keyword_argument="order", persistence_store=persistence, config=config
+        )(_ship)
+        processor = BatchProcessor(event_type=EventType.SQS)
+
+        def record_handler(record: Any) -> object:
+            return ship(order=json.loads(record.body))
+
+        def handle(event: dict[str, Any]) -> None:
+            response = process_partial_response(event, record_handler, processor, None)
+            if response["batchItemFailures"]:
+                raise AssertionError(f"{POWERTOOLS} reported {response}")
+
+        self.handle = handle  # type: ignore[method-assign]
+
+
+class Bare(BatchContender):
+    """The calls every implementation must make per record, and nothing else."""
+
+    name = BOUND
+
+    def prepare(self) -> None:
+        self.table = f"bare-{self.prefix}"
+        self.shared.create_table(self.table, "pk", ttl_attribute="expires_at")
+        self.refused = self.shared.client.exceptions.ConditionalCheckFailedException
+
+    def handle(self, event: dict[str, Any]) -> None:
+        client, table = self.shared.client, self.table
+        for record in event["Records"]:
+            key = {"pk": {"S": json.loads(record["body"])["order_id"]}}
+            try:
+                client.put_item(
+                    TableName=table,
+                    Item={**key, "status": {"S": "PENDING"}, "expires_at": {"N": "4102444800"}},
+                    ConditionExpression="attribute_not_exists(pk)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except self.refused:
+                continue  # replay: the stored item came back
+            client.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET #s = :c, #r = :r",
+                ConditionExpression="#s = :p",
+                ExpressionAttributeNames={"#s": "status", "#r": "result"},
+                ExpressionAttributeValues={
+                    ":c": {"S": "COMPLETED"},
+                    ":p": {"S": "PENDING"},
+                    ":r": {"S": record["body"]},
+                },
+            )
+
+
+def _per_record(series: list[Series]) -> list[Series]:
+    """Batches/s to µs per record."""
+    return [
+        Series(s.name, [1e6 / (v * BATCH) for v in s.values], unit="µs/record", note=s.note)
+        for s in series
+    ]
+
+
+# -- the pollers' throughput -------------------------------------------------------------------
+
+
+class _Moto:
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.log = directory / "moto.log"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        import socket
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.stop()
+                    why = self.log.read_text()[-500:]
+                    raise RuntimeError(f"moto did not start: {why}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def _sqs_kwargs(url: str) -> dict[str, str]:
+    return {
+        "endpoint_url": url,
+        "region_name": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+
+
+def _fill(sqs: Any, queue_url: str, n: int) -> None:
+    for start in range(0, n, 10):
+        entries = [
+            {"Id": str(j), "MessageBody": json.dumps({"order_id": uuid.uuid4().hex})}
+            for j in range(min(10, n - start))
+        ]
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+
+
+def _pollers(settings: Settings, log: Callable[[str], None], directory: Path) -> Table:
+    import boto3
+
+    from firstwrite.events.async_sqs_poller import AsyncSQSPoller
+    from firstwrite.events.sqs_poller import SQSPoller
+    from firstwrite.idempotency import AsyncIdempotency, Idempotency, IdempotencyConfig
+    from firstwrite.idempotency.aio import ThreadedClient
+
+    shared = Shared(directory)
+    config = IdempotencyConfig(table_name="pollers")
+    guard = Idempotency(config, client=shared.client)
+    guard.ensure_table()
+    aguard = AsyncIdempotency(config, client=ThreadedClient(shared.client))
+    n = 30 if settings.quick else 300
+    moto = _Moto(directory)
+    sqs = boto3.client("sqs", **_sqs_kwargs(moto.url))
+    sync_series = Series("SQSPoller (boto3)", unit="ops/s", note="records/s")
+    async_series = Series("AsyncSQSPoller (aiobotocore)", unit="ops/s", note="records/s")
+
+    def drain_sync(queue_url: str) -> float:
+        poller = SQSPoller(sqs, queue_url, guard, lambda m: None, wait=0)
+        done, start = 0, time.perf_counter()
+        while done < n:
+            done += sum(r.acknowledged for r in poller.poll_once().results)
+        return done / (time.perf_counter() - start)
+
+    async def drain_async(queue_url: str) -> float:
+        from aiobotocore.session import get_session
+
+        async def nothing(message: Any) -> None:
+            return None
+
+        async with get_session().create_client("sqs", **_sqs_kwargs(moto.url)) as client:
+            poller = AsyncSQSPoller(client, queue_url, aguard, nothing, wait=0)
+            done, start = 0, time.perf_counter()
+            while done < n:
+                done += sum(r.acknowledged for r in (await poller.poll_once()).results)
+            return done / (time.perf_counter() - start)
+
+    try:
+        for rep in range(min(settings.reps, 3)):  # seconds per rep: three are enough
+            for series, drain in (
+                (sync_series, drain_sync),
+                (async_series, lambda url: asyncio.run(drain_async(url))),
+            ):
+                url = sqs.create_queue(QueueName=f"bench-{uuid.uuid4().hex[:10]}")["QueueUrl"]
+                _fill(sqs, url, n)
+                series.values.append(drain(url))
+            log(
+                f"    rep {rep + 1}: sync={sync_series.values[-1]:,.0f} "
+                f"async={async_series.values[-1]:,.0f} records/s"
+            )
+    finally:
+        moto.stop()
+        shared.engine.close()
+    return Table(
+        title=f"SQS pollers draining {n} messages (moto server, local engine), records/s",
+        series=[sync_series, async_series],
+        ours=[sync_series.name, async_series.name],
+        skipped={
+            "RabbitMQConsumer": "not measured by this benchmark yet (its broker fixture lives "
+            "in tests/brokers.py; tests/events/test_soak.py exercises it)"
+        },
+        notes=[
+            "Batches of 10, long poll off (`wait=0`), a handler that does nothing: the "
+            "consumer's own cost per message plus moto's (receive, delete) and the engine's."
+        ],
+    )
+
+
+def run(settings: Settings, log: Callable[[str], None]) -> Section:
+    method = [
+        "One engine file (`durability='normal'`) and one boto3 client bound to it in process, "
+        "shared by every contender. firstwrite: `SQSBatch(guard, key='order_id')` (defaults "
+        f"otherwise). Powertools {package_version('aws-lambda-powertools')}: `BatchProcessor"
+        "(EventType.SQS)` with `process_partial_response`, its record handler calling an "
+        "`idempotent_function` on `DynamoDBPersistenceLayer(boto3_client=...)` with "
+        "`event_key_jmespath='order_id'`, `payload_validation_jmespath='@'`.",
+        f"One op is one SQS event of {BATCH} records (Lambda's shape, no context); reported per "
+        "record. First delivery: fresh keys. Redelivery: the same stored batch every time, so "
+        "every record is replayed.",
+        f"`{BOUND}`: per record, the conditional PutItem and the UpdateItem (first delivery) or "
+        "the one refused PutItem with `ALL_OLD` (replay) that any implementation must make.",
+    ]
+    section = Section("events", "Event sources: SQS batches and pollers (issue 29)", method)
+    _, why = try_import("aws_lambda_powertools.utilities.batch", "BatchProcessor")
+    with scratch_dir("events-") as directory:
+        shared = Shared(directory)
+        try:
+            for scenario in SCENARIOS:
+                log(f"  {scenario}")
+                contenders: list[BatchContender] = [Ours(shared, scenario), Bare(shared, scenario)]
+                if why is None:
+                    contenders.insert(1, Powertools(shared, scenario))
+                series, skipped = run_interleaved(contenders, settings, log=log)
+                if why is not None:
+                    skipped[POWERTOOLS] = why
+                table = Table(
+                    title=f"SQS batch of {BATCH}, {scenario}: time per record",
+                    series=_per_record(series),
+                    ours=[OURS],
+                    targets=[Target(OURS, POWERTOOLS, maximum=TIME_TARGET, bound=BOUND)],
+                    skipped=skipped,
+                )
+                section.tables.append(table)
+                if not settings.quick:
+                    profiled = Ours(shared, scenario)
+                    profiled.setup()
+                    section.profiles[f"{OURS}, {scenario}"] = profile_contender(profiled, 200)
+        finally:
+            shared.engine.close()
+        try:
+            section.tables.append(_pollers(settings, log, directory))
+        except Exception as exc:  # a broker that cannot start is a row, not a failed bench
+            section.tables.append(
+                Table(
+                    title="SQS pollers, records/s",
+                    series=[],
+                    skipped={"SQS pollers": f"{type(exc).__name__}: {exc}"},
+                )
+            )
+    return section

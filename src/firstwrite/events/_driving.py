@@ -1,0 +1,102 @@
+"""The synchronous driver of a consumer's steps: a guard's calls, the handler in this thread.
+
+:func:`drive` answers each effect of :mod:`.steps` with the guard (a thrown error for a guard
+call that raised) and runs the handler while a :class:`_Renewer` thread keeps the claim alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from firstwrite.idempotency import Claim, LostClaimError
+
+from .steps import (
+    ClaimKey,
+    CompleteClaim,
+    Effect,
+    FailClaim,
+    Keepalive,
+    Ran,
+    RunHandler,
+    RunUnguarded,
+    Steps,
+)
+
+if TYPE_CHECKING:
+    from .guard import EventGuard
+
+__all__ = ["drive"]
+
+LOG = logging.getLogger("firstwrite.events")
+T = TypeVar("T")
+
+
+class _Renewer(threading.Thread):
+    """The thread behind a :class:`~.steps.Keepalive`: renews until stopped or the claim is lost."""
+
+    def __init__(self, guard: EventGuard, claim: Claim, keepalive: Keepalive) -> None:
+        super().__init__(name="firstwrite-events-keepalive", daemon=True)
+        self.guard, self.claim, self.keepalive = guard, claim, keepalive
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.keepalive.every):
+            try:
+                if self.keepalive.extend is not None:
+                    self.keepalive.extend()
+                self.claim = self.guard.renew(self.claim, self.keepalive.lease)
+            except LostClaimError:
+                return
+            except Exception:
+                LOG.warning("keepalive failed; retrying at the next beat", exc_info=True)
+
+    def finish(self) -> Claim:
+        self.stopped.set()
+        self.join()
+        return self.claim
+
+
+def _run(guard: EventGuard, handler: Callable[[Any], object], effect: RunHandler[Any]) -> Ran:
+    renewer = None
+    if effect.keepalive is not None:
+        renewer = _Renewer(guard, effect.claim, effect.keepalive)
+        renewer.start()
+    try:
+        result = handler(effect.record)
+    except BaseException as exc:
+        return Ran(renewer.finish() if renewer else effect.claim, error=exc)
+    return Ran(renewer.finish() if renewer else effect.claim, result)
+
+
+def _answer(guard: EventGuard, handler: Callable[[Any], object], effect: Effect) -> object:
+    if isinstance(effect, ClaimKey):
+        return guard.claim(
+            effect.key, effect.payload, scope=effect.scope, lease=effect.lease, wait=effect.wait
+        )
+    if isinstance(effect, CompleteClaim):
+        return guard.complete(effect.claim, effect.result)
+    if isinstance(effect, FailClaim):
+        guard.fail(effect.claim, effect.error, retryable=effect.retryable, data=effect.data)
+        return None
+    if isinstance(effect, RunUnguarded):
+        return handler(effect.record)
+    return _run(guard, handler, effect)
+
+
+def drive(steps: Steps[T], guard: EventGuard, handler: Callable[[Any], object]) -> T:
+    """Run ``steps`` to its end with ``guard`` and ``handler``; return its value."""
+    value: object = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = _answer(guard, handler, effect)
+        except Exception as exc:
+            error = exc

@@ -1,0 +1,171 @@
+"""What an SQS poller does with a message, decided once for the boto3 and the aiobotocore poller.
+
+:class:`SQSPolicy` holds a poller's options and its :class:`~.core.Consumer`, and turns each
+step into the SQS request to make (:class:`SQSCall`, a plain value): the receive, the
+visibility extension a keepalive makes together with the claim's renewal, and what settles a
+handled message: delete it when it is done (ran now, ran before, or given up for good), make it
+visible again after ``retry_delay`` when it runs elsewhere or was held back, else leave it to
+reappear when its visibility ends. :class:`~.sqs_poller.SQSPoller` and
+:class:`~.async_sqs_poller.AsyncSQSPoller` only make these calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypedDict
+
+from firstwrite.idempotency import Metrics
+
+from .core import Consumer, Keepalive, Ordering, RecordOutcome, RecordResult
+from .guard import AnyEventGuard
+from .selectors import json_body, key_function, payload_function
+from .shapes import SQSMessage
+
+__all__ = ["PollerOptions", "SQSCall", "SQSPolicy", "message_key"]
+
+
+class PollerOptions(TypedDict, total=False):
+    """A poller's keyword options: see :class:`SQSPolicy`."""
+
+    key: str | Callable[[SQSMessage], str] | None
+    payload: Callable[[SQSMessage], object] | bool
+    validate: Callable[[SQSMessage], object] | None
+    max_attempts: int
+    non_retryable: tuple[type[BaseException], ...]
+    scope: str | None
+    metrics: Metrics | None
+    visibility: int
+    batch_size: int
+    wait: int
+    extend_visibility: bool
+    retry_delay: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SQSCall:
+    """One SQS request: the client method's name and its keyword arguments."""
+
+    method: str
+    params: Mapping[str, object]
+
+
+def message_key(message: SQSMessage) -> str:
+    """The default key: the deduplication id (FIFO), else the message id."""
+    return message.get("Attributes", {}).get("MessageDeduplicationId") or message["MessageId"]
+
+
+class SQSPolicy:
+    """A poller of ``queue_url`` guarded by ``guard``.
+
+    ``visibility``: the seconds a received message stays invisible, and the claim's lease;
+    both are renewed every ``visibility / 3`` while the handler runs (the visibility only with
+    ``extend_visibility``). ``key``, ``payload`` (default: the body), ``validate``,
+    ``max_attempts``, ``non_retryable``, ``scope``, ``metrics``: as for :class:`.Consumer`.
+    ``wait`` is the long poll (seconds), which bounds how long a stop waits for an idle
+    receive. A message running in another consumer, or held back behind its FIFO group, comes
+    back after ``retry_delay`` seconds; a failed one when its visibility ends. On a FIFO queue
+    (URL ending in ``.fifo``) the key is the deduplication id and a message not done holds back
+    the rest of its group in the batch.
+    """
+
+    def __init__(
+        self,
+        queue_url: str,
+        guard: AnyEventGuard,
+        *,
+        key: str | Callable[[SQSMessage], str] | None = None,
+        payload: Callable[[SQSMessage], object] | bool = True,
+        validate: Callable[[SQSMessage], object] | None = None,
+        max_attempts: int = 3,
+        non_retryable: tuple[type[BaseException], ...] = (),
+        scope: str | None = None,
+        metrics: Metrics | None = None,
+        visibility: int = 30,
+        batch_size: int = 10,
+        wait: int = 1,
+        extend_visibility: bool = True,
+        retry_delay: int = 1,
+        source: str = "sqs_poller",
+    ) -> None:
+        self.queue_url = queue_url
+        self.visibility, self.batch_size, self.wait = visibility, batch_size, wait
+        self.extend_visibility, self.retry_delay = extend_visibility, retry_delay
+        fifo = queue_url.endswith(".fifo")
+        self.consumer: Consumer[SQSMessage] = Consumer(
+            guard,
+            key_function(key, message_key, _body_json),
+            source=source,
+            id=_message_id,
+            payload=payload_function(payload, _body_text),
+            group=_group if fifo else None,
+            ordering=Ordering.GROUPS if fifo else Ordering.INDEPENDENT,
+            validate=validate,
+            max_attempts=max_attempts,
+            non_retryable=non_retryable,
+            scope=scope,
+            metrics=metrics,
+        )
+
+    def receive(self) -> SQSCall:
+        """The next receive."""
+        return SQSCall(
+            "receive_message",
+            {
+                "QueueUrl": self.queue_url,
+                "MaxNumberOfMessages": self.batch_size,
+                "WaitTimeSeconds": self.wait,
+                "VisibilityTimeout": self.visibility,
+                "AttributeNames": ["All"],
+                "MessageAttributeNames": ["All"],
+            },
+        )
+
+    def visibility_call(self, message: SQSMessage, seconds: int) -> SQSCall:
+        params = {
+            "QueueUrl": self.queue_url,
+            "ReceiptHandle": message["ReceiptHandle"],
+            "VisibilityTimeout": seconds,
+        }
+        return SQSCall("change_message_visibility", params)
+
+    def keepalive(self, message: SQSMessage, call: Callable[[SQSCall], object]) -> Keepalive:
+        """The keepalive of ``message`` while its handler runs; ``call`` makes an SQS call
+        (the visibility extension)."""
+        extend: Callable[[], object] | None = None
+        if self.extend_visibility:
+            request = self.visibility_call(message, self.visibility)
+
+            def extend() -> object:
+                return call(request)
+
+        return Keepalive(every=self.visibility / 3, lease=float(self.visibility), extend=extend)
+
+    def settle(self, message: SQSMessage, result: RecordResult) -> SQSCall | None:
+        """What to do with a handled message: delete it, show it again soon, or nothing."""
+        if result.acknowledged:
+            params = {"QueueUrl": self.queue_url, "ReceiptHandle": message["ReceiptHandle"]}
+            return SQSCall("delete_message", params)
+        if result.outcome in _SOON:
+            return self.visibility_call(message, self.retry_delay)
+        return None
+
+
+_SOON = frozenset({RecordOutcome.IN_PROGRESS, RecordOutcome.SKIPPED})
+
+
+def _group(message: SQSMessage) -> str | None:
+    return message.get("Attributes", {}).get("MessageGroupId")
+
+
+def _message_id(message: SQSMessage) -> str:
+    return message["MessageId"]
+
+
+def _body_text(message: SQSMessage) -> object:
+    return message["Body"]
+
+
+def _body_json(message: SQSMessage) -> object:
+    return json_body(message["Body"])

@@ -1,0 +1,45 @@
+"""Smoke test of bench/events.py: a handful of iterations, the report's shape (not timings):
+per-record tables for both deliveries with Powertools and the bound, and the pollers' table."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `bench` is a top-level package beside `src/`, not installed
+    sys.path.insert(0, str(ROOT))
+
+from bench import _common, events, report  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("bench")
+
+TINY = _common.Settings(
+    reps=2, duration=0.02, http_duration=1.0, http_reps=1, warmup=0.01, quick=True
+)
+
+
+def test_events_bench_reports_per_record_ratios_and_poller_rates() -> None:
+    section = events.run(TINY, lambda _m: None)
+    assert section.error is None
+    first, replay, pollers = section.tables
+    for table, scenario in ((first, "first delivery"), (replay, "redelivery (replay)")):
+        assert scenario in table.title
+        names = {s.name for s in table.series}
+        assert names == {events.OURS, events.POWERTOOLS, events.BOUND}, table.skipped
+        for series in table.series:
+            assert series.unit == "µs/record" and len(series.values) == TINY.reps
+            assert all(v > 0 and math.isfinite(v) for v in series.values)
+        (target,) = table.targets
+        assert target.maximum == events.TIME_TARGET and target.bound == events.BOUND
+        assert table.ratio(events.OURS, events.POWERTOOLS) > 0
+    assert {s.name for s in pollers.series} == {
+        "SQSPoller (boto3)",
+        "AsyncSQSPoller (aiobotocore)",
+    }, pollers.skipped
+    assert all(len(s.values) == TINY.reps and min(s.values) > 0 for s in pollers.series)
+    text = "\n".join(report.render_table(first))
+    assert first.title in text and events.POWERTOOLS in text

@@ -1,0 +1,310 @@
+"""The asyncio SQS poller (aiobotocore) against a real SQS-API server (moto in server mode) and
+the local engine: duplicates and redelivery, a visibility running out while the first consumer
+still works, the heartbeat extending both the visibility and the claim's lease, a handler that
+raises, task cancellation, and SIGTERM to a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstwrite.engine import Engine, local_client
+from firstwrite.events import RecordOutcome
+from firstwrite.events.async_sqs_poller import AsyncSQSPoller
+from firstwrite.idempotency import (
+    AsyncIdempotency,
+    IdempotencyConfig,
+    InProgressError,
+    MemoryMetrics,
+    Status,
+)
+from firstwrite.idempotency.aio import ThreadedClient
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE = "events-idem"
+
+
+@pytest.fixture
+def aguard(engine: Engine) -> AsyncIdempotency:
+    guard = AsyncIdempotency(
+        IdempotencyConfig(table_name=TABLE),
+        client=ThreadedClient(local_client(engine)),
+        clock=engine.clock.now,
+        metrics=MemoryMetrics(),
+    )
+    asyncio.run(guard.ensure_table())
+    return guard
+
+
+@asynccontextmanager
+async def aio_sqs(url: str) -> AsyncIterator[Any]:
+    from aiobotocore.session import get_session
+
+    async with get_session().create_client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ) as client:
+        yield client
+
+
+async def drain(
+    pollers: list[AsyncSQSPoller], sqs: Any, queue_url: str, timeout: float = 30
+) -> None:
+    """Run ``pollers`` as tasks until the queue is empty (visible and in flight)."""
+    tasks = [asyncio.create_task(p.run(handle_signals=False)) for p in pollers]
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            attrs = (
+                await sqs.get_queue_attributes(
+                    QueueUrl=queue_url,
+                    AttributeNames=[
+                        "ApproximateNumberOfMessages",
+                        "ApproximateNumberOfMessagesNotVisible",
+                    ],
+                )
+            )["Attributes"]
+            if all(v == "0" for v in attrs.values()):
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"queue not drained: {attrs}")
+    finally:
+        for p in pollers:
+            p.stop()
+        await asyncio.gather(*tasks)
+
+
+def run(main: Callable[[Any], Awaitable[None]], moto_sqs: Any) -> None:
+    async def go() -> None:
+        async with aio_sqs(moto_sqs.url) as sqs:
+            await main(sqs)
+
+    asyncio.run(go())
+
+
+def test_duplicates_run_once_and_every_message_is_deleted(
+    aguard: AsyncIdempotency, sqs: Any, queue_url: str, moto_sqs: Any
+) -> None:
+    for i in range(20):  # each order sent twice, as a retrying producer would
+        for _ in range(2):
+            sqs.send_message(QueueUrl=queue_url, MessageBody=f'{{"order_id": "o-{i}"}}')
+    ran: Counter[str] = Counter()
+
+    async def handler(message: Any) -> None:
+        ran[message["Body"]] += 1
+        await asyncio.sleep(0.01)
+
+    async def main(client: Any) -> None:
+        pollers = [
+            AsyncSQSPoller(client, queue_url, aguard, handler, key="order_id") for _ in range(2)
+        ]
+        await drain(pollers, client, queue_url)
+
+    run(main, moto_sqs)
+    assert len(ran) == 20 and set(ran.values()) == {1}
+    metrics = aguard.metrics.total  # type: ignore[attr-defined]
+    assert metrics("firstwrite_event_records_total", source="sqs_poller", outcome="replayed") >= 20
+
+
+def test_visibility_running_out_mid_handler_does_not_run_it_twice(
+    aguard: AsyncIdempotency, sqs: Any, queue_url: str, moto_sqs: Any
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
+    runs: list[str] = []
+    outcomes: list[RecordOutcome] = []
+
+    def slow(name: str) -> Callable[[Any], Awaitable[None]]:
+        async def handler(message: Any) -> None:
+            runs.append(name)
+            await asyncio.sleep(3.5)  # the 1 s visibility runs out three times meanwhile
+
+        return handler
+
+    async def main(client: Any) -> None:
+        # The first poller does not extend the message's visibility (it still renews the
+        # claim's lease): the queue hands the message to the second poller meanwhile.
+        first = AsyncSQSPoller(
+            client, queue_url, aguard, slow("first"), visibility=1, extend_visibility=False
+        )
+        second = AsyncSQSPoller(client, queue_url, aguard, slow("second"), visibility=1)
+        task = asyncio.create_task(first.poll_once())
+        while not runs:
+            await asyncio.sleep(0.05)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            outcomes.extend(r.outcome for r in (await second.poll_once()).results)
+        first_batch = await task
+        assert [r.outcome for r in first_batch.results] == [RecordOutcome.PROCESSED]
+        await drain([second], client, queue_url)
+
+    run(main, moto_sqs)
+    assert RecordOutcome.IN_PROGRESS in outcomes  # redelivered while the first still worked
+    assert RecordOutcome.PROCESSED not in outcomes
+    assert runs == ["first"]
+
+
+def test_heartbeat_extends_both_the_visibility_and_the_lease(
+    aguard: AsyncIdempotency, sqs: Any, queue_url: str, moto_sqs: Any
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
+    seen: list[str] = []
+    checks: list[object] = []
+
+    async def handler(message: Any) -> str:
+        seen.append(message["MessageId"])
+        await asyncio.sleep(3)
+        return "done"
+
+    async def main(client: Any) -> None:
+        poller = AsyncSQSPoller(client, queue_url, aguard, handler, visibility=1)
+        task = asyncio.create_task(poller.poll_once())
+        await asyncio.sleep(2.2)  # twice the visibility and the lease
+        # the queue does not show it again...
+        again = await client.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0)
+        checks.append("Messages" in again)
+        # ...and the claim's lease is still live: another claim of the key is refused
+        try:
+            await aguard.claim(seen[0], "slow", wait=0)
+        except InProgressError:
+            checks.append("in progress")
+        batch = await task
+        checks.append(batch.results[0].outcome)
+
+    run(main, moto_sqs)
+    assert checks == [False, "in progress", RecordOutcome.PROCESSED]
+    record = asyncio.run(aguard.get(seen[0]))
+    assert record is not None and record.status is Status.COMPLETED
+    assert (
+        sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"][
+            "ApproximateNumberOfMessagesNotVisible"
+        ]
+        == "0"
+    )  # deleted after completion
+
+
+def test_a_handler_that_raises_is_redelivered_then_given_up(
+    aguard: AsyncIdempotency, sqs: Any, queue_url: str, moto_sqs: Any
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="flaky")
+    sqs.send_message(QueueUrl=queue_url, MessageBody="broken")
+    calls: Counter[str] = Counter()
+    body_of: dict[str, str] = {}
+    outcomes: dict[str, list[RecordOutcome]] = {"flaky": [], "broken": []}
+
+    async def handler(message: Any) -> str:
+        body_of[message["MessageId"]] = message["Body"]
+        calls[message["Body"]] += 1
+        if message["Body"] == "broken" or calls["flaky"] == 1:
+            raise RuntimeError(f"boom {message['Body']}")
+        return "ok"
+
+    async def main(client: Any) -> None:
+        poller = AsyncSQSPoller(client, queue_url, aguard, handler, visibility=1, max_attempts=2)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            RecordOutcome.PROCESSED in outcomes["flaky"]
+            and RecordOutcome.FAILED_FINAL in outcomes["broken"]
+        ):
+            for result in (await poller.poll_once()).results:
+                outcomes[body_of[result.id]].append(result.outcome)
+        await drain([poller], client, queue_url)  # both deleted: nothing comes back
+
+    run(main, moto_sqs)
+    assert calls == {"flaky": 2, "broken": 2}  # each redelivered once; broken given up at 2
+    assert outcomes["flaky"] == [RecordOutcome.FAILED, RecordOutcome.PROCESSED]
+    assert outcomes["broken"] == [RecordOutcome.FAILED, RecordOutcome.FAILED_FINAL]
+
+
+def test_cancelling_the_task_frees_the_key_of_the_message_in_hand(
+    aguard: AsyncIdempotency, sqs: Any, queue_url: str, moto_sqs: Any
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="job")
+    runs: list[str] = []
+
+    async def handler(message: Any) -> str:
+        runs.append(message["MessageId"])
+        if len(runs) == 1:
+            await asyncio.sleep(3600)  # cancelled here
+        return "ok"
+
+    async def main(client: Any) -> None:
+        poller = AsyncSQSPoller(client, queue_url, aguard, handler, visibility=1)
+        task = asyncio.create_task(poller.run(handle_signals=False))
+        while not runs:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        record = await aguard.get(runs[0])
+        assert record is not None and record.status is Status.FAILED  # retryable, not held
+        # the message was not deleted: it comes back and runs at once (no lease to wait out)
+        await drain(
+            [AsyncSQSPoller(client, queue_url, aguard, handler, visibility=1)], client, queue_url
+        )
+        record = await aguard.get(runs[0])
+        assert record is not None and record.status is Status.COMPLETED
+
+    run(main, moto_sqs)
+    assert len(runs) == 2 and runs[0] == runs[1]
+
+
+def test_sigterm_finishes_the_message_in_hand_then_stops(
+    sqs: Any, queue_url: str, moto_sqs: Any, tmp_path: Path
+) -> None:
+    from firstwrite.idempotency import Idempotency
+
+    db = tmp_path / "events.db"
+    engine = Engine(str(db))
+    guard = Idempotency(IdempotencyConfig(table_name=TABLE), client=local_client(engine))
+    guard.ensure_table()
+    message_id = sqs.send_message(QueueUrl=queue_url, MessageBody="job-1")["MessageId"]
+    marks = tmp_path / "marks.txt"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("_async_poller_worker.py")),
+            str(db),
+            moto_sqs.url,
+            queue_url,
+            str(marks),
+        ],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (marks.exists() and "start job-1" in marks.read_text()):
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.05)
+        os.kill(worker.pid, signal.SIGTERM)  # mid-handler
+        assert worker.wait(timeout=30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert marks.read_text().splitlines() == ["start job-1", "done job-1", "stopped"]
+    attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+    assert (
+        attrs["ApproximateNumberOfMessages"]
+        == attrs["ApproximateNumberOfMessagesNotVisible"]
+        == "0"
+    )
+    record = guard.get(message_id)
+    assert record is not None and record.status is Status.COMPLETED
+    engine.close()
