@@ -228,13 +228,6 @@ def test_the_keyboard_reaches_and_runs_the_race(
 # -- scenarios -------------------------------------------------------------------------------
 
 
-# Known flaky inside the full suite (0 throttles seen in 2 of 3 full runs, never alone): tracked
-# for issue 30; the scenario's own checks still run and are reported (xfail, not strict).
-HOT_PARTITION_FLAKY = pytest.mark.xfail(
-    strict=False, reason="hot-partition burst drew no throttle in some full-suite runs (#30)"
-)
-
-
 @pytest.mark.parametrize(
     "slug",
     [
@@ -244,7 +237,7 @@ HOT_PARTITION_FLAKY = pytest.mark.xfail(
         "transaction-cancelled",
         "stale-replica",
         "replay",
-        pytest.param("hot-partition", marks=HOT_PARTITION_FLAKY),
+        "hot-partition",
     ],
 )
 def test_each_scenario_shows_its_verdict(
