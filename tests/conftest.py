@@ -74,13 +74,13 @@ pytest_plugins = ["pytester"]  # tests/testing runs test modules under the plugi
 
 NO_RETRIES = Config(retries={"max_attempts": 0})
 
-# Marked slow as a whole (paths under tests/, a directory with its trailing slash): what they
-# run costs seconds per test (subprocesses, pip, Chromium, the AWS CLI, load proofs), so the
-# pre-commit loop runs without them; `make test` and CI run them all.
+# Marked slow (node ids under tests/: a directory with its trailing slash, a file, or a file's
+# test): what they run costs seconds per test (subprocesses, pip, Chromium, the AWS CLI, load
+# proofs), so the pre-commit loop runs without them; `make test` and CI run them all.
 SLOW_FILES = (
     "bench/",
     "proof/",
-    "test_install.py",
+    "test_install.py::test_the_install_size_benchmark",
     "docs/test_doc_harness.py",
     "console/test_browser.py",
     "engine/server/security/test_browser_origin.py",
@@ -100,14 +100,13 @@ SLOW_FILES = (
     "testing/test_moto_module.py",
     "http/test_http_bench.py",
 )
-TESTS = Path(__file__).resolve().parent
+SLOW_IDS = tuple(f"tests/{prefix}" for prefix in SLOW_FILES)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        path = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
         if (
-            path.startswith(SLOW_FILES)
+            item.nodeid.startswith(SLOW_IDS)
             or item.get_closest_marker("crash") is not None
             or any(m.args[:1] == ("bench",) for m in item.iter_markers("xdist_group"))
         ):
