@@ -99,6 +99,27 @@ SLOW_FILES = (
     "testing/test_plugin_runs.py",
     "testing/test_moto_module.py",
     "http/test_http_bench.py",
+    # Measured at 0.3 s a test or more (-n 0): servers, scenario runs, brokers, sweeps.
+    "docs/test_documents.py",
+    "console/test_scenarios.py",
+    "console/test_api.py",
+    "console/test_pages.py",
+    "events/test_sqs_poller.py",
+    "events/test_rabbitmq.py",
+    "events/test_lambda_sources.py",
+    "engine/server/test_screening.py",
+    "engine/server/test_request_heads.py",
+    "engine/storage/test_catalog_cache.py",
+    "engine/features/test_ttl_chores.py",
+    "engine/features/test_ttl_sweep.py",
+    "engine/features/test_regions.py",
+    "cli/test_cli_keys.py",
+    "cli/test_cli_engine_serve.py",
+    "cli/test_cli_table.py",
+    "testing/test_redirect.py",
+    "http/test_http_budget.py",
+    "http/test_http_transactional.py",
+    "idempotency/test_retry_after.py",
 )
 SLOW_IDS = tuple(f"tests/{prefix}" for prefix in SLOW_FILES)
 
