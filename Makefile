@@ -32,18 +32,23 @@ $(RUN_STAMP): requirements/run.lock pyproject.toml
 run: $(RUN_STAMP)
 	$(RUN_VENV)/bin/firstwrite demo --port $(PORT) --engine-port $(ENGINE_PORT) --db $(DB)
 
+# The tests write bytecode caches even where PYTHONDONTWRITEBYTECODE is set: without them every
+# worker re-compiles (and re-rewrites the asserts of) every module it collects, and every child
+# interpreter the tests start (servers, the CLI, docs blocks) re-compiles the package it imports.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
+
 ## test: lint, type-check, then the whole test suite (slow tests included)
 test: $(STAMP) lint typecheck
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PYTEST) -n 2 --dist loadgroup
 
-## test-fast: the suite without tests marked slow
+## test-fast: the suite without the slow tests (tests/conftest.py says which): a pre-commit loop
 test-fast: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
+	$(PYTEST) -n 2 --dist loadgroup -m "not slow"
 
 ## proof-linearizability, proof-crash, proof-hostile: the long forms of the proof suites
 ## (docs/reliability.md; `make test` runs their short forms); `proof`: all three.
 ## PROOF_REPORT=file.jsonl appends each suite's numbers to that file.
-PROOF_RUN = FIRSTWRITE_PROOF=long FIRSTWRITE_PROOF_REPORT=$(PROOF_REPORT) $(PY) -m pytest -n 0 -p no:randomly
+PROOF_RUN = FIRSTWRITE_PROOF=long FIRSTWRITE_PROOF_REPORT=$(PROOF_REPORT) $(PYTEST) -n 0 -p no:randomly
 proof: proof-linearizability proof-crash proof-hostile
 
 proof-linearizability: $(STAMP)

@@ -33,6 +33,10 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
 ``playwright``
     Playwright's sync API, started once per module, for the browser tests (``tests/browser.py``
     launches Debian's Chromium with it).
+
+``make test-fast`` (``-m "not slow"``) leaves out, besides the tests marked ``slow``, every test
+that kills a process (``crash``), every benchmark (the ``bench`` xdist group) and the files of
+:data:`SLOW_FILES`: child interpreters, browsers, real servers under load, the proofs.
 """
 
 from __future__ import annotations
@@ -46,6 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+
+# Imported before any test can run pytest in-process (pytester): its sys.modules snapshot drops
+# what a nested run imported first, and PyYAML's C extension, once loaded, keeps the first
+# module's node classes, so a second `import yaml` parses nodes its own constructors do not
+# know ("could not determine a constructor for the tag None" in cfn-lint, in the docs tests).
+import yaml  # noqa: F401
 from botocore.config import Config
 
 if TYPE_CHECKING:
@@ -63,6 +73,65 @@ from engine_process import (
 pytest_plugins = ["pytester"]  # tests/testing runs test modules under the plugin
 
 NO_RETRIES = Config(retries={"max_attempts": 0})
+
+# Marked slow (node ids under tests/: a directory with its trailing slash, a file, or a file's
+# test): what they run costs seconds per test (subprocesses, pip, Chromium, the AWS CLI, load
+# proofs), so the pre-commit loop runs without them; `make test` and CI run them all.
+SLOW_FILES = (
+    "bench/",
+    "proof/",
+    "test_install.py::test_the_install_size_benchmark",
+    "docs/test_doc_harness.py",
+    "console/test_browser.py",
+    "engine/server/security/test_browser_origin.py",
+    "engine/server/test_aws_cli.py",
+    "engine/server/test_big_requests.py",
+    "engine/server/test_server_connections.py",
+    "engine/server/test_server_stalls.py",
+    "engine/server/test_js_sdk.py",
+    "engine/test_race.py",
+    "demo/test_demo_service.py",
+    "idempotency/test_processes.py",
+    "idempotency/test_budget_outage.py",
+    "cli/test_cli_race.py",
+    "cli/test_cli_dynalite.py",
+    "events/test_soak.py",
+    "testing/test_plugin_runs.py",
+    "testing/test_moto_module.py",
+    "http/test_http_bench.py",
+    # Measured at 0.3 s a test or more (-n 0): servers, scenario runs, brokers, sweeps.
+    "docs/test_documents.py",
+    "console/test_scenarios.py",
+    "console/test_api.py",
+    "console/test_pages.py",
+    "events/test_sqs_poller.py",
+    "events/test_rabbitmq.py",
+    "events/test_lambda_sources.py",
+    "engine/server/test_screening.py",
+    "engine/server/test_request_heads.py",
+    "engine/storage/test_catalog_cache.py",
+    "engine/features/test_ttl_chores.py",
+    "engine/features/test_ttl_sweep.py",
+    "engine/features/test_regions.py",
+    "cli/test_cli_keys.py",
+    "cli/test_cli_engine_serve.py",
+    "cli/test_cli_table.py",
+    "testing/test_redirect.py",
+    "http/test_http_budget.py",
+    "http/test_http_transactional.py",
+    "idempotency/test_retry_after.py",
+)
+SLOW_IDS = tuple(f"tests/{prefix}" for prefix in SLOW_FILES)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if (
+            item.nodeid.startswith(SLOW_IDS)
+            or item.get_closest_marker("crash") is not None
+            or any(m.args[:1] == ("bench",) for m in item.iter_markers("xdist_group"))
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ fails there exactly as it would in a Lambda package built from ``pip install fir
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import sys
 import threading
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 from typing import Any
@@ -221,8 +222,14 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+@functools.cache
+def top_level_distributions() -> Mapping[str, list[str]]:
+    """``packages_distributions()``, read once: it reads every installed distribution's files."""
+    return packages_distributions()
+
+
 def distributions_of(module: str) -> set[str]:
-    return {canonical(d) for d in packages_distributions().get(module.partition(".")[0], [])}
+    return {canonical(d) for d in top_level_distributions().get(module.partition(".")[0], [])}
 
 
 @pytest.mark.parametrize("extra", [None, "engine"])

@@ -363,7 +363,11 @@ def test_a_killed_contender_process_ends_the_race_with_an_error(
     assert any(f"process {children[0]} died" in message for message in report["fatal"])
     assert report["violations"] == {}
     assert 0 < report["keys_raced"] < 1000000
-    assert report["winners"] >= report["keys_raced"] - 1  # the key in flight may be unverified
+    # Each raced key was judged (one winner) or is unverified: an answer the killed process had
+    # not yet flushed to the coordinator is lost with it, and how many keys that covers depends
+    # on how far its queue's feeder thread lagged when the kill came (under load, several).
+    assert report["keys_with_one_winner"] + report["unverified_keys"] == report["keys_raced"]
+    assert report["winners"] >= report["keys_with_one_winner"]
     assert _tables(db) == []
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from browser import launch_persistent, needs_chromium
+from browser import launch, needs_chromium
 from firstwrite.console.race import MAX_N
 from firstwrite.console.seed import EXAMPLES_TABLE
 
@@ -62,21 +62,27 @@ def expect(locator: Any) -> Any:
     return playwright_expect(locator)
 
 
+@pytest.fixture(scope="module")
+def chromium(playwright: Any) -> Iterator[Any]:
+    """One headless Chromium for the module's tests (each opens contexts of its own)."""
+    browser = launch(playwright)
+    yield browser
+    browser.close()
+
+
 @pytest.fixture
-def open_browser(playwright: Any, tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``open_browser(**context_options)``: a fresh Chromium profile (its own user-data-dir)."""
+def open_browser(chromium: Any) -> Iterator[Callable[..., Any]]:
+    """``open_browser(**context_options)``: a fresh browser context (its own cookies, storage and
+    cache, as a new profile has) on the module's Chromium."""
     contexts: list[Any] = []
 
-    def launch(**options: Any) -> Any:
-        profile = tmp_path / f"profile-{len(contexts)}"
-        context = launch_persistent(
-            playwright, profile, viewport={"width": 1280, "height": 900}, **options
-        )
+    def open_context(**options: Any) -> Any:
+        context = chromium.new_context(viewport={"width": 1280, "height": 900}, **options)
         context.set_default_timeout(60_000)
         contexts.append(context)
         return context
 
-    yield launch
+    yield open_context
     for context in contexts:
         context.close()
 
@@ -259,13 +265,6 @@ def test_the_keyboard_reaches_and_runs_the_race(
 # -- scenarios -------------------------------------------------------------------------------
 
 
-# Known flaky inside the full suite (0 throttles seen in 2 of 3 full runs, never alone): tracked
-# for issue 30; the scenario's own checks still run and are reported (xfail, not strict).
-HOT_PARTITION_FLAKY = pytest.mark.xfail(
-    strict=False, reason="hot-partition burst drew no throttle in some full-suite runs (#30)"
-)
-
-
 @pytest.mark.parametrize(
     "slug",
     [
@@ -275,7 +274,7 @@ HOT_PARTITION_FLAKY = pytest.mark.xfail(
         "transaction-cancelled",
         "stale-replica",
         "replay",
-        pytest.param("hot-partition", marks=HOT_PARTITION_FLAKY),
+        "hot-partition",
         "redelivered-batch",
     ],
 )

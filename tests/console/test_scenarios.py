@@ -4,6 +4,7 @@ did not hold when the layer is broken. None of them touches the served engine.""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,17 +18,7 @@ from firstwrite.idempotency import Idempotency, MemoryMetrics
 
 from .conftest import Server, post_json
 
-# hot-partition: known flaky inside the full suite (0 throttles in some runs, never alone),
-# tracked for issue 30; it still runs and is reported (xfail, not strict).
-SLUGS = [
-    pytest.param(
-        s.slug,
-        marks=pytest.mark.xfail(strict=False, reason="no throttle in some full-suite runs (#30)"),
-    )
-    if s.slug == "hot-partition"
-    else s.slug
-    for s in scenarios.SCENARIOS
-]
+SLUGS = [s.slug for s in scenarios.SCENARIOS]
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -121,7 +112,6 @@ def test_stale_replica_compares_unpinned_and_pinned() -> None:
     assert sum("order-8 charged" in t for t in texts) == 1
 
 
-@pytest.mark.xfail(strict=False, reason="no throttle in some full-suite runs (#30)")
 def test_hot_partition_throttles_the_tenants_partition_alone() -> None:
     outcome = run("hot-partition")
     hot = [e for e in events(outcome, "The burst, keyed by tenant") if isinstance(e, Exchange)]
@@ -146,6 +136,24 @@ def test_hot_partition_throttles_the_tenants_partition_alone() -> None:
     assert spread and all(e.code != "ThrottlingException" for e in spread)
     advice = [e.text for e in events(outcome, "What to do about a hot partition")]
     assert any("one tenant id, a fixed queue name, a date bucket" in a for a in advice)
+
+
+def test_hot_partition_throttles_when_commits_are_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A loaded machine: each group commit waits, so the burst's writers queue up and are all
+    # admitted before any is charged. The burst must still throttle (at 10 units it drew none).
+    from firstwrite.engine.storage import database
+
+    run_batch = database.Storage._run_batch
+
+    def slow(self: Any, batch: Any) -> None:
+        time.sleep(0.02)
+        run_batch(self, batch)
+
+    monkeypatch.setattr(database.Storage, "_run_batch", slow)
+    outcome = run("hot-partition")
+    hot = [e for e in events(outcome, "The burst, keyed by tenant") if isinstance(e, Exchange)]
+    assert sum(e.code == "ThrottlingException" for e in hot) >= 4
+    assert [c.text for c in outcome.checks if not c.passed] == [] and outcome.held
 
 
 def test_an_error_becomes_the_outcome_not_an_exception() -> None:

@@ -69,7 +69,7 @@ from firstwrite.idempotency import Idempotency, IdempotencyConfig, Status
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
-CYCLES = scale(3, 20)
+CYCLES = scale(2, 20)
 ACKS_PER_CYCLE = scale(60, 300)  # writer acknowledgements before the kill is armed...
 KILL_WITHIN_S = 0.3  # ...then it comes at a random instant within this
 CYCLE_LIMIT_S = 20.0  # or after this, whatever the count

@@ -21,6 +21,8 @@ import pytest
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.direct.client import DirectClient
+from firstwrite.engine.features.indexes.maintenance import IndexConfig
+from firstwrite.engine.features.ttl import TTLConfig
 from firstwrite.engine.storage import database
 
 TABLE = "durable"
@@ -52,7 +54,15 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> FsyncSpy:
 
 @pytest.fixture
 def full(tmp_path: Path) -> Iterator[Engine]:
-    with Engine(tmp_path / "full.db", durability="full") as engine:
+    # No background threads (the TTL sweeper, the index poller): each tick's read waits for an
+    # fsync of what it saw, from its own thread, outside any deferred block, so a tick landing
+    # inside a test (every second, and sooner or later on a slow machine) adds fsyncs it counts.
+    with Engine(
+        tmp_path / "full.db",
+        durability="full",
+        ttl_config=TTLConfig(sweep_interval=None),
+        index_config=IndexConfig(background=False),
+    ) as engine:
         DirectClient(engine).create_table(
             TableName=TABLE,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
