@@ -207,8 +207,11 @@ def test_a_body_of_tiny_chunks_is_refused_before_it_costs_other_clients(
     assert answer == b"" or answer.startswith(b"HTTP/1.1 400 "), answer[:200]
     assert took < 5, f"the server read tiny chunks for {took:.1f} s"
     quiet_p99, loud_p99 = _percentile(quiet, 99), _percentile(loud, 99)
-    # (Within 2x of the quiet p99, or under 20 ms: a handful of samples on a shared machine.)
-    assert loud_p99 <= max(2 * quiet_p99, 0.02), (quiet_p99, loud_p99)
+    # Within 2x of the quiet p99, or under 100 ms: before the fix the other client's p99 was
+    # 229 ms (p50 95 ms); on a loaded 2-core machine a handful of samples reach 25 ms with no
+    # attack at all, so a tighter floor here measured the machine. The 2x bound under attack is
+    # the hostile proof's (tests/proof, `make proof-hostile`).
+    assert loud_p99 <= max(2 * quiet_p99, 0.1), (quiet_p99, loud_p99)
 
 
 def test_a_body_of_reasonable_chunks_is_read(engine: Engine) -> None:
