@@ -1,5 +1,7 @@
-"""The middleware package is pure ASGI/WSGI: it imports the standard library and the idempotency
-layer's public API, nothing else (no Starlette, no Flask, no engine, no layer internals)."""
+"""The middleware package is pure ASGI/WSGI: it imports the standard library, the idempotency
+layer's public API and the stored reply's format (``firstwrite.shared.http_reply``, itself pure
+standard library, shared with the CLI and the console that decode it), nothing else (no
+Starlette, no Flask, no engine, no layer internals)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "firstwrite" / "http"
+REPLY_FORMAT = PACKAGE.parent / "shared" / "http_reply.py"
+ALLOWED = {"firstwrite.idempotency", "firstwrite.shared.http_reply"}
 
 
 def _absolute_imports(path: Path) -> set[str]:
@@ -27,12 +31,12 @@ def test_only_the_standard_library_and_the_layers_public_api() -> None:
         bad = sorted(
             name
             for name in _absolute_imports(path)
-            if name.split(".")[0] not in sys.stdlib_module_names
-            and name != "firstwrite.idempotency"
+            if name.split(".")[0] not in sys.stdlib_module_names and name not in ALLOWED
         )
         if bad:
             offenders[path.name] = bad
     assert offenders == {}
+    assert all(n.split(".")[0] in sys.stdlib_module_names for n in _absolute_imports(REPLY_FORMAT))
     assert _absolute_imports(PACKAGE / "asgi.py") >= {"firstwrite.idempotency"}  # the checker sees
 
 

@@ -32,7 +32,7 @@ from firstwrite.idempotency import (
     SerializationError,
     TableNotFoundError,
 )
-from firstwrite.shared import http_reply
+import firstwrite.shared.http_reply as http_reply
 
 from .config import HttpConfig, RetryAfterContext
 from .key import InvalidKey, parse_key
