@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
+import firstwrite.shared.http_reply as http_reply
 from firstwrite.idempotency import (
     DeadlineExceededError,
     IdempotencyError,
@@ -32,7 +33,6 @@ from firstwrite.idempotency import (
     SerializationError,
     TableNotFoundError,
 )
-import firstwrite.shared.http_reply as http_reply
 
 from .config import HttpConfig, RetryAfterContext
 from .key import InvalidKey, parse_key
