@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
+import threading
 import time
 import uuid
 import warnings
@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from ._common import (
+    REPO,
     Contender,
     Section,
     Series,
     Settings,
     Table,
     Target,
-    free_port,
     package_version,
     profile_contender,
     run_interleaved,
@@ -227,33 +227,14 @@ def _per_record(series: list[Series]) -> list[Series]:
 # -- the pollers' throughput -------------------------------------------------------------------
 
 
-class _Moto:
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
-        self.log = directory / "moto.log"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        self.url = f"http://127.0.0.1:{self.port}"
-        import socket
+def _brokers() -> Any:
+    """The test suite's broker starters (tests/brokers.py): moto's SQS server, RabbitMQ."""
+    tests = str(REPO / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import brokers
 
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    self.stop()
-                    why = self.log.read_text()[-500:]
-                    raise RuntimeError(f"moto did not start: {why}") from None
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
+    return brokers
 
 
 def _sqs_kwargs(url: str) -> dict[str, str]:
@@ -288,7 +269,7 @@ def _pollers(settings: Settings, log: Callable[[str], None], directory: Path) ->
     guard.ensure_table()
     aguard = AsyncIdempotency(config, client=ThreadedClient(shared.client))
     n = 30 if settings.quick else 300
-    moto = _Moto(directory)
+    moto = _brokers().start_moto(directory)
     sqs = boto3.client("sqs", **_sqs_kwargs(moto.url))
     sync_series = Series("SQSPoller (boto3)", unit="ops/s", note="records/s")
     async_series = Series("AsyncSQSPoller (aiobotocore)", unit="ops/s", note="records/s")
@@ -333,13 +314,74 @@ def _pollers(settings: Settings, log: Callable[[str], None], directory: Path) ->
         title=f"SQS pollers draining {n} messages (moto server, local engine), records/s",
         series=[sync_series, async_series],
         ours=[sync_series.name, async_series.name],
-        skipped={
-            "RabbitMQConsumer": "not measured by this benchmark yet (its broker fixture lives "
-            "in tests/brokers.py; tests/events/test_soak.py exercises it)"
-        },
         notes=[
             "Batches of 10, long poll off (`wait=0`), a handler that does nothing: the "
             "consumer's own cost per message plus moto's (receive, delete) and the engine's."
+        ],
+    )
+
+
+def _rabbitmq(settings: Settings, log: Callable[[str], None], directory: Path) -> Table:
+    """Records/s of one RabbitMQConsumer draining a queue on Debian's rabbitmq-server."""
+    import pika
+
+    from firstwrite.events.rabbitmq import RabbitMQConsumer
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig
+
+    title = "RabbitMQ consumer draining a queue (rabbitmq-server, local engine), records/s"
+    brokers = _brokers()
+    if not brokers.rabbitmq_available():
+        why = "rabbitmq-server is not installed"
+        return Table(title=title, series=[], skipped={"RabbitMQConsumer": why})
+    n = 30 if settings.quick else 300
+    shared = Shared(directory)
+    guard = Idempotency(IdempotencyConfig(table_name="rabbitmq"), client=shared.client)
+    guard.ensure_table()
+    broker = brokers.start_rabbitmq()
+    params = pika.ConnectionParameters("127.0.0.1", broker.port)
+    series = Series("RabbitMQConsumer (pika)", unit="ops/s", note="records/s, prefetch 10")
+
+    def drain() -> float:
+        queue = f"bench-{uuid.uuid4().hex[:10]}"
+        connection = pika.BlockingConnection(params)
+        channel = connection.channel()
+        channel.queue_declare(queue)
+        for i in range(n):
+            body = json.dumps({"order_id": uuid.uuid4().hex}).encode()
+            channel.basic_publish("", queue, body, pika.BasicProperties(message_id=f"{queue}-{i}"))
+        connection.close()
+        ran: list[object] = []
+        consumer = RabbitMQConsumer(params, queue, guard, ran.append, prefetch=10)
+        worker = threading.Thread(target=consumer.run)
+        start = time.perf_counter()
+        worker.start()
+        deadline = time.monotonic() + 120
+        while len(ran) < n:
+            if time.monotonic() > deadline or not worker.is_alive():
+                consumer.stop()
+                raise RuntimeError(f"the consumer ran {len(ran)} of {n} messages")
+            time.sleep(0.002)
+        took = time.perf_counter() - start
+        consumer.stop()
+        worker.join(30)
+        return n / took
+
+    try:
+        for rep in range(min(settings.reps, 3)):
+            series.values.append(drain())
+            log(f"    rep {rep + 1}: rabbitmq={series.values[-1]:,.0f} records/s")
+    finally:
+        broker.stop()
+        shared.engine.close()
+    return Table(
+        title=f"RabbitMQ consumer draining {n} messages (rabbitmq-server, local engine), records/s",
+        series=[series],
+        ours=[series.name],
+        notes=[
+            "One consumer thread, `prefetch=10`, a handler that only records the delivery: the "
+            "consumer's own cost per message (claim, complete, ack) plus the broker's and the "
+            "engine's. Timed from the consumer's start until its handler has run every message "
+            "(the connection's set-up included)."
         ],
     )
 
@@ -385,14 +427,15 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                     section.profiles[f"{OURS}, {scenario}"] = profile_contender(profiled, 200)
         finally:
             shared.engine.close()
-        try:
-            section.tables.append(_pollers(settings, log, directory))
-        except Exception as exc:  # a broker that cannot start is a row, not a failed bench
-            section.tables.append(
-                Table(
-                    title="SQS pollers, records/s",
-                    series=[],
-                    skipped={"SQS pollers": f"{type(exc).__name__}: {exc}"},
+        for measure, name in ((_pollers, "SQS pollers"), (_rabbitmq, "RabbitMQConsumer")):
+            try:
+                section.tables.append(measure(settings, log, directory))
+            except Exception as exc:  # a broker that cannot start is a row, not a failed bench
+                section.tables.append(
+                    Table(
+                        title=f"{name}, records/s",
+                        series=[],
+                        skipped={name: f"{type(exc).__name__}: {exc}"},
+                    )
                 )
-            )
     return section
