@@ -317,3 +317,34 @@ def test_redelivered_batch_does_not_hold_without_the_guard(
     assert not outcome.held
     failed = {c.text for c in outcome.checks if not c.passed}
     assert any(text.startswith("each record's side effect ran exactly once") for text in failed)
+
+
+def test_the_throttling_tally_counts_a_duplicates_polls_apart_from_throttle_retries() -> None:
+    """A duplicate polls with the same GetItem after each answer (the default in-progress
+    wait); those resends are not retries. Counted as one run of attempts, the tenth poll's
+    throttle read as the layer giving up and the backoff after it as overlong (seen in a
+    full-suite run: the scenario's backoff and metric checks failed)."""
+    from firstwrite.console.scenarios.throttling import POLICY, Tally, bound
+
+    throttle = {"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException"}
+    get = {"TableName": "t", "Key": {"pk": {"S": "IDEMPOTENCY#k"}}, "ConsistentRead": True}
+    put = {"TableName": "t", "Item": {"pk": {"S": "IDEMPOTENCY#k"}}}
+
+    def call(request: Any, status: int = 200, response: Any = None) -> Exchange:
+        return Exchange("dup", "GetItem", 0.0, request, status, response or {})
+
+    def sleep(seconds: float) -> Note:
+        return Note("sleep", f"{seconds} s", "dup", seconds=seconds)
+
+    conflict = {"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}
+    events: list[Exchange | Note] = [call(put, 400, conflict)]
+    for _ in range(POLICY.max_attempts - 1):  # polls answered "still in progress"
+        events += [sleep(0.5), call(get)]
+    second = bound(2) * 0.9
+    assert second > bound(1)  # a retry's second backoff, longer than a first one may be
+    events += [sleep(0.5), call(get, 400, throttle), sleep(bound(1) / 2)]
+    events += [call(get, 400, throttle), sleep(second), call(get)]
+    tally = Tally()
+    tally.add(events)
+    assert (tally.throttled, tally.retried, tally.given_up) == (2, 2, 0)
+    assert tally.within == 2

@@ -41,7 +41,7 @@ def bound(attempt: int) -> float:
 @dataclass
 class Tally:
     """What one request's calls and sleeps show about the retry policy. A call's attempt number
-    counts the same request sent again in a row. The layer's retry loop gives up on every
+    counts the same request sent again in a row after a throttle. The layer's retry loop gives up on every
     ``max_attempts``-th attempt; a completion is then tried again by the layer's completion
     loop after a sleep of its own, which is not a throttle retry (nor counted as one in
     ``firstwrite_dynamodb_throttles_total``)."""
@@ -59,8 +59,10 @@ class Tally:
         for index, event in enumerate(events):
             if not isinstance(event, Exchange):
                 continue
+            # A resend of a throttled request is its next attempt; the same request sent again
+            # after an answer (a duplicate's in-progress polls) starts a new count.
             attempt = attempt + 1 if event.request == previous else 1
-            previous = event.request
+            previous = event.request if event.code in THROTTLES else None
             if event.code in THROTTLES:
                 self.throttled += 1
                 nxt = events[index + 1] if index + 1 < len(events) else None
