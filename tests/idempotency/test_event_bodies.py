@@ -167,3 +167,25 @@ def test_expressions_search_a_normalised_payload_unless_it_is_json_already() -> 
     assert select({"n": {1: "one"}}, 'n."1"') == "one"
     event = http_event("api_gateway_v2", ORDER)
     assert select(event, "length(keys(@))") == len(event)
+
+
+@pytest.mark.parametrize("shape", HTTP_SHAPES)
+def test_the_same_over_http(make_ddb: Any, table_name: str, shape: str) -> None:
+    """The body selectors through the layer on the engine served over HTTP (a boto3 client
+    with an endpoint URL, as against AWS): base64+gzip bodies, one run, the resend replayed."""
+    from firstwrite.idempotency.config import IdempotencyConfig
+
+    guard = Idempotency(IdempotencyConfig(table_name=table_name), client=make_ddb("http"))
+    guard.ensure_table()
+    runs: list[str] = []
+
+    @idempotent_handler(guard, key="powertools_json(powertools_base64_gzip(body)).order_id")
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(shape)
+        return {"statusCode": 201, "body": "{}"}
+
+    first = handler(http_event(shape, ORDER, "base64+gzip"), FakeContext())
+    assert handler(http_event(shape, ORDER, "base64+gzip"), FakeContext()) == first
+    assert runs == [shape]
+    record = guard.get("o-17")
+    assert record is not None and record.status.name == "COMPLETED"
