@@ -328,12 +328,12 @@ def _rabbitmq(settings: Settings, log: Callable[[str], None], directory: Path) -
     from firstwrite.events.rabbitmq import RabbitMQConsumer
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
-    title = "RabbitMQ consumer draining a queue (rabbitmq-server, local engine), records/s"
+    n = 30 if settings.quick else 300
+    title = f"RabbitMQ consumer draining {n} messages (rabbitmq-server, local engine), records/s"
     brokers = _brokers()
     if not brokers.rabbitmq_available():
         why = "rabbitmq-server is not installed"
         return Table(title=title, series=[], skipped={"RabbitMQConsumer": why})
-    n = 30 if settings.quick else 300
     shared = Shared(directory)
     guard = Idempotency(IdempotencyConfig(table_name="rabbitmq"), client=shared.client)
     guard.ensure_table()
@@ -374,7 +374,7 @@ def _rabbitmq(settings: Settings, log: Callable[[str], None], directory: Path) -
         broker.stop()
         shared.engine.close()
     return Table(
-        title=f"RabbitMQ consumer draining {n} messages (rabbitmq-server, local engine), records/s",
+        title=title,
         series=[series],
         ours=[series.name],
         notes=[
