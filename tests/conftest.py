@@ -41,8 +41,10 @@ that kills a process (``crash``), every benchmark (the ``bench`` xdist group) an
 
 from __future__ import annotations
 
+import functools
 import re
 import signal
+import ssl
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,6 +124,33 @@ SLOW_FILES = (
     "idempotency/test_retry_after.py",
 )
 SLOW_IDS = tuple(f"tests/{prefix}" for prefix in SLOW_FILES)
+
+
+def _share_httpx_tls_context() -> None:
+    """Give every default httpx client one TLS context instead of a new one each.
+
+    httpx builds an SSL context for each client, loading certifi's CA bundle (about 40 ms of
+    CPU), and ``httpx.get()`` and friends make a client per call: in the tests, which speak plain
+    HTTP to loopback servers, that was half the CPU time of tests/engine/server. Only the default
+    (``verify=True``, no client certificate, ``trust_env``) is shared; httpx never changes a
+    context after creating it, and ``SSLContext`` is safe to share across threads.
+    """
+    import httpx._transports.default as transports  # httpx has no public hook for this
+
+    create = transports.create_ssl_context
+    shared = functools.cache(create)
+
+    def create_ssl_context(
+        verify: Any = True, cert: Any = None, trust_env: bool = True
+    ) -> ssl.SSLContext:
+        if verify is True and cert is None:
+            return shared(verify, None, trust_env)
+        return create(verify=verify, cert=cert, trust_env=trust_env)
+
+    transports.create_ssl_context = create_ssl_context
+
+
+_share_httpx_tls_context()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import zlib
 from collections.abc import Callable
 from decimal import Decimal
@@ -154,6 +155,41 @@ def test_local_client_ignores_the_machines_aws_setup(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["[]", "[]"]
+
+
+def test_dummy_sessions_share_parsed_data_but_not_handlers_regions_or_engines() -> None:
+    # One data loader for every dummy session, so a client does not re-parse botocore's JSON;
+    # boto3 appends its data directory on each Session made over one, and it must stay once.
+    loader = dummy_session().get_component("data_loader")
+    sessions = [boto3.session.Session(botocore_session=dummy_session()) for _ in range(3)]
+    assert all(s._session.get_component("data_loader") is loader for s in sessions)
+    paths = list(loader.search_paths)
+    assert len(paths) == len(set(paths))
+    assert any(Path(p) == Path(boto3.__file__).parent / "data" for p in paths)
+
+    # Clients made at once on threads, each bound to its own engine in its own region.
+    regions = ["us-east-1", "us-west-2", "eu-west-1", "ap-south-1"] * 2
+    engines = [Engine() for _ in regions]
+    clients: list[Any] = [None] * len(regions)
+
+    def make(i: int) -> None:
+        clients[i] = local_client(engines[i], region=regions[i])
+
+    threads = [threading.Thread(target=make, args=(i,)) for i in range(len(regions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i, client in enumerate(clients):
+        create_table(client, f"table-{i}")
+    for i, client in enumerate(clients):
+        assert client.meta.region_name == regions[i]
+        assert client.list_tables()["TableNames"] == [f"table-{i}"]
+        assert engines[i].execute("ListTables", {}, region=regions[i])["TableNames"] == [
+            f"table-{i}"
+        ]
+    for engine in engines:
+        engine.close()
 
 
 # --- through the ddb fixture: in-process and over HTTP ------------------------------------------

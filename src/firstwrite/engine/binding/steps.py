@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
+import threading
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -24,6 +25,7 @@ from botocore.configprovider import (
     ConfigValueStore,
     ConstantProvider,
 )
+from botocore.loaders import Loader
 from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
@@ -330,9 +332,43 @@ def unbind(client: Any) -> Any:
     return client
 
 
+class _SearchPaths(list[str]):
+    """A loader's search paths that keep one copy of each: every ``boto3.Session`` made over a
+    botocore session appends boto3's data directory to its loader's paths, which would grow a
+    shared loader's list (and the directories it lists on each lookup) without bound."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+    def extend(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            self.append(path)
+
+
+_LOADER_LOCK = threading.Lock()
+_loader: Loader | None = None
+
+
+def shared_loader() -> Loader:
+    """The one botocore data loader of every dummy session in this process.
+
+    A new botocore session re-reads and re-parses the service model, endpoints and partitions
+    files on its first client, most of that client's cost. The loader holds only that read-only
+    data (and caches it), which the clients of one session share in the same way, so the dummy
+    sessions share one. Its search paths are botocore's defaults (a dummy session ignores
+    ``AWS_DATA_PATH``) plus boto3's, each once.
+    """
+    global _loader
+    with _LOADER_LOCK:
+        if _loader is None:
+            _loader = Loader(extra_search_paths=_SearchPaths())
+        return _loader
+
+
 def configure_dummy(session: botocore.session.Session, region: str) -> None:
     """Make ``session`` (botocore's or aiobotocore's) one that never reads the machine's AWS
-    setup: see :func:`dummy_session`."""
+    setup: see :func:`dummy_session`. It shares :func:`shared_loader`."""
     overrides: dict[str, Any] = {
         "config_file": os.devnull,
         "credentials_file": os.devnull,
@@ -349,3 +385,4 @@ def configure_dummy(session: botocore.session.Session, region: str) -> None:
     session.register_component("config_store", ConfigValueStore(mapping=mapping))
     session.set_credentials(DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
     session._internal_components.register_component("exceptions_factory", exceptions_factory())
+    session.register_component("data_loader", shared_loader())

@@ -160,7 +160,9 @@ def dummy_session(region: str = "us-east-1") -> botocore.session.Session:
     config or credential files, no profile), ``defaults_mode`` is ``legacy`` (``auto`` would
     query IMDS), configured endpoint URLs are ignored, and the credentials are static dummies
     (no credential chain, no IMDS). Its clients share the exception classes of
-    :class:`~firstwrite.engine.direct.client.DirectClient`.
+    :class:`~firstwrite.engine.direct.client.DirectClient`, and every dummy session shares one
+    botocore data loader (:func:`~.steps.shared_loader`), so a client does not re-parse
+    botocore's model files; handlers, credentials and region stay each session's own.
     """
     session = botocore.session.Session()
     configure_dummy(session, region)
