@@ -41,9 +41,10 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: $(STAMP) lint typecheck
 	$(PYTEST) -n 2 --dist loadgroup
 
-## test-fast: the suite without the slow tests (tests/conftest.py says which): a pre-commit loop
+## test-fast: the suite without the slow tests (tests/conftest.py says which), property tests
+## at a fifth of their examples (tests/hypothesis_budget.py): a pre-commit loop
 test-fast: $(STAMP)
-	$(PYTEST) -n 2 --dist loadgroup -m "not slow"
+	$(PYTEST) -n 2 --dist loadgroup -m "not slow" --hypothesis-profile=fast
 
 ## proof-linearizability, proof-crash, proof-hostile: the long forms of the proof suites
 ## (docs/reliability.md; `make test` runs their short forms); `proof`: all three.

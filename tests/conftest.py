@@ -36,7 +36,9 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
 
 ``make test-fast`` (``-m "not slow"``) leaves out, besides the tests marked ``slow``, every test
 that kills a process (``crash``), every benchmark (the ``bench`` xdist group) and the files of
-:data:`SLOW_FILES`: child interpreters, browsers, real servers under load, the proofs.
+:data:`SLOW_FILES`: child interpreters, browsers, real servers under load, the proofs. It also
+selects the ``fast`` hypothesis profile: property tests draw a fifth of their examples
+(``tests/hypothesis_budget.py``); ``make test`` draws them all.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ import pytest
 # know ("could not determine a constructor for the tag None" in cfn-lint, in the docs tests).
 import yaml  # noqa: F401
 from botocore.config import Config
+from hypothesis import settings
+
+from hypothesis_budget import FAST_PROFILE
 
 if TYPE_CHECKING:
     # Imported inside the fixtures: a broken engine module must fail the tests that use it,
@@ -124,6 +129,14 @@ SLOW_FILES = (
     "idempotency/test_retry_after.py",
 )
 SLOW_IDS = tuple(f"tests/{prefix}" for prefix in SLOW_FILES)
+
+
+# `make test-fast` (the pre-commit loop) selects this profile: property tests draw a fifth of
+# their examples there (hypothesis_budget.examples scales the counts tests set themselves,
+# which a profile alone cannot), since they were three quarters of tests/engine/binding's time.
+# `make test` and CI keep the default profile and so every test's full count; a failure found
+# in either is saved in the example database and replayed first by both.
+settings.register_profile(FAST_PROFILE, max_examples=20)
 
 
 def _share_httpx_tls_context() -> None:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from firstwrite.console.race import MAX_N, MIN_N
+from hypothesis_budget import examples
 
 from .conftest import Server, post_json
 
@@ -30,7 +31,9 @@ BAD_N = JSON.filter(
     lambda n: not (isinstance(n, int) and not isinstance(n, bool) and MIN_N <= n <= MAX_N)
 )
 HOSTILE = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

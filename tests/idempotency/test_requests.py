@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from firstwrite.idempotency import IdempotencyConfig
 from firstwrite.idempotency import requests as q
 from firstwrite.idempotency.record import Record, Status
+from hypothesis_budget import examples
 
 TABLE = "mirrors"
 NOW = 1_800_000_000.25  # a fraction, so the rounding of :now and :now_ms is exercised
@@ -95,7 +96,9 @@ def _accepted(client: Any, call: q.Call) -> bool:
 
 
 COMMON = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

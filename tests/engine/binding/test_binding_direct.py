@@ -31,6 +31,7 @@ from firstwrite.engine.binding.serialize import _BUILT, JsonRequests, parameters
 from firstwrite.engine.binding.sync import local_client
 from firstwrite.engine.direct.client import service_model
 from firstwrite.engine.server import wire
+from hypothesis_budget import examples
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -235,7 +236,9 @@ class _Counted:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(calls=st.lists(_calls(), min_size=1, max_size=8))
 def test_the_engine_answers_the_parameters_as_it_answers_the_body(

@@ -31,6 +31,7 @@ from firstwrite.engine.binding.steps import FINAL_ERRORS, install, parser_of
 from firstwrite.engine.binding.sync import Responder, local_client
 from firstwrite.engine.direct.client import service_model
 from firstwrite.engine.errors import DynamoDBError
+from hypothesis_budget import examples
 
 SERVICES = {"dynamodb": "DynamoDB_20120810", "dynamodbstreams": "DynamoDBStreams_20120810"}
 # Codes botocore retries: the quick path hands them to the full path, where only the parser runs.
@@ -280,7 +281,7 @@ def _operations(service: str) -> list[str]:
 
 
 COMMON = settings(
-    max_examples=250,
+    max_examples=examples(250),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -26,6 +26,7 @@ from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.request import CachedUserAgent, CompiledEndpointParams
 from firstwrite.engine.binding.sync import bind, unbind
 from firstwrite.engine.direct.client import service_model
+from hypothesis_budget import examples
 
 OPERATIONS = [
     (service, name)
@@ -33,7 +34,9 @@ OPERATIONS = [
     for name in service_model(service).operation_names
 ]
 FEATURES = sorted(_USERAGENT_FEATURE_MAPPINGS)
-COMMON = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+COMMON = settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _client(service: str = "dynamodb", **kwargs: Any) -> Any:

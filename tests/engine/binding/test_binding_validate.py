@@ -27,6 +27,7 @@ from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.sync import bind, local_client, unbind
 from firstwrite.engine.binding.validate import QuickValidation, _Unknown, compile_check
 from firstwrite.engine.direct.client import service_model
+from hypothesis_budget import examples
 
 OPERATIONS = [
     (service, name)
@@ -149,7 +150,7 @@ def draw_as_is(shape: Shape, data: st.DataObject) -> Any:
 
 
 COMMON = settings(
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

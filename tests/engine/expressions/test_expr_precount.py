@@ -21,6 +21,7 @@ from firstwrite.engine.errors import DynamoDBError
 from firstwrite.engine.expressions import parser
 from firstwrite.engine.expressions.parser import MAX_OPERATORS, START, parse, parse_text
 from firstwrite.engine.expressions.precount import operator_floor, reduced
+from hypothesis_budget import examples
 
 CONDITIONS = ("ConditionExpression", "FilterExpression", "KeyConditionExpression")
 KINDS = (*CONDITIONS, "UpdateExpression", "ProjectionExpression")
@@ -141,7 +142,7 @@ def _answer(call: Any, kind: str, text: str) -> str:
     return "accepted"
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(texts)
 def test_the_floor_never_exceeds_the_count_of_what_lark_accepts(case: tuple[str, str]) -> None:
     kind, text = case
@@ -150,14 +151,14 @@ def test_the_floor_never_exceeds_the_count_of_what_lark_accepts(case: tuple[str,
         assert operator_floor(kind, text) <= _operators(tree), text
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(texts)
 def test_the_reduced_text_is_accepted_exactly_when_the_text_is(case: tuple[str, str]) -> None:
     kind, text = case
     assert (_lark(kind, reduced(text)) is None) == (_lark(kind, text) is None), text
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(texts)
 def test_parse_answers_as_the_plain_parse(case: tuple[str, str]) -> None:
     kind, text = case

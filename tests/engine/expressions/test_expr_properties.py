@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from firstwrite.engine.expressions import evaluate, project
 from firstwrite.engine.values import format_number
+from hypothesis_budget import examples
 
 strings = st.text(max_size=8)
 numbers = st.decimals(min_value=-(10**20), max_value=10**20, places=4, allow_nan=False)
@@ -22,7 +23,7 @@ def truth(expression: str, a: dict[str, Any], b: dict[str, Any]) -> bool:
     return evaluate(compiled.condition, None)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(strings, strings)
 def test_string_ordering_is_utf8_byte_order_and_trichotomous(x: str, y: str) -> None:
     a, b = {"S": x}, {"S": y}
@@ -33,7 +34,7 @@ def test_string_ordering_is_utf8_byte_order_and_trichotomous(x: str, y: str) -> 
     assert truth(":a BETWEEN :b AND :b", a, b) == results[1]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(numbers, numbers)
 def test_number_ordering_is_numeric(x: Decimal, y: Decimal) -> None:
     a, b = {"N": format_number(x)}, {"N": format_number(y)}
@@ -48,7 +49,7 @@ names = st.text(
 steps = st.lists(st.one_of(names, st.integers(min_value=0, max_value=3)), min_size=0, max_size=6)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(names, steps)
 def test_generated_paths_parse_and_project_what_they_address(
     head: str, rest: list[str | int]

@@ -16,6 +16,7 @@ from index_model import assert_indexes_agree, model, order_of
 from firstwrite.engine.api import Engine
 from firstwrite.engine.direct.client import DirectClient
 from firstwrite.engine.values import normalize_number
+from hypothesis_budget import examples
 
 TABLE = "prop"
 DEFINITIONS = [
@@ -227,7 +228,7 @@ def query_all(
 
 
 @settings(
-    max_examples=100,
+    max_examples=examples(100),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.direct.client import DirectClient
+from hypothesis_budget import examples
 
 _names = itertools.count()
 PKS = st.sampled_from(["a", "b", "c"])
@@ -156,7 +157,7 @@ def _api(client: DirectClient, table: str, op: tuple[str, str, int, int]) -> tup
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

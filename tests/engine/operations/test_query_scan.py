@@ -16,6 +16,7 @@ from firstwrite.engine.api import Engine
 from firstwrite.engine.errors import DynamoDBError
 from firstwrite.engine.operations.query import MAX_PAGE_BYTES, segment_of
 from firstwrite.engine.values import item_size, normalize_number
+from hypothesis_budget import examples
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -560,7 +561,9 @@ def property_engine() -> Any:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     keys=st.sets(_numbers, min_size=0, max_size=25),
