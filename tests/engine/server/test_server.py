@@ -45,6 +45,23 @@ def http(server: str) -> Iterator[httpx.Client]:
         yield client
 
 
+def test_stopping_a_server_thread_wakes_its_loop_instead_of_waiting_for_a_tick(
+    engine: Engine,
+) -> None:
+    # uvicorn looks at should_exit on a timer; stop() must wake the loop itself. With the timer
+    # set to an hour, a stop that relied on it would not return within the minute allowed.
+    server = ServerThread(engine)
+    server._server.tick = 3600.0
+    url = server.start()
+    assert httpx.get(url + "/", timeout=10).status_code < 500  # serving, the loop is waiting
+    stopper = threading.Thread(target=server.stop, daemon=True)
+    stopper.start()
+    stopper.join(60)
+    assert not stopper.is_alive()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url + "/", timeout=10)
+
+
 def post(
     http: httpx.Client, target: str | None, body: bytes | str, **headers: str
 ) -> httpx.Response:

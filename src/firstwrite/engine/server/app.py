@@ -458,7 +458,8 @@ class ServerThread:
         return self.url
 
     def stop(self) -> None:
-        self._server.should_exit = True
+        if not self._server.should_exit:
+            runner.request_exit(self._server)
         if self._thread is not None:
             self._thread.join()
             self._thread = None

@@ -118,6 +118,29 @@ def server_class() -> Any:
         """uvicorn's server, minus its signal handling (its owner decides) plus a ready hook."""
 
         ready_callback: Callable[[], None] | None = None
+        tick = 0.1  # seconds between uvicorn's housekeeping ticks (its own interval)
+        _loop: asyncio.AbstractEventLoop | None = None
+        _wake: asyncio.Event | None = None
+
+        async def main_loop(self) -> None:
+            # uvicorn's loop, woken at once by wake(): uvicorn looks at should_exit only on
+            # its 0.1 s tick, which every stop of a server thread used to wait for.
+            self._loop = asyncio.get_running_loop()
+            self._wake = asyncio.Event()
+            counter = 0
+            should_exit = await self.on_tick(counter)
+            while not should_exit:
+                counter = (counter + 1) % 864000
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.tick)
+                should_exit = await self.on_tick(counter)
+
+        def wake(self) -> None:
+            """Have the loop look at ``should_exit`` now (from any thread)."""
+            loop, wake = self._loop, self._wake
+            if loop is not None and wake is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: it has exited
+                    loop.call_soon_threadsafe(wake.set)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -132,9 +155,12 @@ def server_class() -> Any:
 
 
 def request_exit(server: uvicorn.Server) -> None:
+    """Ask ``server`` (of :func:`server_class`) to exit now; asked again, to stop waiting for
+    in-flight requests too. Safe from any thread."""
     if server.should_exit:
         server.force_exit = True  # a second signal: stop waiting for in-flight requests
     server.should_exit = True
+    server.wake()  # type: ignore[attr-defined]
 
 
 def serve_until_signalled(server: uvicorn.Server, sock: socket.socket) -> None:
