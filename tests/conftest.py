@@ -52,7 +52,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 
 # Imported before any test can run pytest in-process (pytester): its sys.modules snapshot drops
@@ -217,16 +216,15 @@ def make_ddb(request: pytest.FixtureRequest) -> Callable[..., Any]:
     def make(
         transport: str, *, service_name: str = "dynamodb", region_name: str = "us-east-1", **kw: Any
     ) -> Any:
-        from firstwrite.engine.binding.sync import bind, dummy_session
+        from firstwrite.engine.binding.sync import bind, dummy_client
 
         kw.setdefault("config", NO_RETRIES)
-        session = boto3.session.Session(botocore_session=dummy_session(region_name))
         if transport == "inprocess":
             eng = request.getfixturevalue("engine")
-            return bind(session.client(service_name, region_name=region_name, **kw), eng)
+            return bind(dummy_client(service_name, region_name, **kw), eng)
         if transport == "http":
             url = request.getfixturevalue("http_server").url
-            return session.client(service_name, region_name=region_name, endpoint_url=url, **kw)
+            return dummy_client(service_name, region_name, endpoint_url=url, **kw)
         raise ValueError(transport)
 
     return make

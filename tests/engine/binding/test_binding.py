@@ -192,6 +192,25 @@ def test_dummy_sessions_share_parsed_data_but_not_handlers_regions_or_engines() 
         engine.close()
 
 
+def test_dummy_clients_share_a_session_per_region_but_not_their_handlers(engine: Engine) -> None:
+    from firstwrite.engine.binding import sync
+
+    nowhere = {"endpoint_url": "http://127.0.0.1:9", "config": Config(retries={"max_attempts": 0})}
+    bound = bind(sync.dummy_client("dynamodb", "eu-north-1", **nowhere), engine)
+    session = sync._SESSIONS["eu-north-1"]
+    unbound = sync.dummy_client("dynamodb", "eu-north-1", **nowhere)
+    assert sync._SESSIONS["eu-north-1"] is session  # made once
+    assert sync.dummy_client("dynamodb", "eu-south-1").meta.region_name == "eu-south-1"
+    assert sync._SESSIONS["eu-south-1"] is not session
+
+    assert bound.list_tables()["TableNames"] == []  # answered by the engine
+    with pytest.raises(EndpointConnectionError):  # the binding is the bound client's alone
+        unbound.list_tables()
+    unbind(bound)
+    with pytest.raises(EndpointConnectionError):
+        bound.list_tables()
+
+
 # --- through the ddb fixture: in-process and over HTTP ------------------------------------------
 
 

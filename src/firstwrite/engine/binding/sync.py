@@ -21,6 +21,7 @@ calls and by :mod:`.aio_binding` with ``await``. For the least per-call overhead
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,7 @@ from .steps import (
 if TYPE_CHECKING:
     from ..api import Engine
 
-__all__ = ["bind", "dummy_session", "local_client", "local_resource", "unbind"]
+__all__ = ["bind", "dummy_client", "dummy_session", "local_client", "local_resource", "unbind"]
 
 
 class Responder(ResponderBase):
@@ -169,6 +170,33 @@ def dummy_session(region: str = "us-east-1") -> botocore.session.Session:
     return session
 
 
+_SESSIONS_LOCK = threading.Lock()
+_SESSIONS: dict[str, boto3.session.Session] = {}
+
+
+def dummy_client(
+    service_name: str = "dynamodb", region: str = "us-east-1", **client_kwargs: Any
+) -> Any:
+    """A boto3 client of a :func:`dummy_session`, not bound to any engine (pass
+    ``endpoint_url`` to reach a server, or :func:`bind` it).
+
+    Its session is one per region, made once per process (a new session registers botocore's
+    hundreds of handlers again, most of what a client then costs); each client still has its
+    own copy of those handlers, so :func:`bind` and other per-client hooks stay its own.
+    ``client_kwargs`` go to ``boto3.session.Session.client``. Safe from any thread.
+    """
+    with _SESSIONS_LOCK:  # botocore does not promise that one session makes clients at once
+        return _shared_session(region).client(service_name, region_name=region, **client_kwargs)
+
+
+def _shared_session(region: str) -> boto3.session.Session:
+    """The process's boto3 session over a dummy session of ``region`` (call with the lock)."""
+    session = _SESSIONS.get(region)
+    if session is None:
+        session = _SESSIONS[region] = boto3.session.Session(botocore_session=dummy_session(region))
+    return session
+
+
 def local_client(
     engine: Engine | None = None,
     region: str = "us-east-1",
@@ -179,15 +207,13 @@ def local_client(
 
     ``client_kwargs`` go to ``boto3.session.Session.client`` (e.g. ``config=Config(...)``);
     botocore's defaults apply otherwise, retries included, exactly as against AWS.
-    Works on a machine with no AWS configuration at all.
+    Works on a machine with no AWS configuration at all. Safe from any thread.
     """
     if engine is None:
         from ..api import Engine
 
         engine = Engine()
-    session = boto3.session.Session(botocore_session=dummy_session(region))
-    client = session.client(service_name, region_name=region, **client_kwargs)
-    return bind(client, engine)
+    return bind(dummy_client(service_name, region, **client_kwargs), engine)
 
 
 def local_resource(
@@ -200,7 +226,9 @@ def local_resource(
         from ..api import Engine
 
         engine = Engine()
-    session = boto3.session.Session(botocore_session=dummy_session(region))
-    resource = session.resource("dynamodb", region_name=region, **resource_kwargs)
+    with _SESSIONS_LOCK:
+        resource = _shared_session(region).resource(
+            "dynamodb", region_name=region, **resource_kwargs
+        )
     bind(resource.meta.client, engine)
     return resource
