@@ -36,15 +36,18 @@ run: $(RUN_STAMP)
 # worker re-compiles (and re-rewrites the asserts of) every module it collects, and every child
 # interpreter the tests start (servers, the CLI, docs blocks) re-compiles the package it imports.
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
+# One worker per CPU the run may use (xdist's `auto`; 2 on a 2-core machine), so a wider CI
+# machine runs wider; loadgroup keeps each docs page's blocks on one worker (one namespace).
+XDIST  := -n auto --dist loadgroup
 
 ## test: lint, type-check, then the whole test suite (slow tests included)
 test: $(STAMP) lint typecheck
-	$(PYTEST) -n 2 --dist loadgroup
+	$(PYTEST) $(XDIST)
 
 ## test-fast: the suite without the slow tests (tests/conftest.py says which), property tests
 ## at a fifth of their examples (tests/hypothesis_budget.py): a pre-commit loop
 test-fast: $(STAMP)
-	$(PYTEST) -n 2 --dist loadgroup -m "not slow" --hypothesis-profile=fast
+	$(PYTEST) $(XDIST) -m "not slow" --hypothesis-profile=fast
 
 ## proof-linearizability, proof-crash, proof-hostile: the long forms of the proof suites
 ## (docs/reliability.md; `make test` runs their short forms); `proof`: all three.
