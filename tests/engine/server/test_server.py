@@ -757,3 +757,46 @@ def test_server_thread_stops_and_frees_the_port(engine: Engine) -> None:
         assert httpx.get(url).status_code == 200
     with pytest.raises(httpx.ConnectError):
         httpx.get(url, timeout=2)
+
+
+def test_stopping_waits_for_the_call_in_flight_and_refuses_new_ones(
+    engine: Engine, temp_operation: Callable[..., None]
+) -> None:
+    # The engine's uvicorn subclass polls quickly while stopping; it must still wait for
+    # exactly what uvicorn waits for: a call in flight is answered before stop() returns.
+    entered, release = threading.Event(), threading.Event()
+
+    def held(ctx: Context) -> dict[str, Any]:
+        entered.set()
+        release.wait(60)
+        return {"Endpoints": []}
+
+    temp_operation("DescribeEndpoints", held)
+    server = ServerThread(engine, inline=False)
+    url = server.start()
+    answers: list[int] = []
+    caller = threading.Thread(
+        target=lambda: answers.append(
+            post(
+                httpx.Client(base_url=url, timeout=60), TARGET + "DescribeEndpoints", "{}"
+            ).status_code
+        )
+    )
+    caller.start()
+    assert entered.wait(30)
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    deadline = time.monotonic() + 30
+    while True:  # the listener closes first...
+        try:
+            socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 1).close()
+        except OSError:
+            break
+        assert time.monotonic() < deadline, "the stopping server still accepts connections"
+        time.sleep(0.01)
+    assert stopper.is_alive() and caller.is_alive()  # ...and the call in flight holds it open
+    release.set()
+    caller.join(60)
+    stopper.join(60)
+    assert answers == [200]
+    assert not stopper.is_alive()
