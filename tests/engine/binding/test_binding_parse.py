@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import math
 from types import SimpleNamespace
 from typing import Any
@@ -77,6 +78,7 @@ def _odd(kind: str) -> st.SearchStrategy[Any]:
     return common
 
 
+@functools.cache  # one strategy per shape: building it afresh for each example was most of the cost
 def answers(shape: Shape, *, odd: bool, depth: int = 0) -> st.SearchStrategy[Any]:
     """Values an engine might answer for ``shape`` (``odd``: sometimes ones it never would)."""
     kind = shape.type_name

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import io
 from typing import Any
 
@@ -72,6 +73,7 @@ def _minimum(shape: Shape) -> int:
     return int(shape.metadata.get("min", 0))
 
 
+@functools.cache  # one strategy per shape: building it afresh for each example was most of the cost
 def values(shape: Shape, odd: bool, depth: int = 0) -> st.SearchStrategy[Any]:
     """Parameters for ``shape``: well-formed, or (``odd``) sometimes malformed anywhere."""
     good = _well_formed(shape, odd, depth)
