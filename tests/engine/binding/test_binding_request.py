@@ -14,6 +14,7 @@ import functools
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 from botocore import useragent
 from botocore.config import Config
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.request import CachedUserAgent, CompiledEndpointParams
+from firstwrite.engine.binding.steps import shared_loader
 from firstwrite.engine.binding.sync import bind, unbind
 from firstwrite.engine.direct.client import service_model
 from hypothesis_budget import examples
@@ -40,7 +42,12 @@ COMMON = settings(
 
 
 def _client(service: str = "dynamodb", **kwargs: Any) -> Any:
+    # A stock session each time; only botocore's parsed data files are shared (as the clients
+    # of one session share them), so each client does not re-read them.
+    core = botocore.session.Session()
+    core.register_component("data_loader", shared_loader())
     session = boto3.session.Session(
+        botocore_session=core,
         aws_access_key_id="AKIDTEST",
         aws_secret_access_key="secret",
         aws_account_id=kwargs.pop("account_id", None),
