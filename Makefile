@@ -13,7 +13,7 @@ ENGINE_PORT ?= 8000
 DB     ?= firstwrite-local.db
 
 .PHONY: run test test-fast lint typecheck check bench screenshots lock clean \
-	proof proof-linearizability proof-crash proof-hostile
+	proof proof-linearizability proof-crash proof-hostile proof-race
 
 $(STAMP): requirements/dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,17 +49,20 @@ test: $(STAMP) lint typecheck
 test-fast: $(STAMP)
 	$(PYTEST) $(XDIST) -m "not slow" --hypothesis-profile=fast
 
-## proof-linearizability, proof-crash, proof-hostile: the long forms of the proof suites
-## (docs/reliability.md; `make test` runs their short forms); `proof`: all three.
+## proof-linearizability, proof-crash, proof-hostile, proof-race: the long forms of the proof
+## suites (docs/reliability.md; `make test` runs their short forms); `proof`: all four.
 ## PROOF_REPORT=file.jsonl appends each suite's numbers to that file.
 PROOF_RUN = FIRSTWRITE_PROOF=long FIRSTWRITE_PROOF_REPORT=$(PROOF_REPORT) $(PYTEST) -n 0 -p no:randomly
-proof: proof-linearizability proof-crash proof-hostile
+proof: proof-linearizability proof-crash proof-hostile proof-race
 
 proof-linearizability: $(STAMP)
 	$(PROOF_RUN) tests/proof/test_lincheck.py tests/proof/test_linearizability.py
 
 proof-crash: $(STAMP)
 	$(PROOF_RUN) tests/proof/test_crash_cycles.py
+
+proof-race: $(STAMP)
+	$(PROOF_RUN) tests/engine/test_race.py
 
 proof-hostile: $(STAMP)
 	$(PROOF_RUN) tests/proof/test_hostile.py tests/proof/test_hostile_heads.py tests/proof/test_hostile_apps.py
