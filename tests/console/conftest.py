@@ -4,8 +4,9 @@ in front of the engine's own HTTP app, served by uvicorn on loopback.
 ``served(engine, console=None, wrap=None, alone=False, credentials=None)`` starts one such
 server (``alone``: the console by itself, at the root; ``credentials``: sign-in required) and
 returns it;
-``console_server`` is one on a fresh database for the module's tests. ``http`` is an httpx
-client of it. The console is mounted the way the engine's server mounts it (``mounts=``).
+``console_server`` is one on a fresh database for the test. ``http`` is an httpx client of
+it. The console is mounted the way the engine's server mounts it (``mounts=``), in the engine's
+own uvicorn subclass (which stops at once when asked).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import uvicorn
 
 from firstwrite.console import PUBLIC_PATHS, create_console
 from firstwrite.engine import Engine, Mounted, create_app
+from firstwrite.engine.server import runner
 
 ASGIApp = Any
 
@@ -69,7 +71,9 @@ def served() -> Iterator[Callable[..., Server]]:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         sock.listen(256)
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        # The engine's uvicorn subclass, as `firstwrite engine serve` runs the console: it
+        # stops as soon as asked instead of on uvicorn's 0.1 s tick.
+        server = runner.server_class()(uvicorn.Config(app, log_level="warning", lifespan="off"))
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="console-server", daemon=True
         )
@@ -81,7 +85,7 @@ def served() -> Iterator[Callable[..., Server]]:
             time.sleep(0.01)
 
         def stop() -> None:
-            server.should_exit = True
+            runner.request_exit(server)
             thread.join(30)
             sock.close()
             close()
