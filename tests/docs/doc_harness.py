@@ -98,7 +98,8 @@ class AppServer:
             httpd = make_server(
                 "127.0.0.1", 0, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
             )
-            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+            # serve_forever looks for shutdown() every poll_interval (0.5 s by default)
+            threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True).start()
             port = httpd.server_address[1]
 
             def stop() -> None:

@@ -52,7 +52,8 @@ def serve_wsgi(app: Any) -> Iterator[str]:
     from werkzeug.serving import make_server
 
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever looks for shutdown() every poll_interval (0.5 s by default)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
