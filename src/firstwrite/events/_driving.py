@@ -20,6 +20,7 @@ from .steps import (
     FailClaim,
     Keepalive,
     Ran,
+    ReadRecord,
     RunHandler,
     RunUnguarded,
     Steps,
@@ -81,6 +82,8 @@ def _answer(guard: EventGuard, handler: Callable[[Any], object], effect: Effect)
     if isinstance(effect, FailClaim):
         guard.fail(effect.claim, effect.error, retryable=effect.retryable, data=effect.data)
         return None
+    if isinstance(effect, ReadRecord):
+        return guard.get(effect.key, scope=effect.scope)
     if isinstance(effect, RunUnguarded):
         return handler(effect.record)
     return _run(guard, handler, effect)

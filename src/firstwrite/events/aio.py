@@ -20,7 +20,17 @@ from firstwrite.idempotency import Claim, LostClaimError
 
 from .core import BatchResult, Consumer, Keepalive, RecordResult
 from .guard import AsyncEventGuard, async_guard
-from .steps import ClaimKey, CompleteClaim, Effect, FailClaim, Ran, RunHandler, RunUnguarded, Steps
+from .steps import (
+    ClaimKey,
+    CompleteClaim,
+    Effect,
+    FailClaim,
+    Ran,
+    ReadRecord,
+    RunHandler,
+    RunUnguarded,
+    Steps,
+)
 
 __all__ = ["AsyncConsumer", "adrive"]
 
@@ -81,6 +91,8 @@ async def _answer(guard: AsyncEventGuard, handler: AsyncHandler, effect: Effect)
     if isinstance(effect, FailClaim):
         await guard.fail(effect.claim, effect.error, retryable=effect.retryable, data=effect.data)
         return None
+    if isinstance(effect, ReadRecord):
+        return await guard.get(effect.key, scope=effect.scope)
     if isinstance(effect, RunUnguarded):
         return await handler(effect.record)
     return await _run(guard, handler, effect)

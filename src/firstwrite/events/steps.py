@@ -22,6 +22,7 @@ __all__ = [
     "FailClaim",
     "Keepalive",
     "Ran",
+    "ReadRecord",
     "RunHandler",
     "RunUnguarded",
     "Steps",
@@ -73,6 +74,14 @@ class FailClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadRecord:
+    """``guard.get(key, scope=)``: answered with the stored record or ``None``."""
+
+    key: str
+    scope: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RunHandler(Generic[R]):
     """Run the handler on ``record`` while ``keepalive`` renews ``claim``: answered with
     :class:`Ran` (never thrown: the handler's error is a value here)."""
@@ -100,5 +109,7 @@ class RunUnguarded(Generic[R]):
     record: R
 
 
-Effect: TypeAlias = ClaimKey | CompleteClaim | FailClaim | RunHandler[Any] | RunUnguarded[Any]
+Effect: TypeAlias = (
+    ClaimKey | CompleteClaim | FailClaim | ReadRecord | RunHandler[Any] | RunUnguarded[Any]
+)
 Steps: TypeAlias = Generator[Effect, Any, T]
