@@ -346,3 +346,25 @@ def test_fifo_group_with_a_failure_in_the_middle(
 
     run(main, moto_sqs)
     assert_group_order(order, batches, "A", 5, failed="A2")
+
+
+def test_the_attempt_ledger_counts_through_an_asyncio_guard(aguard: AsyncIdempotency) -> None:
+    from firstwrite.events.aio import adrive
+    from firstwrite.events.attempts import AttemptLedger
+
+    ledger = AttemptLedger(aguard, 3)
+
+    async def no_handler(record: Any) -> None:
+        raise AssertionError("no handler runs")
+
+    async def main() -> list[int]:
+        seen = [await ledger.acount("k")]
+        for reason in ("boom 1", "boom 2"):
+            await adrive(ledger.note_steps("k", reason), aguard, no_handler)
+            seen.append(await ledger.acount("k"))
+        seen.append(await ledger.acount("other"))
+        return seen
+
+    assert asyncio.run(main()) == [0, 1, 2, 0]
+    with pytest.raises(TypeError, match="asyncio guard"):
+        ledger.count("k")  # the synchronous count refuses an asyncio guard

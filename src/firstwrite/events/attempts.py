@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from firstwrite.idempotency import UNSET
 
+from ._adriving import adrive
 from ._driving import drive
 from .guard import AnyEventGuard, async_guard, sync_guard
 from .steps import ClaimKey, CompleteClaim, ReadRecord, Steps
@@ -63,8 +64,6 @@ class AttemptLedger:
 
     async def acount(self, key: str) -> int:
         """:meth:`count` with an asyncio guard."""
-        from .aio import adrive  # .aio imports .core, which imports this module
-
         return await adrive(self.count_steps(key), async_guard(self.guard), _no_async_handler)
 
     def count_steps(self, key: str) -> Steps[int]:
