@@ -25,6 +25,7 @@ from .steps import (
     Keepalive,
     Ran,
     ReadRecord,
+    ReadReplays,
     RunHandler,
     RunUnguarded,
     Steps,
@@ -93,6 +94,8 @@ async def _answer(guard: AsyncEventGuard, handler: AsyncHandler, effect: Effect)
         return None
     if isinstance(effect, ReadRecord):
         return await guard.get(effect.key, scope=effect.scope)
+    if isinstance(effect, ReadReplays):
+        return await guard.replays(effect.requests, scope=effect.scope)
     if isinstance(effect, RunUnguarded):
         return await handler(effect.record)
     return await _run(guard, handler, effect)

@@ -21,6 +21,7 @@ from .steps import (
     Keepalive,
     Ran,
     ReadRecord,
+    ReadReplays,
     RunHandler,
     RunUnguarded,
     Steps,
@@ -84,6 +85,8 @@ def _answer(guard: EventGuard, handler: Callable[[Any], object], effect: Effect)
         return None
     if isinstance(effect, ReadRecord):
         return guard.get(effect.key, scope=effect.scope)
+    if isinstance(effect, ReadReplays):
+        return guard.replays(effect.requests, scope=effect.scope)
     if isinstance(effect, RunUnguarded):
         return handler(effect.record)
     return _run(guard, handler, effect)

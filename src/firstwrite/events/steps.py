@@ -23,6 +23,7 @@ __all__ = [
     "Keepalive",
     "Ran",
     "ReadRecord",
+    "ReadReplays",
     "RunHandler",
     "RunUnguarded",
     "Steps",
@@ -82,6 +83,15 @@ class ReadRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadReplays:
+    """``guard.replays(requests, scope=)``: answered with one ``Replay`` or ``None`` per
+    ``(key, payload)``."""
+
+    requests: tuple[tuple[str, Any], ...]
+    scope: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RunHandler(Generic[R]):
     """Run the handler on ``record`` while ``keepalive`` renews ``claim``: answered with
     :class:`Ran` (never thrown: the handler's error is a value here)."""
@@ -110,6 +120,12 @@ class RunUnguarded(Generic[R]):
 
 
 Effect: TypeAlias = (
-    ClaimKey | CompleteClaim | FailClaim | ReadRecord | RunHandler[Any] | RunUnguarded[Any]
+    ClaimKey
+    | CompleteClaim
+    | FailClaim
+    | ReadRecord
+    | ReadReplays
+    | RunHandler[Any]
+    | RunUnguarded[Any]
 )
 Steps: TypeAlias = Generator[Effect, Any, T]

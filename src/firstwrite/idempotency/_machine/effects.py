@@ -37,6 +37,7 @@ METHODS = {
     "PutItem": "put_item",
     "UpdateItem": "update_item",
     "GetItem": "get_item",
+    "BatchGetItem": "batch_get_item",
     "DeleteItem": "delete_item",
     "TransactWriteItems": "transact_write_items",
     "CreateTable": "create_table",
