@@ -388,6 +388,17 @@ def _rabbitmq(settings: Settings, log: Callable[[str], None], directory: Path) -
     )
 
 
+def _count_instructions(section: Section, settings: Settings, log: Callable[[str], None]) -> None:
+    """The batch scenarios again in instructions per record (callgrind), with each library's
+    calls alone: what a gap to the target is made of, whatever the machine's load."""
+    from .events_instructions import tables
+
+    counted, why = tables(settings, log)
+    section.tables += counted
+    if why is not None:
+        section.method.append(f"Instructions per record (callgrind): not measured: {why}.")
+
+
 def run(settings: Settings, log: Callable[[str], None]) -> Section:
     method = [
         "One engine file (`durability='normal'`) and one boto3 client bound to it in process, "
@@ -405,6 +416,13 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         f"`{BOUND}`: per record, the conditional PutItem and the UpdateItem (first delivery) or "
         "the one refused PutItem with `ALL_OLD` (replay) that an implementation claiming each "
         "record must make (a batch read of the redelivered records beats it).",
+        "**Instructions (callgrind)**: the same scenarios in one child process under valgrind's "
+        "callgrind, which counts only inside the measured pieces (`bench/_callgrind.py`): per "
+        "contender, 2 pieces of 20 batches after 3 uncounted. Besides the three contenders, "
+        "each library's **calls alone**: its DynamoDB calls for one batch, recorded, replayed "
+        "on the same client with none of its code around them (fresh key values per batch on "
+        "a first delivery): what it would cost if its own work were free. Instruction counts "
+        "do not move with the machine's load.",
     ]
     section = Section("events", "Event sources: SQS batches and pollers (issue 29)", method)
     _, why = try_import("aws_lambda_powertools.utilities.batch", "BatchProcessor")
@@ -433,6 +451,8 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
                     section.profiles[f"{OURS}, {scenario}"] = profile_contender(profiled, 200)
         finally:
             shared.engine.close()
+        if why is None:
+            _count_instructions(section, settings, log)
         for measure, name in ((_pollers, "SQS pollers"), (_rabbitmq, "RabbitMQConsumer")):
             try:
                 section.tables.append(measure(settings, log, directory))
