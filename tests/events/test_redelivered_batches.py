@@ -225,3 +225,37 @@ def test_the_asyncio_consumer_reads_redelivered_records_first(
     assert [keys[0] for keys in calls.of("PutItem")] == ["IDEMPOTENCY#b"]
     replays = asyncio.run(aguard.replays([("a", None), ("b", None), ("c", None)]))
     assert [type(r) for r in replays] == [Replay, Replay, type(None)]
+
+
+class WithoutBatchReads:
+    """A client that has every operation the layer calls but ``BatchGetItem``."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "batch_get_item":
+            raise AttributeError(name)
+        return getattr(self._client, name)
+
+
+def test_a_client_without_batch_reads_claims_every_record(
+    engine: Engine, client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = make_guard(engine, WithoutBatchReads(client))
+    batch = SQSBatch(guard)
+    handler = Handler()
+    batch.process(messages("a", receive_count=1), FakeContext(), handler)
+    with caplog.at_level(logging.WARNING, logger="firstwrite.events"):
+        again = batch.process(messages("a", "b", receive_count=2), FakeContext(), handler)
+    assert [r.outcome for r in again.results] == [RecordOutcome.REPLAYED, RecordOutcome.PROCESSED]
+    assert handler.ran == ["m-a", "m-b"]
+    assert any("could not read 2 redelivered records" in m for m in caplog.messages)
+
+
+def test_a_missing_table_is_named_by_the_batch_read(engine: Engine, client: Any) -> None:
+    from firstwrite.idempotency import TableNotFoundError
+
+    guard = Idempotency(IdempotencyConfig(table_name="nowhere"), client=client)
+    with pytest.raises(TableNotFoundError, match="nowhere"):
+        guard.replays([("a", None)])

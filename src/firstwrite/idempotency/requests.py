@@ -524,7 +524,7 @@ def tables_of(call: Call) -> list[str]:
     name = call.params.get("TableName")
     if isinstance(name, str):
         return [name]
-    names: list[str] = []
+    names: list[str] = list(call.params.get("RequestItems", ()))  # BatchGetItem
     for action in call.params.get("TransactItems", ()):
         for body in action.values():
             table = body.get("TableName") if isinstance(body, dict) else None
