@@ -147,8 +147,12 @@ def _split_note(table: Table) -> None:
         f"Per record: {OURS} {calls:,.0f}k instructions in its calls and {ours - calls:,.0f}k "
         f"beside them; {POWERTOOLS} {their_calls:,.0f}k and {theirs - their_calls:,.0f}k. "
         f"The {BOUND} take {bare.median:,.0f}k: {OURS}'s calls cost "
-        f"{calls - bare.median:,.0f}k more (what its conditions check and its items carry). "
-        f"On its calls the target leaves {OURS}'s own work "
+        + (
+            f"{calls - bare.median:,.0f}k more (what its conditions check and its items carry). "
+            if calls >= bare.median
+            else f"{bare.median - calls:,.0f}k less (a batch read instead of a claim each). "
+        )
+        + f"On its calls the target leaves {OURS}'s own work "
         + (f"{allowed:,.0f}k." if allowed > 0 else "nothing at all (its calls alone miss it).")
     )
     for target in table.targets:
