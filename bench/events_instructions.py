@@ -16,7 +16,6 @@ callgrind by :func:`tables`: per scenario and contender, set up, warm up (not co
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -84,16 +83,7 @@ def _child(batches: int, reps: int, scenarios: list[str]) -> None:
             for scenario in scenarios:
                 for contender in _contenders(shared, scenario):
                     contender.setup()
-                    for i in range(WARMUP):
-                        contender.op(i)
-                    for rep in range(reps):
-                        first = WARMUP + rep * batches
-
-                        def piece(c: BatchContender = contender, first: int = first) -> None:
-                            for i in range(first, first + batches):
-                                c.op(i)
-
-                        _callgrind.measured(piece)
+                    _callgrind.count_pieces(contender.op, WARMUP, batches, reps)
                     pieces += [(scenario, contender.name)] * reps
         finally:
             shared.engine.close()
@@ -102,25 +92,12 @@ def _child(batches: int, reps: int, scenarios: list[str]) -> None:
 
 def tables(settings: Settings, log: Callable[[str], None]) -> tuple[list[Table], str | None]:
     """One table per scenario, or why there are none."""
-    why = _callgrind.available()
-    if why is not None:
-        return [], why
     batches, reps = (1, 2) if settings.quick else (20, 2)
     log(f"  events / instructions: {batches} batches x {reps} per contender (callgrind)")
-    args = ["-m", "bench.events_instructions", str(batches), str(reps), *SCENARIOS]
-    root = Path(__file__).resolve().parents[1]
-    path = f"{root}{os.pathsep}{root / 'src'}"  # this checkout's firstwrite, not another install
-    try:
-        counts, out = _callgrind.count(args, timeout=1800, env={"PYTHONPATH": path})
-    except (RuntimeError, OSError) as exc:
-        return [], str(exc)
-    pieces = json.loads(out.strip().splitlines()[-1])
-    if len(counts) < len(pieces):
-        return [], f"callgrind wrote {len(counts)} dumps for {len(pieces)} pieces"
-    values: dict[str, dict[str, list[float]]] = {}
-    for (scenario, name), total in zip(pieces, counts, strict=False):
-        per_record = total / (batches * BATCH) / 1000
-        values.setdefault(scenario, {}).setdefault(name, []).append(per_record)
+    args = [str(batches), str(reps), *SCENARIOS]
+    values, why = _callgrind.count_module("bench.events_instructions", args, per=batches * BATCH)
+    if why is not None:
+        return [], why
     result = []
     for scenario in SCENARIOS:
         table = Table(

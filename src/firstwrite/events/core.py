@@ -24,7 +24,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from firstwrite.idempotency import (
     UNSET,
@@ -109,9 +109,9 @@ _ACKNOWLEDGED = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RecordResult:
-    """One record's outcome; ``result`` is the handler's return value when it ran now."""
+class RecordResult(NamedTuple):
+    """One record's outcome; ``result`` is the handler's return value when it ran now. (A named
+    tuple: one is built per record, and it is the cheapest immutable value to build.)"""
 
     id: str
     key: str | None
