@@ -12,6 +12,7 @@ the measured pieces, in order; start-up, imports and set-up are never counted.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -83,3 +84,45 @@ def count(
             found = _TOTALS.search(dump.read_bytes())
             counts.append(int(found.group(1)) if found else 0)
         return counts, done.stdout.decode()
+
+
+def count_pieces(op: Callable[[int], object], warmup: int, n: int, reps: int) -> None:
+    """In a counted child program: ``op(i)`` ``warmup`` times uncounted, then ``reps`` counted
+    pieces of ``n`` calls each (``i`` goes on counting, so each call can use a fresh key)."""
+    for i in range(warmup):
+        op(i)
+    for rep in range(reps):
+        first = warmup + rep * n
+
+        def piece(first: int = first) -> None:
+            for i in range(first, first + n):
+                op(i)
+
+        measured(piece)
+
+
+Counted = dict[str, dict[str, list[float]]]
+"""Instructions per unit by scenario, then contender: one value per counted piece."""
+
+
+def count_module(module: str, args: Sequence[str], *, per: int) -> tuple[Counted, str | None]:
+    """Run ``python -m module args...`` (this checkout's ``bench`` and ``src`` first on the path)
+    under callgrind. The program prints, as its last line, a JSON list of ``[scenario,
+    contender]``, one per piece it counted, in order; each piece's count is divided by ``per``
+    (the units it ran) and given in thousands. ``({}, why)`` when nothing could be counted."""
+    why = available()
+    if why is not None:
+        return {}, why
+    root = Path(__file__).resolve().parents[1]
+    path = f"{root}{os.pathsep}{root / 'src'}"  # this checkout's firstwrite, not an install's
+    try:
+        counts, out = count(["-m", module, *args], timeout=1800, env={"PYTHONPATH": path})
+    except (RuntimeError, OSError) as exc:
+        return {}, str(exc)
+    pieces = json.loads(out.strip().splitlines()[-1])
+    if len(counts) < len(pieces):
+        return {}, f"callgrind wrote {len(counts)} dumps for {len(pieces)} pieces"
+    values: Counted = {}
+    for (scenario, name), total in zip(pieces, counts, strict=False):
+        values.setdefault(scenario, {}).setdefault(name, []).append(total / per / 1000)
+    return values, None

@@ -148,39 +148,11 @@ class Shared:
             finally:
                 self.client.recording = None
             return recorded
-        calls: list[list[Any]] = []
-
-        def on_params(params: dict[str, Any], model: Any, **_kwargs: Any) -> None:
-            calls.append([xform_name(model.name), copy.deepcopy(params), False])
-
-        def on_answer(parsed: dict[str, Any], **_kwargs: Any) -> None:
-            code = parsed.get("Error", {}).get("Code")
-            calls[-1][2] = code == "ConditionalCheckFailedException"
-
-        events = self.client.meta.events
-        hooks = (("provide-client-params.dynamodb", on_params), ("after-call.dynamodb", on_answer))
-        for event, hook in hooks:  # unique ids are per emitter, not per event
-            events.register(event, hook, unique_id=f"bench-record-{event}")
-        try:
-            fn()
-        finally:
-            for event, _hook in hooks:
-                events.unregister(event, unique_id=f"bench-record-{event}")
-        return [(name, params, failed) for name, params, failed in calls]
+        return record_calls(self.client, fn)
 
     def replayable(self, recorded: list[Recorded], *, fresh: bool) -> list[Replayed]:
-        """``recorded`` calls bound to the shared client's methods, for :func:`replay`;
-        ``fresh``: each replay writes a new key value (the table's partition key)."""
-        client = self.client
-        keys: dict[str, str] = {}
-        calls: list[Replayed] = []
-        for method, params, failed in recorded:
-            table = params["TableName"]
-            if fresh and table not in keys:
-                schema = client.describe_table(TableName=table)["Table"]["KeySchema"]
-                keys[table] = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
-            calls.append((getattr(client, method), params, failed, keys.get(table)))
-        return calls
+        """``recorded`` calls bound to the shared client's methods (:func:`replayable`)."""
+        return replayable(self.client, recorded, fresh=fresh)
 
     def bound_resource(self) -> Any:
         """A boto3 DynamoDB resource whose client answers from the same engine."""
@@ -218,6 +190,44 @@ class Shared:
 # A recorded call, ready to replay: (bound method, params, whether it failed its condition,
 # the partition key attribute given a new value on each replay, or None).
 Replayed = tuple[Callable[..., Any], dict[str, Any], bool, str | None]
+
+
+def record_calls(client: Any, fn: Callable[[], Any]) -> list[Recorded]:
+    """The DynamoDB calls ``fn()`` makes on a boto3 ``client``, in order, each with whether its
+    condition failed."""
+    calls: list[list[Any]] = []
+
+    def on_params(params: dict[str, Any], model: Any, **_kwargs: Any) -> None:
+        calls.append([xform_name(model.name), copy.deepcopy(params), False])
+
+    def on_answer(parsed: dict[str, Any], **_kwargs: Any) -> None:
+        code = parsed.get("Error", {}).get("Code")
+        calls[-1][2] = code == "ConditionalCheckFailedException"
+
+    events = client.meta.events
+    hooks = (("provide-client-params.dynamodb", on_params), ("after-call.dynamodb", on_answer))
+    for event, hook in hooks:  # unique ids are per emitter, not per event
+        events.register(event, hook, unique_id=f"bench-record-{event}")
+    try:
+        fn()
+    finally:
+        for event, _hook in hooks:
+            events.unregister(event, unique_id=f"bench-record-{event}")
+    return [(name, params, failed) for name, params, failed in calls]
+
+
+def replayable(client: Any, recorded: list[Recorded], *, fresh: bool) -> list[Replayed]:
+    """``recorded`` calls bound to ``client``'s methods, for :func:`replay`; ``fresh``: each
+    replay writes a new key value (the table's partition key)."""
+    keys: dict[str, str] = {}
+    calls: list[Replayed] = []
+    for method, params, failed in recorded:
+        table = params.get("TableName")
+        if fresh and table is not None and table not in keys:
+            schema = client.describe_table(TableName=table)["Table"]["KeySchema"]
+            keys[table] = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
+        calls.append((getattr(client, method), params, failed, keys.get(table or "")))
+    return calls
 
 
 def replay(calls: list[Replayed], i: int, ccf: type[BaseException], name: str) -> None:

@@ -61,7 +61,7 @@ def _child(requests: int, reps: int, scenarios: list[str]) -> None:
                     contender = kind(shared, factory, scenario)
                     contender.setup()
                     try:
-                        _count(contender, requests, reps)
+                        _callgrind.count_pieces(contender.op, WARMUP, requests, reps)
                     finally:
                         contender.teardown()
                     pieces += [(scenario, contender.name)] * reps
@@ -70,39 +70,14 @@ def _child(requests: int, reps: int, scenarios: list[str]) -> None:
     print(json.dumps(pieces))
 
 
-def _count(contender: Scenario, requests: int, reps: int) -> None:
-    """Warm ``contender`` up uncounted, then ``reps`` counted pieces of ``requests`` each."""
-    for i in range(WARMUP):
-        contender.op(i)
-    for rep in range(reps):
-        first = WARMUP + rep * requests
-
-        def piece(first: int = first) -> None:
-            for i in range(first, first + requests):
-                contender.op(i)
-
-        _callgrind.measured(piece)
-
-
 def tables(settings: Settings, log: Callable[[str], None]) -> tuple[list[Table], str | None]:
     """One table per scenario (the bound client), or why there are none."""
-    why = _callgrind.available()
-    if why is not None:
-        return [], why
     requests, reps = (5, 2) if settings.quick else (150, 2)
     log(f"  idempotency / instructions: {requests} requests x {reps} per contender (callgrind)")
-    args = ["-m", "bench.idempotency_instructions", str(requests), str(reps), *SCENARIOS]
-    root = str(Path(__file__).resolve().parents[1])
-    try:
-        counts, out = _callgrind.count(args, timeout=1800, env={"PYTHONPATH": root})
-    except (RuntimeError, OSError) as exc:
-        return [], str(exc)
-    pieces = json.loads(out.strip().splitlines()[-1])
-    if len(counts) < len(pieces):
-        return [], f"callgrind wrote {len(counts)} dumps for {len(pieces)} pieces"
-    values: dict[str, dict[str, list[float]]] = {}
-    for (scenario, name), total in zip(pieces, counts, strict=False):
-        values.setdefault(scenario, {}).setdefault(name, []).append(total / requests / 1000)
+    args = [str(requests), str(reps), *SCENARIOS]
+    values, why = _callgrind.count_module("bench.idempotency_instructions", args, per=requests)
+    if why is not None:
+        return [], why
     result = []
     for scenario in SCENARIOS:
         by_name = values.get(scenario, {})

@@ -1,5 +1,6 @@
 """Smoke test of bench/events.py: a handful of iterations, the report's shape (not timings):
-per-record tables for both deliveries with Powertools and the bound, and the pollers' table."""
+per-record tables for both deliveries with Powertools and the bound, the same in instructions
+with each library's calls alone (where valgrind is installed), and the pollers' tables."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `bench` is a top-level package beside `src/`, not installed
     sys.path.insert(0, str(ROOT))
 
-from bench import _common, events, report  # noqa: E402
+from bench.idempotency import calls_alone  # noqa: E402
+
+from bench import _callgrind, _common, events, report  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("bench")
 
@@ -25,7 +28,27 @@ TINY = _common.Settings(
 def test_events_bench_reports_per_record_ratios_and_poller_rates() -> None:
     section = events.run(TINY, lambda _m: None)
     assert section.error is None
-    first, replay, pollers, rabbitmq = section.tables
+    first, replay = section.tables[:2]
+    pollers, rabbitmq = section.tables[-2:]
+    counted = section.tables[2:-2]
+    if _callgrind.available() is None:  # the same scenarios in instructions, calls alone too
+        assert [t.title for t in counted] == [
+            f"SQS batch of 10, {s}: instructions per record (callgrind)" for s in events.SCENARIOS
+        ]
+        for table in counted:
+            assert {s.name for s in table.series} == {
+                events.OURS,
+                events.POWERTOOLS,
+                events.BOUND,
+                calls_alone(events.OURS),
+                calls_alone(events.POWERTOOLS),
+            }
+            assert all(s.unit == "k instructions/record" and s.values for s in table.series)
+            (target,) = table.targets
+            assert target.bound == calls_alone(events.OURS) and target.why
+            assert table.notes and "instructions in its calls" in table.notes[0]
+    else:
+        assert counted == [] and "not measured" in section.method[-1]
     for table, scenario in ((first, "first delivery"), (replay, "redelivery (replay)")):
         assert scenario in table.title
         names = {s.name for s in table.series}

@@ -1,15 +1,13 @@
 """The asyncio SQS poller (aiobotocore) against a real SQS-API server (moto in server mode) and
 the local engine: duplicates and redelivery, a visibility running out while the first consumer
 still works, the heartbeat extending both the visibility and the claim's lease, a handler that
-raises, task cancellation, and SIGTERM to a real subprocess."""
+raises, task cancellation, SIGTERM and SIGKILL to a real subprocess, a FIFO group with a
+failure in the middle."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,7 +29,8 @@ from firstwrite.idempotency import (
 )
 from firstwrite.idempotency.aio import ThreadedClient
 
-REPO = Path(__file__).resolve().parents[2]
+from ._processes import assert_group_order, fifo_queue, signal_at_mark, start_worker
+
 TABLE = "events-idem"
 
 
@@ -273,31 +272,8 @@ def test_sigterm_finishes_the_message_in_hand_then_stops(
     guard.ensure_table()
     message_id = sqs.send_message(QueueUrl=queue_url, MessageBody="job-1")["MessageId"]
     marks = tmp_path / "marks.txt"
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("_async_poller_worker.py")),
-            str(db),
-            moto_sqs.url,
-            queue_url,
-            str(marks),
-        ],
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not (marks.exists() and "start job-1" in marks.read_text()):
-            assert time.monotonic() < deadline and worker.poll() is None
-            time.sleep(0.05)
-        os.kill(worker.pid, signal.SIGTERM)  # mid-handler
-        assert worker.wait(timeout=30) == 0
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    worker = start_worker("_async_poller_worker.py", db, moto_sqs.url, queue_url, marks)
+    assert signal_at_mark(worker, marks, "start job-1", signal.SIGTERM) == 0  # mid-handler
     assert marks.read_text().splitlines() == ["start job-1", "done job-1", "stopped"]
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
     assert (
@@ -308,3 +284,87 @@ def test_sigterm_finishes_the_message_in_hand_then_stops(
     record = guard.get(message_id)
     assert record is not None and record.status is Status.COMPLETED
     engine.close()
+
+
+def test_sigkilled_consumer_record_runs_once_after_its_lease(
+    aguard: AsyncIdempotency, sqs: Any, queue_url: str, moto_sqs: Any, tmp_path: Path
+) -> None:
+    sqs.send_message(QueueUrl=queue_url, MessageBody="hang-1")
+    marks = tmp_path / "marks.txt"
+    args = (tmp_path / "events.db", moto_sqs.url, queue_url, marks, 2)  # aguard's engine file
+    worker = start_worker("_async_poller_worker.py", *args)
+    # mid-record: claimed, started, never finished
+    assert signal_at_mark(worker, marks, "start hang-1", signal.SIGKILL) == -signal.SIGKILL
+    attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessagesNotVisible"] == "1"  # not deleted: it comes back
+    done: list[tuple[str, str]] = []
+    outcomes: list[RecordOutcome] = []
+    counted: list[int] = []
+
+    async def finish(message: Any) -> None:
+        done.append((message["Body"], message["MessageId"]))
+
+    async def main(client: Any) -> None:
+        poller = AsyncSQSPoller(client, queue_url, aguard, finish, visibility=2, wait=1)
+        deadline = time.monotonic() + 20
+        while not done and time.monotonic() < deadline:
+            outcomes.extend(r.outcome for r in (await poller.poll_once()).results)
+        await drain([poller], client, queue_url)
+        if done:  # the abandoned run is counted, read back through the asyncio guard
+            counted.append(await poller.consumer.consumer.attempts.acount(done[0][1]))
+
+    run(main, moto_sqs)
+    # ran by the survivor, once, after the killed worker's lease ran out
+    assert [body for body, _ in done] == ["hang-1"], outcomes
+    assert outcomes[-1] is RecordOutcome.PROCESSED
+    assert marks.read_text().count("start hang-1") == 1
+    record = asyncio.run(aguard.get(done[0][1]))
+    assert record is not None and record.status is Status.COMPLETED
+    assert counted == [1]
+
+
+def test_fifo_group_with_a_failure_in_the_middle(
+    aguard: AsyncIdempotency, sqs: Any, moto_sqs: Any
+) -> None:
+    url = fifo_queue(sqs, "A", 5)
+    order: list[str] = []
+    failed = {"A2"}
+    batches: list[list[RecordOutcome]] = []
+
+    async def handler(message: Any) -> None:
+        order.append(message["Body"])
+        if message["Body"] in failed:
+            failed.discard(message["Body"])  # fails once
+            raise RuntimeError("boom")
+
+    async def main(client: Any) -> None:
+        poller = AsyncSQSPoller(client, url, aguard, handler, visibility=1, wait=1)
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and sorted(set(order)) != [f"A{i}" for i in range(5)]:
+            batches.append([r.outcome for r in (await poller.poll_once()).results])
+        await drain([poller], client, url, timeout=20)
+
+    run(main, moto_sqs)
+    assert_group_order(order, batches, "A", 5, failed="A2")
+
+
+def test_the_attempt_ledger_counts_through_an_asyncio_guard(aguard: AsyncIdempotency) -> None:
+    from firstwrite.events.aio import adrive
+    from firstwrite.events.attempts import AttemptLedger
+
+    ledger = AttemptLedger(aguard, 3)
+
+    async def no_handler(record: Any) -> None:
+        raise AssertionError("no handler runs")
+
+    async def main() -> list[int]:
+        seen = [await ledger.acount("k")]
+        for reason in ("boom 1", "boom 2"):
+            await adrive(ledger.note_steps("k", reason), aguard, no_handler)
+            seen.append(await ledger.acount("k"))
+        seen.append(await ledger.acount("other"))
+        return seen
+
+    assert asyncio.run(main()) == [0, 1, 2, 0]
+    with pytest.raises(TypeError, match="asyncio guard"):
+        ledger.count("k")  # the synchronous count refuses an asyncio guard

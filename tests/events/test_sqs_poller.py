@@ -4,10 +4,7 @@ FIFO groups, stopping on a signal. Real threads and processes throughout."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -18,7 +15,7 @@ from firstwrite.events import RecordOutcome
 from firstwrite.events.sqs_poller import SQSPoller
 from firstwrite.idempotency import Idempotency, Status
 
-REPO = Path(__file__).resolve().parents[2]
+from ._processes import assert_group_order, fifo_queue, signal_at_mark, start_worker
 
 
 def drain(pollers: list[SQSPoller], sqs: Any, queue_url: str, timeout: float = 30) -> None:
@@ -122,32 +119,10 @@ def test_sigkilled_consumer_record_runs_once_after_its_lease(
 ) -> None:
     sqs.send_message(QueueUrl=queue_url, MessageBody="hang-1")
     marks = tmp_path / "marks.txt"
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("_poller_worker.py")),
-            str(tmp_path / "events.db"),
-            moto_sqs.url,
-            queue_url,
-            str(marks),
-            "2",
-        ],
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not (marks.exists() and "start hang-1" in marks.read_text()):
-            assert time.monotonic() < deadline and worker.poll() is None
-            time.sleep(0.05)
-        os.kill(worker.pid, signal.SIGKILL)  # mid-record: claimed, started, never finished
-        worker.wait()
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    args = (tmp_path / "events.db", moto_sqs.url, queue_url, marks, 2)
+    worker = start_worker("_poller_worker.py", *args)
+    # mid-record: claimed, started, never finished
+    assert signal_at_mark(worker, marks, "start hang-1", signal.SIGKILL) == -signal.SIGKILL
     key = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])  # still there
     assert key["Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "1"
     done: list[tuple[str, str]] = []
@@ -172,18 +147,10 @@ def test_sigkilled_consumer_record_runs_once_after_its_lease(
 
 
 def test_fifo_group_with_a_failure_in_the_middle(guard: Idempotency, sqs: Any) -> None:
-    url = sqs.create_queue(
-        QueueName=f"orders-{os.getpid()}-{time.monotonic_ns()}.fifo",
-        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
-    )["QueueUrl"]
-    # moto, unlike SQS, hands out a group's later messages while earlier ones are in flight,
-    # so only the order within each receive is ours to check here (the Lambda test, on one
-    # batch, checks the whole group's order).
-    for i in range(5):
-        sqs.send_message(QueueUrl=url, MessageBody=f"A{i}", MessageGroupId="A")
+    url = fifo_queue(sqs, "A", 5)
     order: list[str] = []
     failed = {"A2"}
-    batches: list[list[tuple[str, RecordOutcome]]] = []
+    batches: list[list[RecordOutcome]] = []
 
     def handler(message: Any) -> None:
         order.append(message["Body"])
@@ -194,13 +161,6 @@ def test_fifo_group_with_a_failure_in_the_middle(guard: Idempotency, sqs: Any) -
     poller = SQSPoller(sqs, url, guard, handler, visibility=1, wait=1)
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline and sorted(set(order)) != [f"A{i}" for i in range(5)]:
-        batch = poller.poll_once()
-        batches.append([(r.id, r.outcome) for r in batch.results])
+        batches.append([r.outcome for r in poller.poll_once().results])
     drain([poller], sqs, url, timeout=20)
-    assert sorted(order) == ["A0", "A1", "A2", "A2", "A3", "A4"]  # each done once, A2 retried
-    assert order.index("A0") < order.index("A1") < order.index("A2")
-    for batch in batches:  # within a receive, nothing after the failure ran
-        outcomes = [outcome for _, outcome in batch]
-        if RecordOutcome.FAILED in outcomes:
-            after = outcomes[outcomes.index(RecordOutcome.FAILED) + 1 :]
-            assert set(after) <= {RecordOutcome.SKIPPED}, batch
+    assert_group_order(order, batches, "A", 5, failed="A2")

@@ -113,6 +113,7 @@ DOCUMENTED = {
     "claim_with",
     "complete_with",
     "get",
+    "replays",
     "is_async",
 }
 

@@ -20,6 +20,8 @@ from .steps import (
     FailClaim,
     Keepalive,
     Ran,
+    ReadRecord,
+    ReadReplays,
     RunHandler,
     RunUnguarded,
     Steps,
@@ -81,6 +83,10 @@ def _answer(guard: EventGuard, handler: Callable[[Any], object], effect: Effect)
     if isinstance(effect, FailClaim):
         guard.fail(effect.claim, effect.error, retryable=effect.retryable, data=effect.data)
         return None
+    if isinstance(effect, ReadRecord):
+        return guard.get(effect.key, scope=effect.scope)
+    if isinstance(effect, ReadReplays):
+        return guard.replays(effect.requests, scope=effect.scope)
     if isinstance(effect, RunUnguarded):
         return handler(effect.record)
     return _run(guard, handler, effect)

@@ -94,9 +94,15 @@ class LambdaSource(Generic[R]):
             non_retryable=options.non_retryable,
             scope=options.scope,
             metrics=options.metrics,
+            redelivered=self.redelivery(),
         )
 
     # -- what each source says about its records ---------------------------------------------
+
+    def redelivery(self) -> Callable[[R], bool] | None:
+        """How to tell a record delivered again (its replay is read before any claim), or
+        ``None``: this source does not say."""
+        return None
 
     def own_id(self, record: R) -> str:
         """The default key."""

@@ -1,105 +1,24 @@
 """The asyncio consumer: :class:`AsyncConsumer` awaits a :class:`~.core.Consumer`'s decisions.
 
 The :class:`~.core.Consumer` (built with an asyncio guard, such as
-:class:`~firstwrite.idempotency.AsyncIdempotency`) decides; :func:`adrive` answers its effects
-(:mod:`.steps`) by awaiting the guard, and awaits the handler while a task renews the claim's
-lease (and awaits the :class:`~.core.Keepalive`'s ``extend``). A cancelled handler frees the
-key for the redelivery (FAILED, retryable) and the cancellation goes on.
+:class:`~firstwrite.idempotency.AsyncIdempotency`) decides; :func:`adrive` (:mod:`._adriving`)
+answers its effects (:mod:`.steps`) by awaiting the guard, and awaits the handler while a task
+renews the claim's lease (and awaits the :class:`~.core.Keepalive`'s ``extend``). A cancelled
+handler frees the key for the redelivery (FAILED, retryable) and the cancellation goes on.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import inspect
-import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from firstwrite.idempotency import Claim, LostClaimError
-
+from ._adriving import adrive
 from .core import BatchResult, Consumer, Keepalive, RecordResult
-from .guard import AsyncEventGuard, async_guard
-from .steps import ClaimKey, CompleteClaim, Effect, FailClaim, Ran, RunHandler, RunUnguarded, Steps
+from .guard import async_guard
 
 __all__ = ["AsyncConsumer", "adrive"]
 
-LOG = logging.getLogger("firstwrite.events")
 R = TypeVar("R")
-T = TypeVar("T")
-
-AsyncHandler = Callable[[Any], Awaitable[object]]
-
-
-class _Renewal:
-    """The task behind a :class:`~.core.Keepalive`: renews until stopped or the claim is lost."""
-
-    def __init__(self, guard: AsyncEventGuard, claim: Claim, keepalive: Keepalive) -> None:
-        self.guard, self.claim, self.keepalive = guard, claim, keepalive
-        self.stopped = asyncio.Event()
-        self.task = asyncio.create_task(self._beat(), name="firstwrite-events-keepalive")
-
-    async def _beat(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopped.wait(), self.keepalive.every)
-                return
-            try:
-                if self.keepalive.extend is not None:
-                    extended = self.keepalive.extend()
-                    if inspect.isawaitable(extended):
-                        await extended
-                self.claim = await self.guard.renew(self.claim, self.keepalive.lease)
-            except LostClaimError:
-                return
-            except Exception:
-                LOG.warning("keepalive failed; retrying at the next beat", exc_info=True)
-
-    async def finish(self) -> Claim:
-        """Stop after the renewal in flight (so the claim returned is the latest)."""
-        self.stopped.set()
-        await asyncio.shield(self.task)
-        return self.claim
-
-
-async def _run(guard: AsyncEventGuard, handler: AsyncHandler, effect: RunHandler[Any]) -> Ran:
-    renewal = _Renewal(guard, effect.claim, effect.keepalive) if effect.keepalive else None
-    try:
-        result = await handler(effect.record)
-    except BaseException as exc:  # CancelledError too: the steps free the key, then re-raise
-        return Ran(await renewal.finish() if renewal else effect.claim, error=exc)
-    return Ran(await renewal.finish() if renewal else effect.claim, result)
-
-
-async def _answer(guard: AsyncEventGuard, handler: AsyncHandler, effect: Effect) -> object:
-    if isinstance(effect, ClaimKey):
-        return await guard.claim(
-            effect.key, effect.payload, scope=effect.scope, lease=effect.lease, wait=effect.wait
-        )
-    if isinstance(effect, CompleteClaim):
-        return await guard.complete(effect.claim, effect.result)
-    if isinstance(effect, FailClaim):
-        await guard.fail(effect.claim, effect.error, retryable=effect.retryable, data=effect.data)
-        return None
-    if isinstance(effect, RunUnguarded):
-        return await handler(effect.record)
-    return await _run(guard, handler, effect)
-
-
-async def adrive(steps: Steps[T], guard: AsyncEventGuard, handler: AsyncHandler) -> T:
-    """Run ``steps`` to its end, awaiting ``guard`` and ``handler``; return its value."""
-    value: object = None
-    error: Exception | None = None
-    while True:
-        try:
-            effect = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await _answer(guard, handler, effect)
-        except Exception as exc:
-            error = exc
 
 
 class AsyncConsumer(Generic[R]):

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from firstwrite.idempotency import UNSET
 
+from ._adriving import adrive
 from ._driving import drive
-from .guard import AnyEventGuard, sync_guard
-from .steps import ClaimKey, CompleteClaim, Steps
+from .guard import AnyEventGuard, async_guard, sync_guard
+from .steps import ClaimKey, CompleteClaim, ReadRecord, Steps
 
 __all__ = ["AttemptLedger", "attempt_scope"]
 
@@ -38,7 +39,8 @@ class AttemptLedger:
 
     def note(self, key: str, reason: str) -> int:
         """Record one failed run of ``key`` and return how many there have been (at most
-        ``limit``: ``limit`` means "at least that many"). A synchronous guard only."""
+        ``limit``: ``limit`` means "at least that many"). A synchronous guard only (an asyncio
+        consumer drives :meth:`note_steps` itself)."""
         return drive(self.note_steps(key, reason), sync_guard(self.guard), _no_handler)
 
     def note_steps(self, key: str, reason: str) -> Steps[int]:
@@ -56,14 +58,25 @@ class AttemptLedger:
         return self.limit
 
     def count(self, key: str) -> int:
-        """How many failed runs of ``key`` are recorded (consistent reads; for tools and tests;
-        a synchronous guard only)."""
-        guard = sync_guard(self.guard)
+        """How many failed runs of ``key`` are recorded (consistent reads; for tools and
+        tests). A synchronous guard; with an asyncio one, await :meth:`acount`."""
+        return drive(self.count_steps(key), sync_guard(self.guard), _no_handler)
+
+    async def acount(self, key: str) -> int:
+        """:meth:`count` with an asyncio guard."""
+        return await adrive(self.count_steps(key), async_guard(self.guard), _no_async_handler)
+
+    def count_steps(self, key: str) -> Steps[int]:
+        """:meth:`count` as effects (see :mod:`.steps`), for any driver."""
         n = 0
-        while n < self.limit and guard.get(key, scope=attempt_scope(self.scope, n + 1)):
+        while n < self.limit and (yield ReadRecord(key, attempt_scope(self.scope, n + 1))):
             n += 1
         return n
 
 
 def _no_handler(record: object) -> object:
+    raise AssertionError("the attempt ledger runs no handler")
+
+
+async def _no_async_handler(record: object) -> object:
     raise AssertionError("the attempt ledger runs no handler")

@@ -24,7 +24,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from firstwrite.idempotency import (
     UNSET,
@@ -49,6 +49,7 @@ from .steps import (
     FailClaim,
     Keepalive,
     Ran,
+    ReadReplays,
     RunHandler,
     RunUnguarded,
     Steps,
@@ -108,9 +109,9 @@ _ACKNOWLEDGED = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RecordResult:
-    """One record's outcome; ``result`` is the handler's return value when it ran now."""
+class RecordResult(NamedTuple):
+    """One record's outcome; ``result`` is the handler's return value when it ran now. (A named
+    tuple: one is built per record, and it is the cheapest immutable value to build.)"""
 
     id: str
     key: str | None
@@ -162,6 +163,10 @@ class Consumer(Generic[R]):
     * ``non_retryable``: exception types that give a record up at their first occurrence
       (so does an exception with ``idempotency_retryable = False``).
     * ``min_time``: with a deadline, a record is not started with less time than this left.
+    * ``redelivered(record)``: true for a record the broker delivers again (SQS:
+      ``ApproximateReceiveCount > 1``). A batch's redelivered records are read first, in one
+      consistent ``BatchGetItem``; those stored done are replayed without a claim each, the
+      others claimed as usual. First deliveries never pay for the read.
 
     ``guard`` may be an asyncio guard (:class:`~.guard.AsyncEventGuard`): then drive it with
     :class:`.aio.AsyncConsumer`; :meth:`consume` and :meth:`process` need a synchronous one.
@@ -180,6 +185,7 @@ class Consumer(Generic[R]):
     scope: str | None = None
     metrics: Metrics | None = None
     min_time: float = 1.0
+    redelivered: Callable[[R], bool] | None = None
     logger: logging.Logger = field(default=LOG)
     attempts: AttemptLedger = field(init=False, repr=False)
     _metrics: Metrics = field(init=False, repr=False)
@@ -234,7 +240,11 @@ class Consumer(Generic[R]):
         results: list[RecordResult] = []
         blocked: set[str | None] = set()
         stopped = False
-        for record in records:
+        known: dict[int, Replay] = {}
+        if self.redelivered is not None and not self.guard.config.disabled:
+            records = list(records)
+            known = yield from self._stored_replays(records, self.redelivered)
+        for index, record in enumerate(records):
             group = self.group(record) if self.ordering is Ordering.GROUPS and self.group else None
             lease: float | None = None
             if not stopped and remaining is not None:
@@ -247,9 +257,12 @@ class Consumer(Generic[R]):
                 why = "an earlier record of its group is not done" if not stopped else None
                 results.append(self._skip(record, why or "not started: no time left"))
                 continue
-            result = yield from self.record_steps(
-                record, lease=lease, keepalive=keepalive(record) if keepalive else None
-            )
+            if index in known:
+                result = self._replayed(record, known[index])
+            else:
+                result = yield from self.record_steps(
+                    record, lease=lease, keepalive=keepalive(record) if keepalive else None
+                )
             results.append(result)
             if not result.acknowledged:
                 if self.ordering is Ordering.STREAM:
@@ -257,6 +270,37 @@ class Consumer(Generic[R]):
                 elif self.ordering is Ordering.GROUPS:
                     blocked.add(group)
         return BatchResult(results, self.ordering)
+
+    def _stored_replays(
+        self, records: list[R], redelivered: Callable[[R], bool]
+    ) -> Steps[dict[int, Replay]]:
+        """The replays of the redelivered ``records`` that are stored done, by index."""
+        indices: list[int] = []
+        requests: list[tuple[str, object]] = []
+        for index, record in enumerate(records):
+            try:
+                if redelivered(record):
+                    payload = UNSET if self.payload is None else self.payload(record)
+                    requests.append((self.key(record), payload))
+                    indices.append(index)
+            except Exception:
+                continue  # its claim says what is wrong with it
+        if not requests:
+            return {}
+        try:
+            answers = yield ReadReplays(tuple(requests), self.scope)
+        except Exception:  # the claims decide instead
+            self.logger.warning(
+                "could not read %d redelivered records", len(requests), exc_info=True
+            )
+            return {}
+        return {i: r for i, r in zip(indices, answers, strict=True) if r is not None}
+
+    def _replayed(self, record: R, replay: Replay) -> RecordResult:
+        key = replay.idempotency_key
+        if replay.completed:
+            return self._done(record, key, RecordOutcome.REPLAYED)
+        return self._done(record, key, RecordOutcome.REPLAYED_FAILURE, reason=replay.error)
 
     def _skip(self, record: R, reason: str) -> RecordResult:
         return self._done(record, None, RecordOutcome.SKIPPED, reason=reason)
@@ -292,9 +336,7 @@ class Consumer(Generic[R]):
         except Exception as exc:  # DynamoDB unreachable: nothing ran, try again later
             return self._done(record, key, RecordOutcome.FAILED, reason=f"claim: {exc!r}")
         if isinstance(outcome, Replay):
-            if outcome.completed:
-                return self._done(record, key, RecordOutcome.REPLAYED)
-            return self._done(record, key, RecordOutcome.REPLAYED_FAILURE, reason=outcome.error)
+            return self._replayed(record, outcome)
         claim: Claim = outcome
         if claim.taken_over:
             n = yield from self.attempts.note_steps(

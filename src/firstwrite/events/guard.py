@@ -3,13 +3,15 @@
 ``Idempotency`` is an :class:`EventGuard`; ``AsyncIdempotency`` an :class:`AsyncEventGuard`.
 
 The layer's :class:`~firstwrite.idempotency.Guard` plus what a consumer needs besides: ``renew``
-(a long handler keeps its lease), ``get`` (reading a record back), ``config`` (the lease to
+(a long handler keeps its lease), ``get`` (reading a record back), ``replays`` (the replays of
+a batch's redelivered records, read without claiming them), ``config`` (the lease to
 cap) and ``metrics`` (the sink the consumers count outcomes in). ``is_async`` says which kind a
 guard is; :func:`sync_guard` and :func:`async_guard` check it where a driver needs one kind.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias, cast
 
 from firstwrite.idempotency import UNSET, Claim, IdempotencyConfig, Metrics, Outcome, Record, Replay
@@ -46,6 +48,10 @@ class EventGuard(Protocol):
 
     def get(self, key: str, *, scope: str | None = None) -> Record | None: ...
 
+    def replays(
+        self, requests: Sequence[tuple[str, Any]], *, scope: str | None = None
+    ) -> list[Replay | None]: ...
+
 
 class AsyncEventGuard(Protocol):
     """An asyncio guard, as :class:`firstwrite.idempotency.AsyncIdempotency` is."""
@@ -75,6 +81,10 @@ class AsyncEventGuard(Protocol):
     async def renew(self, claim: Claim, lease: float | None = None) -> Claim: ...
 
     async def get(self, key: str, *, scope: str | None = None) -> Record | None: ...
+
+    async def replays(
+        self, requests: Sequence[tuple[str, Any]], *, scope: str | None = None
+    ) -> list[Replay | None]: ...
 
 
 AnyEventGuard: TypeAlias = EventGuard | AsyncEventGuard

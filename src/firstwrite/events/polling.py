@@ -67,7 +67,8 @@ class SQSPolicy:
     receive. A message running in another consumer, or held back behind its FIFO group, comes
     back after ``retry_delay`` seconds; a failed one when its visibility ends. On a FIFO queue
     (URL ending in ``.fifo``) the key is the deduplication id and a message not done holds back
-    the rest of its group in the batch.
+    the rest of its group in the batch. Messages received again (``ApproximateReceiveCount``
+    above 1) are read first, in one ``BatchGetItem``: those already done are not claimed.
     """
 
     def __init__(
@@ -106,6 +107,7 @@ class SQSPolicy:
             non_retryable=non_retryable,
             scope=scope,
             metrics=metrics,
+            redelivered=_redelivered,
         )
 
     def receive(self) -> SQSCall:
@@ -153,6 +155,10 @@ class SQSPolicy:
 
 
 _SOON = frozenset({RecordOutcome.IN_PROGRESS, RecordOutcome.SKIPPED})
+
+
+def _redelivered(message: SQSMessage) -> bool:
+    return int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1")) > 1
 
 
 def _group(message: SQSMessage) -> str | None:

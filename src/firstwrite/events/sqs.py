@@ -6,7 +6,9 @@ five minutes only). Answer with :meth:`SQSBatch.handle`'s partial batch response
 (``ReportBatchItemFailures`` on the event source mapping): a message that failed, is running in
 another invocation or was not tried is reported and delivered again; a replay is acknowledged
 without running. On a FIFO queue a message that is not done holds back every later message of
-its group (reported too), and other groups go on.
+its group (reported too), and other groups go on. The messages SQS delivers again
+(``ApproximateReceiveCount`` above 1) are read first, in one ``BatchGetItem``: those already
+done are replayed without a claim each.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from .core import Consumer, Ordering
 from .selectors import json_body
 from .shapes import LambdaContext, PartialBatchResponse, SQSEvent, SQSRecord
 
-__all__ = ["SQSBatch", "is_fifo", "sqs_key"]
+__all__ = ["SQSBatch", "is_fifo", "is_redelivered", "sqs_key"]
 
 
 def is_fifo(record: SQSRecord) -> bool:
     """The record comes from a FIFO queue (its ARN ends in ``.fifo``)."""
     return record["eventSourceARN"].endswith(".fifo")
+
+
+def is_redelivered(record: SQSRecord) -> bool:
+    """SQS has delivered the record before (``ApproximateReceiveCount`` above 1)."""
+    return int(record["attributes"].get("ApproximateReceiveCount", "1")) > 1
 
 
 def sqs_key(record: SQSRecord) -> str:
@@ -58,6 +65,9 @@ class SQSBatch(LambdaSource[SQSRecord]):
 
     def group(self, record: SQSRecord) -> str | None:
         return record["attributes"].get("MessageGroupId")
+
+    def redelivery(self) -> Callable[[SQSRecord], bool]:
+        return is_redelivered
 
     def consumer_for(self, records: Sequence[SQSRecord]) -> Consumer[SQSRecord]:
         if not (records and is_fifo(records[0])):

@@ -4,14 +4,16 @@
 up, skip) in a generator that yields these effects and is sent back their answers (or has the
 error thrown in); it does no I/O. A driver does the I/O: :func:`._driving.drive` with a
 synchronous guard and a handler in this thread, :func:`.aio.adrive` with ``await``. So the
-synchronous and the asyncio consumers make the same decisions from the same code.
+synchronous and the asyncio consumers make the same decisions from the same code. Effects are
+named tuples, as the layer's are: several are built per record, and a named tuple is the
+cheapest immutable value to build.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from firstwrite.idempotency import Claim
 
@@ -22,6 +24,8 @@ __all__ = [
     "FailClaim",
     "Keepalive",
     "Ran",
+    "ReadRecord",
+    "ReadReplays",
     "RunHandler",
     "RunUnguarded",
     "Steps",
@@ -43,8 +47,7 @@ class Keepalive:
     extend: Callable[[], object] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimKey:
+class ClaimKey(NamedTuple):
     """``guard.claim(key, payload, scope=, lease=, wait=)``: answered with its outcome."""
 
     key: str
@@ -54,16 +57,14 @@ class ClaimKey:
     wait: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CompleteClaim:
+class CompleteClaim(NamedTuple):
     """``guard.complete(claim, result)``."""
 
     claim: Claim
     result: Any
 
 
-@dataclass(frozen=True, slots=True)
-class FailClaim:
+class FailClaim(NamedTuple):
     """``guard.fail(claim, error, retryable=, data=)``."""
 
     claim: Claim
@@ -72,8 +73,22 @@ class FailClaim:
     data: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class RunHandler(Generic[R]):
+class ReadRecord(NamedTuple):
+    """``guard.get(key, scope=)``: answered with the stored record or ``None``."""
+
+    key: str
+    scope: str | None
+
+
+class ReadReplays(NamedTuple):
+    """``guard.replays(requests, scope=)``: answered with one ``Replay`` or ``None`` per
+    ``(key, payload)``."""
+
+    requests: tuple[tuple[str, Any], ...]
+    scope: str | None
+
+
+class RunHandler(NamedTuple, Generic[R]):
     """Run the handler on ``record`` while ``keepalive`` renews ``claim``: answered with
     :class:`Ran` (never thrown: the handler's error is a value here)."""
 
@@ -82,8 +97,7 @@ class RunHandler(Generic[R]):
     keepalive: Keepalive | None
 
 
-@dataclass(frozen=True, slots=True)
-class Ran:
+class Ran(NamedTuple):
     """How a handler run ended: its result, or the error it raised (``Exception``: it
     failed; any other ``BaseException``: it was interrupted), and the claim as last renewed."""
 
@@ -92,13 +106,20 @@ class Ran:
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RunUnguarded(Generic[R]):
+class RunUnguarded(NamedTuple, Generic[R]):
     """Run the handler on ``record`` with no claim (the layer is disabled): answered with its
     result; its error is thrown into the steps."""
 
     record: R
 
 
-Effect: TypeAlias = ClaimKey | CompleteClaim | FailClaim | RunHandler[Any] | RunUnguarded[Any]
+Effect: TypeAlias = (
+    ClaimKey
+    | CompleteClaim
+    | FailClaim
+    | ReadRecord
+    | ReadReplays
+    | RunHandler[Any]
+    | RunUnguarded[Any]
+)
 Steps: TypeAlias = Generator[Effect, Any, T]

@@ -206,6 +206,17 @@ class AsyncIdempotency(Driver):
         steps = transactional.complete_with(self._machine, claim, transact_items, result, deadline)
         return await self._drive(steps, deadline)
 
+    async def replays(
+        self,
+        requests: Sequence[tuple[str, Any]],
+        *,
+        scope: str | None = None,
+        budget: float | None = None,
+    ) -> list[Replay | None]:
+        """See :meth:`Idempotency.replays`."""
+        deadline = self._deadline(budget)
+        return await self._drive(self._machine.replays(requests, scope, deadline), deadline)
+
     async def get(
         self, key: str, *, scope: str | None = None, budget: float | None = None
     ) -> Record | None:

@@ -240,6 +240,21 @@ class Idempotency(Driver):
 
     # -- reads -----------------------------------------------------------------------------------
 
+    def replays(
+        self,
+        requests: Sequence[tuple[str, Any]],
+        *,
+        scope: str | None = None,
+        budget: float | None = None,
+    ) -> list[Replay | None]:
+        """For each ``(key, payload)``, the :class:`Replay` its claim would answer now, read
+        in one consistent ``BatchGetItem`` per 100 keys and claiming nothing; ``None`` where
+        only a claim can decide (nothing stored, still running, claimable, another payload).
+        Worth it for requests likely done before (redeliveries): each answered one saves its
+        claim's conditional write; the others cost their share of the read."""
+        deadline = self._deadline(budget)
+        return self._drive(self._machine.replays(requests, scope, deadline), deadline)
+
     def get(
         self, key: str, *, scope: str | None = None, budget: float | None = None
     ) -> Record | None:

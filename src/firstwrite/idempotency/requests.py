@@ -437,6 +437,11 @@ class Requests:
             {"TableName": self.table, "Key": key, "ConsistentRead": True, **self.capacity},
         )
 
+    def batch_get(self, keys: Sequence[Key]) -> Call:
+        """One consistent ``BatchGetItem`` of up to 100 distinct ``keys``."""
+        request = {self.table: {"Keys": list(keys), "ConsistentRead": True}}
+        return Call("BatchGetItem", {"RequestItems": request, **self.capacity})
+
     def transact(self, items: Sequence[dict[str, Any]], token: str) -> Call:
         return Call(
             "TransactWriteItems",
@@ -519,7 +524,7 @@ def tables_of(call: Call) -> list[str]:
     name = call.params.get("TableName")
     if isinstance(name, str):
         return [name]
-    names: list[str] = []
+    names: list[str] = list(call.params.get("RequestItems", ()))  # BatchGetItem
     for action in call.params.get("TransactItems", ()):
         for body in action.values():
             table = body.get("TableName") if isinstance(body, dict) else None

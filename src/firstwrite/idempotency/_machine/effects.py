@@ -37,6 +37,7 @@ METHODS = {
     "PutItem": "put_item",
     "UpdateItem": "update_item",
     "GetItem": "get_item",
+    "BatchGetItem": "batch_get_item",
     "DeleteItem": "delete_item",
     "TransactWriteItems": "transact_write_items",
     "CreateTable": "create_table",
@@ -46,6 +47,15 @@ METHODS = {
 }
 
 
+# operations a client may lack: the transitions that use them fail, and their callers fall back
+OPTIONAL = frozenset({"BatchGetItem"})
+
+
 def bind(client: Any) -> dict[str, Any]:
-    """``operation -> client method`` for every operation in :data:`METHODS`."""
-    return {operation: getattr(client, method) for operation, method in METHODS.items()}
+    """``operation -> client method`` for every operation in :data:`METHODS` (those of
+    :data:`OPTIONAL` only where the client has them)."""
+    return {
+        operation: getattr(client, method)
+        for operation, method in METHODS.items()
+        if operation not in OPTIONAL or hasattr(client, method)
+    }

@@ -433,6 +433,45 @@ class StateMachine:
             claim, version=claim.version + 1, lease_expires_at=lease_ms, expires_at=expires
         )
 
+    def replays(
+        self,
+        requests: Sequence[tuple[str, Any]],
+        scope: str | None,
+        deadline: Deadline | None = None,
+    ) -> Steps[list[Replay | None]]:
+        """The replay a claim of each ``(key, payload)`` would get now, read without claiming
+        (one consistent ``BatchGetItem`` per 100 keys), or ``None`` where a claim must
+        decide: nothing stored, not finished, claimable, another payload, a key left
+        unprocessed. Only a finished record (COMPLETED, or FAILED for good) whose claim would
+        be refused and judged a replay is answered: such a record changes only by expiring, so
+        the answer is the claim's, as of the read."""
+        answers: list[Replay | None] = [None] * len(requests)
+        wanted: dict[tuple[str, ...], list[tuple[int, str, str, str]]] = {}  # by stored key
+        dkeys: list[Key] = []
+        for i, (key, payload) in enumerate(requests):
+            dkey, record_id = self.keys.key(key, scope)
+            ident = tuple(v["S"] for v in dkey.values())
+            if ident not in wanted:
+                wanted[ident] = []
+                dkeys.append(dkey)
+            wanted[ident].append((i, key, record_id, self.fingerprint_of(payload)))
+        table = self.requests.table
+        for start in range(0, len(dkeys), 100):
+            chunk = dkeys[start : start + 100]
+            call = self.requests.batch_get(chunk)
+            label = f"{len(chunk)} keys"
+            answer = yield from self.call(call, label, label, deadline)
+            now = self.clock()
+            for item in answer.get("Responses", {}).get(table, ()):
+                ident = tuple(item[name]["S"] for name in chunk[0])
+                rec = self.read(item)
+                for i, key, record_id, fp in wanted.get(ident, ()):
+                    verdict = judge(rec, "", fp, now, retention_branch=self.retention_branch)
+                    if verdict is Verdict.REPLAY:
+                        attempt = Attempt(record_id, {}, "", fp, now, 0, None, 0, key)
+                        answers[i] = self.replay_of(attempt, rec)
+        return answers
+
     def get(
         self, key: str, scope: str | None, deadline: Deadline | None = None
     ) -> Steps[Record | None]:
