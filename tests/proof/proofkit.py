@@ -142,6 +142,29 @@ class Windowed:
     peak_kib: int
 
 
+SETTLE_NS = 500_000_000  # what a server takes to free what an attack request made it decode
+
+
+def quiet_and_attacked(
+    run: Windowed, busy: Sequence[tuple[int, int]] = (), settle_ns: int = SETTLE_NS
+) -> tuple[list[float], list[float]]:
+    """The victim's latencies of ``run``, split: those of calls sent in a quiet window, and
+    those sent in an attack window or, given ``busy`` (when each attack request went on,
+    monotonic ns), while one was still going on (and for ``settle_ns`` after it)."""
+
+    def attacked(at: int, latency: float) -> bool:
+        done = at + int(latency * 1e9)
+        return any(a <= at < b for a, b in run.windows) or any(
+            a <= done and at <= b + settle_ns for a, b in busy
+        )
+
+    quiet: list[float] = []
+    loud: list[float] = []
+    for at, latency, _status in run.samples:
+        (loud if attacked(at, latency) else quiet).append(latency)
+    return quiet, loud
+
+
 def in_windows(
     pid: int,
     window_s: float,

@@ -66,6 +66,7 @@ from proofkit import (
     in_windows,
     percentile,
     proof_summary,  # noqa: F401  (lists the numbers at the end)
+    quiet_and_attacked,
     report,
     scale,
     summary_ms,
@@ -87,7 +88,6 @@ LATENCY_RATIO = 2.0
 # a 2x bound on a p99 to be more than noise; it fails on a stall (what hole 3 and 7 were: 2.8-10 s
 # and 100 s) and reports the ratio. The long form asserts the 2x.
 STALL_S = 1.0
-SETTLE_NS = 500_000_000
 
 _counts: Counter[str] = Counter()
 
@@ -281,7 +281,7 @@ def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> N
                 kinds=ATTACKS[attack],
             ),
         )
-        windows, samples, peak = run.windows, run.samples, [run.peak_kib]
+        samples, peak = run.samples, [run.peak_kib]
         answers, wrong, busy = run.attack
         after_rss, peak_hwm = family_rss_kib(server.process.pid)
         processes = len(family(server.process.pid))
@@ -289,16 +289,9 @@ def test_an_attack_does_not_slow_other_clients(tmp_path: Path, attack: str) -> N
     finally:
         server.stop()
 
-    def attacked(at: int, latency: float) -> bool:
-        """Sent in an attack window, or while an attack request (and the half second the server
-        takes to free what it decoded) was still going on."""
-        done = at + int(latency * 1e9)
-        return any(a <= at < b for a, b in windows) or any(
-            a <= done and at <= b + SETTLE_NS for a, b in busy
-        )
-
-    quiet = [lat for at, lat, status in samples if not attacked(at, lat)]
-    loud = [lat for at, lat, status in samples if attacked(at, lat)]
+    # Sent in an attack window, or while an attack request (and the half second the server
+    # takes to free what it decoded) was still going on.
+    quiet, loud = quiet_and_attacked(run, busy)
     statuses = Counter(status for _, _, status in samples)
     quiet_p99, loud_p99 = percentile(quiet, 99), percentile(loud, 99)
     report(

@@ -20,8 +20,11 @@ import pytest
 
 from firstwrite.engine.api import Engine
 from firstwrite.engine.server.app import ServerThread
+from firstwrite.engine.server.connection import Limits
 
 HEAD_LIMIT = 64 * 1024  # Limits().max_header_bytes, the default
+FIELD_LIMIT = 100  # Limits().max_headers
+FREE_CHUNKS = Limits().free_chunks
 
 
 def _address(url: str) -> tuple[str, int]:
@@ -100,6 +103,52 @@ def test_the_head_limit_counts_the_line_and_every_header(engine: Engine, size: i
     assert answer.startswith(b"HTTP/1.1 " + status), answer[:200]
     if status == b"431":
         assert b"application/problem+json" in answer and b"connection: close" in answer
+
+
+@pytest.mark.parametrize("fields", [FIELD_LIMIT, FIELD_LIMIT + 1])
+def test_the_header_fields_of_a_request_are_limited_too(engine: Engine, fields: int) -> None:
+    # 3,000 small headers (30 KB, under the byte limit) were each a call into Python, then a
+    # scope every middleware scanned: milliseconds of the event loop per request.
+    head = b"GET / HTTP/1.1\r\nHost: localhost\r\n"
+    head += b"".join(b"X-%d: v\r\n" % i for i in range(fields - 1)) + b"\r\n"
+    with ServerThread(engine) as url, socket.create_connection(_address(url), timeout=10) as sock:
+        sock.sendall(head)
+        answer = _answer(sock)
+    status = b"200" if fields <= FIELD_LIMIT else b"431"
+    assert answer.startswith(b"HTTP/1.1 " + status), answer[:200]
+    if status == b"431":
+        assert b"application/problem+json" in answer and b"connection: close" in answer
+        assert b"at most %d header fields" % FIELD_LIMIT in answer
+
+
+def test_a_request_refused_in_the_read_that_ends_its_head_never_reaches_the_app(
+    engine: Engine,
+) -> None:
+    """Its app's task is cancelled before it starts: a page rendered for a refused request
+    cost the event loop more than the refusal (the demo's console, under 1-byte chunks)."""
+    calls: list[str] = []
+
+    async def probe(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            calls.append(scope["method"])
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"probed"})
+
+    tiny = b"1\r\na\r\n" * (FREE_CHUNKS + 200) + b"0\r\n\r\n"
+    with ServerThread(engine, mounts={"/probe": probe}) as url:
+        with socket.create_connection(_address(url), timeout=10) as sock:
+            sock.sendall(
+                b"PUT /probe/x HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n" + tiny
+            )
+            refused = _answer(sock)
+        time.sleep(0.2)
+        with socket.create_connection(_address(url), timeout=10) as sock:
+            sock.sendall(b"GET /probe/x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            served = _answer(sock)
+    assert refused.startswith(b"HTTP/1.1 400 "), refused[:200]
+    assert served.startswith(b"HTTP/1.1 200 ") and b"probed" in served, served[:300]
+    assert calls == ["GET"]
 
 
 def test_pipelined_requests_each_get_the_whole_limit(engine: Engine) -> None:
@@ -225,9 +274,9 @@ def test_a_body_of_reasonable_chunks_is_read(engine: Engine) -> None:
         },
     )
     body = b'{"TableName":"chunked","Item":{"pk":{"S":"k"},"v":{"S":"' + b"x" * 300_000 + b'"}}}'
-    # The first 1,024 chunks tiny, then 4 KiB ones: their average over 1 KiB soon enough.
-    pieces = [body[i : i + 1] for i in range(1024)]
-    rest = body[1024:]
+    # The free chunks tiny, then 4 KiB ones: their average over 1 KiB soon enough.
+    pieces = [body[i : i + 1] for i in range(FREE_CHUNKS)]
+    rest = body[FREE_CHUNKS:]
     pieces += [rest[i : i + 4096] for i in range(0, len(rest), 4096)]
     wire = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
     with ServerThread(engine) as url, socket.create_connection(_address(url), timeout=30) as sock:

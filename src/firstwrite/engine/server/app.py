@@ -145,6 +145,10 @@ class EngineApp:
                 await self._dynamodb(scope, receive, send)
             elif path.startswith(ADMIN_PREFIX) or self._mounted(path):
                 await self.control(scope, receive, send)
+            elif self.hosts is not None and not self.hosts.allows(host := header(scope, b"host")):
+                # The health check and every refusal below too: one Host policy for every route
+                # (a load balancer's own name or address goes in allowed_hosts).
+                await respond(send, *self.hosts.refusal(host).encode())
             elif path == "/" and method in ("GET", "HEAD"):
                 await respond(
                     send,

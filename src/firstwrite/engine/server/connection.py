@@ -8,7 +8,9 @@
 * **Back-pressure**: while the client does not read its answers or queues too many pipelined
   requests, the server stops reading from it.
 * **A head limit**: a request's line and headers take at most ``max_header_bytes``, counted as
-  they arrive (the parser would buffer a header whole, however long), else 431 and close.
+  they arrive (the parser would buffer a header whole, however long), and at most
+  ``max_headers`` header fields (each is a call into Python, made before the app can refuse
+  anything), else 431 and close, the rest of the read left unparsed.
 * **No tiny chunks**: past a chunked body's first ``free_chunks`` chunks, its chunks must
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
@@ -20,6 +22,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
 import resource
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,7 +50,8 @@ class Limits:
     max_connections: int | None = None  # None: from the process's file descriptor limit
     max_pipelined: int = 16
     max_header_bytes: int = 64 * 1024  # a request's line and headers (as common servers allow)
-    free_chunks: int = 1024  # chunks of a chunked body that may be of any size...
+    max_headers: int = 100  # header fields in a request (Apache's and Tomcat's default)
+    free_chunks: int = 64  # chunks of a chunked body that may be of any size...
     min_chunk_bytes: int = 1024  # ...past which they must average this many bytes
 
     def __post_init__(self) -> None:
@@ -55,7 +60,13 @@ class Limits:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)!r}")
         if self.max_connections is not None and self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
-        for name in ("max_pipelined", "max_header_bytes", "free_chunks", "min_chunk_bytes"):
+        for name in (
+            "max_pipelined",
+            "max_header_bytes",
+            "max_headers",
+            "free_chunks",
+            "min_chunk_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
@@ -138,12 +149,18 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         return None
 
     header_timeout, body_timeout = limits.header_timeout, limits.body_timeout
-    max_header_bytes = limits.max_header_bytes
+    max_header_bytes, max_headers = limits.max_header_bytes, limits.max_headers
     free_chunks, min_chunk_bytes = limits.free_chunks, limits.min_chunk_bytes
     too_long = problem_bytes(
         431,
         "Request Header Fields Too Large",
         f"a request's line and headers are limited to {max_header_bytes} bytes",
+        close=True,
+    )
+    too_many = problem_bytes(
+        431,
+        "Request Header Fields Too Large",
+        f"a request may have at most {max_headers} header fields",
         close=True,
     )
     too_chunky = problem_bytes(
@@ -189,9 +206,11 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         _refused = False
         _in_head = True  # reading a request's line and headers (or waiting for the next one)
         _head_bytes = 0
+        _fields = 0  # the request's header fields so far
         _chunks = 0
         _body_bytes = 0
         _free_bytes = 0  # body bytes in the chunks that may be of any size
+        _app_task: asyncio.Task[None] | None = None  # the app's task for the latest request
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             if len(self.connections) >= max_connections:
@@ -220,6 +239,7 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 keep_alive.cancel()
                 self.timeout_keep_alive_task = None
             self.pipeline.clear()
+            self._app_task = None
             self.cycle = None  # type: ignore[assignment]
             self.scope = None  # type: ignore[assignment]
             self.headers = None  # type: ignore[assignment]
@@ -262,8 +282,15 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self._chunks = self._body_bytes = 0
+            self._chunks = self._body_bytes = self._fields = 0
             self._arm("headers", header_timeout)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            fields = self._fields = self._fields + 1
+            if fields > max_headers:
+                self._refuse(too_many)
+                raise _Stop  # the parser stops here: the rest of the read is not parsed
+            super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
             self._in_head = False
@@ -292,11 +319,27 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             self._in_head, self._head_bytes = True, 0  # the next request's head
             self._deadline = None
 
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+            # uvicorn's, keeping the task: a request refused before its app began is not run.
+            context = contextvars.Context() if self.config.reset_contextvars else None
+            task = self.loop.create_task(cycle.run_asgi(app), context=context)
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+            self._app_task = task
+
         def _refuse(self, answer: bytes) -> None:
             """Answer ``answer`` (a whole response, ``Connection: close``) and close, as a read
-            timeout does: the app's request, if one is running, sees a disconnect."""
+            timeout does: the app's request, if one is running, sees a disconnect; if its app
+            has not begun (refused in the read that completed its head), it never runs: the
+            refusal is the answer, and rendering a page nobody will read cost the event loop
+            more than the refusal."""
             if self.transport is None or self.transport.is_closing():
                 return
+            task = self._app_task
+            if task is not None:
+                coro = task.get_coro()
+                if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == "CORO_CREATED":
+                    task.cancel()
             cycle = self.cycle
             if cycle is None or cycle.response_complete or not cycle.response_started:
                 self.transport.write(answer)

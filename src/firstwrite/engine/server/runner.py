@@ -19,11 +19,12 @@ from .connection import Limits
 if TYPE_CHECKING:
     import uvicorn
 
-    from .asgi import Receive, Scope, Send
+    from .asgi import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "ServedApp",
     "bind",
+    "config",
     "new_loop",
     "request_exit",
     "serve_until_signalled",
@@ -44,11 +45,17 @@ class ServedApp(Protocol):
 
 
 def uvicorn_config(app: ServedApp, host: str, port: int, limits: Limits) -> uvicorn.Config:
-    import uvicorn
-
     # Threads that may open the database: the engine pool, Starlette's (admin), the lane, the
     # TTL sweeper and replication.
-    threads = app.threads + 40 + 4
+    return config(app, limits, app.threads + 40 + 4, host=host, port=port)
+
+
+def config(app: ASGIApp, limits: Limits, threads: int, **where: Any) -> uvicorn.Config:
+    """uvicorn's configuration for ``app`` as the engine's server runs: its HTTP/1.1 protocol
+    and limits (:mod:`.connection`, ``threads`` of the app's own keeping descriptors), uvloop,
+    no lifespan, no proxy headers, quiet logs. ``where``: ``host`` and ``port``, if it binds."""
+    import uvicorn
+
     http: Any = connection.protocol_class(limits, limits.connections(threads)) or "auto"
     try:
         import uvloop  # noqa: F401
@@ -58,10 +65,11 @@ def uvicorn_config(app: ServedApp, host: str, port: int, limits: Limits) -> uvic
         loop = "asyncio"
     return uvicorn.Config(
         app,
-        host=host,
-        port=port,
+        **where,
         loop=loop,
         http=http,
+        # Off: the app has nothing to start or stop, and a lifespan task is one more thing a
+        # signal can leave behind to be cancelled (and logged) at exit.
         lifespan="off",
         access_log=False,
         log_config=None,  # never reconfigure the host program's logging
@@ -70,7 +78,7 @@ def uvicorn_config(app: ServedApp, host: str, port: int, limits: Limits) -> uvic
         date_header=True,
         # The server faces its callers: X-Forwarded-For is the caller's own word (it made a new
         # address, and a fresh login-throttle count, of every guess), and the middleware that
-        # reads it cost every request.
+        # reads it cost every request (every header of it, whatever arrives).
         proxy_headers=False,
         backlog=2048,
         timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]

@@ -211,6 +211,30 @@ def test_a_loopback_server_answers_loopback_names_only(engine: Engine, path: str
                 assert "loopback" in response.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", "/", 200), ("HEAD", "/", 200), ("DELETE", "/", 405), ("GET", "/nowhere", 404)],
+)
+def test_the_health_check_and_unknown_routes_apply_the_host_policy_too(
+    engine: Engine, method: str, path: str, status: int
+) -> None:
+    # GET / answered any Host (it tells nothing, but a rebound page could still probe for the
+    # server): one policy for every route. A load balancer's health check that sends its own
+    # name or address as Host is allowed by naming it (--allow-host).
+    with ServerThread(engine, allowed_hosts=["10.0.0.7"]) as url:
+        port = url.rsplit(":", 1)[1]
+        for host, expected in (
+            (f"localhost:{port}", status),
+            ("10.0.0.7", status),
+            (f"evil.example:{port}", 403),
+        ):
+            response = httpx.request(method, url + path, headers={"Host": host})
+            assert response.status_code == expected, (host, response.text)
+            if expected == 403 and method != "HEAD":
+                assert response.headers["content-type"] == "application/problem+json"
+                assert "loopback" in response.json()["detail"]
+
+
 def test_allowed_hosts_and_non_loopback_binds(engine: Engine) -> None:
     with ServerThread(engine, allowed_hosts=["dynamodb.test"]) as url:
         ok = httpx.get(url + "/_firstwrite/clock", headers={"Host": "dynamodb.test:1"})
