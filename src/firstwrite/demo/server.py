@@ -45,7 +45,9 @@ def serve(
     out: TextIO | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve the payments demo until SIGINT or SIGTERM, then shut down cleanly and return.
+    """Serve the payments demo until SIGINT or SIGTERM, then shut down cleanly and return
+    (on the main thread, a further SIGINT/SIGTERM is then ignored, as by
+    :func:`firstwrite.engine.serve`).
 
     Prints where the API listens, a copy-paste ``curl`` that shows a replay, and the DynamoDB
     endpoint (to ``out``, default stdout). ``port=0``/``engine_port=0`` pick free ports.

@@ -365,7 +365,9 @@ def serve(
     allowed_hosts: Iterable[str] = (),
     limits: Limits = DEFAULT_LIMITS,
 ) -> None:
-    """Serve ``engine`` until SIGINT/SIGTERM (when run on the main thread), then return.
+    """Serve ``engine`` until SIGINT/SIGTERM (when run on the main thread), then return; from
+    then on this process ignores SIGINT/SIGTERM (the caller is closing up; install your own
+    handlers with :func:`signal.signal` to take them back).
 
     ``port=0`` picks a free port; ``ready(url)`` is called once the socket accepts requests.
     Shutdown is graceful: in-flight requests finish, the engine is left open for the caller.

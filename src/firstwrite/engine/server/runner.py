@@ -200,7 +200,8 @@ def request_exit(server: uvicorn.Server) -> None:
 
 def serve_until_signalled(server: uvicorn.Server, sock: socket.socket) -> None:
     """Run ``server`` on ``sock`` on a new event loop until it exits; on the main thread,
-    SIGINT/SIGTERM ask it to (a second one stops waiting for in-flight requests)."""
+    SIGINT/SIGTERM ask it to (a second one stops waiting for in-flight requests), and once it
+    has stopped they are ignored for the rest of the process (its owner closing up)."""
 
     async def main() -> None:
         if threading.current_thread() is threading.main_thread():
@@ -211,3 +212,11 @@ def serve_until_signalled(server: uvicorn.Server, sock: socket.socket) -> None:
 
     with asyncio.Runner(loop_factory=new_loop) as loop_runner:
         loop_runner.run(main())
+    if threading.current_thread() is threading.main_thread():
+        # The loop's handlers went with it (back to the default action), and the owner still
+        # closes its engine, then the interpreter exits. A stop signal now (a supervisor's
+        # second SIGTERM, a second Ctrl-C) finds the server stopped: ignored, not a kill
+        # mid-close with a signal's exit status. SIG_IGN, unlike a Python handler, outlasts
+        # the interpreter's own finalization.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
