@@ -36,7 +36,7 @@ from .events import (
     Powertools,
     Shared,
 )
-from .idempotency import Replayed, calls_alone, record_calls, replay, replayable
+from .idempotency import Replayed, allowance, calls_alone, record_calls, replay, replayable
 
 UNIT = "k instructions/record"
 WARMUP = 3
@@ -114,15 +114,13 @@ def tables(settings: Settings, log: Callable[[str], None]) -> tuple[list[Table],
 def _split_note(table: Table) -> None:
     """What each library spends per record on its calls and beside them, and what the target
     leaves firstwrite's own work on its calls."""
-    named = [table.get(n) for n in (OURS, POWERTOOLS, calls_alone(OURS), calls_alone(POWERTOOLS))]
-    bare = table.get(BOUND)
-    if bare is None or not all(s is not None and s.values for s in named):
+    share, bare = allowance(table, OURS, POWERTOOLS, TIME_TARGET), table.get(BOUND)
+    if share is None or bare is None:
         return
-    ours, theirs, calls, their_calls = (s.median for s in named if s is not None)
-    allowed = TIME_TARGET * theirs - calls
+    calls, own, their_own, allowed = share.calls, share.own, share.their_own, share.allowed
     table.notes.append(
-        f"Per record: {OURS} {calls:,.0f}k instructions in its calls and {ours - calls:,.0f}k "
-        f"beside them; {POWERTOOLS} {their_calls:,.0f}k and {theirs - their_calls:,.0f}k. "
+        f"Per record: {OURS} {calls:,.0f}k instructions in its calls and {own:,.0f}k "
+        f"beside them; {POWERTOOLS} {share.theirs - their_own:,.0f}k and {their_own:,.0f}k. "
         f"The {BOUND} take {bare.median:,.0f}k: {OURS}'s calls cost "
         + (
             f"{calls - bare.median:,.0f}k more (what its conditions check and its items carry). "
@@ -134,10 +132,10 @@ def _split_note(table: Table) -> None:
     )
     for target in table.targets:
         target.why = (
-            f"its own work {ours - calls:,.0f}k instructions per record; the target allows "
+            f"its own work {own:,.0f}k instructions per record; the target allows "
             f"{allowed:,.0f}k on its calls"
             if allowed > 0
-            else f"{OURS}'s calls alone miss it: {calls / theirs:.3f}x"
+            else f"{OURS}'s calls alone miss it: {calls / share.theirs:.3f}x"
         )
 
 

@@ -713,10 +713,14 @@ class Allowance:
     allowed: float  # what the target leaves firstwrite beside its calls (<= 0: nothing)
 
 
-def allowance(table: Table) -> Allowance | None:
-    """The :class:`Allowance` of ``table``, or None if one of the four was not measured."""
-    ours, theirs = table.get(OURS), table.get(POWERTOOLS)
-    calls, their_calls = table.get(calls_alone(OURS)), table.get(calls_alone(POWERTOOLS))
+def allowance(
+    table: Table, us: str = OURS, peer: str = POWERTOOLS, target: float = TIME_TARGET
+) -> Allowance | None:
+    """The :class:`Allowance` of ``table`` (firstwrite's contender ``us`` against ``peer``, each
+    with its calls alone, under ``us <= target x peer``), or None if one of the four was not
+    measured."""
+    ours, theirs = table.get(us), table.get(peer)
+    calls, their_calls = table.get(calls_alone(us)), table.get(calls_alone(peer))
     if not all(s is not None and s.values for s in (ours, theirs, calls, their_calls)):
         return None
     assert ours and theirs and calls and their_calls
@@ -725,7 +729,7 @@ def allowance(table: Table) -> Allowance | None:
         theirs=theirs.median,
         own=ours.median - calls.median,
         their_own=theirs.median - their_calls.median,
-        allowed=TIME_TARGET * theirs.median - calls.median,
+        allowed=target * theirs.median - calls.median,
     )
 
 
