@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -319,3 +320,23 @@ def test_the_console_is_served_beside_the_demo_and_counts_its_claims(demo: Demo)
     # The demo's guard counts into the console's metrics: its one new claim is on the page.
     assert after == before + 1
     assert tables.status_code == 200 and "demo-payments" in tables.text
+
+
+def test_the_demo_is_served_with_the_engine_servers_uvicorn_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The engine server's configuration, whole: its HTTP/1.1 protocol (limits, pacing), no
+    # proxy-headers middleware (it re-scanned every header of every request, and X-Forwarded-For
+    # is the caller's own word), no lifespan.
+    from firstwrite.demo import server as demo_server
+    from firstwrite.engine.server import runner
+
+    served: list[Any] = []
+    monkeypatch.setattr(runner, "serve_until_signalled", lambda server, sock: served.append(server))
+    with socket.socket() as sock:
+        demo_server._run(object(), sock, lambda: None)
+    (server,) = served
+    expected = runner.config(object(), demo_server.connection.Limits(), threads=40)
+    assert server.config.proxy_headers is False and server.config.lifespan == "off"
+    assert server.config.http.__qualname__ == expected.http.__qualname__
+    assert server.config.http.__module__ == "firstwrite.engine.server.connection"

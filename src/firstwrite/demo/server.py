@@ -132,26 +132,9 @@ def _aws_client() -> Any:
 
 def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     """uvicorn on ``sock`` until SIGINT/SIGTERM (a second one stops waiting for requests), run
-    the way the engine's own server runs it (:mod:`firstwrite.engine.server.runner`)."""
-    import uvicorn
-
-    limits = connection.Limits()
-    config = uvicorn.Config(
-        app,
-        # The engine server's HTTP/1.1 protocol: read timeouts, the connection and head limits,
-        # no tiny chunks, nothing kept after close (firstwrite.engine.server.connection).
-        http=connection.protocol_class(limits, limits.connections(threads=40)) or "auto",
-        timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
-        # Off, as for the engine's server: the app has nothing to start or stop, and a lifespan
-        # task is one more thing a signal can leave behind to be cancelled (and logged) at exit.
-        lifespan="off",
-        log_config=None,
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=10,
-    )
-    server = runner.server_class()(config)
+    the way the engine's own server runs it (:mod:`firstwrite.engine.server.runner`): its
+    HTTP/1.1 protocol and limits, no lifespan, no proxy headers."""
+    server = runner.server_class()(runner.config(app, connection.Limits(), threads=40))
     server.ready_callback = on_ready
     runner.serve_until_signalled(server, sock)
 
