@@ -206,7 +206,6 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         _refused = False
         _in_head = True  # reading a request's line and headers (or waiting for the next one)
         _head_bytes = 0
-        _fields = 0  # the request's header fields so far
         _chunks = 0
         _body_bytes = 0
         _free_bytes = 0  # body bytes in the chunks that may be of any size
@@ -282,12 +281,11 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self._chunks = self._body_bytes = self._fields = 0
+            self._chunks = self._body_bytes = 0
             self._arm("headers", header_timeout)
 
         def on_header(self, name: bytes, value: bytes) -> None:
-            fields = self._fields = self._fields + 1
-            if fields > max_headers:
+            if len(self.headers) >= max_headers:  # the fields before this one
                 self._refuse(too_many)
                 raise _Stop  # the parser stops here: the rest of the read is not parsed
             super().on_header(name, value)
