@@ -213,7 +213,8 @@ BODY_ENCODINGS = ("json", "base64", "base64+gzip")
 
 
 def http_event(shape: str, body: Any, encoding: str = "json") -> dict[str, Any]:
-    """The ``shape`` sample carrying ``body`` (JSON-encoded) as ``encoding`` says."""
+    """The ``shape`` sample carrying ``body`` (JSON-encoded) as ``encoding`` says; the same
+    arguments always give the same event, byte for byte."""
     event = copy.deepcopy(_HTTP_SAMPLES[shape])
     text = json.dumps(body)
     if encoding == "json":
@@ -221,7 +222,9 @@ def http_event(shape: str, body: Any, encoding: str = "json") -> dict[str, Any]:
     else:
         raw = text.encode()
         if encoding == "base64+gzip":
-            raw = gzip.compress(raw)
+            # mtime=0: the same body builds the same bytes, as a resent event carries them
+            # (gzip stamps the current second otherwise, a new payload across a second's edge)
+            raw = gzip.compress(raw, mtime=0)
             event.setdefault("headers", {})["content-encoding"] = "gzip"
         event["body"], event["isBase64Encoded"] = base64.b64encode(raw).decode(), True
     return event
