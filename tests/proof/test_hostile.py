@@ -113,6 +113,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     served = start_server(tmp_path_factory.mktemp("hostile") / "hostile.db")
     with httpx.Client(base_url=served.url, timeout=60) as http:
         _create(http, TABLE, sort_key=True)
+        _create(http, LIMITS_TABLE, sort_key=True)
         _create(http, VICTIM_TABLE, sort_key=False)
     yield served
     served.stop()
@@ -171,28 +172,37 @@ def _key(pk: str = "k", sk: str = "1") -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"N": sk}}
 
 
+# The limit cases' own table: the fuzz of test_hostile_requests_of_every_operation may delete
+# and recreate TABLE (with another schema) on the same server, and a key's size is judged only
+# once its table's schema is known (a missing table is ResourceNotFoundException first).
+LIMITS_TABLE = "hostile-limits"
+
+
 def _get(n: int) -> list[dict[str, Any]]:
-    return [{"Get": {"TableName": TABLE, "Key": _key(sk=str(i))}} for i in range(n)]
+    return [{"Get": {"TableName": LIMITS_TABLE, "Key": _key(sk=str(i))}} for i in range(n)]
 
 
 LIMITS: dict[str, tuple[str, dict[str, Any] | bytes]] = {
     "item over 400 KB": (
         "PutItem",
-        {"TableName": TABLE, "Item": {**_key(), "a": {"S": "x" * (400 * 1024 + 1)}}},
+        {"TableName": LIMITS_TABLE, "Item": {**_key(), "a": {"S": "x" * (400 * 1024 + 1)}}},
     ),
-    "partition key over 2048 bytes": ("GetItem", {"TableName": TABLE, "Key": _key(pk="k" * 2049)}),
+    "partition key over 2048 bytes": (
+        "GetItem",
+        {"TableName": LIMITS_TABLE, "Key": _key(pk="k" * 2049)},
+    ),
     "number of 39+ significant digits": (
         "PutItem",
-        {"TableName": TABLE, "Item": {**_key(), "n": {"N": "1" * 39}}},
+        {"TableName": LIMITS_TABLE, "Item": {**_key(), "n": {"N": "1" * 39}}},
     ),
     "number past 1E+126": (
         "PutItem",
-        {"TableName": TABLE, "Item": {**_key(), "n": {"N": "1E+126"}}},
+        {"TableName": LIMITS_TABLE, "Item": {**_key(), "n": {"N": "1E+126"}}},
     ),
     "expression over 4 KB": (
         "PutItem",
         {
-            "TableName": TABLE,
+            "TableName": LIMITS_TABLE,
             "Item": _key(),
             "ConditionExpression": "attribute_not_exists(#n)"
             + " OR attribute_not_exists(#n)" * 160,
@@ -202,11 +212,15 @@ LIMITS: dict[str, tuple[str, dict[str, Any] | bytes]] = {
     "101 transaction items": ("TransactGetItems", {"TransactItems": _get(101)}),
     "26 batch writes": (
         "BatchWriteItem",
-        {"RequestItems": {TABLE: [{"PutRequest": {"Item": _key(sk=str(i))}} for i in range(26)]}},
+        {
+            "RequestItems": {
+                LIMITS_TABLE: [{"PutRequest": {"Item": _key(sk=str(i))}} for i in range(26)]
+            }
+        },
     ),
     "101 batch reads": (
         "BatchGetItem",
-        {"RequestItems": {TABLE: {"Keys": [_key(sk=str(i)) for i in range(101)]}}},
+        {"RequestItems": {LIMITS_TABLE: {"Keys": [_key(sk=str(i)) for i in range(101)]}}},
     ),
     "table name of 256 characters": ("DescribeTable", {"TableName": "t" * 256}),
     "body over 16 MB": ("PutItem", b'{"TableName":"' + b"x" * MAX_BODY + b'"}'),
