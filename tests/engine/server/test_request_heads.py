@@ -151,6 +151,41 @@ def test_a_request_refused_in_the_read_that_ends_its_head_never_reaches_the_app(
     assert calls == ["GET"]
 
 
+def _closed(sock: socket.socket) -> bool:
+    """Whether the server has closed ``sock`` (waiting up to 5 s for it to)."""
+    sock.settimeout(5)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_a_request_answered_before_its_body_arrived_closes_its_connection(
+    engine: Engine,
+) -> None:
+    """The rest of the body is not read (16 MiB bodies sent to pages that ignore them cost the
+    demo's event loop every byte): the connection closes once the answer is written."""
+    # (The health check answers without reading a body.)
+    head = b"GET / HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n" % (16 << 20)
+    with ServerThread(engine) as url, socket.create_connection(_address(url), timeout=10) as sock:
+        sock.sendall(head + b"x" * 65536)
+        answer = _answer(sock)
+        assert answer.startswith(b"HTTP/1.1 200 ") and b'"ok"' in answer, answer[:300]
+        assert _closed(sock), "the connection stayed open, reading the rest of the body"
+
+
+def test_a_request_whose_body_arrived_keeps_its_connection(engine: Engine) -> None:
+    """A body that arrived whole before the answer, read or not, leaves the connection open."""
+    request = b"GET / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}"
+    with ServerThread(engine) as url, socket.create_connection(_address(url), timeout=10) as sock:
+        for _ in range(3):
+            sock.sendall(request)
+            answer = _answer(sock)
+            assert answer.startswith(b"HTTP/1.1 200 ") and b'"ok"' in answer, answer[:300]
+
+
 def test_pipelined_requests_each_get_the_whole_limit(engine: Engine) -> None:
     """Two requests in one write, each head just under the limit: both answered."""
     head = b"GET / HTTP/1.1\r\nHost: localhost\r\nX-A: "

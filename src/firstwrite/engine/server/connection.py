@@ -14,6 +14,9 @@
 * **No tiny chunks**: past a chunked body's first ``free_chunks`` chunks, its chunks must
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
+* **No body read after its answer**: a request answered before its body arrived closes its
+  connection once the answer is written, rather than reading (and dropping) the rest, as
+  RFC 9112 allows: a client streaming 16 MiB cost the event loop every byte of it.
 * **Nothing kept after close**: the references between a connection's objects (protocol, flow
   control, request cycle, pipeline, keep-alive timer) are dropped when it closes, so its memory
   is freed then, not at the next full garbage collection.
@@ -316,6 +319,15 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             super().on_message_complete()
             self._in_head, self._head_bytes = True, 0  # the next request's head
             self._deadline = None
+
+        def on_response_complete(self) -> None:
+            if not self._in_head and not self.transport.is_closing():
+                # Answered before its body arrived: the connection closes (once the answer is
+                # written) instead of reading the rest of a body nobody will use.
+                self.server_state.total_requests += 1
+                self.transport.close()
+                return
+            super().on_response_complete()
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
             # uvicorn's, keeping the task: a request refused before its app began is not run.
