@@ -1,17 +1,19 @@
 """The two sides of the hostile proof against the demo and the console in a user's app, each
 run in a spawned process of its own (as :mod:`attack` does for the engine).
 
-:func:`victim` is an ordinary client of the app: GETs of one route over one keep-alive
-connection, paced, each call's latency recorded. :func:`attacker` runs inside the attack windows
-only, on *every* route it is given, over raw sockets: header floods (one 100 KiB header, or
-3,000 small ones), bodies of 1-byte chunks, 16 MiB bodies (declared or chunked), slow-loris and
-idle connections (:class:`attack._Attack`'s). Any 5xx is wrong; a refused request may be
-answered and closed, or just closed.
+:func:`victims` is an ordinary client of the app and of a peer server nobody attacks, called in
+turn: GETs of one route over one keep-alive connection each, paced, each call's latency
+recorded. :func:`attacker` runs inside the attack windows only, on *every* route it is given,
+over raw sockets: header floods (one 100 KiB header, or 3,000 small ones), bodies of 1-byte
+chunks, 16 MiB bodies (declared or chunked), slow-loris and idle connections
+(:class:`attack._Attack`'s). Any 5xx is wrong; a refused request may be answered and closed, or
+just closed.
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import select
 import socket
 import threading
@@ -24,24 +26,41 @@ VICTIM_PACE_S = 0.002
 BIG = 16 * 1024 * 1024
 
 
-def victim(url: str, path: str, start_ns: int, end_ns: int) -> list[tuple[int, float, int]]:
-    """``(sent at, latency in s, status)`` of every GET of ``path`` in the span."""
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    samples = []
-    while time.monotonic_ns() < start_ns:
-        time.sleep(0.001)
-    while (now := time.monotonic_ns()) < end_ns:
+class _Client:
+    """An ordinary client of one route: GETs over one keep-alive connection."""
+
+    def __init__(self, url: str, path: str) -> None:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        self.address, self.path, self.host = (host, int(port)), path, f"localhost:{port}"
+        self.conn = http.client.HTTPConnection(*self.address, timeout=30)
+
+    def call(self) -> tuple[int, float, int]:
+        now = time.monotonic_ns()
         try:
-            conn.request("GET", path, headers={"Host": f"localhost:{port}"})
-            response = conn.getresponse()
+            self.conn.request("GET", self.path, headers={"Host": self.host})
+            response = self.conn.getresponse()
             response.read()
             status = response.status
         except (OSError, http.client.HTTPException):
             status = 0
-            conn.close()
-            conn = http.client.HTTPConnection(host, int(port), timeout=30)
-        samples.append((now, (time.monotonic_ns() - now) / 1e9, status))
+            self.conn.close()
+            self.conn = http.client.HTTPConnection(*self.address, timeout=30)
+        return now, (time.monotonic_ns() - now) / 1e9, status
+
+
+def victims(
+    targets: list[tuple[str, str]], start_ns: int, end_ns: int
+) -> list[list[tuple[int, float, int]]]:
+    """One ordinary client of several servers (``(url, path)`` each), calling them in turn,
+    paced, through the span: for each, ``(sent at, latency in s, status)`` of every call.
+    Called in turn, the servers' figures share every moment of the machine's load."""
+    clients = [_Client(url, path) for url, path in targets]
+    samples: list[list[tuple[int, float, int]]] = [[] for _ in clients]
+    while time.monotonic_ns() < start_ns:
+        time.sleep(0.001)
+    while time.monotonic_ns() < end_ns:
+        for client, found in zip(clients, samples, strict=True):
+            found.append(client.call())
         time.sleep(VICTIM_PACE_S)
     return samples
 
@@ -170,7 +189,12 @@ def attacker(
 ) -> tuple[dict[str, int], list[str], list[tuple[int, int]], dict[str, list[str]]]:
     """Attack ``routes`` inside ``windows`` with ``kind`` (one of :data:`KINDS`, two threads
     each; ``slow``: 40 slow-loris and 40 idle connections per window). The answers by kind and
-    status, what was wrong, when each request was busy, and the kinds each route got."""
+    status, what was wrong, when each request was busy, and the kinds each route got.
+
+    The attacker runs at the lowest CPU priority (nice 19): a real one's CPU is its own
+    machine's, and here it still sends flat out with whatever CPU the servers and the client
+    leave idle."""
+    os.nice(19)
     attack = _AppAttack(url, windows, routes)
     if kind == "slow":
         threads = [

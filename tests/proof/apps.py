@@ -170,6 +170,7 @@ def _start_console_app(folder: Path) -> tuple[subprocess.Popen[str], str, list[s
 
 def start(name: str, folder: Path) -> App:
     """Start the server ``name`` (one of :data:`SERVERS`) with its files under ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
     if name == "demo":
         demo = start_demo(folder / "demo.db")
         output = list(demo.banner)
