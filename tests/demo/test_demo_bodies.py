@@ -97,3 +97,35 @@ def test_a_huge_payment_body_is_refused_before_it_is_sent(demo: Demo, chunked: b
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert b"application/problem+json" in answer
     assert sent < total // 4, sent
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("POST", "/payments", 413), ("GET", "/accounts/acct_alice", 200)],
+    ids=["refused", "ignored"],
+)
+@pytest.mark.parametrize("library", ["urllib3", "httpx"])
+def test_a_client_sending_a_huge_body_whole_still_reads_its_answer(
+    demo: Demo, library: str, method: str, path: str, status: int
+) -> None:
+    """The demo answers these before their body arrives (a payment past its cap; a page that
+    ignores its body), then closes the connection rather than read the rest
+    (engine/server/connection.py): a client that writes its whole 16 MiB body before reading
+    (botocore's urllib3, httpx) sees its send cut short, then reads the answer."""
+    body = _padded_payment(16 * 1024 * 1024)
+    headers = {"Idempotency-Key": new_key(), "Content-Type": "application/json"}
+    before = demo.balance("acct_alice")
+    if library == "urllib3":
+        import urllib3
+
+        with urllib3.PoolManager(retries=False) as pool:
+            reply = pool.request(method, demo.url + path, body=body, headers=headers)
+            got, text = reply.status, reply.data.decode()
+    else:
+        with demo.client() as client:
+            answer = client.request(method, path, content=body, headers=headers)
+            got, text = answer.status_code, answer.text
+    assert got == status, text[:300]
+    if status == 200:
+        assert json.loads(text)["id"] == "acct_alice"
+    assert demo.balance("acct_alice") == before

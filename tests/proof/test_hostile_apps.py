@@ -36,6 +36,7 @@ from pathlib import Path
 import apps
 import pytest
 from app_attack import KINDS, attacker, victims
+from apps import PLAIN_UVICORN
 from proofkit import (
     LONG,
     family_rss_kib,
@@ -56,12 +57,6 @@ WINDOW_PAIRS = scale(2, 8)
 LATENCY_RATIO = 2.0
 STALL_S = 1.0
 RSS_SLACK_KIB = 4096
-# The console in a user's app runs under the user's server: plain uvicorn (httptools) has no
-# limit on a request's head, reads 1-byte chunks one by one at full speed, and keeps what a
-# flood made it allocate. Those costs are uvicorn's, not the console's (which answers every
-# route within its own limits, no 5xx): reported, not asserted (docs/console.md says how to
-# serve it with the engine's limits instead).
-PLAIN_UVICORN = {"console-app": "the user's plain uvicorn"}
 VICTIM_PATHS = {"demo": "/accounts/acct_alice", "console-app": "/console/api/clock"}
 
 

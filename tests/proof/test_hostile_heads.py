@@ -92,8 +92,10 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Served]]:
     engine.stop()
     for app in others:
         app.stop()
-    for name in baseline:
-        assert after[name] <= baseline[name] * 1.1 + 4096, (name, baseline[name], after[name])
+    grown = [n for n in baseline if after[n] > baseline[n] * 1.1 + 4096]
+    # (Under the user's plain uvicorn, what a head costs is uvicorn's: reported, not asserted,
+    # as in test_hostile_apps.py.)
+    assert [n for n in grown if n not in apps.PLAIN_UVICORN] == [], (baseline, after)
 
 
 _TOKEN = st.text(
