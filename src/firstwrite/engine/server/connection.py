@@ -15,11 +15,9 @@
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
 * **No body read after its answer**: a request answered before its body arrived closes its
-  connection once the answer is written, rather than reading (and dropping) the rest, as
-  RFC 9112 allows: a client streaming 16 MiB cost the event loop every byte of it.
-* **Nothing kept after close**: the references between a connection's objects (protocol, flow
-  control, request cycle, pipeline, keep-alive timer) are dropped when it closes, so its memory
-  is freed then, not at the next full garbage collection.
+  connection once the answer is written (RFC 9112 allows it), rather than read and drop the rest.
+* **Nothing kept after close**: a connection's objects drop their references to each other when
+  it closes, so its memory is freed then, not at the next full garbage collection.
 """
 
 from __future__ import annotations
