@@ -5,8 +5,7 @@
   within ``body_timeout`` of the headers, else 408 and close (one lazily re-armed timer per
   connection); idle keep-alive connections close after ``keep_alive_timeout``.
 * **A connection limit**: beyond ``max_connections``, a new connection gets 503 and is closed.
-* **Back-pressure**: while the client does not read its answers or queues too many pipelined
-  requests, the server stops reading from it.
+* **Back-pressure**: no reading from a client that leaves its answers unread or pipelines a lot.
 * **A head limit**: a request's line and headers take at most ``max_header_bytes``, counted as
   they arrive (the parser would buffer a header whole, however long), and at most
   ``max_headers`` header fields (each is a call into Python, made before the app can refuse
