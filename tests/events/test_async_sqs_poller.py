@@ -165,13 +165,15 @@ def test_heartbeat_extends_both_the_visibility_and_the_lease(
 
     async def handler(message: Any) -> str:
         seen.append(message["MessageId"])
-        await asyncio.sleep(3)
+        await asyncio.sleep(5)
         return "done"
 
     async def main(client: Any) -> None:
-        poller = AsyncSQSPoller(client, queue_url, aguard, handler, visibility=1)
+        # (A visibility of 2 s, renewed every 0.67 s: a renewal may be 1.3 s late on a busy
+        # machine before the message shows again. With 1 s, 0.67 s late failed a full run.)
+        poller = AsyncSQSPoller(client, queue_url, aguard, handler, visibility=2)
         task = asyncio.create_task(poller.poll_once())
-        await asyncio.sleep(2.2)  # twice the visibility and the lease
+        await asyncio.sleep(4.4)  # twice the visibility and the lease
         # the queue does not show it again...
         again = await client.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0)
         checks.append("Messages" in again)

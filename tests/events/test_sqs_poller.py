@@ -102,13 +102,15 @@ def test_keepalive_extends_the_visibility_while_the_handler_runs(
 
     def slow(message: Any) -> None:
         runs.append(message["MessageId"])
-        time.sleep(3)
+        time.sleep(5)
 
-    first = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1)
+    # (A visibility of 2 s, renewed every 0.67 s, leaves a renewal 1.3 s of slack on a busy
+    # machine; the long poll spans two visibilities.)
+    first = SQSPoller(sqs, queue_url, guard, slow, visibility=2, wait=1)
     t = threading.Thread(target=first.poll_once)
     t.start()
     time.sleep(0.3)
-    seen = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=2, VisibilityTimeout=0)
+    seen = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=4, VisibilityTimeout=0)
     t.join()
     assert "Messages" not in seen  # never visible again while it ran
     assert len(runs) == 1
