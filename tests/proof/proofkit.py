@@ -142,6 +142,15 @@ class Windowed:
     peak_kib: int
 
 
+RSS_SLACK_KIB = 4096  # the allocator's arenas
+
+
+def rss_came_back(baseline_kib: int, after_kib: int) -> bool:
+    """Whether a server's RSS after an attack is within 10% of its baseline (plus
+    :data:`RSS_SLACK_KIB`)."""
+    return after_kib <= baseline_kib * 1.1 + RSS_SLACK_KIB
+
+
 SETTLE_NS = 500_000_000  # what a server takes to free what an attack request made it decode
 
 

@@ -20,9 +20,11 @@ attack costs the machine itself: the same client calls, in turn with the attacke
 peer server of the same kind that nobody attacks, and that peer's p99 ratio (attacked windows
 over quiet ones, at least 1) is measured in the same run. On a machine with cores to spare it
 is about 1 and the bound is the plain 2x; on two cores shared by the attacker, the server and
-the client it is not (the attacker runs at nice 19 to keep its share small). Credentials apply to neither app (the demo identifies
-callers without checking them, the console in a user's app has none), so the bodies-before-
-credentials attack is the engine's (tests/engine/server/security/test_bodies_before_auth.py).
+the client it is not (the attacker runs at nice 19 to keep its share small).
+
+Credentials apply to neither app (the demo identifies callers without checking them, the
+console in a user's app has none), so the bodies-before-credentials attack is the engine's
+(tests/engine/server/security/test_bodies_before_auth.py).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from proofkit import (
     proof_summary,  # noqa: F401  (lists the numbers at the end)
     quiet_and_attacked,
     report,
+    rss_came_back,
     rss_kib,
     scale,
     summary_ms,
@@ -56,7 +59,6 @@ WINDOW_S = scale(1.5, 4.0)
 WINDOW_PAIRS = scale(2, 8)
 LATENCY_RATIO = 2.0
 STALL_S = 1.0
-RSS_SLACK_KIB = 4096
 VICTIM_PATHS = {"demo": "/accounts/acct_alice", "console-app": "/console/api/clock"}
 
 
@@ -134,7 +136,7 @@ def test_an_attack_on_every_route_does_not_slow_other_clients(
     baseline = quiet_p99 * machine
     bound = LATENCY_RATIO * baseline if LONG else max(LATENCY_RATIO * baseline, STALL_S)
     broken = []
-    if after_rss > baseline_rss * 1.1 + RSS_SLACK_KIB:
+    if not rss_came_back(baseline_rss, after_rss):
         broken.append(f"RSS {baseline_rss // 1024} -> {after_rss // 1024} MiB")
     if loud_p99 > bound:
         broken.append(

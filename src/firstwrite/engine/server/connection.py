@@ -320,10 +320,9 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         def on_response_complete(self) -> None:
             if not self._in_head and not self.transport.is_closing():
                 # Answered before its body arrived: the connection closes (once the answer is
-                # written) instead of reading the rest of a body nobody will use.
-                self.server_state.total_requests += 1
+                # written) instead of reading the rest of a body nobody will use; uvicorn's
+                # method then counts the request and, the transport closing, stops there.
                 self.transport.close()
-                return
             super().on_response_complete()
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
