@@ -151,9 +151,9 @@ def test_a_request_refused_in_the_read_that_ends_its_head_never_reaches_the_app(
     assert calls == ["GET"]
 
 
-def _closed(sock: socket.socket) -> bool:
-    """Whether the server has closed ``sock`` (waiting up to 5 s for it to)."""
-    sock.settimeout(5)
+def _closed(sock: socket.socket, within: float = 5.0) -> bool:
+    """Whether the server has closed ``sock`` (waiting up to ``within`` seconds for it to)."""
+    sock.settimeout(within)
     try:
         return sock.recv(1) == b""
     except ConnectionResetError:
@@ -184,6 +184,24 @@ def test_a_request_whose_body_arrived_keeps_its_connection(engine: Engine) -> No
             sock.sendall(request)
             answer = _answer(sock)
             assert answer.startswith(b"HTTP/1.1 200 ") and b'"ok"' in answer, answer[:300]
+
+
+def test_a_pipelined_request_whose_body_is_arriving_keeps_its_connection(engine: Engine) -> None:
+    """The answer to a whole request, sent while the next request's body is still arriving,
+    leaves the connection open: that body is the next request's, not the answered one's."""
+    first = b"GET / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}"
+    second = (  # a request whose app reads its body
+        b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\n"
+        b"Content-Type: application/x-amz-json-1.0\r\nContent-Length: 4\r\n\r\n"
+    )
+    with ServerThread(engine) as url, socket.create_connection(_address(url), timeout=10) as sock:
+        sock.sendall(first + second + b"{ ")  # the second request's body half sent
+        answer = _answer(sock)
+        assert answer.startswith(b"HTTP/1.1 200 ") and b'"ok"' in answer, answer[:300]
+        assert not _closed(sock, within=1.0), "the connection closed under the next request's body"
+        sock.sendall(b" }")
+        answer = _answer(sock)
+        assert answer.startswith(b"HTTP/1.1 200 ") and b"TableNames" in answer, answer[:300]
 
 
 def test_pipelined_requests_each_get_the_whole_limit(engine: Engine) -> None:

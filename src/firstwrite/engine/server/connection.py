@@ -318,7 +318,15 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             self._deadline = None
 
         def on_response_complete(self) -> None:
-            if not self._in_head and not self.transport.is_closing():
+            # The parser in a body whose request is answered (the latest one parsed: a
+            # pipelined request's answer leaves a later one's body arriving, not its own).
+            cycle = self.cycle
+            if (
+                not self._in_head
+                and cycle is not None
+                and cycle.response_complete
+                and not self.transport.is_closing()
+            ):
                 # Answered before its body arrived: the connection closes (once the answer is
                 # written) instead of reading the rest of a body nobody will use; uvicorn's
                 # method then counts the request and, the transport closing, stops there.
