@@ -318,8 +318,11 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             self._deadline = None
 
         def on_response_complete(self) -> None:
-            # The parser in a body whose request is answered (the latest one parsed: a
-            # pipelined request's answer leaves a later one's body arriving, not its own).
+            # Answered before its body arrived (the parser is in a body, and its request, the
+            # latest parsed, is the one answered; a pipelined request's answer may leave a later
+            # request's body arriving): the connection closes once the answer is written,
+            # instead of reading the rest of a body nobody will use. uvicorn's method then
+            # counts the request and, the transport closing, stops there.
             cycle = self.cycle
             if (
                 not self._in_head
@@ -327,9 +330,6 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 and cycle.response_complete
                 and not self.transport.is_closing()
             ):
-                # Answered before its body arrived: the connection closes (once the answer is
-                # written) instead of reading the rest of a body nobody will use; uvicorn's
-                # method then counts the request and, the transport closing, stops there.
                 self.transport.close()
             super().on_response_complete()
 
