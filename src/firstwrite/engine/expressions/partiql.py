@@ -26,7 +26,8 @@ from lark import Lark, Token
 from lark import Tree as LarkTree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from ..errors import DynamoDBError, validation
+from ..errors import DynamoDBError, invalid_parameters, validation
+from .partiql_shape import tree_error
 
 __all__ = [
     "Between",
@@ -57,6 +58,7 @@ BAG_PARAMETER = (
     "Unsupported data type in Bag. DynamoDB only supports either numbers or strings in bags"
 )
 EMPTY_BAG = "Empty bags are not supported"
+DUPLICATE_NAME = "Attribute Name is duplicated: {}"
 PARAMETER_COUNT = "Number of parameters in request and statement don't match."
 
 _GRAMMAR = (FilePath(__file__).parent / "partiql.lark").read_text(encoding="utf-8")
@@ -232,6 +234,9 @@ def _parse_cached(text: str) -> Statement | DynamoDBError:
         tree = _LARK.parse(text)
     except UnexpectedInput as exc:
         return _syntax_error(text, exc)
+    too_deep = tree_error(tree)  # before the builder recurses over the tree
+    if too_deep is not None:
+        return too_deep
     try:
         return _Builder().statement(tree)
     except DynamoDBError as error:
@@ -402,9 +407,16 @@ class _Builder:
         kind = node.data if isinstance(node, LarkTree) else ""
         if kind in ("and_", "or_"):
             op = "AND" if kind == "and_" else "OR"
-            left, _kw, right = node.children
+            # The chain ((a AND b) AND c) AND d, walked down its left links with a loop
+            # (a thousand of them must not take a thousand frames).
+            sides = []
+            while isinstance(node, LarkTree) and node.data == kind:
+                left, _kw, right = node.children
+                sides.append(right)
+                node = left
+            sides.append(node)
             items: list[Condition] = []
-            for side in (self.condition(left), self.condition(right)):
+            for side in map(self.condition, reversed(sides)):
                 if isinstance(side, Logical) and side.op == op:
                     items.extend(side.items)
                 else:
@@ -435,7 +447,10 @@ class _Builder:
             return self.path(node)
         if kind == "call":
             name, *args = node.children
-            return Call(str(name), tuple(self.operand(a) for a in args))
+            operands = []
+            for arg in args:  # (a loop, not a generator: one frame a nested call)
+                operands.append(self.operand(arg))
+            return Call(str(name), tuple(operands))
         if kind == "arith":
             left, op, right = node.children
             return Call(str(op), (self.operand(left), self.operand(right)))
@@ -469,7 +484,10 @@ class _Builder:
             out: dict[str, Any] = {}
             for pair in pairs:
                 key, value = pair.children
-                out[_unquote(key)] = self.value(value)
+                name = _unquote(key)
+                if name in out:  # (DynamoDB's wording for a duplicated name: docs/engine.md)
+                    raise invalid_parameters(DUPLICATE_NAME.format(name))
+                out[name] = self.value(value)
             return {"M": out}
         if kind == "list":
             return {"L": [self.value(c) for c in children if c is not None]}

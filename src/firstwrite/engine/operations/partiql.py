@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, validation
 from ..expressions.partiql import Exists, Path, Select, Statement, parse
+from ..expressions.partiql_shape import parameters_error
 from ..validation import CONSISTENT_READ, RETURN_CONSUMED_CAPACITY, RETURN_VALUES_ON_CCF, F, check
 from ..values import to_wire
 from .partiql_plan import Plan, count_check, plan, table_row
@@ -94,7 +95,10 @@ _BATCH_CODES = {
 
 
 def _statement(text: str, parameters: Sequence[Any]) -> Statement:
-    stmt = parse(text)
+    stmt = parse(text)  # (a statement nested too deep: refused before anything recurses)
+    too_deep = parameters_error(parameters)
+    if too_deep is not None:
+        raise too_deep
     count_check(stmt, parameters)
     return stmt
 

@@ -139,8 +139,10 @@ class _Expressions:
             if operand.name in ("+", "-"):
                 left, right = operand.args
                 return f"{self.operand(left)} {operand.name} {self.operand(right)}"
-            args = ", ".join(self.operand(a) for a in operand.args)
-            return f"{operand.name}({args})"
+            args = []
+            for arg in operand.args:  # (a loop, not a generator: one frame a nested call)
+                args.append(self.operand(arg))
+            return f"{operand.name}({', '.join(args)})"
         return f"({self.condition(operand)})"
 
     def condition(self, condition: Condition) -> str:
@@ -160,7 +162,10 @@ class _Expressions:
             function = "attribute_exists" if condition.negated else "attribute_not_exists"
             return f"{function}({self.path(condition.subject)})"
         if isinstance(condition, Logical):
-            return f" {condition.op} ".join(f"({self.condition(c)})" for c in condition.items)
+            items = []
+            for item in condition.items:  # (a loop, not a generator: one frame a level)
+                items.append(f"({self.condition(item)})")
+            return f" {condition.op} ".join(items)
         if isinstance(condition, Not):
             return f"NOT ({self.condition(condition.item)})"
         return self.operand(condition)
@@ -203,23 +208,28 @@ def _equality(condition: Condition, parameters: Sequence[Any]) -> tuple[str, Any
 
 
 def _mentions(condition: Condition | Operand, names: frozenset[str]) -> bool:
-    if isinstance(condition, Path):
-        return isinstance(condition.parts[0], str) and condition.parts[0] in names
-    if isinstance(condition, Value):
-        return False
-    if isinstance(condition, Compare):
-        return _mentions(condition.left, names) or _mentions(condition.right, names)
-    if isinstance(condition, Between):
-        return any(_mentions(o, names) for o in (condition.subject, condition.low, condition.high))
-    if isinstance(condition, In):
-        return any(_mentions(o, names) for o in (condition.subject, *condition.options))
-    if isinstance(condition, Missing):
-        return _mentions(condition.subject, names)
-    if isinstance(condition, Logical):
-        return any(_mentions(c, names) for c in condition.items)
-    if isinstance(condition, Not):
-        return _mentions(condition.item, names)
-    return any(_mentions(a, names) for a in condition.args)
+    """Whether ``condition`` reads a top-level attribute in ``names`` (walked with a loop)."""
+    stack: list[Condition | Operand] = [condition]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Path):
+            if isinstance(node.parts[0], str) and node.parts[0] in names:
+                return True
+        elif isinstance(node, Compare):
+            stack += (node.left, node.right)
+        elif isinstance(node, Between):
+            stack += (node.subject, node.low, node.high)
+        elif isinstance(node, In):
+            stack += (node.subject, *node.options)
+        elif isinstance(node, Missing):
+            stack.append(node.subject)
+        elif isinstance(node, Logical):
+            stack += node.items
+        elif isinstance(node, Not):
+            stack.append(node.item)
+        elif isinstance(node, Call):
+            stack += node.args
+    return False
 
 
 def _checked_key_value(name: str, kind: str, value: Any) -> Any:
