@@ -652,10 +652,19 @@ def test_auth_incomplete_signature(auth_server: str) -> None:
     }
 
 
-def test_auth_bad_json_is_reported_before_auth(auth_server: str) -> None:
+def test_auth_credentials_in_the_headers_are_judged_before_the_body(auth_server: str) -> None:
+    """Issue 39: what the headers tell of the credentials comes before the body is read (so
+    before its JSON is judged); the signature itself covers the body, so a known key with a
+    wrong signature meets the body's own error first, as dynalite records DynamoDB's order."""
     with httpx.Client(base_url=auth_server) as http:
         response = post(http, TARGET + "ListTables", "{oops")
-    assert response.json()["__type"].endswith("#SerializationException")
+        assert response.json()["__type"].endswith("#MissingAuthenticationTokenException")
+        url, headers, _ = signed(auth_server, "ListTables", b"{}", KEY, "wrong secret")
+        response = http.post(url, content=b"{oops", headers=headers)
+        assert response.json()["__type"].endswith("#SerializationException")
+        url, headers, _ = signed(auth_server, "ListTables", b"{}", KEY, SECRET)
+        response = http.post(url, content=b"{oops", headers=headers)
+        assert response.json()["__type"].endswith("#SerializationException")
 
 
 def _headers_list(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

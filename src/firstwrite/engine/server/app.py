@@ -203,6 +203,19 @@ class EngineApp:
         if self.hosts is not None and not self.hosts.allows(host):
             await respond(send, *self.hosts.refusal(host).encode())
             return
+        if self.verifier is not None:
+            # What the headers tell of the credentials (the Authorization header's parameters,
+            # the date, the scope, the access key) is judged before a byte of the body is read:
+            # a caller nobody authenticated gets DynamoDB's error at once, and the connection
+            # closes (connection.py) rather than read a body nobody will use. The signature
+            # itself covers the body's hash: it is checked once the body is in (_answer).
+            try:
+                self.verifier.check_headers(scope["headers"])
+            except DynamoDBError as refused:
+                start, payload = _error_answer(refused)
+                await send(start)
+                await send({"type": "http.response.body", "body": payload})
+                return
         # A big body (or a chunked one, of unknown size) is paced (bodies.py), waits for room in
         # the budget before it is read, and is answered on the thread pool.
         size = None if length is None or len(length) > 12 else int(length)

@@ -106,3 +106,106 @@ def test_admin_and_console_bodies_are_capped(cli_server: Callable[..., Any]) -> 
             assert answer.status_code == 413, (path, answer.text[:200])
             assert answer.headers["content-type"] == "application/problem+json"
         assert browser.post("/_firstwrite/clock", json={"advance": 1}).status_code == 200
+
+
+# --- issue 39, point 3: every route, the data plane included ----------------------------------
+
+
+def _routes() -> list[tuple[str, str]]:
+    """Every (method, path) the CLI's server answers, listed from the app itself: the data
+    plane's own paths, then each route of the composed admin API, session and mounted apps
+    (Starlette's route objects, mounts walked), so a route added later is covered here too."""
+    from starlette.routing import Mount, Route
+
+    from firstwrite.console import PUBLIC_PATHS, create_console
+    from firstwrite.engine.api import Engine
+    from firstwrite.engine.server.app import Mounted, create_app
+
+    listed = [("POST", "/"), ("GET", "/"), ("PUT", "/"), ("POST", "/elsewhere"), ("GET", "/nope")]
+    with Engine() as engine:
+        console = create_console(engine, seed=False)
+        app = create_app(
+            engine,
+            credentials={"AKID": "secret"},
+            mounts={"/console": Mounted(console, public=PUBLIC_PATHS)},
+        )
+        try:
+            pending: list[tuple[str, Any]] = [("", route) for route in app.control.app.routes]
+            while pending:
+                prefix, route = pending.pop()
+                if isinstance(route, Mount):
+                    inner = getattr(route, "routes", None) or []
+                    pending += [(prefix + route.path, r) for r in inner]
+                    if not inner:  # an app without routes (static files): one path under it
+                        listed.append(("POST", prefix + route.path + "/x"))
+                elif isinstance(route, Route):
+                    path = prefix + route.path.replace("{", "").replace("}", "")
+                    listed += [(m, path.split(":")[0]) for m in sorted(route.methods or {"GET"})]
+        finally:
+            app.close()
+    return sorted(set(listed))
+
+
+def test_every_route_refuses_unknown_credentials_before_a_stalled_body(
+    cli_server: Callable[..., Any],
+) -> None:
+    """Each route, with an unknown key dated 2020 and 16 MiB announced, one byte sent: an answer
+    within a second and the connection closed (no body read); the server's memory unmoved."""
+    server = cli_server("--require-auth", "AKID:secret")
+    routes = _routes()
+    assert ("POST", "/") in routes and ("POST", "/_firstwrite/clock") in routes
+    assert any(path.startswith("/console/api/") for _, path in routes), routes
+    time.sleep(0.5)
+    baseline = _rss_mib(server.process.pid)
+    slow: list[str] = []
+    for method, path in routes:
+        head = _head(path, SIXTEEN_MIB).replace(b"POST ", method.encode() + b" ", 1)
+        if path != "/" or method == "POST":
+            head = head.replace(b"\r\n\r\n", b"\r\nX-Amz-Target: DynamoDB_20120810.PutItem\r\n\r\n")
+        with socket.create_connection(_address(server.url), timeout=5) as sock:
+            sock.sendall(head + b"{")  # and nothing more
+            started = time.monotonic()
+            answer = b""
+            while chunk := sock.recv(65536):  # until the server closes the connection
+                answer += chunk
+            took = time.monotonic() - started
+        status = int(answer[9:12])
+        if (method, path) == ("GET", "/"):  # the health check: public by design, body unread
+            assert status == 200, answer[:300]
+        else:
+            assert 400 <= status < 500, (method, path, answer[:300])
+        if took > 1.0:
+            slow.append(f"{method} {path}: {took:.2f} s")
+    assert not slow, slow
+    assert _rss_mib(server.process.pid) <= baseline + 4, "RSS grew"
+
+
+def test_the_data_plane_judges_credentials_before_the_body(cli_server: Callable[..., Any]) -> None:
+    """Issue 39, point 3: ``POST /`` with an unknown key, a 2020 date and 16 MiB announced got no
+    answer in 4 s (the body was awaited, then read and parsed for nobody). DynamoDB's own errors,
+    at once, from the headers alone; a known key with a wrong signature still needs the body."""
+    server = cli_server("--require-auth", "AKID:secret")
+    now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    cases = {
+        # (Authorization, X-Amz-Date) -> DynamoDB's error type
+        (BOGUS, "20200101T000000Z"): "InvalidSignatureException",  # (the date goes first)
+        (BOGUS.replace("20200101", now[:8]), now): "UnrecognizedClientException",
+        ("AWS4-HMAC-SHA256 Signature=00", now): "IncompleteSignatureException",
+        ("", now): "MissingAuthenticationTokenException",
+    }
+    for (authorization, date), expected in cases.items():
+        head = (
+            f"POST / HTTP/1.1\r\nHost: localhost\r\nAuthorization: {authorization}\r\n"
+            f"X-Amz-Date: {date}\r\nX-Amz-Target: DynamoDB_20120810.PutItem\r\n"
+            f"Content-Type: application/x-amz-json-1.0\r\nContent-Length: {SIXTEEN_MIB}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(_address(server.url), timeout=5) as sock:
+            sock.sendall(head + b"{")
+            started = time.monotonic()
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+            took = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:300]
+        assert f"#{expected}".encode() in answer or f'"{expected}'.encode() in answer, answer
+        assert took < 1.0, f"{expected}: {took:.2f} s"
