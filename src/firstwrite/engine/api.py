@@ -7,6 +7,8 @@ the direct client are thin adapters over :meth:`Engine.execute`.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import threading
 from collections.abc import Mapping
@@ -61,6 +63,10 @@ def not_an_object(operation: str, value: Any) -> DynamoDBError:
     return DynamoDBError("SerializationException", "Unexpected field type")
 
 
+# The ``meta`` key under which an engine keeps its clock's setting (offset, frozen instant).
+CLOCK_SETTING = "clock"
+
+
 class Engine:
     """A local DynamoDB on one SQLite file (or in memory when ``path`` is ``None``).
 
@@ -91,6 +97,7 @@ class Engine:
         self.account_id = account_id
         self.default_region = region
         self.storage = Storage(self.path, durability=durability)
+        self._keep_clock()
         # The hooks features register on (context.Hooks), and the write path's cost hints.
         self.hooks = Hooks()
         self.route_hints = RouteHints()
@@ -122,6 +129,24 @@ class Engine:
             feature.install(self)
         for feature in self.features:  # background work only once every hook is in place
             feature.start()
+
+    def _keep_clock(self) -> None:
+        """Restore the clock's setting kept in the database, and keep every change of it there:
+        what a test staged on a moved or frozen clock still holds after a restart."""
+        kept = self.storage.read(lambda r: r.setting(CLOCK_SETTING))
+        if kept is not None:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                setting = json.loads(kept)
+                frozen = setting["frozen_at"]
+                self.clock.restore(
+                    float(setting["offset"]), None if frozen is None else float(frozen)
+                )
+
+        def keep(offset: float, frozen_at: float | None) -> None:
+            text = json.dumps({"offset": offset, "frozen_at": frozen_at})
+            self.storage.write(lambda w: w.save_setting(CLOCK_SETTING, text))
+
+        self.clock.keep(keep)
 
     def execute(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 # The instants the engine can stand at: from the epoch to the last second of year 9999, the
 # range DynamoDB's timestamps (and the engine's dates, ARNs and stream records) can show.
@@ -27,13 +28,43 @@ def _in_range(at: float) -> float:
     return at
 
 
+# Told of every change of a clock's setting: (offset, frozen instant or None).
+Keeper = Callable[[float, float | None], None]
+
+
 class Clock:
-    """Epoch seconds; ``now() = time.time() + offset`` unless frozen at a fixed instant."""
+    """Epoch seconds; ``now() = time.time() + offset`` unless frozen at a fixed instant.
+
+    An engine on a file keeps its clock's setting in the database (:meth:`keep`) and restores
+    it when it opens the file again (:meth:`restore`): a clock moved by an offset is still
+    moved by it (from the wall clock of the moment), a frozen one still stands where it stood.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._offset = 0.0
         self._frozen_at: float | None = None
+        self._keeper: Keeper | None = None
+
+    def keep(self, keeper: Keeper | None) -> None:
+        """Call ``keeper(offset, frozen_at)`` after every change from now on (None: stop)."""
+        self._keeper = keeper
+
+    def restore(self, offset: float, frozen_at: float | None) -> None:
+        """Take a kept setting back (ignored, with the clock unchanged, if out of range)."""
+        try:
+            _in_range(time.time() + offset if frozen_at is None else frozen_at)
+        except ValueError:
+            return
+        with self._lock:
+            self._offset = float(offset)
+            self._frozen_at = None if frozen_at is None else float(frozen_at)
+
+    def _changed(self) -> None:
+        # Under the lock: settings are kept in the order they were made.
+        keeper = self._keeper
+        if keeper is not None:
+            keeper(self._offset, self._frozen_at)
 
     def now(self) -> float:
         frozen = self._frozen_at
@@ -54,6 +85,7 @@ class Clock:
         """Stop the clock at ``at`` (default: the current engine time). Returns the instant."""
         with self._lock:
             self._frozen_at = self.now() if at is None else _in_range(at)
+            self._changed()
             return self._frozen_at
 
     def unfreeze(self) -> None:
@@ -62,6 +94,7 @@ class Clock:
             if self._frozen_at is not None:
                 self._offset = self._frozen_at - time.time()
                 self._frozen_at = None
+                self._changed()
 
     def set(self, at: float) -> None:
         """Jump to ``at``; a frozen clock stays frozen there. Outside
@@ -72,6 +105,7 @@ class Clock:
                 self._frozen_at = float(at)
             else:
                 self._offset = float(at) - time.time()
+            self._changed()
 
     def advance(self, seconds: float) -> float:
         """Move forward (or back, with a negative amount). Returns the new time. A move that
@@ -84,6 +118,7 @@ class Clock:
                 self._frozen_at += seconds
             else:
                 self._offset += seconds
+            self._changed()
         return self.now()
 
     def reset(self) -> None:
@@ -91,6 +126,7 @@ class Clock:
         with self._lock:
             self._offset = 0.0
             self._frozen_at = None
+            self._changed()
 
     def state(self) -> dict[str, float | bool]:
         return {"now": self.now(), "frozen": self.frozen, "offset": self._offset}

@@ -250,6 +250,11 @@ class CoreReads(Statements):
         ).fetchone()
         return None if row is None else (row[0], row[1], row[2])
 
+    def setting(self, key: str) -> str | None:
+        """The engine's own setting ``key`` from the ``meta`` table (the clock's), or None."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
 
 class CoreWrites(CoreReads):
     """The catalog, items and transaction tokens, written (inside a write transaction, or as
@@ -345,3 +350,11 @@ class CoreWrites(CoreReads):
 
     def purge_tokens(self, older_than: float) -> None:
         self._conn.execute("DELETE FROM tokens WHERE completed_at < ?", (older_than,))
+
+    def save_setting(self, key: str, value: str) -> None:
+        """Keep the engine's own setting ``key`` in the ``meta`` table."""
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
