@@ -67,10 +67,12 @@ def _pitr_window(definition: Mapping[str, Any], now: float) -> tuple[float, floa
     if pitr is None:
         return None
     earliest = max(float(pitr["since"]), now - pitr["days"] * DAY_S)
-    # The window never ends before it starts: in its first five minutes, or with the clock
-    # moved back before them (a reset, a restart on a wall clock set back), it is one instant,
-    # its start, to which a restore is accepted (docs/engine.md, "The clock").
-    return earliest, max(earliest, now - LATEST_LAG_S)
+    if now < earliest:
+        # The clock stands before recovery was switched on (moved back: a reset, a restart on
+        # a wall clock set back): the window is one instant, its start, to which a restore is
+        # accepted, rather than end before it starts (docs/engine.md's differences).
+        return earliest, earliest
+    return earliest, now - LATEST_LAG_S
 
 
 def _continuous(definition: Mapping[str, Any], now: float) -> dict[str, Any]:
