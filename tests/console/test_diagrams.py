@@ -144,7 +144,7 @@ def test_one_arrow_per_recorded_call_in_order(slug: str) -> None:
             if call.code
             else "ok" in (arrow.get("class") or "")
         )
-    steps = groups(root, "step")
+    steps = groups(root, "seq-step")
     assert [s.get("data-step") for s in steps] == [str(i) for i in range(1, len(outcome.steps) + 1)]
     title = root.find(f"{NS}title")
     assert title is not None and title.text == f"Scenario {scenario.number}. {scenario.title}"
@@ -167,7 +167,7 @@ def test_the_lease_scenario_marks_the_clock_jump_and_the_records_states() -> Non
     # The stale worker's refused completion is an arrow from worker A that failed its condition.
     refused = [g for g in groups(root, "call") if "ConditionalCheckFailed" in text_of(g)]
     assert refused, "the fence's refusal must be drawn"
-    verdict = groups(root, "verdict")[0]
+    verdict = groups(root, "seq-verdict")[0]
     assert "Verdict: held." in text_of(verdict)
     assert sum("✓" in text_of(g) for g in groups(root, "check")) == len(outcome.checks)
 
@@ -175,9 +175,9 @@ def test_the_lease_scenario_marks_the_clock_jump_and_the_records_states() -> Non
 def test_pinned_checks_sit_under_their_step() -> None:
     outcome = _hostile_outcome()
     root = parse(diagrams.scenario_markup(outcome))
-    first_step = groups(root, "step")[0]
+    first_step = groups(root, "seq-step")[0]
     assert len(groups(first_step, "check")) == 1  # Check(..., 0)
-    assert len(groups(groups(root, "verdict")[0], "check")) == 1  # the unpinned one
+    assert len(groups(groups(root, "seq-verdict")[0], "check")) == 1  # the unpinned one
 
 
 def test_the_exported_file_carries_its_style_and_no_script() -> None:

@@ -20,7 +20,7 @@ Rows, top to bottom, in the order they were recorded:
   others at the end.
 
 What the layer logged is left to the list below (a throttling run logs dozens of lines).
-Each call is a ``<g class="call">`` and each step a ``<g class="step">``, in order.
+Each call is a ``<g class="call">`` and each step a ``<g class="seq-step">``, in order.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ class _Drawing:
         self.label_right = lanes.x[lanes.targets[0]] - 10.0
 
     def step(self, number: int, step: Step, checks: list[Check]) -> None:
-        group = svg.add(self.body, "g", class_="step", data_step=number)
+        group = svg.add(self.body, "g", class_="seq-step", data_step=number)
         svg.add(group, "title", f"Step {number}: {step.title}. {step.narrative}")
         svg.add(group, "rect", class_="step-band", x=0, y=self.y, width=self.lanes.width, height=24)
         svg.add(
@@ -369,7 +369,7 @@ class _Drawing:
         self.y += ROW_RECORD
 
     def check(self, parent: ET.Element, check: Check) -> None:
-        group = svg.add(parent, "g", class_="check " + ("pass" if check.passed else "fail"))
+        group = svg.add(parent, "g", class_="check " + ("passed" if check.passed else "failed"))
         mark = "✓" if check.passed else "✗"
         svg.add(group, "text", f"{mark} " + svg.clean(check.text, 150), x=MARGIN + 4, y=self.y + 14)
         self.y += ROW_CHECK
@@ -398,13 +398,13 @@ def scenario_svg(outcome: Outcome, *, number: int | None = None) -> ET.Element:
     drawing = _Drawing(outcome, lanes, body)
     for index, step in enumerate(outcome.steps):
         drawing.step(index + 1, step, pinned.get(index, []))
-    verdict_group = svg.add(body, "g", class_="verdict " + ("held" if outcome.held else "broken"))
+    verdict_group = svg.add(body, "g", class_="seq-verdict " + ("held" if outcome.held else "broken"))
     drawing.y += 6
     svg.add(
         verdict_group,
         "text",
         f"Verdict: {verdict}. " + svg.clean(outcome.verdict, 140),
-        class_="verdict-line",
+        class_="seq-verdict-line",
         x=MARGIN,
         y=drawing.y + 16,
     )
