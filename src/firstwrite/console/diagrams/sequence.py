@@ -43,6 +43,7 @@ STREAM_OPERATIONS = frozenset({"DescribeStream", "GetRecords", "GetShardIterator
 GUTTER = 430.0  # between the last actor and the first target: where the arrows' labels go
 TARGET_COLUMN = 180.0
 RIGHT = 200.0  # after the last target: half a record box
+UPRIGHT_CHARS = 40  # an actor's name standing upright, shortened beyond
 LABEL_CHARS = 68  # an arrow's label, shortened beyond (the <title> has it whole)
 ROW_STEP, ROW_CALL, ROW_SLEEP, ROW_NOTE, ROW_BAND, ROW_RECORD, ROW_CHECK = (
     34,
@@ -170,6 +171,7 @@ class _Lanes:
     column: float = 116.0
     header: float = 56.0
     header_lines: dict[str, list[str]] = field(default_factory=dict)
+    upright: bool = False  # many actors: their names stand upright over narrow columns
     width: float = 0.0
     regional: bool = False  # the run used several regions: tables are told apart by region
 
@@ -203,15 +205,21 @@ def _lanes(outcome: Outcome) -> _Lanes:
     if not lanes.targets:
         lanes.targets.append(DYNAMODB)
     lanes.column = max(60.0, min(130.0, 900.0 / max(len(lanes.actors), 1)))
-    chars = int(lanes.column / 6.6)
-    for name in lanes.actors:
-        lanes.header_lines[name] = textwrap.wrap(name, chars, max_lines=3, placeholder="…") or [
-            name
-        ]
+    lanes.upright = lanes.column < 100
     for name in lanes.targets:
         lanes.header_lines[name] = textwrap.wrap(name, 26, max_lines=3, placeholder="…")
+    for name in lanes.actors:
+        lines = [svg.clean(name, UPRIGHT_CHARS)] if lanes.upright else []
+        lanes.header_lines[name] = (
+            lines
+            or textwrap.wrap(name, int(lanes.column / 7.5), max_lines=3, placeholder="…")
+            or [name]
+        )
     lines = max(len(v) for v in lanes.header_lines.values())
     lanes.header = 24.0 + 14.0 * lines
+    if lanes.upright:
+        longest = max(len(v[0]) for k, v in lanes.header_lines.items() if k in lanes.actors)
+        lanes.header = max(lanes.header, 24.0 + 6.8 * longest)
     for i, name in enumerate(lanes.actors):
         lanes.x[name] = MARGIN + lanes.column * (i + 0.5)
     first = MARGIN + lanes.column * len(lanes.actors) + GUTTER
@@ -398,7 +406,9 @@ def scenario_svg(outcome: Outcome, *, number: int | None = None) -> ET.Element:
     drawing = _Drawing(outcome, lanes, body)
     for index, step in enumerate(outcome.steps):
         drawing.step(index + 1, step, pinned.get(index, []))
-    verdict_group = svg.add(body, "g", class_="seq-verdict " + ("held" if outcome.held else "broken"))
+    verdict_group = svg.add(
+        body, "g", class_="seq-verdict " + ("held" if outcome.held else "broken")
+    )
     drawing.y += 6
     svg.add(
         verdict_group,
@@ -449,17 +459,22 @@ def _heads(root: ET.Element, lanes: _Lanes, height: float) -> None:
             y2=height - MARGIN,
         )
         lines = lanes.header_lines[name]
+        if kind == "actor" and lanes.upright:
+            bottom = lanes.header - 10
+            svg.add(
+                lane,
+                "text",
+                lines[0],
+                class_="head-text",
+                x=x + 4,
+                y=bottom,
+                transform=f"rotate(-90 {x + 4:.1f} {bottom:.1f})",
+            )
+            continue
         box = (lanes.column - 8) if kind == "actor" else TARGET_COLUMN - 16
-        svg.add(
-            lane,
-            "rect",
-            class_="head",
-            x=x - box / 2,
-            y=8,
-            width=box,
-            height=lanes.header - 16,
-            rx=4,
-        )
-        label = svg.add(lane, "text", class_="head-text", x=x, y=24, text_anchor="middle")
+        tall = 14.0 + 14.0 * len(lines)
+        top = lanes.header - 8 - tall  # the heads sit on the lifelines, whatever their height
+        svg.add(lane, "rect", class_="head", x=x - box / 2, y=top, width=box, height=tall, rx=4)
+        label = svg.add(lane, "text", class_="head-text", x=x, y=top + 16, text_anchor="middle")
         for i, line in enumerate(lines):
             svg.add(label, "tspan", line, x=x, dy=0 if i == 0 else 14)
