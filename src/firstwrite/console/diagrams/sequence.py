@@ -241,6 +241,10 @@ class _Drawing:
         self.regional = lanes.regional
         self.label_right = lanes.x[lanes.targets[0]] - 10.0
 
+    def chars(self, width: float) -> int:
+        """How many characters of ``width`` px fit across the diagram."""
+        return max(int((self.lanes.width - 2 * MARGIN) / width), 40)
+
     def step(self, number: int, step: Step, checks: list[Check]) -> None:
         group = svg.add(self.body, "g", class_="seq-step", data_step=number)
         svg.add(group, "title", f"Step {number}: {step.title}. {step.narrative}")
@@ -379,7 +383,13 @@ class _Drawing:
     def check(self, parent: ET.Element, check: Check) -> None:
         group = svg.add(parent, "g", class_="check " + ("passed" if check.passed else "failed"))
         mark = "✓" if check.passed else "✗"
-        svg.add(group, "text", f"{mark} " + svg.clean(check.text, 150), x=MARGIN + 4, y=self.y + 14)
+        svg.add(
+            group,
+            "text",
+            f"{mark} " + svg.clean(check.text, self.chars(6.6)),
+            x=MARGIN + 4,
+            y=self.y + 14,
+        )
         self.y += ROW_CHECK
 
 
@@ -413,7 +423,7 @@ def scenario_svg(outcome: Outcome, *, number: int | None = None) -> ET.Element:
     svg.add(
         verdict_group,
         "text",
-        f"Verdict: {verdict}. " + svg.clean(outcome.verdict, 140),
+        f"Verdict: {verdict}. " + svg.clean(outcome.verdict, drawing.chars(8.0) - 16),
         class_="seq-verdict-line",
         x=MARGIN,
         y=drawing.y + 16,
@@ -423,7 +433,7 @@ def scenario_svg(outcome: Outcome, *, number: int | None = None) -> ET.Element:
         svg.add(
             verdict_group,
             "text",
-            svg.clean(outcome.error, 160),
+            svg.clean(outcome.error, drawing.chars(6.6)),
             class_="error-line",
             x=MARGIN,
             y=drawing.y + 14,
