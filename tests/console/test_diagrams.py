@@ -170,6 +170,12 @@ def test_the_lease_scenario_marks_the_clock_jump_and_the_records_states() -> Non
     verdict = groups(root, "seq-verdict")[0]
     assert "Verdict: held." in text_of(verdict)
     assert sum("✓" in text_of(g) for g in groups(root, "check")) == len(outcome.checks)
+    # Each check sits under the step that proves it: the fence's under A's late completion.
+    (late,) = [g for g in groups(root, "seq-step") if "Worker A wakes up" in text_of(g)]
+    assert "✓ A's stale completion was refused with LostClaimError" in [
+        text_of(g) for g in groups(late, "check")
+    ]
+    assert groups(verdict, "check") == []  # every check of this scenario is pinned
 
 
 def test_pinned_checks_sit_under_their_step() -> None:

@@ -209,14 +209,14 @@ def _lanes(outcome: Outcome) -> _Lanes:
     for name in lanes.targets:
         lanes.header_lines[name] = textwrap.wrap(name, 26, max_lines=3, placeholder="…")
     for name in lanes.actors:
-        lines = [svg.clean(name, UPRIGHT_CHARS)] if lanes.upright else []
+        upright = [svg.clean(name, UPRIGHT_CHARS)] if lanes.upright else []
         lanes.header_lines[name] = (
-            lines
+            upright
             or textwrap.wrap(name, int(lanes.column / 7.5), max_lines=3, placeholder="…")
             or [name]
         )
-    lines = max(len(v) for v in lanes.header_lines.values())
-    lanes.header = 24.0 + 14.0 * lines
+    most = max(len(v) for v in lanes.header_lines.values())
+    lanes.header = 24.0 + 14.0 * most
     if lanes.upright:
         longest = max(len(v[0]) for k, v in lanes.header_lines.items() if k in lanes.actors)
         lanes.header = max(lanes.header, 24.0 + 6.8 * longest)
