@@ -27,140 +27,34 @@ from __future__ import annotations
 
 import textwrap
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from firstwrite.idempotency import record_view
 
 from ..scenarios.stage import Check, Exchange, Note, Outcome, Snapshot, Step
 from . import svg
+from .labels import (
+    DYNAMODB,
+    actor_of,
+    answer_label,
+    is_clock_jump,
+    operation_label,
+    outcome_class,
+    snapshot_words,
+    target_of,
+)
 
 MARGIN = 16.0
-STAGE_ACTOR = "the stage"
-STREAMS = "DynamoDB Streams"
-DYNAMODB = "DynamoDB"
-STREAM_OPERATIONS = frozenset({"DescribeStream", "GetRecords", "GetShardIterator", "ListStreams"})
 GUTTER = 430.0  # between the last actor and the first target: where the arrows' labels go
 TARGET_COLUMN = 180.0
 RIGHT = 200.0  # after the last target: half a record box
 UPRIGHT_CHARS = 40  # an actor's name standing upright, shortened beyond
 LABEL_CHARS = 68  # an arrow's label, shortened beyond (the <title> has it whole)
-ROW_STEP, ROW_CALL, ROW_SLEEP, ROW_NOTE, ROW_BAND, ROW_RECORD, ROW_CHECK = (
-    34,
-    40,
-    22,
-    22,
-    26,
-    44,
-    20,
-)
-
-
-def _actor_of(name: str) -> str:
-    return name or STAGE_ACTOR
-
-
-def _tables_of(request: object) -> list[str]:
-    """The tables a request names (its ``TableName``, or those of its batch/transaction)."""
-    if not isinstance(request, Mapping):
-        return []
-    name = request.get("TableName")
-    if isinstance(name, str):
-        return [name]
-    found: list[str] = []
-    for entry in request.get("TransactItems") or []:
-        if isinstance(entry, Mapping):
-            for part in entry.values():
-                table = part.get("TableName") if isinstance(part, Mapping) else None
-                if isinstance(table, str) and table not in found:
-                    found.append(table)
-    for key in ("RequestItems",):
-        items = request.get(key)
-        if isinstance(items, Mapping):
-            found.extend(str(t) for t in items if str(t) not in found)
-    return found
-
-
-def target_of(exchange: Exchange, regional: bool) -> str:
-    """The lifeline a call goes to (``regional``: tables are told apart by region)."""
-    if exchange.operation in STREAM_OPERATIONS:
-        name = STREAMS
-    else:
-        tables = _tables_of(exchange.request)
-        name = tables[0] if len(tables) == 1 else DYNAMODB
-    return f"{name} ({exchange.region})" if regional and exchange.region else name
-
-
-def operation_label(exchange: Exchange) -> str:
-    """The operation, and the condition it was sent with."""
-    request = exchange.request if isinstance(exchange.request, Mapping) else {}
-    condition = request.get("ConditionExpression")
-    if exchange.operation.startswith("Transact"):
-        count = len(request.get("TransactItems") or [])
-        return f"{exchange.operation} · {count} items"
-    return f"{exchange.operation} · if {condition}" if condition else exchange.operation
-
-
-def _record_words(view: record_view.RecordView) -> str:
-    return f"{view.state} {view.owner_short} v{view.version}"
-
-
-def answer_label(exchange: Exchange) -> str:
-    """The answer in a few words: status, error code and what matters of what came back."""
-    body = exchange.response if isinstance(exchange.response, Mapping) else {}
-    code = exchange.code
-    if code is None:
-        text = f"{exchange.status} OK"
-        item = body.get("Attributes") or body.get("Item")
-        if isinstance(item, Mapping):
-            view = record_view.decode(item)
-            kind = "old item" if "Attributes" in body else "item"
-            text += f" · {kind}: {_record_words(view)}" if view is not None else f" · {kind}"
-        elif exchange.operation == "GetItem":
-            text += " · no item"
-        return text
-    text = f"{exchange.status} {code}"
-    if code == "ConditionalCheckFailedException":
-        item = body.get("Item")
-        if isinstance(item, Mapping):
-            view = record_view.decode(item)
-            text += f" · came back: {_record_words(view)}" if view is not None else " · item back"
-    elif code == "TransactionCanceledException":
-        reasons = body.get("CancellationReasons") or []
-        text += " [" + ", ".join(str(r.get("Code")) for r in reasons if isinstance(r, Mapping))
-        text += "]"
-    else:
-        reasons = body.get("throttlingReasons") or body.get("ThrottlingReasons") or []
-        named = [str(r.get("reason")) for r in reasons if isinstance(r, Mapping)]
-        if named:
-            text += " · " + ", ".join(named)
-    return text
-
-
-def outcome_class(exchange: Exchange) -> str:
-    code = exchange.code
-    if code is None:
-        return "ok"
-    if "Throttl" in code or "ThroughputExceeded" in code:
-        return "throttled"
-    return "refused"
-
-
-def snapshot_words(shot: Snapshot, at: float) -> str:
-    """A watched record's state after a step, its lease and retention boundaries marked."""
-    view = shot.record
-    if view is None:
-        return "absent" if shot.item is None else f"item {shot.item_json}"
-    words = [view.state, f"owner {view.owner_short}", f"v{view.version}"]
-    if view.lease_expires_at is not None and view.lease_expires_ms and view.lease_over(at):
-        words.append("lease over")
-    if view.expired(at):
-        words.append("past retention")
-    return " · ".join(words)
-
-
-def _is_clock_jump(note: Note) -> bool:
-    return note.kind == "stage" and "clock" in note.code
+# The height of each kind of row.
+ROW_STEP = 34
+ROW_CALL = 40
+ROW_SLEEP = ROW_NOTE = 22
+ROW_BAND = 26
+ROW_RECORD = 44
+ROW_CHECK = 20
 
 
 @dataclass
@@ -188,7 +82,7 @@ def _lanes(outcome: Outcome) -> _Lanes:
     for step in outcome.steps:
         for event in step.events:
             if isinstance(event, Exchange):
-                actor, target = _actor_of(event.actor), target_of(event, regional)
+                actor, target = actor_of(event.actor), target_of(event, regional)
                 if target not in lanes.targets:
                     lanes.targets.append(target)
             elif event.kind in ("sleep", "outcome") and event.actor:
@@ -274,7 +168,7 @@ class _Drawing:
 
     def call(self, parent: ET.Element, exchange: Exchange) -> None:
         self.calls += 1
-        actor = _actor_of(exchange.actor)
+        actor = actor_of(exchange.actor)
         target = target_of(exchange, self.regional)
         x1, x2 = self.lanes.at(actor), self.lanes.at(target)
         kind = outcome_class(exchange)
@@ -318,15 +212,15 @@ class _Drawing:
         self.y += ROW_CALL
 
     def sleep(self, parent: ET.Element, note: Note) -> None:
-        x = self.lanes.at(_actor_of(note.actor))
+        x = self.lanes.at(actor_of(note.actor))
         group = svg.add(parent, "g", class_="sleep")
-        svg.add(group, "title", f"{_actor_of(note.actor)}: {note.text}")
+        svg.add(group, "title", f"{actor_of(note.actor)}: {note.text}")
         svg.add(group, "rect", class_="sleep-bar", x=x - 4, y=self.y + 2, width=8, height=16, rx=2)
         svg.add(group, "text", svg.clean(note.text, 40), x=x + 8, y=self.y + 14)
         self.y += ROW_SLEEP
 
     def band(self, parent: ET.Element, note: Note) -> None:
-        jump = _is_clock_jump(note)
+        jump = is_clock_jump(note)
         group = svg.add(parent, "g", class_="clock-jump" if jump else "stage-change")
         svg.add(group, "title", f"{note.text}. {note.code}".strip(" ."))
         mid = self.y + ROW_BAND / 2
@@ -338,9 +232,9 @@ class _Drawing:
         self.y += ROW_BAND
 
     def note(self, parent: ET.Element, note: Note) -> None:
-        x = self.lanes.at(_actor_of(note.actor)) if note.actor else MARGIN
+        x = self.lanes.at(actor_of(note.actor)) if note.actor else MARGIN
         group = svg.add(parent, "g", class_="outcome-note")
-        svg.add(group, "title", f"{_actor_of(note.actor)}: {note.text}")
+        svg.add(group, "title", f"{actor_of(note.actor)}: {note.text}")
         svg.add(group, "text", "✎ " + svg.clean(note.text, 110), x=x + 6, y=self.y + 15)
         self.y += ROW_NOTE
 
