@@ -314,6 +314,13 @@ def test_race_timeline(
     assert all(b - a >= 9 for a, b in itertools.pairwise(tops))
     if n == 32:
         screenshot_diagram(page, tmp_path, "console-diagram-race.png")
+    if n == 2:  # the colour schemes: light, dark, and light again on paper
+        backdrop = timeline.locator("rect.backdrop")
+        fills = []
+        for media in ({"color_scheme": "light"}, {"color_scheme": "dark"}, {"media": "print"}):
+            page.emulate_media(**media)
+            fills.append(backdrop.evaluate("r => getComputedStyle(r).fill"))
+        assert fills[0] == fills[2] == "rgb(255, 255, 255)" != fills[1], fills
 
 
 def test_huge_n_is_refused_and_nothing_is_lost(
