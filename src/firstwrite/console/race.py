@@ -10,9 +10,10 @@ under SQLite's write lock, as it would for any client. The items go to one dedic
 :data:`RACE_TABLE`.
 
 Given the engine's hooks (``race(..., hooks=engine.hooks)``), the race also records the moment
-the winning item was written: a change hook on :data:`RACE_TABLE` alone (other tables keep
-their fast path), called by the engine inside the write's own transaction, so while the
-engine holds its write lock. It is installed for the race only.
+the winning item was written: a change hook on :data:`RACE_TABLE` alone, called by the engine
+inside the write's own transaction, so while the engine holds its write lock. It is installed
+for the race only; meanwhile the race table's writes take the engine's regular write path
+(no single-statement fast path), the other tables' writes are untouched.
 """
 
 from __future__ import annotations
