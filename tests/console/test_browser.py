@@ -1,11 +1,14 @@
 """The console in a real browser: Debian's Chromium, headless, driven by Playwright.
 
 Every page loads without a script error; a race of 32 claims shows one winner and 31 losers
-holding the winner's item; every scenario shows its verdict; a malformed raw request shows
+holding the winner's item; the race's timeline has N lanes and one winner mark at N = 2, 32
+and 128; every scenario shows its verdict, and its sequence diagram one arrow per listed call; a malformed raw request shows
 DynamoDB's error and keeps the text; huge N is refused with a clear message; the keyboard
 reaches everything; a 401 opens the sign-in form; a 71-character key leaves every column of a
-table on screen at 1,280 px. The race page, three scenarios and that table are screenshotted: into ``docs/img/`` when ``FIRSTWRITE_SCREENSHOTS`` names it (``make
-screenshots``), else into the test's temporary directory.
+table on screen at 1,280 px. The race page, three scenarios, that table and the diagrams of
+the race and three scenarios are screenshotted: into ``docs/img/`` when
+``FIRSTWRITE_SCREENSHOTS`` names it (``make screenshots``), else into the test's temporary
+directory.
 
 Playwright's own browsers are never downloaded: the tests use ``/usr/bin/chromium`` (``.ci/run``
 installs it) and skip, saying so, where it is absent.
