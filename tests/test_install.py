@@ -143,6 +143,7 @@ ENGINE_COMMANDS = [
     ["table", "create"],
     ["keys", "list"],
     ["demo", "--port", "0"],
+    ["console", "export-diagram", "replay", "-o", "replay.svg"],
 ]
 
 

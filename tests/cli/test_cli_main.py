@@ -19,6 +19,8 @@ from firstwrite.shared.command_line import ExitCode
 
 # Commands that serve until stopped rather than print data.
 SERVERS = {("engine", "serve"), ("demo",)}
+# Commands that write a file rather than print data.
+WRITERS = {("console", "export-diagram")}
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[Any]:
@@ -44,6 +46,7 @@ def test_every_issue_command_exists() -> None:
         ("keys", "delete"),
         ("race",),
         ("capacity",),
+        ("console", "export-diagram"),
     }
 
 
@@ -55,7 +58,7 @@ def test_help_everywhere(cli: Callable[..., Any], path: tuple[str, ...]) -> None
     # A description beyond the usage line, and every option explained.
     body = result.out.split("\n\n", 2)
     assert len(body) == 3 and len(body[1]) > 40, result.out
-    if path not in SERVERS:
+    if path not in SERVERS | WRITERS:
         assert "--json" in result.out
 
 

@@ -1,11 +1,14 @@
 """The console in a real browser: Debian's Chromium, headless, driven by Playwright.
 
 Every page loads without a script error; a race of 32 claims shows one winner and 31 losers
-holding the winner's item; every scenario shows its verdict; a malformed raw request shows
+holding the winner's item; the race's timeline has N lanes and one winner mark at N = 2, 32
+and 128; every scenario shows its verdict, and its sequence diagram one arrow per listed call; a malformed raw request shows
 DynamoDB's error and keeps the text; huge N is refused with a clear message; the keyboard
 reaches everything; a 401 opens the sign-in form; a 71-character key leaves every column of a
-table on screen at 1,280 px. The race page, three scenarios and that table are screenshotted: into ``docs/img/`` when ``FIRSTWRITE_SCREENSHOTS`` names it (``make
-screenshots``), else into the test's temporary directory.
+table on screen at 1,280 px. The race page, three scenarios, that table and the diagrams of
+the race and three scenarios are screenshotted: into ``docs/img/`` when
+``FIRSTWRITE_SCREENSHOTS`` names it (``make screenshots``), else into the test's temporary
+directory.
 
 Playwright's own browsers are never downloaded: the tests use ``/usr/bin/chromium`` (``.ci/run``
 installs it) and skip, saying so, where it is absent.
@@ -13,6 +16,7 @@ installs it) and skip, saying so, where it is absent.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -53,6 +57,8 @@ PAGES = {
     "/login": "Sign in to the engine",
 }
 SCREENSHOTS = {"lease-takeover", "transaction-cancelled", "hot-partition", "redelivered-batch"}
+# The scenarios whose sequence diagrams docs/console.md shows (as PNG screenshots).
+DIAGRAM_SCREENSHOTS = {"lease-takeover", "transaction-cancelled", "stale-replica"}
 
 
 def expect(locator: Any) -> Any:
@@ -129,6 +135,56 @@ def screenshot(page: Any, tmp_path: Path, name: str) -> Path:
     )
     assert path.stat().st_size > 10_000
     return path
+
+
+def screenshot_diagram(page: Any, tmp_path: Path, name: str) -> Path:
+    """Save the page's diagram whole, at its natural size (its scroll box opened, the window
+    as wide as it needs), as ``name``."""
+    folder = Path(os.environ.get("FIRSTWRITE_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    diagram = page.locator("figure.diagram svg")
+    width = diagram.evaluate("svg => svg.width.baseVal.value")
+    page.set_viewport_size({"width": max(1280, int(width) + 96), "height": 900})
+    page.evaluate("document.querySelector('.diagram-scroll').style.overflow = 'visible'")
+    diagram.screenshot(path=str(path), animations="disabled")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    assert path.stat().st_size > 10_000
+    return path
+
+
+SVG_TEXT = """g => [...g.querySelectorAll('text')].map(t => t.textContent).join(' ')"""
+
+
+def expect_sequence_diagram(page: Any) -> None:
+    """The scenario's diagram: one arrow per call the page lists, in the same order, each with
+    the operation and the answer that call got; the verdict as the page has it."""
+    diagram = page.locator("#scenario-result figure.diagram svg.fw-sequence")
+    expect(diagram).to_have_count(1)
+    assert diagram.bounding_box()["width"] > 300
+    assert diagram.locator("title").first.inner_html()  # named, for assistive technology
+    assert diagram.get_attribute("role") == "img"
+    listed = page.locator("li.exchange > details > summary").evaluate_all(
+        "items => items.map(s => [s.querySelector('code').textContent, "
+        "s.querySelector('code').nextSibling.textContent])"
+    )
+    drawn = diagram.locator("g.call").evaluate_all(
+        "calls => calls.map(g => [g.dataset.seq, "
+        "[...g.querySelectorAll('text')].map(t => t.textContent)])"
+    )
+    assert len(drawn) == len(listed) > 0
+    for n, ((seq, (operation_text, answer_text)), (operation, summary)) in enumerate(
+        zip(drawn, listed, strict=True), start=1
+    ):
+        assert seq == str(n)
+        assert operation_text.split(" · ")[0] == operation, (n, operation_text, operation)
+        answer = summary.removeprefix(" → ").split(":")[0].strip()  # "400 SomeException"
+        assert answer_text.startswith(f"← {answer}"), (n, answer_text, summary)
+    verdict = diagram.locator("g.seq-verdict").evaluate(SVG_TEXT)
+    assert verdict.startswith("Verdict: held.")
+    checks = diagram.locator("g.check").evaluate_all("gs => gs.map(g => g.textContent)")
+    assert len(checks) == page.locator(".checks li.pass").count()
+    assert all(text.startswith("✓") for text in checks)
 
 
 # -- every page ------------------------------------------------------------------------------
@@ -220,6 +276,56 @@ def test_race_32_claims(browser_page: Watched, console_server: Server, tmp_path:
     assert [item["writer"]["S"] for item in stored] == [winner]
 
 
+@pytest.mark.parametrize("n", [2, 32, MAX_N])
+def test_race_timeline(
+    browser_page: Watched, console_server: Server, tmp_path: Path, n: int
+) -> None:
+    """N lanes, exactly one winner mark on the winner's lane, every loser pointing at the
+    winner's item, the winning write under the engine's write lock; lanes that can be read
+    (their names never overlap, text at least 9 px high) at 2 and at 128 claims."""
+    page = browser_page.page
+    page.goto(console_server.console_url + "/race")
+    page.fill("#race-n", str(n))
+    page.get_by_role("button", name="Race").click()
+    page.wait_for_selector("#race-result .verdict")
+    assert page.locator(".verdict").get_attribute("data-held") == "true"
+    timeline = page.locator("#race-result figure.diagram svg.fw-timeline")
+    expect(timeline).to_have_count(1)
+    lanes = timeline.locator("g.lane")
+    expect(lanes).to_have_count(n)
+    expect(timeline.locator(".winner-mark")).to_have_count(1)
+    winner = page.locator("tr[data-outcome=won]").get_attribute("data-writer")
+    won = timeline.locator("g.lane[data-result=won]")
+    assert won.get_attribute("data-writer") == winner
+    expect(won.locator(".winner-mark")).to_have_count(1)
+    expect(timeline.locator("path.points-to")).to_have_count(n - 1)
+    answers = timeline.locator("g.lane[data-result=lost]").evaluate_all(
+        "lanes => lanes.map(g => g.querySelector('.lane-answer').textContent)"
+    )
+    assert answers == [f"ConditionalCheckFailedException · handed {winner}'s item"] * (n - 1)
+    lock = timeline.locator("g.lock")
+    expect(lock).to_have_count(1)
+    assert f"{winner}'s item written" in lock.evaluate(SVG_TEXT)
+    assert str(n) in (timeline.locator("title").first.text_content() or "")
+    # Readable: every lane's name on screen at 9 px or more, none overlapping the next.
+    boxes = lanes.evaluate_all(
+        "lanes => lanes.map(g => g.querySelector('.lane-name').getBoundingClientRect())"
+        ".map(r => [r.top, r.height])"
+    )
+    assert min(height for _, height in boxes) >= 9
+    tops = [top for top, _ in boxes]
+    assert all(b - a >= 9 for a, b in itertools.pairwise(tops))
+    if n == 32:
+        screenshot_diagram(page, tmp_path, "console-diagram-race.png")
+    if n == 2:  # the colour schemes: light, dark, and light again on paper
+        backdrop = timeline.locator("rect.backdrop")
+        fills = []
+        for media in ({"color_scheme": "light"}, {"color_scheme": "dark"}, {"media": "print"}):
+            page.emulate_media(**media)
+            fills.append(backdrop.evaluate("r => getComputedStyle(r).fill"))
+        assert fills[0] == fills[2] == "rgb(255, 255, 255)" != fills[1], fills
+
+
 def test_huge_n_is_refused_and_nothing_is_lost(
     browser_page: Watched, console_server: Server
 ) -> None:
@@ -296,12 +402,16 @@ def test_each_scenario_shows_its_verdict(
     first_call.locator("summary").click()
     assert first_call.locator("pre.json").count() == 2
     first_call.locator("summary").click()
+    expect_sequence_diagram(page)
     if slug in SCREENSHOTS:
         page.evaluate("window.scrollTo(0, 0)")
         screenshot(page, tmp_path, f"console-scenario-{slug}.png")
-    # Reloading shows the same run without JavaScript's help.
+    if slug in DIAGRAM_SCREENSHOTS:
+        screenshot_diagram(page, tmp_path, f"console-diagram-{slug}.png")
+    # Reloading shows the same run, its diagram included, without JavaScript's help.
     page.reload()
     assert page.locator(".verdict").get_attribute("data-held") == "true"
+    expect_sequence_diagram(page)
 
 
 # -- the raw request editor ------------------------------------------------------------------

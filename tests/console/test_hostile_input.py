@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import xml.etree.ElementTree as ET
 from typing import Any
 from urllib.parse import quote
 
@@ -10,7 +12,8 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from firstwrite.console.race import MAX_N, MIN_N
+from firstwrite.console.diagrams import svg
+from firstwrite.console.race import MAX_N, MIN_N, RACE_TABLE
 from hypothesis_budget import examples
 
 from .conftest import Server, post_json
@@ -108,3 +111,42 @@ def test_non_finite_numbers(http: httpx.Client) -> None:
         response = http.post("/api/race", content=raw, headers={"Content-Type": "application/json"})
         assert response.status_code == 400, (raw, response.text)
         assert "n must be" in response.json()["detail"]
+
+
+def _diagram(html: str) -> ET.Element:
+    """The page's one diagram, parsed as XML: it must be well-formed, script-free SVG."""
+    found = re.findall(r"<svg\b.*?</svg>", html, re.S)
+    assert len(found) == 1, html[:500]
+    root = ET.fromstring(found[0])
+    names = {node.tag.rpartition("}")[2] for node in root.iter()}
+    assert not names & {"script", "foreignObject", "a", "image", "use"}, names
+    assert not any(a.lower().startswith("on") for node in root.iter() for a in node.attrib)
+    return root
+
+
+@settings(
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(key=st.text(min_size=1, max_size=60), writer=st.text(max_size=60))
+def test_race_diagrams_draw_any_key_and_stored_item(
+    http: httpx.Client, console_server: Server, key: str, writer: str
+) -> None:
+    """The timeline draws the key (user input) and the item stored before the race (anything
+    a client wrote) as text, whatever they hold."""
+    first = post_json(http, "/api/race", {"n": 2, "key": key})
+    assert first.status_code == 200, first.text
+    _diagram(first.json()["html"])
+    console_server.engine.execute(
+        "PutItem", {"TableName": RACE_TABLE, "Item": {"pk": {"S": key}, "writer": {"S": writer}}}
+    )
+    again = post_json(http, "/api/race", {"n": 2, "key": key})
+    assert again.status_code == 200, again.text
+    root = _diagram(again.json()["html"])
+    page = http.get("/race")
+    assert page.status_code == 200
+    _diagram(page.text)
+    # Drawn as text, cleaned of what XML cannot hold (a parser reads a CR as a line feed).
+    words = " ".join(node.text or "" for node in root.iter())
+    assert svg.clean(f"{writer}'s item", 60).replace("\r", "\n") in words

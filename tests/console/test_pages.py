@@ -45,6 +45,21 @@ def test_every_page(http: httpx.Client, path: str, heading: str) -> None:
     assert heading in response.text
     # Links and assets point under the mount point.
     assert 'href="/console/static/console.css"' in response.text
+    assert 'href="/console/static/diagram.css"' in response.text  # the diagrams' schemes
+
+
+def test_the_overview_promises_the_pictures(http: httpx.Client) -> None:
+    """The race's and the scenarios' cards say what their picture shows."""
+    page = http.get("/").text
+    cards = dict(
+        re.findall(
+            r'<li><h3><a href="/console/(race|scenarios)">.*?<p class="promise">(.*?)</p></li>',
+            page,
+            re.S,
+        )
+    )
+    assert "timeline" in cards["race"] and "winner" in cards["race"]
+    assert "sequence diagram" in cards["scenarios"]
 
 
 def test_seeded_records_in_every_state(console_server: Server) -> None:

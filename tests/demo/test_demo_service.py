@@ -312,6 +312,11 @@ def _claims_total(page: str) -> float:
 def test_the_console_is_served_beside_the_demo_and_counts_its_claims(demo: Demo) -> None:
     console = f"{demo.url}/console/"
     assert any(line.endswith(console) for line in demo.banner), demo.banner
+    # ...and points at the race's timeline and the scenarios' diagrams, saying what they show.
+    race = next(i for i, line in enumerate(demo.banner) if line.endswith(console + "race"))
+    assert "timeline" in demo.banner[race - 1], demo.banner
+    shown = next(i for i, line in enumerate(demo.banner) if line.endswith(console + "scenarios"))
+    assert "sequence diagram" in demo.banner[shown - 1], demo.banner
     with demo.client() as client:
         before = _claims_total(client.get("/console/metrics").text)
         assert pay(client, new_key(), amount=5).status_code == 201

@@ -24,7 +24,7 @@ from firstwrite.engine import DynamoDBError, Engine
 from firstwrite.engine.server.origins import OriginPolicy
 from firstwrite.idempotency import MemoryMetrics, record_view
 
-from . import records
+from . import diagrams, records, scenarios
 from .api import Api, problem
 from .pages import Pages, base_of
 from .security import SameOriginJSON
@@ -41,6 +41,11 @@ PUBLIC_PATHS = ("/login", "/static/")
 login form and the CSS/JS it needs. Everything else should require one."""
 
 
+def _sequence_diagram(outcome: scenarios.Outcome) -> str:
+    found = scenarios.by_slug(outcome.slug)
+    return diagrams.scenario_markup(outcome, None if found is None else found.number)
+
+
 def _templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=HERE / "templates")
     env = templates.env
@@ -51,7 +56,12 @@ def _templates() -> Jinja2Templates:
         wire_json=records.wire_json,
         pretty=records.pretty,
     )
-    env.globals.update(until=records.until, relative=records.relative)
+    env.globals.update(
+        until=records.until,
+        relative=records.relative,
+        sequence_diagram=_sequence_diagram,
+        race_diagram=diagrams.race_markup,
+    )
     env.trim_blocks = True
     env.lstrip_blocks = True
     return templates

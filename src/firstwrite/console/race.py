@@ -8,6 +8,12 @@ shown as a checklist. The threads are released together by a barrier and share o
 client bound in process (boto3 clients are thread-safe); the engine's storage decides the order,
 under SQLite's write lock, as it would for any client. The items go to one dedicated table,
 :data:`RACE_TABLE`.
+
+Given the engine's hooks (``race(..., hooks=engine.hooks)``), the race also records the moment
+the winning item was written: a change hook on :data:`RACE_TABLE` alone, called by the engine
+inside the write's own transaction, so while the engine holds its write lock. It is installed
+for the race only; meanwhile the race table's writes take the engine's regular write path
+(no single-statement fast path), the other tables' writes are untouched.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import itertools
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -34,6 +41,28 @@ MIN_N = MIN_CONTENDERS
 MAX_N = MAX_CONTENDERS
 MAX_KEY_CHARS = 1024
 CONDITION = "attribute_not_exists(pk)"
+
+
+class ChangeHooks(Protocol):
+    """What the race uses of the engine's hooks (``Engine.hooks``) to see the winning write."""
+
+    def add_change_hook(
+        self, hook: Callable[..., None], watches: Callable[..., bool] | None = None
+    ) -> None: ...
+
+    def remove_change_hook(self, hook: Callable[..., None]) -> None: ...
+
+
+class _Table(Protocol):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """The winning item's write, seen inside the engine's write transaction."""
+
+    writer: str  # the writer named in the item written
+    at_us: float  # microseconds after the barrier released the threads
 
 
 class RaceInputError(ValueError):
@@ -72,6 +101,8 @@ class RaceResult:
     attempts: list[Attempt]
     stored: dict[str, Any] | None
     seconds: float
+    # The key's writes under the engine's write lock (when watched): one, the winner's.
+    writes: tuple[Write, ...] = ()
 
     @property
     def verdict(self) -> KeyVerdict[dict[str, Any]]:
@@ -147,8 +178,9 @@ def ensure_table(client: Any) -> None:
             raise
 
 
-def race(client: Any, n: int, key: str) -> RaceResult:
-    """Fire ``n`` concurrent conditional puts of ``key``; ``client`` is a boto3 client."""
+def race(client: Any, n: int, key: str, *, hooks: ChangeHooks | None = None) -> RaceResult:
+    """Fire ``n`` concurrent conditional puts of ``key``; ``client`` is a boto3 client bound
+    to the engine whose ``hooks`` (when given) show the winning write."""
     ensure_table(client)
     existed = _read(client, key)
     attempts = [Attempt(i + 1, f"thread-{i + 1:02d}") for i in range(n)]
@@ -157,6 +189,21 @@ def race(client: Any, n: int, key: str) -> RaceResult:
     sent_order = itertools.count(1)
     answer_order = itertools.count(1)
     released = [0]
+    writes: list[Write] = []
+
+    def wrote(
+        _ctx: object,
+        _writer: object,
+        table: _Table,
+        _old: Mapping[str, Any] | None,
+        new: Mapping[str, Any] | None,
+    ) -> None:
+        # Inside the engine's write transaction: only note the time and the writer.
+        at_us = (time.perf_counter_ns() - released[0]) / 1000
+        if table.name == RACE_TABLE and new is not None and new.get("pk") == {"S": key}:
+            writer = new.get("writer")
+            name = writer.get("S") if isinstance(writer, Mapping) else None
+            writes.append(Write(str(name), at_us))
 
     def fire(attempt: Attempt) -> None:
         item = _item(key, attempt.writer)
@@ -188,14 +235,25 @@ def race(client: Any, n: int, key: str) -> RaceResult:
     ]
     for thread in threads:
         thread.start()
-    started = time.perf_counter()
-    released[0] = time.perf_counter_ns()
-    gate.wait()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - started
+    if hooks is not None:
+        hooks.add_change_hook(wrote, watches=_watches_race_table)
+    try:
+        started = time.perf_counter()
+        released[0] = time.perf_counter_ns()
+        gate.wait()
+        for thread in threads:
+            thread.join()
+        seconds = time.perf_counter() - started
+    finally:
+        if hooks is not None:
+            hooks.remove_change_hook(wrote)
     attempts.sort(key=lambda a: a.answered)
-    return RaceResult(key, n, existed, attempts, _read(client, key), seconds)
+    stored = _read(client, key)
+    return RaceResult(key, n, existed, attempts, stored, seconds, tuple(writes))
+
+
+def _watches_race_table(table: _Table) -> bool:
+    return table.name == RACE_TABLE
 
 
 def _read(client: Any, key: str) -> dict[str, Any] | None:

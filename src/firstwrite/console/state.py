@@ -63,7 +63,7 @@ class Console:
 
     def race(self, n: int, key: str) -> race_module.RaceResult:
         with self._racing:
-            result = race_module.race(self.client, n, key)
+            result = race_module.race(self.client, n, key, hooks=self.engine.hooks)
         with self._results_lock:
             self.last_race = result
         return result

@@ -190,7 +190,11 @@ def _print_banner(
         ]
     if console:
         lines += [
-            f"Console (tables, decoded records, a claim race, six failure scenarios): {url}/console/",
+            f"Console (tables, decoded records, a claim race, eight failure scenarios): {url}/console/",
+            "  The race, drawn as a timeline: one lane per thread, who sent first, the one that won,",
+            f"  every loser pointing at the winner's item: {url}/console/race",
+            "  The scenarios, each run drawn as a sequence diagram: every DynamoDB call and its",
+            f"  answer, the clock jumps, the record's state after each step: {url}/console/scenarios",
             "",
         ]
     if endpoint is not None:

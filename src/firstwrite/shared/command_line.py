@@ -22,7 +22,7 @@ class ExitCode(enum.IntEnum):
     OK = 0
     ERROR = 1  # could not do what was asked: unreachable endpoint, missing table, busy port...
     USAGE = 2  # bad command line (argparse's own code)
-    VIOLATION = 3  # `race` saw first-writer-wins broken
+    VIOLATION = 3  # `race` saw first-writer-wins broken; `console export-diagram`: run broken
     NOT_FOUND = 4  # `keys get` / `keys delete`: no such record
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
     BROKEN_PIPE = 141  # stdout closed early, e.g. piped into `head` (128 + SIGPIPE)
@@ -33,7 +33,8 @@ EXIT_CODES_HELP = """exit status:
   1    error: the command could not do its work (unreachable endpoint, missing table,
        busy port, unusable --db path, DynamoDB error); one line on stderr says why
   2    bad command line
-  3    race: first-writer-wins was violated
+  3    race: first-writer-wins was violated; console export-diagram: the run
+       did not hold (the diagram is written all the same)
   4    keys get / keys delete: no such record
   130  interrupted (Ctrl-C)
   141  stdout was closed early (e.g. piped into head)"""

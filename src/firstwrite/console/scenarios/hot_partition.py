@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from firstwrite.idempotency import IdempotencyConfig, InProgressError, Metrics
 
-from .stage import Exchange, Note, Stage
+from .stage import Exchange, Note, Stage, Step
 from .throttling import POLICY, THROTTLES, Tally
 
 TENANT = "tenant-acme"
@@ -64,6 +64,7 @@ class Layout:
     ran_twice: int
     tally: Tally
     lines: list[str]  # what each request's calls and sleeps were, one line each
+    step: Step  # the burst's step
 
 
 def _backoff(stage: Stage) -> Callable[[float], None]:
@@ -147,7 +148,7 @@ def _burst(stage: Stage, title: str, narrative: str, config: IdempotencyConfig) 
             f"; {answers.get(actor, '?')}"
         )
     twice = sum(n > 1 for n in ran.values())
-    return Layout(config.table_name, keys, throttled, reasons, twice, tally, lines)
+    return Layout(config.table_name, keys, throttled, reasons, twice, tally, lines, step)
 
 
 def run(stage: Stage) -> str:
@@ -225,26 +226,31 @@ def run(stage: Stage) -> str:
     stage.check(
         f"keyed by tenant, every write went to one partition key ({', '.join(sorted(hot.partition_keys))})",
         len(hot.partition_keys) == 1,
+        shown_by=hot.step,
     )
     stage.check(
         f"that partition was throttled: {len(hot.throttled)} calls, each with the reason "
         f"{KEY_RANGE}",
         bool(hot.throttled) and hot.reasons == {KEY_RANGE},
+        shown_by=hot.step,
     )
     stage.check(
         f"keyed by idempotency key, the writes spread over {len(cool.partition_keys)} partition "
         "keys and none was throttled",
         len(cool.partition_keys) == ORDERS and not cool.throttled,
+        shown_by=cool.step,
     )
     stage.check(
         "every throttle was followed by a backoff sleep within its full-jitter bound and the same "
         f"request, or by giving up after {POLICY.max_attempts} attempts",
         hot.tally.retried + hot.tally.given_up == hot.tally.throttled
         and hot.tally.within == hot.tally.retried,
+        shown_by=hot.step,
     )
     stage.check(
         "the backoff was jittered (first retries slept different times)",
         len(hot.tally.first_delays) < 2 or len(set(hot.tally.first_delays)) > 1,
+        shown_by=hot.step,
     )
     stage.check(
         "no request answered ConditionalCheckFailedException was sent again",

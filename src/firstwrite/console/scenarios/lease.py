@@ -43,7 +43,7 @@ def run(stage: Stage) -> str:
             "A duplicate arrives while A works",
             "Worker B gets the same request. The claim's condition fails and the stored record comes "
             "back with the answer: the lease is alive, so B is told to retry later.",
-        ),
+        ) as duplicate,
         stage.actor("worker B"),
     ):
         try:
@@ -66,7 +66,7 @@ def run(stage: Stage) -> str:
             "The same request again. The lease is over, so the claim condition "
             "(#lease < :now_ms with the same fingerprint) lets B claim the key: a takeover. "
             "B's claim says so (taken_over), because A may have done part of the work.",
-        ),
+        ) as takeover,
         stage.actor("worker B"),
     ):
         claim_b = worker_b.claim(KEY, PAYLOAD)
@@ -83,7 +83,7 @@ def run(stage: Stage) -> str:
             "Worker A wakes up and tries to complete",
             "A finishes its work and sends its completion, fenced by its owner token and version. "
             "The fence (#own = :own AND attribute_exists(#lease)) fails: B owns the record now.",
-        ),
+        ) as late,
         stage.actor("worker A"),
     ):
         try:
@@ -95,19 +95,27 @@ def run(stage: Stage) -> str:
             stage.note(f"LostClaimError: {exc}")
 
     final = stage.record(config, KEY)
-    stage.check("the duplicate during A's lease was answered 'in progress'", early == "in progress")
-    stage.check("B's claim after the lease is a takeover", claim_b.taken_over)
-    stage.check("A's stale completion was refused with LostClaimError", refused is not None)
+    stage.check(
+        "the duplicate during A's lease was answered 'in progress'",
+        early == "in progress",
+        shown_by=duplicate,
+    )
+    stage.check("B's claim after the lease is a takeover", claim_b.taken_over, shown_by=takeover)
+    stage.check(
+        "A's stale completion was refused with LostClaimError", refused is not None, shown_by=late
+    )
     stage.check(
         "the record holds B's completion, untouched by A",
         final is not None
         and final.status is Status.COMPLETED
         and final.owner == claim_b.owner
         and "ch_B" in str(final.result),
+        shown_by=late,
     )
     stage.check(
         "firstwrite_lost_claims_total{operation=complete} counted it",
         stage.metrics.total("firstwrite_lost_claims_total", operation="complete") == 1,
+        shown_by=late,
     )
     return (
         "The fence held: the stale worker's completion was refused and the record keeps the "

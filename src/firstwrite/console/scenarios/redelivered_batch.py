@@ -95,21 +95,21 @@ def run(stage: Stage) -> str:
         "another message id), so it is replayed, not run. o-3 and o-4 raise: their claims are "
         "stored FAILED (retryable) with the attempt counted, and the partial batch response "
         "reports them, so SQS deletes the three others and delivers those two again.",
-    ):
+    ) as delivered:
         first, first_failures = deliver(1, everything)
     with stage.step(
         "The reported records, redelivered",
         "SQS delivers m-4 and m-5 again. o-3 runs and succeeds. o-4 fails a second time: with "
         f"max_attempts={MAX_ATTEMPTS} it is given up, stored FAILED for good with its reason, "
         "and acknowledged so that it stops coming back (it is logged at ERROR).",
-    ):
+    ) as redelivered:
         again = [_record(m, o, 2) for m, o in MESSAGES if m in first_failures]
         second, second_failures = deliver(2, again)
     with stage.step(
         "The whole batch, once more",
         "A deletion was lost (or the function timed out after its work): the whole batch comes "
         "back. Every record is answered from its stored outcome; nothing runs.",
-    ):
+    ) as once_more:
         runs_before = sum(runs.values())
         third, third_failures = deliver(3, [_record(m, o, 3) for m, o in MESSAGES])
 
@@ -123,27 +123,36 @@ def run(stage: Stage) -> str:
     stage.check(
         "the duplicate inside the batch was replayed, not run",
         outcomes(first)[2] is RecordOutcome.REPLAYED,
+        shown_by=delivered,
     )
     stage.check(
         "the first response reported exactly the two records that failed",
         first_failures == ["m-4", "m-5"],
+        shown_by=delivered,
     )
     stage.check(
         "on redelivery o-3 ran, o-4 was given up after max_attempts and acknowledged",
         outcomes(second) == [RecordOutcome.PROCESSED, RecordOutcome.FAILED_FINAL]
         and second_failures == [],
+        shown_by=redelivered,
     )
-    stage.check(f"o-4 ran {MAX_ATTEMPTS} times and no more", runs[POISON] == MAX_ATTEMPTS)
+    stage.check(
+        f"o-4 ran {MAX_ATTEMPTS} times and no more",
+        runs[POISON] == MAX_ATTEMPTS,
+        shown_by=redelivered,
+    )
     poison = guard.get(POISON)
     stage.check(
         "o-4's record is FAILED for good, with its reason",
         poison is not None and poison.status is Status.FAILED and "refused" in (poison.error or ""),
+        shown_by=redelivered,
     )
     stage.check(
         "the whole batch redelivered ran nothing and reported nothing",
         sum(runs.values()) == runs_before
         and set(outcomes(third)) <= {RecordOutcome.REPLAYED, RecordOutcome.REPLAYED_FAILURE}
         and third_failures == [],
+        shown_by=once_more,
     )
     return (
         "Each record's side effect ran exactly once: through a duplicate, failures and two "

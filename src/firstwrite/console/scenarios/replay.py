@@ -34,6 +34,7 @@ def run(stage: Stage) -> str:
 
     answers = []
     calls = []
+    steps = []
     for attempt, (title, narrative) in enumerate(
         [
             (
@@ -55,6 +56,7 @@ def run(stage: Stage) -> str:
                 answer = guard.run(KEY, charge_card, payload=PAYLOAD)
                 stage.note(f"answer: {answer}")
             answers.append(answer)
+            steps.append(step)
             calls.append([e for e in step.events if isinstance(e, Exchange)])
 
     with (
@@ -62,7 +64,7 @@ def run(stage: Stage) -> str:
             "The same key with a different request",
             "A client bug reuses the key for another amount. The fingerprint differs, so the layer "
             "refuses it (HTTP 422 in the middleware) instead of replaying an unrelated receipt.",
-        ),
+        ) as reused,
         stage.actor("request 3"),
     ):
         try:
@@ -72,18 +74,25 @@ def run(stage: Stage) -> str:
             mismatch = True
             stage.note(f"PayloadMismatchError: {exc}")
 
-    stage.check("the duplicate got the same answer as the first request", answers[0] == answers[1])
-    stage.check("the card was charged exactly once", len(charges) == 1)
+    first, again = steps
+    stage.check(
+        "the duplicate got the same answer as the first request",
+        answers[0] == answers[1],
+        shown_by=again,
+    )
+    stage.check("the card was charged exactly once", len(charges) == 1, shown_by=again)
     stage.check(
         "the first request took two writes (claim, complete)",
         [e.operation for e in calls[0]] == ["PutItem", "UpdateItem"],
+        shown_by=first,
     )
     stage.check(
         "the duplicate took one write, answered from the ALL_OLD record",
         [(e.operation, e.code) for e in calls[1]]
         == [("PutItem", "ConditionalCheckFailedException")],
+        shown_by=again,
     )
-    stage.check("the same key with another payload was refused", mismatch)
+    stage.check("the same key with another payload was refused", mismatch, shown_by=reused)
     return (
         "Replay held: the same request twice gave the same receipt, and the card was charged once."
     )

@@ -75,7 +75,7 @@ def run(stage: Stage) -> str:
         f"One second later the client's retry lands in {OTHER}. Its replica has not seen the "
         f"record yet ({LAG:g} s lag), so the conditional claim succeeds there too: a conditional "
         "write is linearizable only within the region it is sent to.",
-    ):
+    ) as routed_away:
         stage.advance(1, "a retry one second later")
         with stage.actor(OTHER):
             guards[OTHER].run(UNPINNED, charge(UNPINNED, OTHER), payload={"order": 7})
@@ -84,7 +84,7 @@ def run(stage: Stage) -> str:
         "Replication catches up",
         "Both writes replicate; the later one wins in both regions (last writer wins). The "
         "replicas agree again, but the side effect has already run twice.",
-    ):
+    ) as converged:
         stage.advance(LAG, "the replication lag passes")
 
     with (
@@ -93,7 +93,7 @@ def run(stage: Stage) -> str:
             f"{HOME} now holds the record {OTHER} wrote. The layer replays it and counts "
             "dynamo_cross_region_duplicate_detected_total: a claim made in another region than the "
             "one serving the request is the symptom of unpinned traffic.",
-        ),
+        ) as counted,
         stage.actor(HOME),
     ):
         guards[HOME].run(UNPINNED, charge(UNPINNED, HOME), payload={"order": 7})
@@ -115,7 +115,7 @@ def run(stage: Stage) -> str:
         f"With pinning: the duplicate arrives in {OTHER}",
         f"The retry lands in {OTHER} within the lag, but it is decided in {home}, where the "
         "record is: the stored result is replayed.",
-    ):
+    ) as pinned:
         stage.advance(1, "a retry one second later")
         with stage.actor(f"{OTHER} front door → {home}"):
             routed.run(PINNED, charge(PINNED, home), payload={"order": 8})
@@ -125,16 +125,21 @@ def run(stage: Stage) -> str:
     stage.check(
         "without pinning the hazard is real: two regions each claimed the key, the side effect ran twice",
         ran[UNPINNED] == 2,
+        shown_by=routed_away,
     )
     stage.check(
         "the replicas converged on one record (last writer wins)",
         None not in unpinned and len({r.owner for r in unpinned if r is not None}) == 1,
+        shown_by=converged,
     )
     stage.check(
         "the cross-region duplicate was counted (dynamo_cross_region_duplicate_detected_total)",
         stage.metrics.total("dynamo_cross_region_duplicate_detected_total") >= 1,
+        shown_by=counted,
     )
-    stage.check("with home-region pinning the side effect ran once", ran[PINNED] == 1)
+    stage.check(
+        "with home-region pinning the side effect ran once", ran[PINNED] == 1, shown_by=pinned
+    )
     return (
         "Pinning held: unpinned, two regions each accepted a claim inside the replication lag and "
         f"the side effect ran twice; pinned to its home region ({home}), the duplicate was "

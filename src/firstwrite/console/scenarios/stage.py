@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from botocore.config import Config
@@ -75,6 +76,7 @@ class Exchange:
     request: Any
     status: int
     response: Any
+    region: str = ""  # the region of the client that made it
     kind: Literal["exchange"] = "exchange"
 
     @property
@@ -144,6 +146,7 @@ class Snapshot:
     region: str
     record: record_view.RecordView | None
     item: Mapping[str, Any] | None
+    table: str = ""
 
     @property
     def item_json(self) -> str:
@@ -163,6 +166,7 @@ class Step:
 class Check:
     text: str
     passed: bool
+    step: int | None = None  # the index of the step whose events prove it, when one does
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +249,7 @@ class Stage:
         """A boto3 client bound to the scratch engine whose calls are recorded."""
         client = local_client(self.engine, region=region, service_name=service, config=ONE_ATTEMPT)
         events = client.meta.events
-        events.register("before-call", self._before_call)
+        events.register("before-call", partial(self._before_call, region=region))
         events.register("after-call", self._after_call)
         return client
 
@@ -344,10 +348,15 @@ class Stage:
         return now
 
     def _before_call(
-        self, model: Any, params: Mapping[str, Any], context: dict[str, Any], **_: Any
+        self,
+        model: Any,
+        params: Mapping[str, Any],
+        context: dict[str, Any],
+        region: str = "",
+        **_: Any,
     ) -> None:
         body = params.get("body") or b"{}"
-        context[_CONTEXT_KEY] = (self._actor(), model.name, _parse(body), self.now())
+        context[_CONTEXT_KEY] = (self._actor(), model.name, _parse(body), self.now(), region)
 
     def _after_call(
         self, model: Any, http_response: Any, context: dict[str, Any], **_: Any
@@ -355,10 +364,10 @@ class Stage:
         started = context.pop(_CONTEXT_KEY, None)
         if started is None:
             return
-        actor, operation, request, at = started
+        actor, operation, request, at, region = started
         status = int(getattr(http_response, "status_code", 0) or 0)
         content = getattr(http_response, "content", b"") or b"{}"
-        self._add(Exchange(actor, operation, at, request, status, _parse(content)))
+        self._add(Exchange(actor, operation, at, request, status, _parse(content), region))
 
     # -- the records a scenario watches ----------------------------------------------------------
 
@@ -371,7 +380,7 @@ class Stage:
         def shoot() -> Snapshot:
             item = self.read(table, key, region)
             record = None if item is None else record_view.decode(item)
-            return Snapshot(label, key_text(key, names), region, record, item)
+            return Snapshot(label, key_text(key, names), region, record, item, table)
 
         self._watches.append(shoot)
 
@@ -383,9 +392,8 @@ class Stage:
 
         def shoot() -> Snapshot:
             record = self.record(config, key, region)
-            return Snapshot(
-                label, key, region, None if record is None else record_view.view(record), None
-            )
+            view = None if record is None else record_view.view(record)
+            return Snapshot(label, key, region, view, None, config.table_name)
 
         self._watches.append(shoot)
 
@@ -424,8 +432,13 @@ class Stage:
 
     # -- the verdict -----------------------------------------------------------------------------
 
-    def check(self, text: str, passed: bool) -> bool:
-        self.checks.append(Check(text, bool(passed)))
+    def check(self, text: str, passed: bool, *, shown_by: Step | None = None) -> bool:
+        """Add a line of the verdict; ``shown_by``: the step whose calls prove it (the
+        diagram pins the line there)."""
+        index = None
+        if shown_by is not None:
+            index = next((i for i, s in enumerate(self.steps) if s is shown_by), None)
+        self.checks.append(Check(text, bool(passed), index))
         return bool(passed)
 
     def outcome(self, verdict: str, seconds: float, error: str | None = None) -> Outcome:

@@ -181,24 +181,30 @@ def run(stage: Stage) -> str:
     throttled, retried, given_up = tally.throttled, tally.retried, tally.given_up
 
     stage.check(
-        f"the table was too small for the burst: {throttled} calls throttled", throttled > 0
+        f"the table was too small for the burst: {throttled} calls throttled",
+        throttled > 0,
+        shown_by=step,
     )
     stage.check(
         "every throttle was followed by a backoff sleep and the same request, or by giving up "
         f"after {POLICY.max_attempts} attempts",
         retried + given_up == throttled,
+        shown_by=step,
     )
     stage.check(
         "every backoff stayed within its full-jitter bound min(cap, base * 2^(n-1))",
         tally.within == retried,
+        shown_by=step,
     )
     stage.check(
         "the backoff was jittered (first retries slept different times)",
         len(tally.first_delays) < 2 or len(set(tally.first_delays)) > 1,
+        shown_by=step,
     )
     stage.check(
         "no request answered ConditionalCheckFailedException was sent again",
         tally.resent_failed == 0,
+        shown_by=step,
     )
     stage.check("no order's side effect ran twice", all(n <= 1 for n in ran.values()))
     stage.check(

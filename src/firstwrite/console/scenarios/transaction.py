@@ -95,14 +95,14 @@ def run(stage: Stage) -> str:
         "claim_with sends one TransactWriteItems: the claim (a conditional Put) and the debit "
         "(an Update with balance >= :amt). The debit's condition fails, so DynamoDB cancels the "
         "whole transaction and says why, item by item.",
-    ) as step:
+    ) as refused:
         try:
             guard.claim_with("payment-1", [debit(150)], payload={"amount": 150})
             business: BusinessConditionFailedError | None = None
         except BusinessConditionFailedError as exc:
             business = exc
             stage.note(f"the layer raised BusinessConditionFailedError: {exc}")
-        first_codes = explain(step, stage)
+        first_codes = explain(refused, stage)
 
     after_failure = stage.read(ACCOUNTS, ACCOUNT)
     with stage.step(
@@ -119,11 +119,11 @@ def run(stage: Stage) -> str:
         "A retry of payment-2. This time the claim item's condition fails: reason [0] is "
         "ConditionalCheckFailed with the stored record (ALL_OLD), so the layer replays the "
         "receipt and the debit is not applied twice.",
-    ) as step:
+    ) as duplicate:
         again = guard.claim_with("payment-2", [debit(30)], payload={"amount": 30})
         if isinstance(again, Replay):
             stage.note(f"the layer replayed the stored receipt: {again.value()}")
-        second_codes = explain(step, stage)
+        second_codes = explain(duplicate, stage)
 
     final = stage.read(ACCOUNTS, ACCOUNT)
 
@@ -133,20 +133,26 @@ def run(stage: Stage) -> str:
     stage.check(
         "the cancelled transaction gave reasons [None, ConditionalCheckFailed]",
         first_codes == ["None", "ConditionalCheckFailed"],
+        shown_by=refused,
     )
     stage.check(
         "mapped to BusinessConditionFailedError for business item 0",
         business is not None and list(business.reasons) == [0],
+        shown_by=refused,
     )
     stage.check(
         f"nothing was written: no record of payment-1, the balance still {BALANCE}",
         stage.record(config, "payment-1") is None and balance(after_failure) == BALANCE,
+        shown_by=refused,
     )
     stage.check(
         "the duplicate's reasons were [ConditionalCheckFailed, None], mapped to a replay",
         second_codes == ["ConditionalCheckFailed", "None"] and isinstance(again, Replay),
+        shown_by=duplicate,
     )
-    stage.check("the account was debited exactly once", balance(final) == BALANCE - 30)
+    stage.check(
+        "the account was debited exactly once", balance(final) == BALANCE - 30, shown_by=duplicate
+    )
     stage.check(
         f"{REASONS_METRIC} counted business_condition_failed and duplicate",
         stage.metrics.total(REASONS_METRIC, reason="business_condition_failed") == 1

@@ -53,7 +53,7 @@ def run(stage: Stage) -> str:
         "The configuration guards the window",
         "A record must outlive every client retry: retention shorter than the clients' retry "
         "ceiling is refused before any request runs.",
-    ):
+    ) as too_short:
         try:
             IdempotencyConfig(table_name=TABLE, retention=300, client_retry_ceiling=CEILING)
             short_refused = False
@@ -99,7 +99,7 @@ def run(stage: Stage) -> str:
         "A duplicate within retention",
         "Five minutes later client A retries: the record is there and alive, the stored "
         "result is replayed.",
-    ):
+    ) as within_step:
         stage.advance(300, "a retry 5 minutes later")
         with stage.actor("client A"):
             ship(KEY_A, {"order": "A"})
@@ -110,7 +110,7 @@ def run(stage: Stage) -> str:
         "Past expires_at, DynamoDB's TTL deletes the item some time later (typically within "
         "48 hours), not at once. A sweep now deletes nothing: the records are expired but "
         "still in the table.",
-    ):
+    ) as lag_step:
         stage.advance(RETENTION - 300 + 1, "retention is over")
         deleted = stage.engine.ttl.sweep_now()
         stage.note(
@@ -127,7 +127,7 @@ def run(stage: Stage) -> str:
             "an expired record is no answer any more; whether TTL has deleted it does not matter. "
             "The same request past retention is a late retry: the layer counts it and, as "
             "configured, refuses it rather than ship order A again.",
-        ),
+        ) as late_a,
         stage.actor("client A"),
     ):
         ship(KEY_A, {"order": "A"})
@@ -152,7 +152,7 @@ def run(stage: Stage) -> str:
         "TtlAudit turns each REMOVE made by TTL of a finished record into a tombstone under the "
         "same key (owner, fingerprint, status), kept for its window (7 days). It costs the "
         "request path nothing: a claim's condition fails on it, and the failure brings it back.",
-    ):
+    ) as audited:
         arn = client.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
         with stage.actor("TTL audit"):
             audit.poll(stage.client(service="dynamodbstreams"), arn)
@@ -164,7 +164,7 @@ def run(stage: Stage) -> str:
             "Client B retries now. Without the audit the record would simply be gone and the retry "
             "would look new. The claim fails on the tombstone instead: a late retry of a record TTL "
             "removed, counted as dynamo_ttl_delete_before_retry_total and refused.",
-        ),
+        ) as late_b,
         stage.actor("client B"),
     ):
         ship(KEY_B, {"order": "B"})
@@ -174,28 +174,41 @@ def run(stage: Stage) -> str:
             "A new request with the same key",
             "After retention a key is free for a different request: the tombstone only stops the "
             "same request (the same fingerprint) from running twice.",
-        ),
+        ) as reused,
         stage.actor("client C"),
     ):
         ship(KEY_B, {"order": "B", "note": "a new order that reuses the key"})
 
     late = "firstwrite_late_retries_total"
-    stage.check("a retention shorter than the retry ceiling was refused", short_refused)
-    stage.check("within retention the duplicate was replayed (A shipped once)", within)
-    stage.check("the sweeper lagged: the expired records were still in the table", lagging)
+    stage.check(
+        "a retention shorter than the retry ceiling was refused", short_refused, shown_by=too_short
+    )
+    stage.check(
+        "within retention the duplicate was replayed (A shipped once)",
+        within,
+        shown_by=within_step,
+    )
+    stage.check(
+        "the sweeper lagged: the expired records were still in the table",
+        lagging,
+        shown_by=lag_step,
+    )
     stage.check(
         "past retention, with the record still there, the late retry was refused (LateRetryError)",
         KEY_A in refused and not refused[KEY_A].removed and ran[KEY_A] == 1,
+        shown_by=late_a,
     )
     stage.check(
         "the sweep removed both records and the audit wrote a tombstone for each",
         swept == 2 and audit.tombstones == 2,
+        shown_by=audited,
     )
     stage.check(
         "after the sweep, B's late retry was refused from the tombstone (B shipped once)",
         KEY_B in refused and refused[KEY_B].removed,
+        shown_by=late_b,
     )
-    stage.check("a different request reusing key B was accepted", ran[KEY_B] == 2)
+    stage.check("a different request reusing key B was accepted", ran[KEY_B] == 2, shown_by=reused)
     stage.check(
         f'{late}{{record="expired"}} and {{record="removed"}} counted one each; '
         "dynamo_ttl_delete_before_retry_total counted the removed one",
