@@ -12,7 +12,7 @@ import pytest
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.sync import local_client
 from firstwrite.events.global_tables import CrossRegionReconciler, Overwrite, find_overwrite
-from firstwrite.idempotency import Claim, IdempotencyConfig, Idempotency, InProgressError
+from firstwrite.idempotency import Claim, Idempotency, IdempotencyConfig, InProgressError
 from firstwrite.idempotency.metrics import MemoryMetrics
 
 US, EU = "us-east-1", "eu-west-1"
