@@ -1,25 +1,21 @@
 """Regions that both said yes: finding claims another region's claim overwrote.
 
-On a global table a conditional claim is linearizable only within its region: two regions can
-both accept the claim of one key before either has seen the other's, and replication then keeps
-the later write everywhere (last writer wins). The losing claim's side effect may already have
-run: a duplicate no retry needs to happen for. :class:`CrossRegionReconciler` finds every such
-overwrite from the table's stream, whether or not a retry ever arrives.
+A conditional claim is linearizable only within its region: two regions can both accept one
+key's claim before either sees the other's, and replication keeps the later write (last writer
+wins) everywhere, though the losing claim's work may have run too.
+:class:`CrossRegionReconciler` finds every such overwrite, whether or not a retry ever arrives.
 
 Run one per region, on that region's stream (``NEW_AND_OLD_IMAGES``), with the layer's
-``region`` configured (each record then names the region that claimed it). A stream record is an
-**overwrite** when it replaces a claim made in the reconciler's own region with a claim made in
-another region, and the new claim could not have been a legitimate takeover: it was made before
-the old claim's lease ran out (or, for a finished record, before its retention ended). Only the
-region whose claim was lost sees that replacement in its stream (the winner's region never
-applies the older write), so across all regions each overwritten claim is found exactly once;
-the reconciler's own guard (``guard``, optional) makes each stream record count once across
+``region`` configured. A stream record is an **overwrite** when it replaces a claim made in the
+reconciler's region with one made in another region before the old claim's lease (or, once
+finished, its retention) ran out: no legitimate takeover. Only the losing region's stream shows
+that replacement (the winner never applies the older write), so each overwritten claim is
+found once across regions; the optional ``guard`` makes each stream record count once across
 redeliveries and restarts too.
 
-Each overwrite is counted in ``dynamo_cross_region_duplicate_detected_total{region}`` (the
-region whose claim won), logged at ERROR with both owners and both regions, and passed to
-``on_overwrite``. Run it as a Lambda on the stream (:meth:`CrossRegionReconciler.lambda_handler`)
-or as a long-running poller (:meth:`CrossRegionReconciler.poll`).
+Each is counted in ``dynamo_cross_region_duplicate_detected_total{region}`` (the winning
+region), logged at ERROR with both owners and regions, and passed to ``on_overwrite``; run it
+as a Lambda (:meth:`~CrossRegionReconciler.lambda_handler`) or a poller (``poll``).
 """
 
 from __future__ import annotations

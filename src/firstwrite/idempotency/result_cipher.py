@@ -11,10 +11,8 @@ A cipher seals a result's stored bytes before they are written (inline in the re
   wrapped data key), so keys can be rotated: new results are sealed with the current key, older
   ones still open while their key is kept.
 
-Two ciphers: :class:`KmsEnvelopeCipher` (AWS KMS envelope encryption: a data key from
-``GenerateDataKey``, wrapped by a KMS key and kept, wrapped, beside the ciphertext) and
-:class:`LocalKeyCipher` (keys held by the process: tests, the local engine, or a key from a
-secret manager). Both need the ``encryption`` extra (``cryptography``).
+Two ciphers, both needing the ``encryption`` extra: :class:`KmsEnvelopeCipher` (AWS KMS
+envelope encryption) and :class:`LocalKeyCipher` (keys the process holds).
 
 Sealed form: ``FWS`` + version ``0x01`` + kind (``0x01`` local, ``0x02`` KMS) + the key
 reference's length (2 bytes, big-endian) + the key reference + a 12-byte nonce + the

@@ -1,7 +1,6 @@
 """Result stores: where a record keeps a result too big (or unwanted) in its own item.
 
-A record whose result goes to a store keeps a pointer instead (:class:`StoredResult`: the
-object's location, its size and its SHA-256). The contract every store keeps:
+A record whose result goes to a store keeps a pointer (:class:`StoredResult`). The contract:
 
 * **Write once per record and owner.** :meth:`ResultStore.put` creates the object at the
   :class:`ResultAddress` (table, record id, claim owner) only if it is absent: S3's conditional
@@ -13,13 +12,11 @@ object's location, its size and its SHA-256). The contract every store keeps:
   and digest are the pointer's (:class:`~.errors.ResultIntegrityError` otherwise);
   :meth:`ResultStore.stream` yields chunks and checks the size before the first and the digest
   after the last.
-* **Listable.** :meth:`ResultStore.objects` lists what the store holds with the record each
-  object belongs to, so objects whose record is gone (orphans) can be found and removed.
+* **Listable.** :meth:`ResultStore.objects` lists each object with its record, so objects
+  whose record is gone (orphans) can be found and removed.
 
-Object lifetime follows the record's: an object is written before its record is completed and
-is useless once the record expires. S3 objects are removed by a lifecycle rule of the bucket
-(expire after the retention plus the TTL lag, docs/results.md); the directory store is for the
-local engine and tests, and :meth:`DirectoryResultStore.delete` serves the orphan sweep.
+An object is written before its record is completed and is useless once the record expires:
+S3 objects go by a bucket lifecycle rule (retention plus TTL lag, docs/results.md).
 """
 
 from __future__ import annotations

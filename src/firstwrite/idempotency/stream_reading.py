@@ -1,5 +1,6 @@
-"""Reading a DynamoDB stream with the Streams API, for the layer's stream consumers (the TTL
-audit, the cross-region reconciler) run as long-lived pollers rather than Lambdas.
+"""Reading a DynamoDB stream with the Streams API, for the layer's long-running consumers.
+
+The TTL audit and the cross-region reconciler use it when they run as pollers, not Lambdas.
 
 :func:`read_stream` reads every shard once, from ``TRIM_HORIZON`` for a shard it has no
 iterator for, and hands each GetRecords page's ``Records`` to ``process`` in stream order. It
