@@ -35,6 +35,7 @@ from .keys import caller_key
 from .layout import DEFAULT
 from .metrics import NULL, Metrics
 from .requests import NO_FINGERPRINT, Requests, same_request
+from .stream_reading import read_stream
 
 log = logging.getLogger("firstwrite.idempotency.audit")
 
@@ -268,26 +269,4 @@ class TtlAudit:
     ) -> dict[str, str]:
         """Read every shard of ``stream_arn`` once (from TRIM_HORIZON, or the iterators a
         previous poll returned) and process the records. Returns the next iterators."""
-        iterators = dict(iterators or {})
-        desc = streams_client.describe_stream(StreamArn=stream_arn)["StreamDescription"]
-        for shard in desc.get("Shards", []):
-            shard_id = shard["ShardId"]
-            if shard_id not in iterators:
-                iterators[shard_id] = streams_client.get_shard_iterator(
-                    StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-        for shard_id, iterator in list(iterators.items()):
-            while iterator:
-                response = streams_client.get_records(ShardIterator=iterator, Limit=1000)
-                records = response.get("Records", [])
-                self.process(records)
-                nxt = response.get("NextShardIterator")
-                if not records or nxt is None:
-                    iterator = nxt
-                    break
-                iterator = nxt
-            if iterator:
-                iterators[shard_id] = iterator
-            else:
-                iterators.pop(shard_id, None)
-        return iterators
+        return read_stream(streams_client, stream_arn, self.process, iterators)

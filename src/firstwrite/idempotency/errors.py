@@ -413,3 +413,34 @@ class TooManyTransactItemsError(IdempotencyError, ValueError):
         self.given = given
         self.limit = limit
         self.operation = operation
+
+
+class ResultStoreError(IdempotencyError):
+    """A result store (:mod:`.result_store`) could not write or read a result: the store is
+    down, refused the call, or the object is gone."""
+
+
+class ResultStoreConflictError(ResultStoreError):
+    """An object already exists at a result's address with other bytes: two writes for one
+    record and owner disagreed (a store written by something else, or a bug)."""
+
+    def __init__(self, location: str) -> None:
+        super().__init__(f"another result is already stored at {location!r}")
+        self.location = location
+
+
+class ResultIntegrityError(ResultStoreError):
+    """A stored result's bytes are not the ones its record points at (size or SHA-256): the
+    object was altered or replaced. It is never replayed."""
+
+    def __init__(self, location: str, expected_size: int, found_size: int) -> None:
+        super().__init__(
+            f"the stored result {location!r} does not match its record "
+            f"(expected {expected_size} bytes with the recorded SHA-256, found {found_size})"
+        )
+        self.location = location
+
+
+class ResultDecryptionError(IdempotencyError):
+    """A sealed result could not be opened: the key is wrong or gone, or the ciphertext was
+    made for another record (or altered). It is never replayed as text."""

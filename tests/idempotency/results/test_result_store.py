@@ -1,0 +1,137 @@
+"""The result stores' contract (firstwrite.idempotency.result_store): write once per record and
+owner, checked on the way back, listable; the S3 store against moto's S3 server over HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firstwrite.idempotency.errors import (
+    ResultIntegrityError,
+    ResultStoreConflictError,
+    ResultStoreError,
+)
+from firstwrite.idempotency.result_store import (
+    DirectoryResultStore,
+    ResultAddress,
+    ResultStore,
+    S3ResultStore,
+)
+
+ADDRESS = ResultAddress("orders", "IDEMPOTENCY#pay-1 é/../x", "0123456789abcdef0123456789abcdef:1")
+
+
+@pytest.fixture(params=["directory", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> ResultStore:
+    if request.param == "directory":
+        return DirectoryResultStore(tmp_path / "results")
+    s3: Any = request.getfixturevalue("s3")
+    return S3ResultStore(s3, request.getfixturevalue("bucket"), prefix="fw/")
+
+
+def test_a_result_comes_back_byte_for_byte_with_its_pointer(store: ResultStore) -> None:
+    body = bytes(range(256)) * 4099
+    stored = store.put(ADDRESS, body)
+    assert stored.size == len(body)
+    assert stored.sha256 == hashlib.sha256(body).hexdigest()
+    assert store.read(stored) == body
+    assert b"".join(store.stream(stored, chunk_size=65536)) == body
+
+
+def test_the_object_name_is_safe_whatever_the_key_holds(store: ResultStore) -> None:
+    stored = store.put(ADDRESS, b"x")
+    assert ".." not in stored.location and " " not in stored.location
+    assert stored.location.endswith(
+        "orders/"
+        + hashlib.sha256(ADDRESS.record_id.encode()).hexdigest()[:32]
+        + "/0123456789abcdef0123456789abcdef"
+    )
+
+
+def test_the_same_owner_writing_the_same_bytes_again_succeeds(store: ResultStore) -> None:
+    first = store.put(ADDRESS, b"answer")
+    assert store.put(ADDRESS, b"answer") == first
+
+
+def test_other_bytes_for_the_same_record_and_owner_are_refused(store: ResultStore) -> None:
+    store.put(ADDRESS, b"answer")
+    with pytest.raises(ResultStoreConflictError):
+        store.put(ADDRESS, b"another answer")
+    stored = store.put(ADDRESS, b"answer")
+    assert store.read(stored) == b"answer"
+
+
+def test_another_owner_gets_its_own_object(store: ResultStore) -> None:
+    a = store.put(ADDRESS, b"first")
+    b = store.put(ResultAddress(ADDRESS.table, ADDRESS.record_id, "f" * 32 + ":2"), b"second")
+    assert a.location != b.location
+    assert store.read(a) == b"first" and store.read(b) == b"second"
+
+
+def test_a_pointer_that_does_not_match_is_never_replayed(store: ResultStore) -> None:
+    stored = store.put(ADDRESS, b"answer")
+    forged = type(stored)(stored.location, stored.size, hashlib.sha256(b"other!").hexdigest())
+    with pytest.raises(ResultIntegrityError):
+        store.read(forged)
+    with pytest.raises(ResultIntegrityError):
+        b"".join(store.stream(forged))
+    wrong_size = type(stored)(stored.location, stored.size + 1, stored.sha256)
+    with pytest.raises(ResultIntegrityError):
+        store.stream(wrong_size)  # the size is judged before the first chunk
+
+
+def test_a_missing_object_is_a_store_error(store: ResultStore) -> None:
+    stored = store.put(ADDRESS, b"answer")
+    store.delete(stored.location)
+    with pytest.raises(ResultStoreError, match="gone"):
+        store.read(stored)
+
+
+def test_objects_lists_each_object_with_its_record(store: ResultStore) -> None:
+    a = store.put(ADDRESS, b"first")
+    other = ResultAddress("orders", "IDEMPOTENCY#pay-2", "e" * 32 + ":1")
+    b = store.put(other, b"second!")
+    listed = {o.location: o for o in store.objects()}
+    assert set(listed) == {a.location, b.location}
+    assert listed[a.location].record_id == ADDRESS.record_id
+    assert listed[b.location].record_id == other.record_id
+    assert listed[b.location].table == "orders" and listed[b.location].size == 7
+
+
+def test_a_race_of_16_writers_on_one_address_leaves_one_object(store: ResultStore) -> None:
+    body = b"z" * (1 << 20)
+    barrier = threading.Barrier(16)
+    outcomes: list[object] = []
+
+    def write() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(store.put(ADDRESS, body))
+        except Exception as exc:  # recorded, asserted below
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=write) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outcomes) == 16 and all(o == outcomes[0] for o in outcomes), outcomes
+    assert len(list(store.objects())) == 1
+
+
+def test_the_directory_store_refuses_a_location_outside_it(tmp_path: Path) -> None:
+    store = DirectoryResultStore(tmp_path / "results")
+    stored = store.put(ADDRESS, b"x")
+    escaped = type(stored)("../../etc/passwd", 1, stored.sha256)
+    with pytest.raises(ResultStoreError, match="outside"):
+        store.read(escaped)
+
+
+def test_an_s3_outage_is_a_store_error(s3: Any) -> None:
+    store = S3ResultStore(s3, "no-such-bucket-anywhere")
+    with pytest.raises(ResultStoreError):
+        store.put(ADDRESS, b"x")
