@@ -26,8 +26,8 @@ from botocore.parsers import JSONParser, ResponseParser
 from botocore.utils import lowercase_dict
 
 from ..errors import DynamoDBError
-from ..server.wire import wire_call
 from ..values import to_wire
+from ..wire import wire_call
 
 if TYPE_CHECKING:
     from ..api import Engine

@@ -29,11 +29,9 @@ from botocore.loaders import Loader
 from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
-from ..direct.client import exceptions_factory
+from ..client_exceptions import exceptions_factory
 from ..errors import DynamoDBError
-from ..server.asgi import Problem
-from ..server.content_coding import decode_body
-from ..server.wire import CONTENT_TYPE, MAX_BODY_BYTES, new_request_id
+from ..wire import CONTENT_TYPE, MAX_BODY_BYTES, BodyTooLarge, decode_body, new_request_id
 from . import request as binding_request
 from .parse import Answer, Shortcut
 from .serialize import parameters_of
@@ -250,7 +248,7 @@ def body_of(request: AWSPreparedRequest) -> bytes | str | None:
             coding = coding.encode("latin-1")
         try:
             body = decode_body(body, coding, MAX_BODY_BYTES)
-        except (DynamoDBError, Problem):
+        except (DynamoDBError, BodyTooLarge):
             pass  # answered as the bytes they are: not JSON
     return cast("bytes | str | None", body)
 

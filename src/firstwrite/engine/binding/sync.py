@@ -30,7 +30,7 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.model import OperationModel
 
-from ..server.wire import wire_call
+from ..wire import wire_call
 from .parse import wire_answer
 from .steps import (
     Answered,

@@ -33,8 +33,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..api import operation_table
 from ..errors import ITEM_TOO_LARGE, DynamoDBError
+from ..wire import TARGETS, Answer, Decode, dumps, loads
 from .reduction import Unreducible, reduce_request, weight
-from .wire import TARGETS, Answer, Decode, dumps, loads
 
 if TYPE_CHECKING:
     from ..api import Engine
