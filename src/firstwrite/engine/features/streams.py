@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..context import Context, Feature
 from ..errors import DynamoDBError, validation
+from ..item_keys import key_of
 from ..operations.streams import RETENTION_S
-from ..schema import key_of
 from ..storage import TableRow, Writer, pack
 from ..values import Item, equal, item_size
 
