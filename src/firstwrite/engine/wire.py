@@ -280,7 +280,8 @@ Decode = Callable[[bytes | bytearray | str], Any]
 @dataclass(frozen=True)
 class Answer:
     """What a ``decode`` function of :func:`wire_call` returns for a request whose answer is
-    already known (:mod:`.screening`): it is given once the target and signature are checked."""
+    already known (:mod:`.server.screening`): it is given once the target and signature are
+    checked."""
 
     status: int
     payload: bytes

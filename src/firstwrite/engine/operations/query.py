@@ -138,7 +138,7 @@ def _source(
 
 @dataclass(frozen=True)
 class SortRange:
-    """A sort-key condition as byte bounds over the encoded keys (see :mod:`..item_keys`)."""
+    """A sort-key condition as byte bounds over the encoded keys (see :mod:`.item_keys`)."""
 
     low: tuple[bytes, bool] | None = None
     high: tuple[bytes, bool] | None = None

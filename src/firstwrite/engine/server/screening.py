@@ -1,6 +1,6 @@
 """Screening big request bodies in a worker process, so that no one request holds the server.
 
-The server (:mod:`.server`) hands every big body to :class:`Screener`, whose one worker process
+The server (:mod:`.app`) hands every big body to :class:`Screener`, whose one worker process
 (started on first use, niced, its address space capped with ``RLIMIT_AS``) decodes it and
 returns a :class:`Verdict` the server acts on without decoding the body itself:
 
