@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ._common import Contender
+from ._common import Contender, create_table
 from .engine_bound import boto3_client
 
 BATCH = 10
@@ -56,17 +56,7 @@ class Shared:
         self.client = bind(boto3_client(), self.engine)
 
     def create_table(self, name: str, key: str, *, ttl_attribute: str | None = None) -> None:
-        self.client.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        if ttl_attribute is not None:  # like for like: firstwrite's ensure_table turns TTL on
-            self.client.update_time_to_live(
-                TableName=name,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
-            )
+        create_table(self.client, name, key, ttl_attribute=ttl_attribute)
 
 
 class BatchContender(Contender):

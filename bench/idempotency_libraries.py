@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._calls import CallCounter, CountedClient, Recorded, Replayed, record_calls, replayable
-from ._common import try_import
+from ._common import create_table, try_import
 from .engine_bound import boto3_client
 
 SCENARIOS = ("first call", "duplicate", "in progress")
@@ -73,18 +73,7 @@ class Shared:
         return resource
 
     def create_table(self, name: str, key: str, *, ttl_attribute: str | None = None) -> None:
-        self.client.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        if ttl_attribute is not None:
-            # Like for like: every library's table has TTL on, as each one's docs require.
-            self.client.update_time_to_live(
-                TableName=name,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
-            )
+        create_table(self.client, name, key, ttl_attribute=ttl_attribute)
 
     def close(self) -> None:
         self.engine.close()
