@@ -391,3 +391,19 @@ def dummy_aws_env() -> None:
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     os.environ.pop("AWS_PROFILE", None)
+
+
+def create_table(client: Any, name: str, key: str, *, ttl_attribute: str | None = None) -> None:
+    """An on-demand table keyed by the string ``key``, with TTL on ``ttl_attribute`` if given
+    (like for like: every library's docs have TTL on, and firstwrite's ensure_table turns it on)."""
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    if ttl_attribute is not None:
+        client.update_time_to_live(
+            TableName=name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
+        )

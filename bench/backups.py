@@ -35,7 +35,7 @@ _PAYLOAD = "x" * 80
 
 def _fill(engine: Any, count: int) -> None:
     """``count`` items in table ``big``, written straight to storage in big transactions."""
-    from firstwrite.engine.schema import item_key
+    from firstwrite.engine.item_keys import item_key
     from firstwrite.engine.values import item_size
 
     engine.execute(

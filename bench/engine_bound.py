@@ -122,7 +122,7 @@ class EngineFloor(_ClientContender):
         from firstwrite.engine.api import Engine
         from firstwrite.engine.binding.steps import body_of, target_of
         from firstwrite.engine.direct.client import DirectClient
-        from firstwrite.engine.server.wire import wire_call
+        from firstwrite.engine.wire import wire_call
 
         self.engine = engine = Engine(self.path, durability="normal")
         direct = DirectClient(engine)

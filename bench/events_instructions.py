@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import _callgrind
+from ._calls import Replayed, allowance, calls_alone, record_calls, replay, replayable
 from ._common import Series, Settings, Table, Target
-from .events import (
+from .events_contenders import (
     BATCH,
     BOUND,
     OURS,
@@ -36,7 +37,6 @@ from .events import (
     Powertools,
     Shared,
 )
-from .idempotency import Replayed, allowance, calls_alone, record_calls, replay, replayable
 
 UNIT = "k instructions/record"
 WARMUP = 3

@@ -21,21 +21,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import _callgrind
+from ._calls import allowance
 from ._common import Series, Settings, Table, Target
-from .idempotency import (
+from .idempotency_contenders import CallsAlone, LeastWork, Scenario, least_work
+from .idempotency_libraries import (
     OURS,
     POWERTOOLS,
     SCENARIOS,
     TIME_TARGET,
-    CallsAlone,
     FirstwriteLib,
-    LeastWork,
     Library,
     PowertoolsLib,
-    Scenario,
     Shared,
-    allowance,
-    least_work,
 )
 
 UNIT = "k instructions/request"
@@ -94,7 +91,7 @@ def tables(settings: Settings, log: Callable[[str], None]) -> tuple[list[Table],
 
 def _own_work_note(table: Table) -> None:
     """What the layer adds to its calls, and what the target leaves it, in instructions."""
-    share, least = allowance(table), table.get(least_work(OURS))
+    share, least = allowance(table, OURS, POWERTOOLS, TIME_TARGET), table.get(least_work(OURS))
     if share is None or least is None or not least.values:
         return
     own, allowed = share.own, share.allowed

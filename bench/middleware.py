@@ -24,7 +24,7 @@ from ._common import (
     scratch_dir,
     try_import,
 )
-from .idempotency import Shared
+from .idempotency_libraries import Shared
 from .middleware_apps import (
     BARE,
     IDEMKIT,

@@ -18,8 +18,9 @@ from typing import Any
 
 from botocore import xform_name
 
+from ._calls import Recorded
 from ._common import Contender
-from .idempotency import Recorded, Shared, _AsyncTable
+from .idempotency_libraries import AsyncTable, Shared
 
 # The sync guard's Idempotency in worker threads, and the async guard on an aiobotocore client.
 OURS = "firstwrite, sync guard"
@@ -185,7 +186,7 @@ async def idemkit_app(shared: Shared, stack: contextlib.AsyncExitStack) -> Any:
     table = f"idemkit-{uuid.uuid4().hex[:8]}"
     shared.create_table(table, PK, ttl_attribute="ttl")
     backend = DynamoBackend(table=table, create_table=False)
-    backend._table = _AsyncTable(shared.bound_resource().Table(table))
+    backend._table = AsyncTable(shared.bound_resource().Table(table))
     app = await bare_app(shared, stack)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

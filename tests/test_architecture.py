@@ -8,11 +8,16 @@
   but the front door ``api.py``, and ``operations/``, ``expressions/``, ``storage/``) imports
   none of ``features/``, ``server/``, ``binding/``, ``direct/``; features never import each
   other (they meet through the hooks); features and the core type against ``context.Host``,
-  never the concrete ``api.Engine``; the ways in (``server/``, ``binding/``, ``direct/``) reach
-  the engine through its front door (``api``, with ``errors`` and ``values``).
-* No import cycles among the modules of ``src/``, counting imports made only for the type
-  checker.
-* Modules stay under ~500 lines, or say in their docstring why one concept needs more.
+  never the concrete ``api.Engine``.
+* The three ways in (``server/``, ``binding/``, ``direct/``) reach the engine through its front
+  door (``api``, with ``errors`` and ``values``) and what stands beside it for all three:
+  ``wire``, DynamoDB's JSON protocol without the HTTP, and ``client_exceptions``, the exception
+  classes boto3 clients raise. None of the three imports another: whatever two of them share
+  stands beside the door.
+* No import cycles among the modules of ``src/``, nor among those of ``bench/``, counting imports
+  made only for the type checker.
+* Modules of ``src/`` and ``bench/`` stay under ~500 lines, or say in their docstring why one
+  concept needs more; none passes 700 lines, reason or not.
 
 How imports are read for the cycle check. Every ``import`` counts: at module level, in a class
 body, inside functions, and under ``if TYPE_CHECKING:``. A deferred import is the usual way to
@@ -32,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "firstwrite"
+BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 # Above the engine: it must never import these (nor the root package, whose API is the layer).
 ABOVE_THE_ENGINE = (
@@ -50,11 +56,14 @@ WAYS_IN = ("server", "binding", "direct")
 # The core's subpackages; the core is these and the top-level modules but the front door.
 CORE_PACKAGES = ("operations", "expressions", "storage")
 FRONT_DOOR = "api.py"
-# What the ways in may import of the engine outside their own subpackages.
+# What the ways in may import of the engine outside their own subpackages: the front door, and
+# what stands beside it for all three (the wire protocol, boto3's exception classes).
 FRONT_DOOR_MODULES = (
     "firstwrite.engine.api",
     "firstwrite.engine.errors",
     "firstwrite.engine.values",
+    "firstwrite.engine.wire",
+    "firstwrite.engine.client_exceptions",
 )
 
 # Cycles and long modules being taken apart on other branches of issue 10 at the time of
@@ -62,6 +71,7 @@ FRONT_DOOR_MODULES = (
 PENDING_CYCLES: set[frozenset[str]] = set()
 PENDING_LONG_MODULES: set[str] = set()
 MAX_LINES = 500
+HARD_MAX_LINES = 700  # no reason in a docstring takes a module past this
 _SIZE_REASON = re.compile(r"^Size: \S", re.MULTILINE)
 
 
@@ -273,15 +283,48 @@ def test_features_and_the_core_type_against_the_host_not_the_engine() -> None:
     assert _offenders(paths, lambda _p, name: name.startswith("firstwrite.engine.api")) == {}
 
 
-def test_the_ways_in_reach_the_engine_through_its_front_door() -> None:
-    ways_in = tuple(f"firstwrite.engine.{p}" for p in WAYS_IN)
+def _within(name: str, module: str) -> bool:
+    return name == module or name.startswith(module + ".")
 
-    def past_the_door(path: Path, name: str) -> bool:
-        if not name.startswith("firstwrite.engine.") or name.startswith(ways_in):
-            return False
-        return not name.startswith(FRONT_DOOR_MODULES)
 
+def _way_in_of(path: Path) -> str:
+    return path.relative_to(ENGINE).parts[0]
+
+
+def past_the_door(path: Path, name: str) -> bool:
+    """Whether a way in at ``path``, importing ``name``, reaches past the engine's front door:
+    into the engine's package itself, its core, its features or another way in."""
+    if not _within(name, "firstwrite.engine"):
+        return False
+    if _within(name, f"firstwrite.engine.{_way_in_of(path)}"):
+        return False
+    return not any(_within(name, door) for door in FRONT_DOOR_MODULES)
+
+
+def test_the_ways_in_reach_the_engine_through_its_front_door_and_never_each_other() -> None:
     assert _offenders(_engine_files(*WAYS_IN), past_the_door) == {}
+
+
+def test_the_front_door_rule_flags_a_way_in_reaching_past_it() -> None:
+    binding = ENGINE / "binding" / "sync.py"
+    for name in (
+        "firstwrite.engine.server.asgi.Problem",  # another way in
+        "firstwrite.engine.direct",
+        "firstwrite.engine.storage",  # the core
+        "firstwrite.engine.features.ttl",  # a feature
+        "firstwrite.engine.context.Host",  # a top-level module not beside the door
+        "firstwrite.engine.Engine",  # the package's own names
+        "firstwrite.engine.wireless",  # a prefix is not the module
+    ):
+        assert past_the_door(binding, name), name
+    for name in (
+        "firstwrite.engine.binding.parse",  # its own subpackage
+        "firstwrite.engine.api.Engine",
+        "firstwrite.engine.wire.wire_call",
+        "firstwrite.engine.client_exceptions",
+        "botocore.session",
+    ):
+        assert not past_the_door(binding, name), name
 
 
 def test_the_checker_sees_relative_imports() -> None:
@@ -300,6 +343,13 @@ def test_no_import_cycles_in_src() -> None:
     assert import_graph(SRC)["firstwrite.engine.context"], "the graph reads type-checking imports"
     gone = {tuple(sorted(c)) for c in PENDING_CYCLES - found}
     assert gone == set(), "these cycles are gone: remove them from PENDING_CYCLES"
+
+
+def test_no_import_cycles_in_bench() -> None:
+    graph = import_graph(BENCH)
+    assert cycles(graph) == set(), "import cycles (see this module's docstring for how they count)"
+    # The graph reads bench's relative imports (what the benchmarks run on).
+    assert "bench._common" in graph["bench.idempotency"]
 
 
 def test_the_cycle_check_finds_cycles_and_only_cycles(tmp_path: Path) -> None:
@@ -369,6 +419,27 @@ def test_modules_stay_short_or_say_why() -> None:
     assert done == set(), "these are short now (or say why): remove them from the pending list"
 
 
+def test_bench_modules_stay_short_or_say_why() -> None:
+    assert _long_modules(BENCH) == {}, (
+        f"over {MAX_LINES} lines: split them, or give the docstring a 'Size: ...' line"
+    )
+
+
+def _too_long(root: Path) -> dict[str, int]:
+    """Modules over HARD_MAX_LINES lines, whatever their docstring says."""
+    found = {
+        path.relative_to(root).as_posix(): len(path.read_text().splitlines())
+        for path in sorted(root.rglob("*.py"))
+    }
+    return {name: lines for name, lines in found.items() if lines > HARD_MAX_LINES}
+
+
+def test_no_module_passes_the_hard_cap() -> None:
+    found = {f"src/firstwrite/{k}": v for k, v in _too_long(SRC).items()}
+    found |= {f"bench/{k}": v for k, v in _too_long(BENCH).items()}
+    assert found == {}, f"over {HARD_MAX_LINES} lines: split them"
+
+
 def test_the_size_check_reads_lines_and_reasons(tmp_path: Path) -> None:
     body = "x = 1\n" * MAX_LINES
     _write(
@@ -381,3 +452,9 @@ def test_the_size_check_reads_lines_and_reasons(tmp_path: Path) -> None:
         },
     )
     assert _long_modules(tmp_path) == {"long.py": MAX_LINES + 1}
+    _write(
+        tmp_path,
+        {"huge.py": '"""Huge.\n\nSize: a reason.\n"""\n' + "x = 1\n" * HARD_MAX_LINES},
+    )
+    assert _long_modules(tmp_path) == {"long.py": MAX_LINES + 1}
+    assert _too_long(tmp_path) == {"huge.py": HARD_MAX_LINES + 4}

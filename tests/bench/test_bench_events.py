@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `bench` is a top-level package beside `src/`, not installed
     sys.path.insert(0, str(ROOT))
 
-from bench.idempotency import calls_alone  # noqa: E402
+from bench._calls import calls_alone  # noqa: E402
 
 from bench import _callgrind, _common, events, report  # noqa: E402
 

@@ -15,17 +15,19 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `bench` is a top-level package beside `src/`, not installed
     sys.path.insert(0, str(ROOT))
 
-from bench import idempotency  # noqa: E402
+from bench import idempotency_contenders, idempotency_libraries  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("bench")
 
 
 @pytest.mark.parametrize("direct", [False, True], ids=["bound", "direct"])
 def test_a_call_on_another_table_in_a_slice_is_not_counted(tmp_path: Path, direct: bool) -> None:
-    shared = idempotency.Shared(tmp_path, direct=direct)
+    shared = idempotency_libraries.Shared(tmp_path, direct=direct)
     try:
         shared.create_table("other-table", "id")
-        scenario = idempotency.Scenario(shared, idempotency.FirstwriteLib, "first call")
+        scenario = idempotency_contenders.Scenario(
+            shared, idempotency_libraries.FirstwriteLib, "first call"
+        )
         scenario.setup()
         before = shared.counter.by_table["other-table"]  # its CreateTable
         scenario.resume()

@@ -32,8 +32,8 @@ ALLOWED_ENGINE = {
     "firstwrite.engine.Engine",
     "firstwrite.engine.local_client",
     "firstwrite.engine.create_app",
-    "firstwrite.engine.server.app",
-    "firstwrite.engine.server.app.wire_call",
+    "firstwrite.engine.wire",
+    "firstwrite.engine.wire.wire_call",
     "firstwrite.engine.features.ttl",
     "firstwrite.engine.features.ttl.TTLConfig",
     # The one Host and Origin policy every app the project serves applies (issue 27).

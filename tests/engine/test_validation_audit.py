@@ -20,7 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from firstwrite.engine.api import Engine
-from firstwrite.engine.server.wire import wire_call
+from firstwrite.engine.wire import wire_call
 
 RAW = Config(retries={"total_max_attempts": 1}, parameter_validation=False)
 REQUIRED = "The parameter 'TableName' is required but was not present in the request"

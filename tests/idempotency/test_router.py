@@ -86,12 +86,12 @@ def test_claim_from_another_region_is_counted(backend: Backend) -> None:
 
 def test_lagging_global_table_replica(backend: Backend) -> None:
     """A replica made with ``UpdateTable(ReplicaUpdates=[{"Create": ...}])`` as on DynamoDB,
-    held back by ``engine.replicas.lag(seconds)``: routing keeps a key's reads and claims home."""
+    held back by ``engine.replication.lag(seconds)``: routing keeps a key's reads and claims home."""
     client = backend.new_client(region="us-east-1")
     config = IdempotencyConfig(table_name=TABLE, region="us-east-1")
     create_table(client, config)
     client.update_table(TableName=TABLE, ReplicaUpdates=[{"Create": {"RegionName": "eu-west-1"}}])
-    backend.engine.replicas.lag(60.0)
+    backend.engine.replication.lag(60.0)
     guards = regional_guards(backend)
     runs: list[int] = []
     routed = RoutedIdempotency(guards)

@@ -150,7 +150,7 @@ class SameOriginJSON:
 
     def _too_large(self, scope: Scope) -> tuple[int, str, str] | None:
         """Refused at once when the declared length is over the limit (a chunked body is
-        counted as it is read: see :func:`read_limited`)."""
+        counted as it is read: see :func:`.api._object`)."""
         length = _header(scope, b"content-length")
         if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
             return too_large(self.max_body_bytes)

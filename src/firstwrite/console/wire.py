@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass
 
 from firstwrite.engine import Engine
-from firstwrite.engine.server.app import wire_call
+from firstwrite.engine.wire import wire_call
 
 from .examples import STREAMS_OPERATIONS
 from .records import pretty

@@ -109,7 +109,6 @@ class Engine:
         self.streams = Streams()
         self.ttl = TimeToLive(ttl_config)  # the sweeper; engine.ttl.sweep_now() runs one now
         self.replication = Replication()  # global tables
-        self.replicas = self.replication  # the same object, by the name tests reach for
         # Secondary indexes; after replication, whose replicas get their indexes from it.
         self.indexes = Indexes(index_config)
         # Point-in-time recovery's history and the SYSTEM backup of a deleted table; after the

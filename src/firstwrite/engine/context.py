@@ -125,8 +125,9 @@ class Feature(ABC):
 
     The engine lists its features where it is built (:class:`~firstwrite.engine.api.Engine`)
     and drives them in three steps: :meth:`install` every feature (register hooks), then
-    :meth:`start` every feature (background work), and at :meth:`Engine.close` :meth:`close`
-    them in reverse order. Starting only once all are installed means no background write
+    :meth:`start` every feature (background work), and at
+    :meth:`Engine.close <firstwrite.engine.api.Engine.close>` :meth:`close` them in reverse
+    order. Starting only once all are installed means no background write
     (a TTL delete, an applied replica write) can run before every change hook is in place.
     """
 

@@ -36,7 +36,8 @@ class Shown:
 
 
 def show(value: Any) -> Shown:
-    """``value``, a result as :func:`serialization.decode` returns it, for display."""
+    """``value``, a result as the layer's
+    :func:`~firstwrite.idempotency._machine.serialization.decode` returns it, for display."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         try:

@@ -25,12 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_binding_validate import COMMON, OPERATIONS, draw_as_is
 
+from firstwrite.engine import wire
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding import steps as binding_steps
 from firstwrite.engine.binding.serialize import _BUILT, JsonRequests, parameters_of
 from firstwrite.engine.binding.sync import local_client
 from firstwrite.engine.direct.client import service_model
-from firstwrite.engine.server import wire
 from hypothesis_budget import examples
 
 

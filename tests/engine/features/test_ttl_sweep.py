@@ -18,7 +18,7 @@ import pytest
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.sync import local_client
 from firstwrite.engine.features.ttl import TTLConfig
-from firstwrite.engine.schema import item_key
+from firstwrite.engine.item_keys import item_key
 
 NOW = 1_750_000_000.0
 

@@ -18,9 +18,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from firstwrite.engine import wire
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.sync import dummy_session
-from firstwrite.engine.server import wire
 from firstwrite.engine.server.app import ServerThread
 from firstwrite.engine.server.screening import Screener
 

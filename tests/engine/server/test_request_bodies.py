@@ -28,7 +28,7 @@ from botocore.credentials import Credentials
 from firstwrite.engine.api import Engine
 from firstwrite.engine.binding.sync import bind, dummy_session
 from firstwrite.engine.server.app import ServerThread
-from firstwrite.engine.server.wire import wire_call
+from firstwrite.engine.wire import wire_call
 
 TARGET = "DynamoDB_20120810."
 JSON_10 = "application/x-amz-json-1.0"

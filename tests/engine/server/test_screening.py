@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from firstwrite.engine.api import Engine
 from firstwrite.engine.server.reduction import LIGHT_VALUES
 from firstwrite.engine.server.screening import Screener, Verdict, key_names, screen
-from firstwrite.engine.server.wire import wire_call
+from firstwrite.engine.wire import wire_call
 
 TARGET = "DynamoDB_20120810."
 BIG = 409_600

@@ -269,7 +269,7 @@ def test_a_condition_that_stops_holding_under_the_lock_is_refused(engine: Engine
 
 
 def _stored(engine: Engine, pk: str, item: dict[str, Any]) -> tuple[Any, ...]:
-    from firstwrite.engine.schema import item_key
+    from firstwrite.engine.item_keys import item_key
     from firstwrite.engine.values import item_size
 
     row = engine.storage.cached_table(engine.default_region, "tbl")

@@ -1,4 +1,4 @@
-"""Bind aiobotocore clients to an in-process engine: the async twin of :mod:`.binding`.
+"""Bind aiobotocore clients to an in-process engine: the async twin of :mod:`.sync`.
 
 ``bind(client, engine)`` works on an aiobotocore client as on a boto3 one (it comes here), and
 :func:`local_aio_client` opens one bound to an engine, with no server and no AWS setup::
@@ -6,7 +6,7 @@
     async with local_aio_client(engine) as ddb:
         await ddb.put_item(TableName="orders", Item={"pk": {"S": "o-1"}})
 
-The decisions are :mod:`.binding`'s: the same :func:`~.binding_steps.quick_steps` generator answers
+The decisions are :mod:`.sync`'s: the same :func:`~.steps.quick_steps` generator answers
 at ``before-call``, and hands every answer botocore might retry to aiobotocore's full path,
 whose ``before-send`` gets the kept first answer and whose (async) retry handler decides. Only
 the driver differs: here the event emitter and the parser are awaited.
@@ -122,7 +122,7 @@ class AioResponder(ResponderBase):
 
 def dummy_aio_session(region: str = "us-east-1") -> AioSession:
     """An aiobotocore session that never reads the machine's AWS setup (as
-    :func:`~.binding.dummy_session`: built-in defaults, static dummy credentials, no IMDS)."""
+    :func:`~.sync.dummy_session`: built-in defaults, static dummy credentials, no IMDS)."""
     session = AioSession()
     configure_dummy(session, region)
     return session

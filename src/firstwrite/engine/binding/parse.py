@@ -1,6 +1,6 @@
 """The quick path's parse: botocore's parsed response, built from the engine's own answer.
 
-The quick path (:func:`~.binding_steps.quick_steps`) answers with the engine's wire answer, which
+The quick path (:func:`~.steps.quick_steps`) answers with the engine's wire answer, which
 botocore's parser would turn back from JSON into the dict the engine returned (twice for a
 modeled error). :class:`Shortcut` builds the same dict from the engine's answer: one converter
 per botocore shape, compiled once, applying ``BaseJSONParser``'s rules (members in the model's
@@ -26,8 +26,8 @@ from botocore.parsers import JSONParser, ResponseParser
 from botocore.utils import lowercase_dict
 
 from ..errors import DynamoDBError
-from ..server.wire import wire_call
 from ..values import to_wire
+from ..wire import wire_call
 
 if TYPE_CHECKING:
     from ..api import Engine
@@ -78,7 +78,7 @@ def wire_answer(
     """``wire_call``'s answer, with the engine's own answer kept beside it.
 
     ``request``: the body's JSON value, known already (see
-    :func:`.binding_serialize.parameters_of`), read in place of decoding the body."""
+    :func:`.serialize.parameters_of`), read in place of decoding the body."""
     kept = _Kept(engine)
     decode = None if request is None else _Known(request)
     status, payload = wire_call(cast("Engine", kept), target, body, region, decode=decode)

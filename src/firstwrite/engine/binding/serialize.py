@@ -3,7 +3,7 @@
 For parameters made only of what botocore's ``JSONSerializer`` writes as they are (``str``,
 ``int``, ``bool``, ``dict``, ``list``, ``tuple``: no blob, float or timestamp, no renamed
 member), its copy is the parameters themselves, so the body is ``json.dumps(parameters)``.
-:mod:`.binding_validate` compiles that condition (``compile_check(shape, as_is=True)``) and
+:mod:`.validate` compiles that condition (``compile_check(shape, as_is=True)``) and
 :class:`JsonRequests` builds the request dict botocore's serializer would build around that
 body. Anything else is serialised by botocore as before.
 

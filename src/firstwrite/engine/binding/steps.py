@@ -1,7 +1,7 @@
 """What the boto3 and aiobotocore bindings share: the quick path's steps and responders' base.
 
 The quick path is written once, as a generator of the steps that are coroutines on aiobotocore
-(:func:`quick_steps`); :mod:`.binding` drives it with plain calls and :mod:`.aio_binding` with
+(:func:`quick_steps`); :mod:`.sync` drives it with plain calls and :mod:`.aio` with
 ``await``, so both kinds of client take the same decisions. This module also installs their
 handlers on a client. Neither imports the other's responder from here, so the two modules never
 import each other in a circle.
@@ -29,11 +29,9 @@ from botocore.loaders import Loader
 from botocore.model import OperationModel, Shape
 from botocore.parsers import create_parser
 
-from ..direct.client import exceptions_factory
+from ..client_exceptions import exceptions_factory
 from ..errors import DynamoDBError
-from ..server.asgi import Problem
-from ..server.content_coding import decode_body
-from ..server.wire import CONTENT_TYPE, MAX_BODY_BYTES, new_request_id
+from ..wire import CONTENT_TYPE, MAX_BODY_BYTES, BodyTooLarge, decode_body, new_request_id
 from . import request as binding_request
 from .parse import Answer, Shortcut
 from .serialize import parameters_of
@@ -123,8 +121,8 @@ def lowered(headers: dict[str, str]) -> dict[str, str]:
 
 @dataclass(slots=True)
 class Call:
-    """Step: answer one wire request with the engine (:func:`.binding_parse.wire_answer`'s
-    arguments); the step's answer is its :class:`~.binding_parse.Answer`."""
+    """Step: answer one wire request with the engine (:func:`.parse.wire_answer`'s
+    arguments); the step's answer is its :class:`~.parse.Answer`."""
 
     engine: Engine
     target: str | None
@@ -175,7 +173,7 @@ def quick_steps(
     path, or ``None`` when the full path must run without one (no credentials).
 
     With a ``shortcut`` (for the client's parser), a parse whose result the shortcut can build
-    from the engine's own answer skips the parser (see :mod:`.binding_parse`)."""
+    from the engine's own answer skips the parser (see :mod:`.parse`)."""
     if getattr(request_signer, "_credentials", True) is None:
         return None  # no credentials: botocore's signer raises NoCredentialsError
     body = params["body"]
@@ -250,7 +248,7 @@ def body_of(request: AWSPreparedRequest) -> bytes | str | None:
             coding = coding.encode("latin-1")
         try:
             body = decode_body(body, coding, MAX_BODY_BYTES)
-        except (DynamoDBError, Problem):
+        except (DynamoDBError, BodyTooLarge):
             pass  # answered as the bytes they are: not JSON
     return cast("bytes | str | None", body)
 
@@ -322,7 +320,7 @@ def is_async_client(client: Any) -> bool:
 
 
 def unbind(client: Any) -> Any:
-    """Undo :func:`bind`: the client talks to its endpoint again."""
+    """Undo :func:`.sync.bind`: the client talks to its endpoint again."""
     client.meta.events.unregister("before-send", unique_id=_HANDLER_ID)
     client.meta.events.unregister("before-call", unique_id=_QUICK_ID)
     serializer = getattr(client, "_serializer", None)
@@ -368,7 +366,7 @@ def shared_loader() -> Loader:
 
 def configure_dummy(session: botocore.session.Session, region: str) -> None:
     """Make ``session`` (botocore's or aiobotocore's) one that never reads the machine's AWS
-    setup: see :func:`dummy_session`. It shares :func:`shared_loader`."""
+    setup: see :func:`.sync.dummy_session`. It shares :func:`shared_loader`."""
     overrides: dict[str, Any] = {
         "config_file": os.devnull,
         "credentials_file": os.devnull,

@@ -2,10 +2,10 @@
 
 ``bind(client, engine)`` answers each call at botocore's ``before-call`` event, once botocore
 has done the whole client half of the call exactly as for AWS (parameter hooks, validation,
-endpoint resolution, JSON serialisation; :mod:`.binding_validate`, :mod:`.binding_serialize`).
+endpoint resolution, JSON serialisation; :mod:`.validate`, :mod:`.serialize`).
 The engine answers the serialised body through ``wire_call``, the HTTP server's code path, and
 the answer becomes the response, or the modeled error ``_make_api_call`` raises, exactly as the
-client's own parser would make it (:mod:`.binding_parse`). ``after-call`` hooks run as usual.
+client's own parser would make it (:mod:`.parse`). ``after-call`` hooks run as usual.
 
 The quick path leaves out botocore's HTTP half (signing, the ``request-created`` and
 ``before-send`` hooks, the CRC32 check, the retry handler), which does nothing useful on a
@@ -15,7 +15,7 @@ retry handler decides, as against AWS; every retry is a fresh engine call.
 ``bind(client, engine, full_stack=True)`` sends every call through the full path.
 
 The quick path is one generator (:func:`quick_steps`), driven by :class:`Responder` with plain
-calls and by :mod:`.aio_binding` with ``await``. For the least per-call overhead, use
+calls and by :mod:`.aio` with ``await``. For the least per-call overhead, use
 :class:`~firstwrite.engine.direct.client.DirectClient`. Details: docs/engine.md.
 """
 
@@ -30,7 +30,7 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.model import OperationModel
 
-from ..server.wire import wire_call
+from ..wire import wire_call
 from .parse import wire_answer
 from .steps import (
     Answered,
@@ -101,7 +101,7 @@ def bind(client: Any, engine: Engine, *, full_stack: bool = False) -> Any:
 
     The engine region is the client's region. Works for ``dynamodb`` and ``dynamodbstreams``
     clients (dispatch is on the ``X-Amz-Target`` prefix), and for aiobotocore clients too
-    (see :mod:`.aio_binding`). Binding again replaces the engine.
+    (see :mod:`.aio`). Binding again replaces the engine.
     ``full_stack=True`` sends every call through botocore's HTTP half too (signing,
     ``before-send`` hooks, the retry handler on every answer); by default only answers
     botocore might retry do (see the module docs). Either way the client needs credentials,

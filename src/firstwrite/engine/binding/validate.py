@@ -75,7 +75,7 @@ def compile_check(shape: Shape, *, as_is: bool = False) -> Check:
     ``as_is``: ``True`` only where, besides, botocore's JSON serializer would write the value
     as it is (no blob, float or timestamp in it, no member renamed, lists and not tuples), so
     that its JSON is the request body and reads back as the value itself (see
-    :mod:`.binding_serialize`)."""
+    :mod:`.serialize`)."""
     return _compile(shape, {}, as_is)
 
 

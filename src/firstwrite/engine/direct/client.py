@@ -24,7 +24,6 @@ import botocore.exceptions
 import botocore.loaders
 import botocore.utils
 from botocore import xform_name
-from botocore.errorfactory import ClientExceptionsFactory
 from botocore.exceptions import ClientError, ParamValidationError
 from botocore.model import OperationNotFoundError, ServiceModel, Shape
 from botocore.paginate import Paginator, PaginatorModel
@@ -33,8 +32,9 @@ from botocore.validate import ParamValidator
 from botocore.waiter import NormalizedOperationMethod, Waiter, WaiterModel
 
 from ..api import operation_table
+from ..client_exceptions import exceptions_factory
 from ..errors import DynamoDBError
-from ..server.wire import CONTENT_TYPE, new_request_id
+from ..wire import CONTENT_TYPE, new_request_id
 from .errors import ErrorMaker
 from .surrogates import UNREADABLE, holds_surrogate
 
@@ -45,8 +45,6 @@ __all__ = [
     "SERVICE_NAMES",
     "DirectClient",
     "client_error",
-    "exceptions_factory",
-    "new_request_id",
     "service_model",
 ]
 
@@ -74,16 +72,6 @@ def service_model(service_name: str) -> ServiceModel:
     return ServiceModel(data, service_name=service_name)
 
 
-# One factory for the whole process: every DirectClient and every client made by
-# ``binding.local_client`` shares the same exception classes, so ``except
-# client.exceptions.ConditionalCheckFailedException`` works across them.
-_EXCEPTIONS_FACTORY = ClientExceptionsFactory()
-
-
-def exceptions_factory() -> ClientExceptionsFactory:
-    return _EXCEPTIONS_FACTORY
-
-
 def client_error(
     error: DynamoDBError,
     operation_name: str,
@@ -106,7 +94,7 @@ class _Codec:
     def __init__(self, service_name: ServiceName) -> None:
         self.service_name = service_name
         self.model = service_model(service_name)
-        self.exceptions = _EXCEPTIONS_FACTORY.create_client_exceptions(self.model)
+        self.exceptions = exceptions_factory().create_client_exceptions(self.model)
         self._serializer = JSONSerializer()
         self._error_plans: dict[str, _ErrorPlan] = {}
         self._make_error = ErrorMaker()

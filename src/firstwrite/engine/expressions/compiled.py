@@ -35,7 +35,7 @@ class Condition:
     values: Values
     top_level_names: frozenset[str]
     tree: ast.Node  # the resolved condition, for callers that inspect its paths
-    # The attribute of an ``attribute_not_exists(name)`` condition (see absent_attribute), and
+    # The attribute of an ``attribute_not_exists(name)`` condition (a top-level one), and
     # of an ``attribute_not_exists(name) OR ...`` one (or ``absent``): the condition holds
     # whenever ``name`` is missing, whatever the rest says. From :func:`absent_names` of the
     # tree, which the cached preparation computes once per expression; None only costs speed.
@@ -324,12 +324,6 @@ def _raise_in_order(
                 if error is not None:
                     raise error
     raise AssertionError("no invalid expression")  # pragma: no cover - _bind found one
-
-
-def absent_attribute(condition: Condition | None) -> str | None:
-    """``name`` if the condition is exactly ``attribute_not_exists(name)`` of a top-level
-    attribute (insert-if-absent, when ``name`` is a key attribute), else ``None``."""
-    return None if condition is None else condition.absent
 
 
 def absent_names(tree: ast.Node) -> tuple[str | None, str | None]:

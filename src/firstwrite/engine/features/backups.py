@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context, Feature
+from ..item_keys import item_key
 from ..operations.backups import DAY_S, system_backup
-from ..schema import item_key
 from ..storage import TableRow, Writer
 from ..values import Item, item_size
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..context import Context, Feature
 from ..errors import DynamoDBError, invalid_parameters, validation
-from ..schema import item_key
+from ..item_keys import item_key
 from ..storage import Reader, ReplicationEntry, TableRow, Writer
 from ..validation import F, check
 from ..values import Item, item_size
@@ -82,7 +82,7 @@ def members(row: TableRow) -> list[str]:
 
 
 class Replication(Feature):
-    """``engine.replication`` (also ``engine.replicas``): global tables and their replication."""
+    """``engine.replication``: global tables and their replication."""
 
     engine: Host  # set by install()
 

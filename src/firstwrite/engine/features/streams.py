@@ -11,7 +11,7 @@
   shard list handle one shard like many). A disabled stream's shard is closed: it gets an
   EndingSequenceNumber and GetRecords ends with no NextShardIterator once it is drained.
 * Time comes from the engine clock: ApproximateCreationDateTime and the 24-hour retention
-  (:func:`purge`, run by the TTL sweeper).
+  (:meth:`Streams._purge`, run by the TTL sweeper).
 
 The Streams API that reads the records is ``operations/streams.py``.
 """
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..context import Context, Feature
 from ..errors import DynamoDBError, validation
+from ..item_keys import key_of
 from ..operations.streams import RETENTION_S
-from ..schema import key_of
 from ..storage import TableRow, Writer, pack
 from ..values import Item, equal, item_size
 
@@ -173,7 +173,7 @@ def _on_table(
 class Streams(Feature):
     """``engine.streams``: records item changes of the tables whose stream is on.
 
-    Retention (:func:`purge`) runs with the TTL sweeper.
+    Retention (:meth:`_purge`) runs with the TTL sweeper.
     """
 
     def install(self, engine: Host) -> None:

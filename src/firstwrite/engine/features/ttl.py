@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..context import Context, Feature
 from ..errors import validation
-from ..schema import item_key, key_of
+from ..item_keys import item_key, key_of
 from ..storage import Reader, TableRow, Writer, unpack
 from ..values import Item
 

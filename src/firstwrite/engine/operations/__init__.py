@@ -4,8 +4,8 @@ Each operation is a function ``(ctx: Context) -> dict`` in the module of its fam
 per family, the same shape each: its request checks (a declarative table for
 :func:`~firstwrite.engine.validation.check`), then the work, reading and writing only through
 ``ctx.storage``. The HTTP server, the boto3 binding and the direct client all call
-:meth:`Engine.execute`, which looks the operation up here, so there is exactly one code path per
-operation.
+:meth:`Engine.execute <firstwrite.engine.api.Engine.execute>`, which looks the operation up
+here, so there is exactly one code path per operation.
 """
 
 from __future__ import annotations

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import consumed
 from ..errors import DynamoDBError, invalid_parameters, validation
-from ..keys import IndexSchema, KeySchema
-from ..schema import IndexEntries, key_of, parse_key
+from ..item_keys import IndexEntries, IndexSchema, KeySchema, key_of, parse_key
 from ..storage import Reader, TableRow
 from ..values import Item, item_size
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DynamoDBError, serialization
 from ..index_definitions import GSI_MEMBERS, LSI_MEMBERS, THROUGHPUT
-from ..schema import index_entry
+from ..item_keys import index_entry
 from ..storage import BackupRow, Reader, TableRow, Writer
 from ..validation import TABLE_NAME_PATTERN, F, check
 from .tables import create_in, describe, new_definition

@@ -22,7 +22,7 @@ from ..errors import (
     serialization,
     validation,
 )
-from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
+from ..item_keys import check_attribute_names, check_index_keys, item_key, parse_key
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     RETURN_CONSUMED_CAPACITY,

@@ -20,8 +20,14 @@ from ..errors import (
     validation,
 )
 from ..expressions import Compiled, apply_update, evaluate, project
-from ..keys import IndexSchema, KeySchema
-from ..schema import check_attribute_names, check_index_keys, item_key, parse_key
+from ..item_keys import (
+    IndexSchema,
+    KeySchema,
+    check_attribute_names,
+    check_index_keys,
+    item_key,
+    parse_key,
+)
 from ..storage import Reader, TableRow, Writer
 from ..validation import (
     CONSISTENT_READ,

@@ -1,9 +1,10 @@
 """PartiQL: ExecuteStatement, BatchExecuteStatement, ExecuteTransaction.
 
 Each statement is parsed (expressions/partiql.py), turned into the equivalent item request
-(partiql_plan.py) and run as that operation through :meth:`Host.execute`, in the call's
-region and wire mode: GetItem, Query, Scan, PutItem, UpdateItem, DeleteItem,
-TransactGetItems or TransactWriteItems. So a statement takes exactly the path of its
+(partiql_plan.py) and run as that operation through
+:meth:`Host.execute <firstwrite.engine.context.Host.execute>`, in the call's region and wire
+mode: GetItem, Query, Scan, PutItem, UpdateItem, DeleteItem, TransactGetItems or
+TransactWriteItems. So a statement takes exactly the path of its
 equivalent request, every hook included (interceptors such as fault injection and
 throughput see that operation and its table; change hooks see its writes: streams, TTL,
 indexes, replicas), and answers with its checks and errors. What is PartiQL's own is here:

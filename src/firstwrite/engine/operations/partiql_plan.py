@@ -39,7 +39,7 @@ from ..expressions.partiql import (
     Value,
     bind,
 )
-from ..keys import KeySchema
+from ..item_keys import KeySchema
 from ..storage import TableRow
 
 __all__ = [

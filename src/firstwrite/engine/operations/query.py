@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DynamoDBError, invalid_parameters, validation
 from ..expressions import evaluate, key_condition_range
 from ..expressions.legacy import COMPARISON_OPERATORS
-from ..keys import KeySchema, composite_part, encode_key_value, successor
-from ..schema import key_bytes, key_parts
+from ..item_keys import KeySchema, composite_part, encode_key_value, key_bytes, key_parts, successor
 from ..storage import Reader
 from ..validation import (
     CONSISTENT_READ,
@@ -139,7 +138,7 @@ def _source(
 
 @dataclass(frozen=True)
 class SortRange:
-    """A sort-key condition as byte bounds over the encoded keys (see keys.py)."""
+    """A sort-key condition as byte bounds over the encoded keys (see :mod:`.item_keys`)."""
 
     low: tuple[bytes, bool] | None = None
     high: tuple[bytes, bool] | None = None

@@ -32,8 +32,14 @@ import msgpack
 from .. import consumed
 from ..errors import ITEM_TOO_LARGE, DynamoDBError, resource_not_found, validation
 from ..expressions import Compiled
-from ..keys import KeySchema
-from ..schema import check_attribute_names, check_index_keys, item_key, key_of, parse_key
+from ..item_keys import (
+    KeySchema,
+    check_attribute_names,
+    check_index_keys,
+    item_key,
+    key_of,
+    parse_key,
+)
 from ..storage import Reader, TableRow, Writer
 from ..validation import RETURN_CONSUMED_CAPACITY, RETURN_ITEM_COLLECTION_METRICS, F, check
 from ..values import MAX_ITEM_SIZE, Item, item_size, parse_item, parse_value, to_wire

@@ -31,8 +31,8 @@ from starlette.routing import BaseRoute, Route
 
 from ..errors import DynamoDBError
 from ..values import to_wire
+from ..wire import loads
 from .asgi import Problem
-from .wire import loads
 
 if TYPE_CHECKING:
     from ..api import Engine

@@ -27,6 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..errors import DynamoDBError
+from ..wire import (
+    JSON_CONTENT_TYPES,
+    MAX_BODY_BYTES,
+    Decode,
+    dumps,
+    new_request_id,
+    response_headers,
+    wire_call,
+)
 from . import connection, control, runner
 from .asgi import ASGIApp, Message, Receive, Scope, Send, header, problem, respond
 from .bodies import BIG_BODY_BYTES, BodyReader
@@ -38,15 +47,6 @@ from .origins import HostCheck
 from .screening import Screener
 from .session import Sessions
 from .sigv4 import SigV4Verifier, region_from_authorization
-from .wire import (
-    JSON_CONTENT_TYPES,
-    MAX_BODY_BYTES,
-    Decode,
-    dumps,
-    new_request_id,
-    response_headers,
-    wire_call,
-)
 
 if TYPE_CHECKING:
     from ..api import Engine
@@ -61,7 +61,6 @@ __all__ = [
     "SigV4Verifier",
     "create_app",
     "serve",
-    "wire_call",
 ]
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Screening big request bodies in a worker process, so that no one request holds the server.
 
-The server (:mod:`.server`) hands every big body to :class:`Screener`, whose one worker process
+The server (:mod:`.app`) hands every big body to :class:`Screener`, whose one worker process
 (started on first use, niced, its address space capped with ``RLIMIT_AS``) decodes it and
 returns a :class:`Verdict` the server acts on without decoding the body itself:
 
@@ -33,8 +33,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..api import operation_table
 from ..errors import ITEM_TOO_LARGE, DynamoDBError
+from ..wire import TARGETS, Answer, Decode, dumps, loads
 from .reduction import Unreducible, reduce_request, weight
-from .wire import TARGETS, Answer, Decode, dumps, loads
 
 if TYPE_CHECKING:
     from ..api import Engine

@@ -309,7 +309,7 @@ def session_routes(credentials: Mapping[str, str] | None, sessions: Sessions) ->
 
 def _login_pair(raw: bytes) -> tuple[str, str]:
     """``(access key id, secret)`` from a login body; 400 for anything else."""
-    from .wire import loads
+    from ..wire import loads
 
     try:
         body = loads(raw or b"{}")

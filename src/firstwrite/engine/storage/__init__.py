@@ -2,7 +2,7 @@
 
 * ``database.py``: :class:`Storage`, connections, transactions and group commit.
 * ``chores.py``: background work (the TTL sweep) carried by the writers leading batches.
-* ``schema.py``: every table definition (the whole SQL schema) and its version.
+* ``schema.py``: every table definition (the whole SQL schema), its version, installed at open.
 * ``base.py``: what the statement modules share (base class, catalog row, item body codec).
 * ``core.py``: the core reads and writes: catalog, items, transaction tokens.
 * ``indexes.py``, ``ttl.py``, ``streams.py``, ``replication.py``, ``history.py``,

@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 
 from ..errors import DynamoDBError, internal_error
-from ..keys import IndexSchema, KeySchema, indexes_of
+from ..item_keys import IndexSchema, KeySchema, indexes_of
 from ..values import Item
 
 __all__ = ["Catalog", "StaleTable", "Statements", "TableRow", "pack", "unpack"]

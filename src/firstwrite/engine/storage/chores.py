@@ -4,9 +4,9 @@ A background task with a lot of small writes to make (the TTL sweep) would other
 lead from writers for each of its slices, and every writer arriving meanwhile waits for the
 slice *and* for the hand-over between two threads (two wake-ups and the GIL: about as long again
 as the slice; docs/engine.md, "TTL sweep"). Instead the task posts a :class:`Chore` on the
-storage (:meth:`Storage.post_chore`) and the writer leading each batch runs a small, bounded
-piece of it inside its own transaction, after its callers' functions, under a savepoint
-(:func:`carry`): no thread switch, no wait, a small fixed budget per batch.
+storage (:meth:`~.database.Storage.post_chore`) and the writer leading each batch runs a
+small, bounded piece of it inside its own transaction, after its callers' functions, under a
+savepoint (:func:`carry`): no thread switch, no wait, a small fixed budget per batch.
 
 * The piece is committed with the batch, so durability ``full`` covers it with the writer's own
   fsync. :meth:`Chore.committed` is called after the COMMIT, still holding the lead (so pieces
@@ -15,8 +15,8 @@ piece of it inside its own transaction, after its callers' functions, under a sa
 * A chore that raises rolls back only its own piece (the savepoint); the callers' writes commit
   as if it had not run. The failure is logged, the chore withdrawn and told
   (:meth:`Chore.failed`), so a broken chore costs each writer nothing more.
-* With no writer for a while, the task runs pieces itself (:meth:`Storage.run_chore`, a
-  background write), larger ones, as :meth:`Chore.run`'s ``idle`` says.
+* With no writer for a while, the task runs pieces itself (:meth:`~.database.Storage.run_chore`,
+  a background write), larger ones, as :meth:`Chore.run`'s ``idle`` says.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from ..values import Item
 from .access import Reader, Writer
 from .base import Catalog, TableRow
 from .chores import Chore, carry, report
-from .schema import SCHEMA, SCHEMA_UPGRADES, SCHEMA_VERSION
+from .schema import install
 
 __all__ = ["Pending", "Storage"]
 
@@ -45,18 +45,6 @@ _BUSY_TIMEOUT_S = 60.0
 # A resting background write waits for a leader's hand-over while writers are busy; this long at
 # most (they may all stop before its rest is over, and then no leader finishes to wake it).
 _REST_FALLBACK_S = 0.02
-
-
-def _statements(script: str) -> Iterator[str]:
-    """The statements of an SQL script, one by one (a semicolon in a comment ends none)."""
-    statement = ""
-    for line in script.splitlines(keepends=True):
-        statement += line
-        if sqlite3.complete_statement(statement):
-            yield statement
-            statement = ""
-    if statement.strip():
-        raise ValueError(f"the schema ends in an incomplete statement: {statement!r}")
 
 
 class _Slot:
@@ -180,7 +168,7 @@ class Storage:
         self._writer = Writer(self._writer_conn, self.catalog)
         if self._full:
             self._writer.marks = self._marks
-        self._init_schema()
+        install(self._writer_conn, self.path)
 
     # connections -------------------------------------------------------------------------------
 
@@ -198,30 +186,6 @@ class Storage:
         with self._connections_lock:
             self._connections.append(conn)
         return conn
-
-    def _init_schema(self) -> None:
-        conn = self._writer_conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _statements(SCHEMA):
-                conn.execute(statement)
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-                )
-            elif row[0] in SCHEMA_UPGRADES:
-                conn.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
-                )
-            elif row[0] != SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path}: database schema version {row[0]} is not {SCHEMA_VERSION}"
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _reader(self) -> tuple[Reader, sqlite3.Connection]:
         """This thread's reader and its connection, made on first use (file databases only:
@@ -250,10 +214,6 @@ class Storage:
         if self._full:
             self._settle(self._seen_in((row.id,)))
         return item
-
-    def forget_table(self, row: TableRow) -> None:
-        """Drop ``row``'s table from the catalog cache (it changed, or is about to)."""
-        self.catalog.forget(row)
 
     # reads -------------------------------------------------------------------------------------
 

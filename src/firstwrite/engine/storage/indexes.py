@@ -1,7 +1,7 @@
 """Secondary indexes' statements: index entries, their storage ids and the backfill cursors.
 
 An index entry is one row of ``index_items``: the index key ``(ipk, isk)``, the base table key
-``(pk, sk)`` and the projected item, keys in the order-preserving encoding (``keys.py``). A
+``(pk, sk)`` and the projected item, keys in the order-preserving encoding (:mod:`.item_keys`). A
 Query on an index is therefore the same kind of statement as a Query on a table: one range of
 one B-tree, in key order. Entries with equal index keys follow in base key order.
 

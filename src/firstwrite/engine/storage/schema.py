@@ -2,13 +2,16 @@
 
 Whoever adds a table adds it here, with a comment saying who reads and writes it; the
 statements that use it live in that owner's module of this package. ``Storage`` runs the whole
-script once per database file at open (``IF NOT EXISTS``: opening an existing file changes
-nothing) and checks :data:`SCHEMA_VERSION` against the file's.
+script once per database file at open (:func:`install`; ``IF NOT EXISTS``: opening an existing
+file changes nothing) and checks :data:`SCHEMA_VERSION` against the file's.
 """
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA", "SCHEMA_UPGRADES", "SCHEMA_VERSION"]
+import sqlite3
+from collections.abc import Iterator
+
+__all__ = ["SCHEMA", "SCHEMA_UPGRADES", "SCHEMA_VERSION", "install"]
 
 # A database file written by another schema version is refused rather than misread.
 SCHEMA_VERSION = "3"
@@ -36,7 +39,7 @@ CREATE TABLE IF NOT EXISTS tables (
     UNIQUE (region, name)
 );
 
--- Items (core.py): one row per item; pk/sk are the order-preserving key encodings (keys.py),
+-- Items (core.py): one row per item; pk/sk are the order-preserving key encodings (item_keys.py),
 -- the body is MessagePack.
 CREATE TABLE IF NOT EXISTS items (
     table_id INTEGER NOT NULL,
@@ -209,3 +212,40 @@ CREATE TABLE IF NOT EXISTS pitr_changes (
 );
 CREATE INDEX IF NOT EXISTS pitr_changes_by_time ON pitr_changes (table_id, changed_at);
 """
+
+
+def install(conn: sqlite3.Connection, path: str | None) -> None:
+    """Create the tables ``conn``'s database lacks and stamp its schema version, in one
+    transaction; a file of an older version listed in :data:`SCHEMA_UPGRADES` is upgraded, any
+    other version refused with a ``RuntimeError`` naming ``path``."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _statements(SCHEMA):
+            conn.execute(statement)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+            )
+        elif row[0] in SCHEMA_UPGRADES:
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,)
+            )
+        elif row[0] != SCHEMA_VERSION:
+            raise RuntimeError(f"{path}: database schema version {row[0]} is not {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of an SQL script, one by one (a semicolon in a comment ends none)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            yield statement
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"the schema ends in an incomplete statement: {statement!r}")

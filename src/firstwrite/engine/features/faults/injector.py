@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...context import Context, Feature
 from ...errors import DynamoDBError
-from ...schema import item_key
+from ...item_keys import item_key
 from ...storage import TableRow, Writer
 from ...values import Item, item_size
 from .partitions import hot_key_scope, tables_of

@@ -1,6 +1,6 @@
 """Provisioned throughput and partition ceilings: DynamoDB's token buckets.
 
-With ``Engine(enforce_throughput=True)`` (or :meth:`FaultInjector.enforce_throughput`),
+With ``Engine(enforce_throughput=True)`` (or :meth:`.injector.FaultInjector.enforce_throughput`),
 PROVISIONED tables get a read and a write bucket each, refilled at the provisioned units per
 second of engine clock, holding up to 300 seconds of unused capacity (a bucket starts full);
 an empty one answers ``ProvisionedThroughputExceededException``. Every table, on-demand too,

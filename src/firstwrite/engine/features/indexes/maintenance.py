@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ... import consumed
 from ...context import Context, Feature
 from ...errors import DynamoDBError
-from ...keys import IndexSchema
-from ...schema import index_entry, item_key
+from ...item_keys import IndexSchema, index_entry, item_key
 from ...storage import Reader, TableRow, Writer
 from ...values import Item, item_size
 from . import updates as index_updates

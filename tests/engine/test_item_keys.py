@@ -7,7 +7,7 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firstwrite.engine.keys import encode_key_value, encode_number, successor
+from firstwrite.engine.item_keys import encode_key_value, encode_number, successor
 from firstwrite.engine.values import normalize_number
 
 # Numbers inside DynamoDB's range: up to 38 significant digits, exponent -130..125.

@@ -1,9 +1,11 @@
 """DynamoDB's JSON 1.0 wire protocol, without the HTTP: decode a request, answer it, encode it.
 
-Shared by the HTTP server (:mod:`.server`) and the boto3 binding (:mod:`.binding`), so a request
-is answered the same way whichever way it came in: :func:`wire_call` takes the ``X-Amz-Target``
-and the body and returns the HTTP status and the response body; :func:`response_headers` gives
-the headers DynamoDB sends with it (content type, request id, CRC32).
+Beside the front door (:mod:`.api`), shared by the three ways in, so a request is answered the
+same way whichever way it came in: the HTTP server (:mod:`.server`) and the boto3 binding
+(:mod:`.binding`) answer with :func:`wire_call`, which takes the ``X-Amz-Target`` and the body
+and returns the HTTP status and the response body; :func:`response_headers` gives the headers
+DynamoDB sends with it (content type, request id, CRC32); :func:`decode_body` undoes a body's
+``Content-Encoding``; the direct client (:mod:`.direct`) takes its request ids from here.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DynamoDBError
-from ..values import to_wire
+from .errors import DynamoDBError
+from .values import to_wire
 
 if TYPE_CHECKING:
-    from ..api import Engine, Service
+    from .context import Host, Service
 
 __all__ = [
     "CONTENT_TYPE",
@@ -31,7 +33,9 @@ __all__ = [
     "MAX_BODY_BYTES",
     "TARGETS",
     "Answer",
+    "BodyTooLarge",
     "Decode",
+    "decode_body",
     "dumps",
     "loads",
     "new_request_id",
@@ -76,6 +80,91 @@ def new_request_id() -> str:
     characters per call (which cost as much as a whole direct-client call).
     """
     return f"{_id_prefix}{next(_id_counter):032X}"
+
+
+# --- content codings -------------------------------------------------------------------------
+
+# DynamoDB reads request bodies compressed with ``gzip`` or ``deflate`` (the zlib format, RFC
+# 9110), as the AWS SDKs' request compression sends them. As observed on the service (ScyllaDB's
+# Alternator tests, test_compressed_request.py, run against AWS in 2025-11/12; PRs
+# scylladb#27049, #27917, #28820):
+#
+# * a valid gzip body (several members one after another included) or deflate body is answered
+#   as its decoded JSON; the signature covers the bytes sent (compressed);
+# * an unknown coding, a body that is not valid data of its coding (an empty one included), or
+#   two deflate streams one after another: HTTP 500 ``InternalServerError``, nothing applied;
+# * a body that decodes past the request size limit is refused (DynamoDB fixed its
+#   "decompression bomb" in 2026); the HTTP server answers it with the 413 of any body over the
+#   limit.
+#
+# Two differences, on purpose. A body the engine cannot decode is bad input, so it gets a 400
+# ``SerializationException`` naming what is wrong, not DynamoDB's 500: SDKs retry a 500, and
+# would resend the same broken bytes up to their retry limit (bad input is a 4xx, never a 5xx).
+# And DynamoDB ignores junk after a valid gzip member (a bug, per the same tests); the engine
+# refuses it like any other broken body.
+
+_GZIP = 16 + zlib.MAX_WBITS  # zlib's window bits for the gzip container
+_DEFLATE = zlib.MAX_WBITS  # the zlib container: RFC 9110's "deflate"
+_CHUNK = 64 * 1024
+
+
+class BodyTooLarge(Exception):
+    """A request body that decodes past the size limit (the HTTP server answers 413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"Request bodies are limited to {limit} bytes, decoded")
+        self.limit = limit
+
+
+def _broken(why: str) -> DynamoDBError:
+    return DynamoDBError("SerializationException", f"The request body could not be decoded: {why}")
+
+
+def decode_body(body: bytes, codings: bytes, limit: int) -> bytes:
+    """``body`` with its content codings (``gzip``, ``deflate``, ``identity``; a list is
+    undone last to first) removed. Raises a SerializationException for anything it cannot
+    decode and :class:`BodyTooLarge` when the result would pass ``limit`` bytes."""
+    names = [c.strip().lower() for c in codings.split(b",")]
+    for name in reversed(names):
+        if name == b"identity":
+            continue
+        if name == b"gzip":
+            body = _inflate(body, _GZIP, limit, members=True)
+        elif name == b"deflate":
+            body = _inflate(body, _DEFLATE, limit, members=False)
+        else:
+            raise _broken(f"unsupported Content-Encoding {name.decode('latin-1')!r}")
+    return body
+
+
+def _inflate(data: bytes, wbits: int, limit: int, *, members: bool) -> bytes:
+    """Decode ``data`` (one stream, or for gzip one member after another), never holding
+    more than ``limit`` + 1 decoded bytes."""
+    out: list[bytes] = []
+    size = 0
+    rest = data
+    try:
+        while True:
+            inflater = zlib.decompressobj(wbits)
+            pending = rest
+            while not inflater.eof:
+                chunk = inflater.decompress(pending, min(_CHUNK, limit + 1 - size))
+                pending = inflater.unconsumed_tail
+                if not chunk and not pending:
+                    break  # no progress: the data ended before the stream did
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge(limit)
+                out.append(chunk)
+            if not inflater.eof:
+                raise _broken("the compressed data ends early")  # truncated, or empty
+            rest = inflater.unused_data
+            if not rest:
+                return b"".join(out)
+            if not members:
+                raise _broken("data after the end of the deflate stream")  # as DynamoDB
+    except zlib.error as exc:
+        raise _broken(f"invalid compressed data ({exc})") from None
 
 
 # --- bodies ----------------------------------------------------------------------------------
@@ -191,14 +280,15 @@ Decode = Callable[[bytes | bytearray | str], Any]
 @dataclass(frozen=True)
 class Answer:
     """What a ``decode`` function of :func:`wire_call` returns for a request whose answer is
-    already known (:mod:`.screening`): it is given once the target and signature are checked."""
+    already known (:mod:`.server.screening`): it is given once the target and signature are
+    checked."""
 
     status: int
     payload: bytes
 
 
 def wire_call(
-    engine: Engine,
+    engine: Host,
     target: str | None,
     body: bytes | bytearray | str | None,
     region: str | None = None,
