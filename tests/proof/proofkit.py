@@ -151,6 +151,20 @@ def rss_came_back(baseline_kib: int, after_kib: int) -> bool:
     return after_kib <= baseline_kib * 1.1 + RSS_SLACK_KIB
 
 
+LATENCY_RATIO = 2.0  # the long form: an attacked p99 within 2x of its baseline
+# The short form (in `make test`, two windows of each kind, beside other tests) has a few
+# hundred samples a kind, so its p99 is one of the slowest few calls: it allows 4x, still a
+# multiple of the run's own baseline and never looser than 4x the quiet p99.
+SHORT_LATENCY_RATIO = 4.0
+
+
+def latency_bound(quiet_p99: float, machine: float) -> float:
+    """The bound on another client's p99 under an attack: a multiple of its baseline, its
+    quiet p99 times ``machine`` (what the attack costs a peer nobody attacks, measured in the
+    same run; at least 1): 2x in the long form, 4x in the short."""
+    return (LATENCY_RATIO if LONG else SHORT_LATENCY_RATIO) * quiet_p99 * max(1.0, machine)
+
+
 SETTLE_NS = 500_000_000  # what a server takes to free what an attack request made it decode
 
 
