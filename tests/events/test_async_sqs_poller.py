@@ -138,18 +138,19 @@ def test_visibility_running_out_mid_handler_does_not_run_it_twice(
         def slow(name: str) -> Callable[[Any], Awaitable[None]]:
             async def handler(message: Any) -> None:
                 runs.append(name)
-                # Busy until the queue has handed the message to the second poller (its 1 s
-                # visibility ran out on SQS's clock), however long that takes.
-                await asyncio.wait_for(redelivered.wait(), 30)
+                if name == "first":
+                    # Busy until the queue has handed the message to the second poller (its
+                    # 2 s visibility ran out on SQS's clock), however long that takes.
+                    await asyncio.wait_for(redelivered.wait(), 30)
 
             return handler
 
         # The first poller does not extend the message's visibility (it still renews the
         # claim's lease): the queue hands the message to the second poller meanwhile.
         first = AsyncSQSPoller(
-            client, queue_url, aguard, slow("first"), visibility=1, extend_visibility=False
+            client, queue_url, aguard, slow("first"), visibility=2, extend_visibility=False
         )
-        second = AsyncSQSPoller(client, queue_url, aguard, slow("second"), visibility=1)
+        second = AsyncSQSPoller(client, queue_url, aguard, slow("second"), visibility=2)
         task = asyncio.create_task(first.poll_once())
         while not runs:
             await asyncio.sleep(0.05)
@@ -175,7 +176,7 @@ def test_heartbeat_extends_both_the_visibility_and_the_lease(
     sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
     seen: list[str] = []
     checks: list[object] = []
-    beats = 4  # 4 x 0.67 s: past the 2 s visibility and lease the message was claimed with
+    beats = 4  # 4 x 1 s: past the 3 s visibility and lease the message was claimed with
 
     async def main(client: Any) -> None:
         counted = Extensions(client)
@@ -186,11 +187,11 @@ def test_heartbeat_extends_both_the_visibility_and_the_lease(
             await asyncio.wait_for(checked.wait(), 30)
             return "done"
 
-        # (A visibility of 2 s, renewed every 0.67 s: a renewal may be 1.3 s late on a busy
+        # (A visibility of 3 s, renewed every second: a renewal may be 2 s late on a busy
         # machine before the message shows again. With 1 s, 0.67 s late failed a full run.)
         # The check comes once the heartbeat has beaten `beats` times, not after a span of
         # wall-clock time.
-        poller = AsyncSQSPoller(counted, queue_url, aguard, handler, visibility=2)
+        poller = AsyncSQSPoller(counted, queue_url, aguard, handler, visibility=3)
         task = asyncio.create_task(poller.poll_once())
         deadline = time.monotonic() + 30
         while counted.count < beats and time.monotonic() < deadline:

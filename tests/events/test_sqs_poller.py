@@ -80,15 +80,17 @@ def test_visibility_timeout_running_out_mid_handler_does_not_run_it_twice(
 
     def slow(message: Any) -> None:
         runs.append(threading.current_thread().name)
-        started.set()
-        # Busy until the queue has handed the message to the second poller (its 1 s
-        # visibility ran out on SQS's clock), however long that takes on this machine.
-        assert redelivered.wait(30), "the message was never redelivered"
+        if runs == ["first"]:
+            started.set()
+            # Busy until the queue has handed the message to the second poller (its 2 s
+            # visibility ran out on SQS's clock), however long that takes on this machine.
+            assert redelivered.wait(30), "the message was never redelivered"
 
     # The first poller does not extend the message's visibility (the claim's lease it still
-    # renews): the queue hands the message to the second poller while the first works.
-    first = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1, extend_visibility=False)
-    second = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1)
+    # renews, every 0.67 s): the queue hands the message to the second poller while the first
+    # works.
+    first = SQSPoller(sqs, queue_url, guard, slow, visibility=2, wait=1, extend_visibility=False)
+    second = SQSPoller(sqs, queue_url, guard, slow, visibility=2, wait=1)
     t = threading.Thread(target=first.poll_once, name="first")
     t.start()
     assert started.wait(10)
@@ -112,7 +114,7 @@ def test_keepalive_extends_the_visibility_while_the_handler_runs(
     sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
     runs: list[str] = []
     counted = Extensions(sqs)
-    beats = 4  # 4 x 0.67 s: past the 2 s visibility the message was received with
+    beats = 4  # 4 x 1 s: past the 3 s visibility the message was received with
 
     def slow(message: Any) -> None:
         runs.append(message["MessageId"])
@@ -120,10 +122,11 @@ def test_keepalive_extends_the_visibility_while_the_handler_runs(
         while counted.count < beats and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    # (A visibility of 2 s, renewed every 0.67 s, leaves a renewal 1.3 s of slack on a busy
-    # machine.) The handler runs until the poller's keepalive has extended the visibility
+    # (A visibility of 3 s, renewed every second, leaves a renewal 2 s of slack on a busy
+    # machine; with 2 s, a renewal 1.3 s late showed the message under a load of 19 on two
+    # cores.) The handler runs until the poller's keepalive has extended the visibility
     # `beats` times, the test meanwhile asking the queue for the message on SQS's clock.
-    first = SQSPoller(counted, queue_url, guard, slow, visibility=2, wait=1)
+    first = SQSPoller(counted, queue_url, guard, slow, visibility=3, wait=1)
     t = threading.Thread(target=first.poll_once)
     t.start()
     seen: list[Any] = []

@@ -235,7 +235,7 @@ def test_a_planted_write_the_history_does_not_show_is_rejected(tmp_path: Path) -
     spec = Spec(
         target={"db": str(tmp_path / "planted.db")},
         table="planted",
-        idem_table="pi",
+        idem_table="planted-idem",
         groups=1,
         seed=PLANTED_SEED,
         transactions=0.0,
@@ -293,7 +293,7 @@ def test_an_engine_whose_conditions_always_pass_is_caught(
     spec = Spec(
         target={"db": str(tmp_path / "faulty.db")},
         table="faulty",
-        idem_table="fi",
+        idem_table="faulty-idem",
         groups=1,
         seed=PLANTED_SEED,
         transactions=0.0,
