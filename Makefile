@@ -13,7 +13,7 @@ ENGINE_PORT ?= 8000
 DB     ?= firstwrite-local.db
 
 .PHONY: run test test-fast lint typecheck check bench screenshots lock clean \
-	proof proof-linearizability proof-crash proof-hostile proof-race
+	proof proof-ci proof-linearizability proof-crash proof-hostile proof-race
 
 $(STAMP): requirements/dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ test-fast: $(STAMP)
 ## PROOF_REPORT=file.jsonl appends each suite's numbers to that file.
 PROOF_RUN = FIRSTWRITE_PROOF=long FIRSTWRITE_PROOF_REPORT=$(PROOF_REPORT) $(PYTEST) -n 0 -p no:randomly
 proof: proof-linearizability proof-crash proof-hostile proof-race
+
+## proof-ci: the subset of the long forms CI runs after `make test` (.ci/run), bounded to about
+## 12 minutes by the suites' own deadlines: the linearizability proof on the engine (every
+## target but moto's reference rounds) and the first-writer race (docs/reliability.md).
+proof-ci: $(STAMP)
+	$(PROOF_RUN) tests/proof/test_lincheck.py tests/proof/test_linearizability.py tests/engine/test_race.py -k "not moto"
 
 proof-linearizability: $(STAMP)
 	$(PROOF_RUN) tests/proof/test_lincheck.py tests/proof/test_linearizability.py

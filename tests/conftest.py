@@ -12,9 +12,9 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
     A :class:`~firstwrite.engine.direct.client.DirectClient` on ``engine`` (region us-east-1).
 ``http_server``
     A real ``firstwrite engine serve`` subprocess on a free loopback port with its own database,
-    started once per session (per xdist worker) and stopped with SIGTERM at the end. It is an
-    :class:`HttpServer`: ``.url``, ``.process``, ``.log_path``. Tests sharing it must use
-    ``table_name`` for their tables.
+    started once per session (per xdist worker) and stopped with SIGTERM at the end, when a
+    traceback in its log fails the run. It is an :class:`HttpServer`: ``.url``, ``.process``,
+    ``.log_path``. Tests sharing it must use ``table_name`` for their tables.
 ``ddb``
     A real boto3 ``dynamodb`` client, parametrized two ways: ``inprocess`` (bound to ``engine``
     with :func:`~firstwrite.engine.binding.sync.bind`, no sockets) and ``http`` (``endpoint_url`` =
@@ -62,7 +62,7 @@ import yaml  # noqa: F401
 from botocore.config import Config
 from hypothesis import settings
 
-from hypothesis_budget import FAST_PROFILE
+from hypothesis_budget import FAST_PROFILE, SUITE_PROFILE
 
 if TYPE_CHECKING:
     # Imported inside the fixtures: a broken engine module must fail the tests that use it,
@@ -145,7 +145,11 @@ SLOW_IDS = tuple(f"tests/{prefix}" for prefix in SLOW_FILES)
 # which a profile alone cannot), since they were three quarters of tests/engine/binding's time.
 # `make test` and CI keep the default profile and so every test's full count; a failure found
 # in either is saved in the example database and replayed first by both.
-settings.register_profile(FAST_PROFILE, max_examples=20)
+# Neither profile has a deadline: a GC pause or a busy core during one example is not a failure
+# (hypothesis's 200 ms default made it a "Flaky" error); tests/hypothesis_budget.py says more.
+settings.register_profile(SUITE_PROFILE, deadline=None)
+settings.register_profile(FAST_PROFILE, settings.get_profile(SUITE_PROFILE), max_examples=20)
+settings.load_profile(SUITE_PROFILE)  # --hypothesis-profile=fast loads over it
 
 
 def _share_httpx_tls_context() -> None:
@@ -217,6 +221,12 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
     server = start_server(tmp_path_factory.mktemp("http-server") / "engine.db")
     yield server
     stop_server(server)
+    # A traceback in the log is an error the server hit while answering some test (a 500, a
+    # crash in a background task) that the test itself may not have seen: the run fails.
+    log = server.log()
+    if "Traceback" in log:
+        at = log.index("Traceback")
+        pytest.fail(f"the session's engine server logged a traceback:\n{log[at : at + 3000]}")
 
 
 @pytest.fixture

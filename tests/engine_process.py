@@ -24,6 +24,45 @@ READY_PREFIX = "firstwrite engine listening on "
 SERVER_START_TIMEOUT = 60.0
 
 
+class KillSwitch:
+    """When the server under a load was SIGKILLed, for the load's threads to tell a failure the
+    kill caused from one before it (a real error the test must report).
+
+    :func:`sigkill` records the instant just before the signal, and sets the switch (stop) once
+    the process is dead: a failure seen at or after the instant is the kill's, one before it is
+    unexpected, with no window where either is taken for the other."""
+
+    def __init__(self) -> None:
+        self._at_ns: int | None = None
+        self._stopped = threading.Event()
+
+    def explains_a_failure_now(self) -> bool:
+        """Whether a failure seen now came after the kill (the caller just caught it)."""
+        at = self._at_ns
+        return at is not None and time.monotonic_ns() >= at
+
+    def is_set(self) -> bool:
+        return self._stopped.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._stopped.wait(timeout)
+
+    def set(self) -> None:
+        self._stopped.set()
+
+
+def sigkill(process: subprocess.Popen[str], *switches: KillSwitch) -> None:
+    """SIGKILL ``process`` and wait for it; each switch gets the instant (before the signal)
+    and is set (after the process is gone)."""
+    at = time.monotonic_ns()
+    for switch in switches:
+        switch._at_ns = at
+    os.kill(process.pid, signal.SIGKILL)
+    assert process.wait(30) == -signal.SIGKILL
+    for switch in switches:
+        switch.set()
+
+
 @dataclass
 class HttpServer:
     url: str

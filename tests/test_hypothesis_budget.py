@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hypothesis_budget import FAST_PROFILE, examples
+from hypothesis_budget import FAST_PROFILE, SUITE_PROFILE, examples
 
 
 @pytest.fixture
@@ -48,3 +48,13 @@ def test_make_test_fast_selects_the_profile_and_make_test_does_not() -> None:
     full = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert f"--hypothesis-profile={FAST_PROFILE}" in fast
     assert "--hypothesis-profile" not in full
+
+
+def test_the_suite_runs_without_deadlines_under_either_profile(profile: None) -> None:
+    # Loaded by tests/conftest.py unless --hypothesis-profile chose another (make test-fast).
+    assert settings.get_current_profile_name() in (SUITE_PROFILE, FAST_PROFILE)
+    assert settings().deadline is None
+    for name in (SUITE_PROFILE, FAST_PROFILE):
+        settings.load_profile(name)
+        assert settings().deadline is None
+    assert settings().max_examples == 20  # fast keeps its count under the suite's settings

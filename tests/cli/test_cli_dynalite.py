@@ -7,25 +7,16 @@ missing item apart from any violation."""
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
-from brokers import free_port, wait_for_port
+import independent_dynamodb
 from firstwrite.cli.race_verdict import NO_ITEMS
-from npm_packages import npm_ci
 
-DYNALITE = Path(__file__).with_name("dynalite")
 pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("node") is None or shutil.which("npm") is None,
-        reason="node and npm are not installed (.ci/run installs them)",
-    ),
     pytest.mark.slow,
     pytest.mark.xdist_group("dynalite"),  # one npm ci at a time in tests/cli/dynalite
 ]
@@ -33,32 +24,10 @@ NO_TTL = "has no UpdateTimeToLive: TTL not enabled on expires_at"
 
 
 @pytest.fixture(scope="module")
-def dynalite_bin() -> Path:
-    """dynalite, installed once per lock file (``npm_packages.npm_ci``)."""
-    return npm_ci(DYNALITE) / ".bin" / "dynalite"
-
-
-@pytest.fixture(scope="module")
-def dynalite(dynalite_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def dynalite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A dynalite server (in memory) on a free port, stopped at teardown; its URL."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("dynalite") / "dynalite.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            ["node", str(dynalite_bin), "--port", str(port), "--host", "127.0.0.1"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_for_port(port, server, 30, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with independent_dynamodb.dynalite(tmp_path_factory.mktemp("dynalite")) as url:
+        yield url
 
 
 def _client(url: str) -> Any:

@@ -21,6 +21,7 @@ from firstwrite.cli.race_verdict import NO_ITEMS, Verdict
 from firstwrite.console.race import MAX_N
 from firstwrite.engine import Engine, local_client
 from firstwrite.shared.first_writer_wins import MAX_CONTENDERS, Answers
+from independent_dynamodb import moto_server
 
 
 def _checks(report: dict[str, Any]) -> None:
@@ -262,13 +263,8 @@ def test_the_verdict_on_every_kind_of_answer() -> None:
 
 @pytest.fixture
 def moto_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.mark.slow

@@ -4,7 +4,9 @@
 first on ``PYTHONPATH``; ``signal_at_mark(worker, marks, mark, sig)`` waits until the worker's
 handler has written ``mark`` to its marks file, then sends ``sig`` (SIGKILL: a crash
 mid-record) and waits for the process to end, returning its exit code. ``fifo_queue`` and
-``assert_group_order`` are the FIFO scenario the two pollers share.
+``assert_group_order`` are the FIFO scenario the two pollers share. ``Extensions`` wraps an
+SQS client (boto3 or aiobotocore) and counts the visibility extensions made through it, so a
+test waits for the poller's keepalive beats rather than for a span of wall-clock time.
 """
 
 from __future__ import annotations
@@ -75,3 +77,20 @@ def assert_group_order(
         if RecordOutcome.FAILED in outcomes:
             after = outcomes[outcomes.index(RecordOutcome.FAILED) + 1 :]
             assert set(after) <= {RecordOutcome.SKIPPED}, outcomes
+
+
+class Extensions:
+    """An SQS client whose ``change_message_visibility`` calls are counted (``count``) before
+    they are made; everything else is the client's own. For boto3 and aiobotocore alike: the
+    call returns whatever the client's does (a coroutine under aiobotocore)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.count = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def change_message_visibility(self, **params: Any) -> Any:
+        self.count += 1
+        return self.client.change_message_visibility(**params)

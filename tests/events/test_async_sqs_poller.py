@@ -29,7 +29,13 @@ from firstwrite.idempotency import (
 )
 from firstwrite.idempotency.aio import ThreadedClient
 
-from ._processes import assert_group_order, fifo_queue, signal_at_mark, start_worker
+from ._processes import (
+    Extensions,
+    assert_group_order,
+    fifo_queue,
+    signal_at_mark,
+    start_worker,
+)
 
 TABLE = "events-idem"
 
@@ -126,26 +132,34 @@ def test_visibility_running_out_mid_handler_does_not_run_it_twice(
     runs: list[str] = []
     outcomes: list[RecordOutcome] = []
 
-    def slow(name: str) -> Callable[[Any], Awaitable[None]]:
-        async def handler(message: Any) -> None:
-            runs.append(name)
-            await asyncio.sleep(3.5)  # the 1 s visibility runs out three times meanwhile
-
-        return handler
-
     async def main(client: Any) -> None:
+        redelivered = asyncio.Event()
+
+        def slow(name: str) -> Callable[[Any], Awaitable[None]]:
+            async def handler(message: Any) -> None:
+                runs.append(name)
+                if name == "first":
+                    # Busy until the queue has handed the message to the second poller (its
+                    # 2 s visibility ran out on SQS's clock), however long that takes.
+                    await asyncio.wait_for(redelivered.wait(), 30)
+
+            return handler
+
         # The first poller does not extend the message's visibility (it still renews the
         # claim's lease): the queue hands the message to the second poller meanwhile.
         first = AsyncSQSPoller(
-            client, queue_url, aguard, slow("first"), visibility=1, extend_visibility=False
+            client, queue_url, aguard, slow("first"), visibility=2, extend_visibility=False
         )
-        second = AsyncSQSPoller(client, queue_url, aguard, slow("second"), visibility=1)
+        second = AsyncSQSPoller(client, queue_url, aguard, slow("second"), visibility=2)
         task = asyncio.create_task(first.poll_once())
         while not runs:
             await asyncio.sleep(0.05)
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            outcomes.extend(r.outcome for r in (await second.poll_once()).results)
+        deadline = time.monotonic() + 20
+        try:
+            while RecordOutcome.IN_PROGRESS not in outcomes and time.monotonic() < deadline:
+                outcomes.extend(r.outcome for r in (await second.poll_once()).results)
+        finally:
+            redelivered.set()
         first_batch = await task
         assert [r.outcome for r in first_batch.results] == [RecordOutcome.PROCESSED]
         await drain([second], client, queue_url)
@@ -162,18 +176,27 @@ def test_heartbeat_extends_both_the_visibility_and_the_lease(
     sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
     seen: list[str] = []
     checks: list[object] = []
-
-    async def handler(message: Any) -> str:
-        seen.append(message["MessageId"])
-        await asyncio.sleep(5)
-        return "done"
+    beats = 4  # 4 x 1 s: past the 3 s visibility and lease the message was claimed with
 
     async def main(client: Any) -> None:
-        # (A visibility of 2 s, renewed every 0.67 s: a renewal may be 1.3 s late on a busy
+        counted = Extensions(client)
+        checked = asyncio.Event()
+
+        async def handler(message: Any) -> str:
+            seen.append(message["MessageId"])
+            await asyncio.wait_for(checked.wait(), 30)
+            return "done"
+
+        # (A visibility of 3 s, renewed every second: a renewal may be 2 s late on a busy
         # machine before the message shows again. With 1 s, 0.67 s late failed a full run.)
-        poller = AsyncSQSPoller(client, queue_url, aguard, handler, visibility=2)
+        # The check comes once the heartbeat has beaten `beats` times, not after a span of
+        # wall-clock time.
+        poller = AsyncSQSPoller(counted, queue_url, aguard, handler, visibility=3)
         task = asyncio.create_task(poller.poll_once())
-        await asyncio.sleep(4.4)  # twice the visibility and the lease
+        deadline = time.monotonic() + 30
+        while counted.count < beats and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        checks.append(counted.count >= beats)
         # the queue does not show it again...
         again = await client.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0)
         checks.append("Messages" in again)
@@ -182,11 +205,12 @@ def test_heartbeat_extends_both_the_visibility_and_the_lease(
             await aguard.claim(seen[0], "slow", wait=0)
         except InProgressError:
             checks.append("in progress")
+        checked.set()
         batch = await task
         checks.append(batch.results[0].outcome)
 
     run(main, moto_sqs)
-    assert checks == [False, "in progress", RecordOutcome.PROCESSED]
+    assert checks == [True, False, "in progress", RecordOutcome.PROCESSED]
     record = asyncio.run(aguard.get(seen[0]))
     assert record is not None and record.status is Status.COMPLETED
     assert (

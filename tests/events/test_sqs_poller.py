@@ -15,7 +15,13 @@ from firstwrite.events import RecordOutcome
 from firstwrite.events.sqs_poller import SQSPoller
 from firstwrite.idempotency import Idempotency, Status
 
-from ._processes import assert_group_order, fifo_queue, signal_at_mark, start_worker
+from ._processes import (
+    Extensions,
+    assert_group_order,
+    fifo_queue,
+    signal_at_mark,
+    start_worker,
+)
 
 
 def drain(pollers: list[SQSPoller], sqs: Any, queue_url: str, timeout: float = 30) -> None:
@@ -70,24 +76,32 @@ def test_visibility_timeout_running_out_mid_handler_does_not_run_it_twice(
     sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
     runs: list[str] = []
     started = threading.Event()
+    redelivered = threading.Event()
 
     def slow(message: Any) -> None:
         runs.append(threading.current_thread().name)
-        started.set()
-        time.sleep(3.5)  # the 1 s visibility runs out three times meanwhile
+        if runs == ["first"]:
+            started.set()
+            # Busy until the queue has handed the message to the second poller (its 2 s
+            # visibility ran out on SQS's clock), however long that takes on this machine.
+            assert redelivered.wait(30), "the message was never redelivered"
 
     # The first poller does not extend the message's visibility (the claim's lease it still
-    # renews): the queue hands the message to the second poller while the first works.
-    first = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1, extend_visibility=False)
-    second = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1)
+    # renews, every 0.67 s): the queue hands the message to the second poller while the first
+    # works.
+    first = SQSPoller(sqs, queue_url, guard, slow, visibility=2, wait=1, extend_visibility=False)
+    second = SQSPoller(sqs, queue_url, guard, slow, visibility=2, wait=1)
     t = threading.Thread(target=first.poll_once, name="first")
     t.start()
     assert started.wait(10)
     outcomes: list[RecordOutcome] = []
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        outcomes += [r.outcome for r in second.poll_once().results]
-    t.join()
+    deadline = time.monotonic() + 20
+    try:
+        while RecordOutcome.IN_PROGRESS not in outcomes and time.monotonic() < deadline:
+            outcomes += [r.outcome for r in second.poll_once().results]
+    finally:
+        redelivered.set()
+        t.join()
     assert RecordOutcome.IN_PROGRESS in outcomes  # redelivered while the first still worked
     assert RecordOutcome.PROCESSED not in outcomes
     drain([second], sqs, queue_url)
@@ -99,20 +113,29 @@ def test_keepalive_extends_the_visibility_while_the_handler_runs(
 ) -> None:
     sqs.send_message(QueueUrl=queue_url, MessageBody="slow")
     runs: list[str] = []
+    counted = Extensions(sqs)
+    beats = 4  # 4 x 1 s: past the 3 s visibility the message was received with
 
     def slow(message: Any) -> None:
         runs.append(message["MessageId"])
-        time.sleep(5)
+        deadline = time.monotonic() + 30
+        while counted.count < beats and time.monotonic() < deadline:
+            time.sleep(0.01)
 
-    # (A visibility of 2 s, renewed every 0.67 s, leaves a renewal 1.3 s of slack on a busy
-    # machine; the long poll spans two visibilities.)
-    first = SQSPoller(sqs, queue_url, guard, slow, visibility=2, wait=1)
+    # (A visibility of 3 s, renewed every second, leaves a renewal 2 s of slack on a busy
+    # machine; with 2 s, a renewal 1.3 s late showed the message under a load of 19 on two
+    # cores.) The handler runs until the poller's keepalive has extended the visibility
+    # `beats` times, the test meanwhile asking the queue for the message on SQS's clock.
+    first = SQSPoller(counted, queue_url, guard, slow, visibility=3, wait=1)
     t = threading.Thread(target=first.poll_once)
     t.start()
-    time.sleep(0.3)
-    seen = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=4, VisibilityTimeout=0)
+    seen: list[Any] = []
+    while t.is_alive():
+        answer = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1, VisibilityTimeout=0)
+        seen += answer.get("Messages", [])
     t.join()
-    assert "Messages" not in seen  # never visible again while it ran
+    assert counted.count >= beats, "the keepalive did not beat"
+    assert seen == []  # never visible again while it ran
     assert len(runs) == 1
 
 

@@ -10,7 +10,10 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+from firstwrite.idempotency import Idempotency, MemoryMetrics
 
 
 def client_for(spec: dict[str, Any]) -> Any:
@@ -38,25 +41,69 @@ def effect(path: str, line: str) -> None:
         os.close(fd)
 
 
+class _Waits(MemoryMetrics):
+    """The guard's metrics, and a file ``waited-<pid>`` in ``marks`` at the first read made
+    while waiting on the key in progress (this process met the race's winner mid-flight)."""
+
+    def __init__(self, marks: Path) -> None:
+        super().__init__()
+        self.marks = marks
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        super().count(name, value, **labels)
+        if name == "firstwrite_in_progress_polls_total":
+            (self.marks / f"waited-{os.getpid()}").touch()
+
+
+def run_raced(spec: dict[str, Any], config: Any) -> None:
+    """One participant of a race on ``spec["key"]``: ready (connected, imported), then told the
+    start instant on stdin, then ``guard.run`` at that instant. The side effect (of the one
+    that wins) lasts until every other participant has waited on it (``waited-*`` files, at
+    most 20 s), so that, with the start held, the race really is one. Prints what it saw."""
+    marks = Path(spec["marks"])
+    metrics = _Waits(marks)
+    guard = Idempotency(config, client=client_for(spec), metrics=metrics)
+    print("ready", flush=True)
+    command, _, start_text = sys.stdin.readline().partition(" ")
+    arrived = time.time()
+    assert command == "go", command
+    start = float(start_text)
+    while time.time() < start:  # line the processes up on the same instant
+        time.sleep(0.001)
+    began = time.time()
+
+    def side_effect() -> dict[str, Any]:
+        effect(spec["effects"], str(os.getpid()))
+        others = spec["participants"] - 1
+        deadline = time.monotonic() + 20
+        while len(list(marks.glob("waited-*"))) < others and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return {"pid": os.getpid()}
+
+    result = guard.run(spec["key"], side_effect, {"p": 1})
+    report = {
+        "result": result,
+        "pid": os.getpid(),
+        "arrived": arrived,
+        "start": start,
+        "began": began,
+        "ended": time.time(),
+        "polls": metrics.total("firstwrite_in_progress_polls_total"),
+    }
+    print(json.dumps(report), flush=True)
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    from firstwrite.idempotency import Claim, Idempotency, IdempotencyConfig, LostClaimError
+    from firstwrite.idempotency import Claim, IdempotencyConfig, LostClaimError
 
     config = IdempotencyConfig(table_name=spec["table"], in_progress_wait=spec.get("wait", 0.0))
-    guard = Idempotency(config, client=client_for(spec))
     mode = spec["mode"]
     if mode == "run":
-        start = float(spec["start_at"])
-        while time.time() < start:  # line the processes up on the same instant
-            time.sleep(0.001)
-
-        def side_effect() -> dict[str, Any]:
-            effect(spec["effects"], str(os.getpid()))
-            time.sleep(0.2)
-            return {"pid": os.getpid()}
-
-        print(json.dumps(guard.run(spec["key"], side_effect, {"p": 1})), flush=True)
-    elif mode in ("hold", "stall"):
+        run_raced(spec, config)
+        return
+    guard = Idempotency(config, client=client_for(spec))
+    if mode in ("hold", "stall"):
         claim = guard.claim(spec["key"], {"p": 1}, lease=spec["lease"])
         assert isinstance(claim, Claim)
         effect(spec["effects"], f"started {os.getpid()}")

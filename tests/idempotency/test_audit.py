@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from firstwrite.idempotency import (
+    Claim,
     Idempotency,
     IdempotencyConfig,
     LateRetryError,
@@ -308,8 +309,8 @@ def test_a_transactional_late_retry_is_refused_and_its_business_write_not_applie
             }
         }
         claim = staged.guard.claim_with("late-7", [order], {"order": 7})
-        assert not isinstance(claim, type(None))
-        staged.guard.complete(claim, "seven")  # type: ignore[arg-type]
+        assert isinstance(claim, Claim)
+        staged.guard.complete(claim, "seven")
         staged.expire_and_sweep()
         audit.poll(staged.streams, staged.arn)
         again = {

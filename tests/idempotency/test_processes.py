@@ -69,19 +69,41 @@ def shared(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.mark.parametrize("shared", ["file", "http"], indirect=True)
-def test_processes_run_the_side_effect_once(shared: Any) -> None:
+def test_processes_run_the_side_effect_once(shared: Any, tmp_path: Path) -> None:
     spec, _, _ = shared
     n = 6
-    start = time.time() + 2.0
-    procs = [
-        spawn({**spec, "mode": "run", "key": "p-key", "wait": 30.0, "start_at": start})
-        for _ in range(n)
-    ]
-    outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    race = {**spec, "mode": "run", "key": "p-key", "wait": 30.0}
+    procs = [spawn({**race, "participants": n, "marks": str(marks)}, stdin=True) for _ in range(n)]
+    try:
+        for p in procs:  # every interpreter up, imported and connected before the start
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        start = time.time() + 0.5
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"go {start!r}\n")
+            p.stdin.flush()
+        outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert [p.returncode for p in procs] == [0] * n, outputs
+    seen = [json.loads(out.splitlines()[-1]) for out in outputs]
     effects = Path(spec["effects"]).read_text().split()
     assert len(effects) == 1  # exactly one process ran it
-    assert len(set(outputs)) == 1 and json.loads(outputs[0]) == {"pid": int(effects[0])}
+    assert [s["result"] for s in seen] == [{"pid": int(effects[0])}] * n
+    # The race happened: everyone was told the start before it came (the barrier held)...
+    late = [round(s["arrived"] - s["start"], 3) for s in seen if s["arrived"] >= s["start"]]
+    assert late == [], f"the start barrier was missed by {late} s"
+    # ...and every loser met the winner's claim in flight and waited on it, then replayed.
+    losers = [s for s in seen if s["pid"] != int(effects[0])]
+    assert len(losers) == n - 1
+    assert [s["polls"] for s in losers if s["polls"] < 1] == [], seen
+    winner = next(s for s in seen if s["pid"] == int(effects[0]))
+    assert all(s["began"] < winner["ended"] for s in losers), seen
 
 
 @pytest.mark.crash

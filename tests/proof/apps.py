@@ -47,12 +47,64 @@ uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 """
 
 SERVERS = ("demo", "console-app")
+
+
+@dataclass(frozen=True)
+class KnownLimit:
+    """What an attack is known to cost a server beyond the proof's own bounds, as bounds of
+    its own (still asserted, so a leak or a stall past them fails): the growth of its RSS
+    (MiB, after the attack over before) and the other client's attacked p99 over its baseline
+    (quiet p99 x machine ratio). ``None``: the proof's own bound."""
+
+    rss_growth_mib: float | None = None
+    p99_over_baseline: float | None = None
+    # A cost per attack request (MiB), for growth that follows the attack's volume: the bound
+    # is then that times the requests answered, at least RSS_FLOOR_MIB, at most rss_growth_mib.
+    rss_mib_per_request: float | None = None
+
+    def rss_bound_mib(self, requests: int) -> float | None:
+        """The RSS growth allowed after ``requests`` attack requests (``None``: the proof's)."""
+        if self.rss_growth_mib is None or self.rss_mib_per_request is None:
+            return self.rss_growth_mib
+        return min(self.rss_growth_mib, max(RSS_FLOOR_MIB, self.rss_mib_per_request * requests))
+
+
+RSS_FLOOR_MIB = 64  # what the first few attack requests may cost (arenas, caches)
+
+
 # The console in a user's app runs under the user's server: plain uvicorn (httptools) has no
 # limit on a request's head, reads 1-byte chunks one by one at full speed, and keeps what a
 # flood made it allocate. Those costs are uvicorn's, not the console's (which answers every
-# route within its own limits, no 5xx): reported, not asserted (docs/console.md says how to
-# serve it with the engine's limits instead).
+# route within its own limits, no 5xx; docs/console.md says how to serve it with the engine's
+# limits instead). Measured (docs/reliability.md, "The console under a user's plain uvicorn"):
+# bounds about twice the worst seen, per form (short, long).
 PLAIN_UVICORN = {"console-app": "the user's plain uvicorn"}
+PLAIN_UVICORN_LIMITS: dict[str, dict[str, tuple[KnownLimit, KnownLimit]]] = {
+    "console-app": {
+        # heads: RSS +265 MiB over ~1,500 requests and +26 over 99 (short), +509 over 183,000
+        # (long, 2026-12-05): at most 0.26 MiB a request, and saturating
+        "heads": (
+            KnownLimit(rss_growth_mib=600, rss_mib_per_request=1.0),
+            KnownLimit(rss_growth_mib=1024, rss_mib_per_request=1.0),
+        ),
+        # chunks: p99 7.1x the baseline (long: 44.9x quiet, machine 6.3x), 8.5x and 12.8x
+        # (short, load 11-19); RSS +1 to +20 MiB
+        "chunks": (
+            KnownLimit(rss_growth_mib=48, p99_over_baseline=24),
+            KnownLimit(rss_growth_mib=48, p99_over_baseline=24),
+        ),
+        # bodies: RSS +34-36 MiB (what the 16 MiB bodies made it allocate stays)
+        "bodies": (KnownLimit(rss_growth_mib=72), KnownLimit(rss_growth_mib=72)),
+    }
+}
+
+
+def known_limit(name: str, kind: str, long: bool) -> KnownLimit:
+    """The bounds of ``kind`` of attack on server ``name`` beyond the proof's own."""
+    short_and_long = PLAIN_UVICORN_LIMITS.get(name, {}).get(kind)
+    if short_and_long is None:
+        return KnownLimit()
+    return short_and_long[long]
 
 
 @dataclass

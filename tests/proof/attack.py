@@ -1,8 +1,8 @@
 """The two sides of the hostile-input latency proof, each a spawned process of its own (so that
 neither one's CPU or GIL is the other's latency).
 
-:func:`victim` is an ordinary client: PutItem and GetItem on its own table over one keep-alive
-connection, paced, recording each call's latency. :func:`attacker` runs only inside the attack
+:func:`victims` is an ordinary client of one or more servers: PutItem and GetItem on its own
+table over one keep-alive connection to each, paced, recording each call's latency. :func:`attacker` runs only inside the attack
 windows it is given: a corpus of hostile requests on a few connections, 16 MiB bodies of tiny
 values (issue 15, hole 3), bodies past the limit and ``text/plain`` ones, slow-loris connections sending a header
 byte at a time, and idle connections. Both return what they saw; every answer the attacker got
@@ -39,28 +39,43 @@ def _call(
     return response.status, response.read()
 
 
-def victim(url: str, start_ns: int, end_ns: int) -> list[tuple[int, float, int]]:
-    """``(sent at, latency in s, status)`` of every call between ``start_ns`` and ``end_ns``."""
-    conn = _connection(url)
-    samples = []
-    n = 0
-    while time.monotonic_ns() < start_ns:
-        time.sleep(0.001)
-    while (now := time.monotonic_ns()) < end_ns:
-        n += 1
+class _Victim:
+    """One keep-alive connection to a server's endpoint: PutItem and GetItem in turn."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.conn, self.n = url, _connection(url), 0
+
+    def call(self) -> tuple[int, float, int]:
+        self.n += 1
+        n = self.n
         if n % 2:
             item = {"pk": {"S": f"v{n % 50}"}, "n": {"N": str(n)}}
             operation, body = "PutItem", {"TableName": VICTIM_TABLE, "Item": item}
         else:
             key = {"pk": {"S": f"v{n % 50}"}}
             operation, body = "GetItem", {"TableName": VICTIM_TABLE, "Key": key}
+        now = time.monotonic_ns()
         try:
-            status, _ = _call(conn, operation, json.dumps(body).encode())
+            status, _ = _call(self.conn, operation, json.dumps(body).encode())
         except (OSError, http.client.HTTPException):
             status = 0
-            conn.close()
-            conn = _connection(url)
-        samples.append((now, (time.monotonic_ns() - now) / 1e9, status))
+            self.conn.close()
+            self.conn = _connection(self.url)
+        return (now, (time.monotonic_ns() - now) / 1e9, status)
+
+
+def victims(urls: list[str], start_ns: int, end_ns: int) -> list[list[tuple[int, float, int]]]:
+    """An ordinary client of each server in ``urls``, calling them in turn, paced: for each,
+    ``(sent at, latency in s, status)`` of every call between ``start_ns`` and ``end_ns``.
+    Called in turn, the servers' figures share every moment of the machine's load (the
+    second one, a peer nobody attacks, measures what an attack costs the machine)."""
+    clients = [_Victim(url) for url in urls]
+    samples: list[list[tuple[int, float, int]]] = [[] for _ in clients]
+    while time.monotonic_ns() < start_ns:
+        time.sleep(0.001)
+    while time.monotonic_ns() < end_ns:
+        for client, found in zip(clients, samples, strict=True):
+            found.append(client.call())
         time.sleep(VICTIM_PACE_S)
     return samples
 

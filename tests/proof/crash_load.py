@@ -29,6 +29,8 @@ import boto3
 import httpx
 from botocore.config import Config
 
+from engine_process import KillSwitch
+
 REGIONS = ("us-east-1", "eu-west-1")
 CRASH_TABLE = "crash"  # tests/engine/storage/test_crash.py's writers' table
 TTL_TABLE = "ttl"
@@ -119,7 +121,7 @@ class _Writers:
     """Threads that each put items until the first failure; acknowledged items are kept."""
 
     def __init__(self, threads: int) -> None:
-        self.killed = threading.Event()
+        self.killed = KillSwitch()
         self.lock = threading.Lock()
         self.acked: dict[str, dict[str, Any]] = {}  # pk -> the item as written
         self.unexpected: list[str] = []
@@ -140,7 +142,7 @@ class _Writers:
             try:
                 item = self.write(thread, n)
             except Exception as exc:
-                if not self.killed.is_set():
+                if not self.killed.explains_a_failure_now():
                     with self.lock:
                         self.unexpected.append(repr(exc))
                 return
@@ -190,7 +192,7 @@ class ClockDriver:
         self.url = url
         self.step = step
         self.every = every
-        self.killed = threading.Event()
+        self.killed = KillSwitch()
         self.advanced = 0.0
         self.thread = threading.Thread(target=self._loop)
 

@@ -151,6 +151,30 @@ def rss_came_back(baseline_kib: int, after_kib: int) -> bool:
     return after_kib <= baseline_kib * 1.1 + RSS_SLACK_KIB
 
 
+LATENCY_RATIO = 2.0  # the long form: an attacked p99 within 2x of its baseline
+# The short form (in `make test`, two windows of each kind, beside other tests) has a few
+# hundred samples a kind, so its p99 is one of the slowest few calls: it allows 4x, still a
+# multiple of the run's own baseline and never looser than 4x the quiet p99.
+SHORT_LATENCY_RATIO = 4.0
+
+
+def baseline_p99(quiet_p99: float, peer_quiet_p99: float, peer_attacked_p99: float) -> float:
+    """What another client's p99 would be under an attack that cost the attacked server
+    nothing beyond what it costs the machine: its quiet p99 times the machine ratio (a peer
+    server nobody attacks, its attacked p99 over its quiet one, at least 1), or the peer's
+    attacked p99 itself if higher (measured at the same instants, so a stall of the machine
+    in the attack windows shows in both; a few hundred calls make a p99 one of the slowest
+    few). Never below the quiet p99."""
+    machine = max(1.0, peer_attacked_p99 / peer_quiet_p99) if peer_quiet_p99 else 1.0
+    return max(quiet_p99 * machine, peer_attacked_p99)
+
+
+def latency_bound(baseline: float) -> float:
+    """The bound on another client's p99 under an attack: 2x its :func:`baseline_p99` in the
+    long form, 4x in the short (so never looser than 4x its quiet p99 by itself)."""
+    return (LATENCY_RATIO if LONG else SHORT_LATENCY_RATIO) * baseline
+
+
 SETTLE_NS = 500_000_000  # what a server takes to free what an attack request made it decode
 
 

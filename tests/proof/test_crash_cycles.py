@@ -28,7 +28,6 @@ Short form: a few cycles per durability mode; ``FIRSTWRITE_PROOF=long``: at leas
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
 import signal
 import time
@@ -64,7 +63,7 @@ from proofkit import (
 )
 
 from engine.storage.test_crash import ACCOUNTS, INITIAL_BALANCE, Writers, assert_survived, key
-from engine_process import HttpServer, start_server
+from engine_process import HttpServer, sigkill, start_server
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, Status
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
@@ -144,10 +143,7 @@ def cycle(url: str, server: HttpServer, run: Run, number: int, rng: random.Rando
     while writers.acks < ACKS_PER_CYCLE and time.monotonic() < deadline:
         time.sleep(0.005)
     time.sleep(rng.random() * KILL_WITHIN_S)
-    for load in loads:
-        load.killed.set()
-    os.kill(server.process.pid, signal.SIGKILL)
-    assert server.process.wait(30) == -signal.SIGKILL
+    sigkill(server.process, *(load.killed for load in loads))
     server.stop()
     for load in loads:
         load.join()

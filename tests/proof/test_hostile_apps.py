@@ -13,14 +13,20 @@ ordinary client in another process measures its latency throughout:
 * ``slow``: 40 slow-loris and 40 idle connections per window.
 
 The other client's p99 during the attacks stays within 2x of its baseline (the long form,
-``FIRSTWRITE_PROOF=long``; the short form fails on stalls of a second and reports the ratios)
-and the server's RSS a second after the last window is within 10% of where it started (plus
-4 MiB: the allocator's arenas). The baseline is its p99 in the quiet windows, times what the
-attack costs the machine itself: the same client calls, in turn with the attacked server, a
-peer server of the same kind that nobody attacks, and that peer's p99 ratio (attacked windows
-over quiet ones, at least 1) is measured in the same run. On a machine with cores to spare it
-is about 1 and the bound is the plain 2x; on two cores shared by the attacker, the server and
-the client it is not (the attacker runs at nice 19 to keep its share small).
+``FIRSTWRITE_PROOF=long``; 4x in the short form, whose p99s are one of a few slowest calls:
+:func:`proofkit.latency_bound`) and the server's RSS a second after the last window is within
+10% of where it started (plus 4 MiB: the allocator's arenas). The console under a user's
+plain uvicorn has known costs beyond those (uvicorn's, not the console's), each bounded by a
+measured limit of its own (:data:`apps.PLAIN_UVICORN_LIMITS`), still asserted.
+
+The baseline is its p99 in the quiet windows, times what the attack costs the machine itself:
+the same client calls, in turn with the attacked server, a peer server of the same kind that
+nobody attacks, and that peer's p99 ratio (attacked windows over quiet ones, at least 1) is
+measured in the same run; or the peer's attacked p99 itself when higher (the same instants, so
+a stall of the machine shows in both: :func:`proofkit.baseline_p99`). On a machine with cores
+to spare the ratio is about 1 and the bound is the plain 2x; on two cores shared by the
+attacker, the server and the client it is not (the attacker runs at nice 19 to keep its share
+small).
 
 Credentials apply to neither app (the demo identifies callers without checking them, the
 console in a user's app has none), so the bodies-before-credentials attack is the engine's
@@ -38,11 +44,12 @@ from pathlib import Path
 import apps
 import pytest
 from app_attack import KINDS, attacker, victims
-from apps import PLAIN_UVICORN
 from proofkit import (
     LONG,
+    baseline_p99,
     family_rss_kib,
     in_windows,
+    latency_bound,
     percentile,
     proof_summary,  # noqa: F401  (lists the numbers at the end)
     quiet_and_attacked,
@@ -57,8 +64,6 @@ pytestmark = pytest.mark.slow
 
 WINDOW_S = scale(1.5, 4.0)
 WINDOW_PAIRS = scale(2, 8)
-LATENCY_RATIO = 2.0
-STALL_S = 1.0
 VICTIM_PATHS = {"demo": "/accounts/acct_alice", "console-app": "/console/api/clock"}
 
 
@@ -99,7 +104,10 @@ def test_an_attack_on_every_route_does_not_slow_other_clients(
     peer_quiet, peer_loud = quiet_and_attacked(dataclasses.replace(run, samples=peer_samples), late)
     statuses = Counter(status for _, _, status in samples + peer_samples)
     quiet_p99, loud_p99 = percentile(quiet, 99), percentile(loud, 99)
-    machine = max(1.0, percentile(peer_loud, 99) / percentile(peer_quiet, 99))
+    peer_quiet_p99, peer_loud_p99 = percentile(peer_quiet, 99), percentile(peer_loud, 99)
+    machine = max(1.0, peer_loud_p99 / peer_quiet_p99)
+    baseline = baseline_p99(quiet_p99, peer_quiet_p99, peer_loud_p99)
+    bound = latency_bound(baseline)
     report(
         "hostile",
         part=f"app:{name}:{kind}",
@@ -111,7 +119,8 @@ def test_an_attack_on_every_route_does_not_slow_other_clients(
         peer_quiet=summary_ms(peer_quiet),
         peer_attacked=summary_ms(peer_loud),
         machine_ratio=round(machine, 2),
-        bound_ratio=round(LATENCY_RATIO * machine, 2),
+        baseline_ms=round(baseline * 1e3, 3),
+        bound_ratio=round(bound / quiet_p99, 2) if quiet_p99 else None,
         victim_statuses=dict(statuses),
         attack_answers=answers,
         attack_wrong=len(wrong),
@@ -133,16 +142,23 @@ def test_an_attack_on_every_route_does_not_slow_other_clients(
         attacked_routes = {r for r, kinds in per_route.items() if kind in kinds}
         assert attacked_routes == {f"{m} {p}" for m, p in app.routes}, answers
     assert min(map(len, (quiet, loud, peer_quiet, peer_loud))) >= 50
-    baseline = quiet_p99 * machine
-    bound = LATENCY_RATIO * baseline if LONG else max(LATENCY_RATIO * baseline, STALL_S)
-    broken = []
-    if not rss_came_back(baseline_rss, after_rss):
-        broken.append(f"RSS {baseline_rss // 1024} -> {after_rss // 1024} MiB")
-    if loud_p99 > bound:
-        broken.append(
-            f"victim p99 {loud_p99 * 1e3:.2f} ms attacked, {quiet_p99 * 1e3:.2f} quiet, "
-            f"machine ratio {machine:.2f} (a peer nobody attacked)"
+    limit = apps.known_limit(name, kind, LONG)
+    growth_mib = (after_rss - baseline_rss) / 1024
+    if limit.rss_growth_mib is None:
+        assert rss_came_back(baseline_rss, after_rss), (
+            f"RSS {baseline_rss // 1024} -> {after_rss // 1024} MiB"
         )
-    if broken and name in PLAIN_UVICORN:
-        pytest.xfail(f"{PLAIN_UVICORN[name]}: {'; '.join(broken)}")
-    assert broken == []
+    else:  # a known cost (apps.PLAIN_UVICORN_LIMITS), bounded all the same
+        requests = sum(n for answer, n in answers.items() if answer.startswith(f"{kind}:"))
+        allowed = limit.rss_bound_mib(requests)
+        assert allowed is not None and growth_mib <= allowed, (
+            f"{apps.PLAIN_UVICORN[name]}: RSS grew {growth_mib:.0f} MiB over {requests} "
+            f"requests, known limit {allowed:.0f} MiB"
+        )
+    if limit.p99_over_baseline is not None:
+        bound = max(bound, limit.p99_over_baseline * baseline)
+    assert loud_p99 <= bound, (
+        f"victim p99 {loud_p99 * 1e3:.2f} ms attacked, {quiet_p99 * 1e3:.2f} quiet, "
+        f"machine ratio {machine:.2f} (a peer nobody attacked: {peer_quiet_p99 * 1e3:.2f} -> "
+        f"{peer_loud_p99 * 1e3:.2f} ms), bound {bound * 1e3:.2f} ms"
+    )

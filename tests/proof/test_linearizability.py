@@ -9,14 +9,19 @@ Targets: a real ``firstwrite engine serve`` over HTTP in both durability modes (
 answers on the event loop; ``full`` runs calls on the thread pool with group commit), the engine
 in process (every process opens the database file itself: SQLite's lock is the only arbiter),
 and moto's server as a reference point. ``FIRSTWRITE_PROOF=long`` runs longer histories.
+
+Negative controls, in every run: a deterministic history with a write planted behind the
+recorder's back, and an engine with a fault injected (its conditions always pass), both
+recorded and checked as the races are, must be rejected.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,8 @@ from workload import (
     run_process,
     start_barrier,
 )
+
+from independent_dynamodb import moto_server
 
 pytestmark = pytest.mark.slow
 
@@ -200,15 +207,108 @@ def test_engine_in_process_is_linearizable(tmp_path: Path) -> None:
     assert_meaningful(ops)
 
 
-@pytest.fixture
-def moto_url() -> Any:
-    from moto.server import ThreadedMotoServer
+# --- every run proves the checker can fail ----------------------------------------------------
+# Through the same recorder (workload.Client) and checker as the races above, on the engine in
+# process, deterministically: one client, a fixed seed, calls one after another. If either
+# history were accepted, a checker (or recorder) that accepts everything would pass the races.
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+PLANTED_SEED = 40
+
+
+def sequential_history(spec: Spec, calls: int, plant: Callable[[int], None]) -> list[Op]:
+    """``calls`` calls of one client of ``spec`` in a row, recorded; ``plant(n)`` before the
+    n-th (a write the history does not show, or nothing)."""
+    create_tables(make_client(spec.target), spec)
+    (client,) = make_clients(spec, ["main.t0"])
+    for n in range(calls):
+        plant(n)
+        group = client.rng.randrange(spec.groups)
+        client._record(client._random_call(group))
+    assert client.errors == [], client.errors[:5]
+    return client.ops
+
+
+def test_a_planted_write_the_history_does_not_show_is_rejected(tmp_path: Path) -> None:
+    """A write nobody recorded (as a replica or a lost-and-replayed request would make) changes
+    a key mid-history: what the recorded client reads next is an outcome no recorded order
+    gives, and the checker must say so, naming the key."""
+    spec = Spec(
+        target={"db": str(tmp_path / "planted.db")},
+        table="planted",
+        idem_table="planted-idem",
+        groups=1,
+        seed=PLANTED_SEED,
+        transactions=0.0,
+    )
+    ghost = make_client(spec.target)
+
+    def plant(n: int) -> None:
+        if n == 20:
+            for key in ("g0-k0", "g0-k1", "g0-k2"):
+                ghost.put_item(
+                    TableName=spec.table,
+                    Item={"pk": {"S": key}, "ver": {"N": "77"}, "val": {"S": "planted"}},
+                )
+
+    ops = sequential_history(spec, 40, plant)
+    assert check(ops[:20]).ok  # the same history before the plant is fine
+    verdict = check(ops)
+    record("planted-violation", ops, [], verdict, 0.0)
+    assert not verdict.ok
+    assert set(verdict.failing_keys) <= {"g0-k0", "g0-k1", "g0-k2"} and verdict.failing_keys
+
+
+def _ignoring_conditions(operation: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``operation`` with the request's ConditionExpression (and the values only it used)
+    dropped: an engine whose conditional writes always go through."""
+
+    def faulty(ctx: Any) -> Any:
+        params = {
+            k: v
+            for k, v in ctx.params.items()
+            if k not in ("ConditionExpression", "ExpressionAttributeValues")
+        }
+        values = {
+            name: value
+            for name, value in ctx.params.get("ExpressionAttributeValues", {}).items()
+            if name != ":expected"  # workload._condition's only value
+        }
+        if values:
+            params["ExpressionAttributeValues"] = values
+        return operation(dataclasses.replace(ctx, params=params))
+
+    return faulty
+
+
+def test_an_engine_whose_conditions_always_pass_is_caught(
+    tmp_path: Path, temp_operation: Callable[..., None]
+) -> None:
+    """A fault injected into the engine itself (PutItem, UpdateItem and DeleteItem write
+    whatever their condition says) gives a real violation the checker finds: a create that
+    wins over an existing item, an optimistic update of the wrong version."""
+    from firstwrite.engine import operations
+
+    for name in ("PutItem", "UpdateItem", "DeleteItem"):
+        temp_operation(name, _ignoring_conditions(operations.DYNAMODB[name]))
+    spec = Spec(
+        target={"db": str(tmp_path / "faulty.db")},
+        table="faulty",
+        idem_table="faulty-idem",
+        groups=1,
+        seed=PLANTED_SEED,
+        transactions=0.0,
+    )
+    ops = sequential_history(spec, 60, lambda n: None)
+    assert not any(op.outcome is not None and op.outcome[0] == "failed" for op in ops)
+    verdict = check(ops)
+    record("faulty-engine", ops, [], verdict, 0.0)
+    assert not verdict.ok, "an engine ignoring conditions passed the checker"
+
+
+@pytest.fixture
+def moto_url() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
 
 
 MOTO_ROUNDS = scale(3, 5)
@@ -224,7 +324,8 @@ def test_moto_server_reference(moto_url: str, tmp_path: Path) -> None:
     iteration`` while it copies the table for its rollback). Its request handlers share the
     tables without a lock. The long form asserts that finding: if a moto release fixes it, it
     fails, and docs/reliability.md must be updated (the short form skips when its few rounds
-    happen to find nothing).
+    happen to find nothing). Extra evidence only: that a recorded history can be rejected is
+    proved in every run, deterministically, by the planted-write and faulty-engine tests above.
     """
     violations = []
     for round_ in range(MOTO_ROUNDS):

@@ -736,11 +736,13 @@ def test_concurrent_conditional_puts_over_http(http_server: Any, table_name: str
                 ConditionExpression="attribute_not_exists(pk)",
             )
             outcomes.append("won")
+            winners.append(worker)
         except own.exceptions.ConditionalCheckFailedException:
             outcomes.append("lost")
         except Exception as exc:
             outcomes.append(repr(exc))
 
+    winners: list[int] = []
     threads = [threading.Thread(target=claim, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
@@ -748,7 +750,8 @@ def test_concurrent_conditional_puts_over_http(http_server: Any, table_name: str
         t.join()
     assert sorted(outcomes) == ["lost"] * 15 + ["won"]
     item = client.get_item(TableName=table_name, Key={"pk": {"S": "once"}}, ConsistentRead=True)
-    assert item["Item"]["pk"] == {"S": "once"}
+    # The stored item is the winner's, not a loser's write that went through after it.
+    assert item["Item"] == {"pk": {"S": "once"}, "owner": {"N": str(winners[0])}}
 
 
 def test_server_thread_port_in_use_raises(engine: Engine) -> None:

@@ -14,7 +14,6 @@ A new server on the same file must then show:
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -27,6 +26,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from engine_process import KillSwitch, sigkill
 from firstwrite.engine.binding.sync import dummy_session
 
 ACCOUNTS = 6
@@ -101,7 +101,7 @@ class Writers:
     ) -> None:
         self.url = url
         self.table = table
-        self.killed = threading.Event()
+        self.killed = KillSwitch()
         self.lock = threading.Lock()
         self.acks = 0
         self.acked_puts: list[tuple[int, int]] = []
@@ -129,7 +129,7 @@ class Writers:
 
     def _failed(self, exc: Exception) -> None:
         # After the kill every call fails (reset, refused): that only ends the thread.
-        if not self.killed.is_set():
+        if not self.killed.explains_a_failure_now():
             with self.lock:
                 self.unexpected.append(repr(exc))
 
@@ -242,9 +242,7 @@ def test_acknowledged_writes_survive_sigkill(
         deadline = time.monotonic() + KILL_AFTER_S
         while writers.acks < ACKS_BEFORE_KILL and time.monotonic() < deadline:
             time.sleep(0.01)
-        writers.killed.set()
-        os.kill(server.process.pid, signal.SIGKILL)
-        assert server.process.wait(30) == -signal.SIGKILL
+        sigkill(server.process, writers.killed)
         writers.join()
     finally:
         server.stop(signal.SIGKILL)

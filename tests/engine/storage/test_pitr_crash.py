@@ -14,7 +14,6 @@ in flight may or may not be there; every acknowledged one must.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from collections.abc import Callable
@@ -25,6 +24,7 @@ import httpx
 from botocore.exceptions import ClientError
 
 from engine.storage.test_crash import client_for
+from engine_process import KillSwitch, sigkill
 
 THREADS = 3
 KILL_AFTER_PHASES = 12  # the kill comes during this phase or the next
@@ -43,7 +43,7 @@ class Writers:
     def __init__(self, url: str, base: float) -> None:
         self.url = url
         self.base = base
-        self.killed = threading.Event()
+        self.killed = KillSwitch()
         self.phase = 0
         self.acked: dict[int, list[tuple[int, str, str, int]]] = {t: [] for t in range(THREADS)}
         self.in_flight: dict[int, tuple[int, str, str, int] | None] = dict.fromkeys(range(THREADS))
@@ -93,7 +93,7 @@ class Writers:
         except threading.BrokenBarrierError:
             return
         except (ClientError, Exception) as exc:  # after the kill every call fails
-            if not self.killed.is_set():
+            if not self.killed.explains_a_failure_now():
                 self.unexpected.append(repr(exc))
             self.barrier.abort()
 
@@ -154,9 +154,7 @@ def test_a_point_in_time_restore_after_sigkill_has_exactly_the_acknowledged_writ
         for thread in writers.threads:
             thread.start()
         assert writers.phase_done.wait(120), "the writers never got through their phases"
-        writers.killed.set()
-        os.kill(server.process.pid, signal.SIGKILL)
-        assert server.process.wait(30) == -signal.SIGKILL
+        sigkill(server.process, writers.killed)
         for thread in writers.threads:
             thread.join(60)
             assert not thread.is_alive()
