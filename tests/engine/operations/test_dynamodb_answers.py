@@ -488,3 +488,50 @@ def test_deleting_a_gsi_keeps_the_definition_an_lsi_still_uses(ddb: Any, table_n
         )
     )
     assert code == "ResourceNotFoundException"
+
+
+def test_an_update_with_no_action_creates_the_item_with_its_key(ddb: Any, table_name: str) -> None:
+    """dynalite test/updateItem.js, "should just add item with key if no action" (run against
+    DynamoDB); the API reference's UpdateItem "adds a new item to the table if it does not
+    already exist". An empty AttributeUpdates is no action too; an update that only removes
+    creates nothing (test_nested_attribute_remove_from_missing_item in ScyllaDB's suite)."""
+    _hash_table(ddb, table_name)
+    ddb.update_item(TableName=table_name, Key={"pk": {"S": "bare"}})
+    answer = ddb.update_item(
+        TableName=table_name,
+        Key={"pk": {"S": "empty"}},
+        AttributeUpdates={},
+        ReturnValues="ALL_NEW",
+    )
+    assert answer["Attributes"] == {"pk": {"S": "empty"}}
+    ddb.update_item(
+        TableName=table_name, Key={"pk": {"S": "removed"}}, UpdateExpression="REMOVE a.b"
+    )
+    items = ddb.scan(TableName=table_name, ConsistentRead=True)["Items"]
+    assert sorted(item["pk"]["S"] for item in items) == ["bare", "empty"]
+
+
+@pytest.mark.parametrize("expression", ["REMOVE pk", "DELETE pk :set", "ADD pk :n", "SET pk = :n"])
+def test_a_key_attribute_is_refused_whether_the_item_exists_or_not(
+    ddb: Any, table_name: str, expression: str
+) -> None:
+    """DynamoDB refuses an update of a key attribute on a missing item too (ScyllaDB's
+    test_update_expression_cannot_modify_key, which passes on DynamoDB); the words are
+    DynamoDB's for an existing item (dynalite test/updateItem.js, "should return
+    ValidationException if trying to update key")."""
+    _hash_table(ddb, table_name)
+    values = {k: v for k, v in {":set": {"SS": ["x"]}, ":n": {"N": "1"}}.items() if k in expression}
+    code, message = _error(
+        lambda: ddb.update_item(
+            TableName=table_name,
+            Key={"pk": {"S": "missing"}},
+            UpdateExpression=expression,
+            **({"ExpressionAttributeValues": values} if values else {}),
+        )
+    )
+    assert (code, message) == (
+        "ValidationException",
+        "One or more parameter values were invalid: Cannot update attribute pk. "
+        "This attribute is part of the key",
+    )
+    assert ddb.scan(TableName=table_name)["Items"] == []

@@ -28,6 +28,7 @@ from .compiled import (
     project,
 )
 from .keycondition import RangeCondition
+from .update import refuse_key_paths
 from .legacy import (
     attribute_updates,
     attributes_projection,
@@ -54,4 +55,5 @@ __all__ = [
     "key_condition",
     "key_condition_range",
     "project",
+    "refuse_key_paths",
 ]

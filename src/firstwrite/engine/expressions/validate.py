@@ -324,6 +324,18 @@ class _Static:
                         "Incorrect number of operands for operator or function; "
                         f"operator or function: {node.name}, number of operands: {len(node.args)}",
                     )
+                if node.name == "list_append" and any(
+                    isinstance(inner := _unwrap(arg), ast.Call) and inner.name == "list_append"
+                    for arg in node.args
+                ):
+                    # list_append(if_not_exists(a, :v), :w) is served, list_append nested in
+                    # list_append is not (DynamoDB's answer, quoted in ScyllaDB's
+                    # test_update_expression_function_nesting).
+                    self.fail(
+                        _MISUSE,
+                        "The function is not allowed to be used this way in an expression; "
+                        "function: list_append",
+                    )
             elif node.name in CONDITION_FUNCTIONS or node.name == "size":
                 self.fail(
                     _FUNCTION_NAME,
