@@ -28,7 +28,6 @@ from .compiled import (
     project,
 )
 from .keycondition import RangeCondition
-from .update import refuse_key_paths
 from .legacy import (
     attribute_updates,
     attributes_projection,
@@ -36,6 +35,7 @@ from .legacy import (
     filter_condition,
     key_condition,
 )
+from .update import refuse_key_paths
 
 __all__ = [
     "Compiled",
