@@ -570,3 +570,64 @@ def test_a_query_of_a_table_without_a_sort_key_takes_no_start_key(
         "{pk=AttributeValue: {S:a}}",
     )
     assert ddb.scan(TableName=table_name, ExclusiveStartKey={"pk": {"S": "a"}})["Count"] == 0
+
+
+def test_an_empty_attribute_name_is_refused_wherever_it_is_named(ddb: Any, table_name: str) -> None:
+    """An attribute name may not be empty (the Developer Guide's naming rules: names are at
+    least one character long). Through ExpressionAttributeNames DynamoDB says which key
+    ("ExpressionAttributeNames contains invalid value: Empty attribute name for key #n", the
+    text applications match, e.g. a published front end checks it for its "#DE" key);
+    elsewhere "Empty attribute name" as for an item's (ScyllaDB's
+    test_limit_attribute_length_nonkey_empty, which passes on DynamoDB)."""
+    _hash_table(ddb, table_name)
+    key = {"pk": {"S": "k"}}
+    named = {
+        "ExpressionAttributeNames": {"#n": ""},
+        "ExpressionAttributeValues": {":v": {"N": "1"}},
+    }
+    attempts = [
+        (
+            lambda: ddb.get_item(
+                TableName=table_name,
+                Key=key,
+                ProjectionExpression="#n",
+                ExpressionAttributeNames={"#n": ""},
+            ),
+            True,
+        ),
+        (
+            lambda: ddb.update_item(
+                TableName=table_name, Key=key, UpdateExpression="SET #n = :v", **named
+            ),
+            True,
+        ),
+        (
+            lambda: ddb.update_item(
+                TableName=table_name,
+                Key=key,
+                UpdateExpression="SET a = :v",
+                ConditionExpression="#n = :v",
+                **named,
+            ),
+            True,
+        ),
+        (lambda: ddb.get_item(TableName=table_name, Key=key, AttributesToGet=[""]), False),
+        (
+            lambda: ddb.update_item(
+                TableName=table_name,
+                Key=key,
+                AttributeUpdates={"": {"Value": {"N": "2"}, "Action": "PUT"}},
+            ),
+            False,
+        ),
+        (lambda: ddb.put_item(TableName=table_name, Item={**key, "": {"N": "1"}}), False),
+    ]
+    for attempt, through_names in attempts:
+        code, message = _error(attempt)
+        assert code == "ValidationException"
+        assert message == (
+            "ExpressionAttributeNames contains invalid value: Empty attribute name for key #n"
+            if through_names
+            else "One or more parameter values were invalid: Empty attribute name"
+        )
+    assert ddb.scan(TableName=table_name)["Items"] == []

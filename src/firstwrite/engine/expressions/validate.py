@@ -670,10 +670,16 @@ _VALUE_KEY = re.compile(r":[0-9A-Za-z_]+\Z")
 def check_name_map(names: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     if not names:
         raise validation("ExpressionAttributeNames must not be empty")
-    for key in names:
+    for key, value in names.items():
         if not isinstance(key, str) or not _NAME_KEY.match(key):
             raise validation(
                 f'ExpressionAttributeNames contains invalid key: Syntax error; key: "{key}"'
+            )
+        if value == "":
+            # DynamoDB's words, as applications match them (and ScyllaDB's
+            # test_limit_attribute_length_nonkey_empty checks "Empty attribute name").
+            raise validation(
+                f"ExpressionAttributeNames contains invalid value: Empty attribute name for key {key}"
             )
     return tuple((k, str(v)) for k, v in names.items())
 
