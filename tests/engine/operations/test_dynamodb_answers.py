@@ -295,6 +295,21 @@ def test_describe_stream_checks_its_shard_filter(
         "'shardId-1' at 'shardFilter.shardId' failed to satisfy constraint: Member must have "
         "length greater than or equal to 28",
     )
+    # A filter needs both members (ScyllaDB's test_stream_shard_filtering_missing_type and
+    # _missing_shard_id, which pass on DynamoDB; the model marks neither required).
+    shard = unchecked.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    for shard_filter, member in (
+        ({"ShardId": shard}, "type"),
+        ({"Type": "CHILD_SHARDS"}, "shardId"),
+    ):
+        code, message = _error(
+            lambda f=shard_filter: unchecked.describe_stream(StreamArn=arn, ShardFilter=f)
+        )
+        assert (code, message) == (
+            "ValidationException",
+            f"1 validation error detected: Value null at 'shardFilter.{member}' failed to "
+            "satisfy constraint: Member must not be null",
+        )
 
 
 def test_an_update_giving_one_gsi_key_attribute_leaves_the_item_out_of_the_index(
