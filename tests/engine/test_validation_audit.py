@@ -6,7 +6,10 @@ over HTTP.
 
 Sources: dynalite's validations (``required``/``tableName``, ``checkValidations``) and its tests
 test/describeTable.js, test/createTable.js, which run against DynamoDB; moto's
-test_too_many_key_schema_attributes for the ``KeySchemaElement(...)`` form.
+test_too_many_key_schema_attributes for the ``KeySchemaElement(...)`` form; for CreateTable's
+TableName and an empty TableName, today's DynamoDB as the conformance suite
+(nubo-db/dynamodb-conformance) records it: tests/tier3/error-messages/createTable.test.ts and
+putItem.test.ts, tests/tier3/validation-ordering/createTable.test.ts.
 """
 
 from __future__ import annotations
@@ -55,7 +58,6 @@ CREATE = {"AttributeDefinitions": DEFINITIONS, "KeySchema": KEY, "BillingMode": 
         ("delete_table", {}),
         ("describe_time_to_live", {}),
         ("update_table", {"BillingMode": "PAY_PER_REQUEST"}),
-        ("create_table", CREATE),
     ],
 )
 @pytest.mark.parametrize(
@@ -71,11 +73,63 @@ def test_table_operations_word_the_table_name_apart(
     assert failure(getattr(raw, operation), **params) == ("ValidationException", message)
 
 
+def _name_constraint(name: str, *rules: str) -> str:
+    count = f"{len(rules)} validation error{'s' if len(rules) > 1 else ''} detected: "
+    return count + "; ".join(
+        f"Value '{name}' at 'tableName' failed to satisfy constraint: Member must {rule}"
+        for rule in rules
+    )
+
+
+SHORTER = "have length greater than or equal to 3"
+PATTERN_RULE = "satisfy regular expression pattern: [a-zA-Z0-9_.-]+"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (None, REQUIRED),
+        ("ab", _name_constraint("ab", SHORTER)),
+        ("", _name_constraint("", "have length greater than or equal to 1")),
+        ("a" * 256, _name_constraint("a" * 256, "have length less than or equal to 255")),
+        ("abc;", PATTERN),
+        ("x!", _name_constraint("x!", SHORTER, PATTERN_RULE)),
+    ],
+)
+def test_create_table_words_the_table_name_as_a_constraint(
+    raw: Any, name: str | None, message: str
+) -> None:
+    """Today's DynamoDB: a missing TableName in its sentence, a bad one as constraints on
+    ``tableName`` (conformance suite, createTable.test.ts: 'ab' is ``1 validation error
+    detected: Value 'ab' at 'tableName' ... length greater than or equal to 3``)."""
+    params = dict(CREATE)
+    if name is not None:
+        params["TableName"] = name
+    assert failure(raw.create_table, **params) == ("ValidationException", message)
+
+
 def test_the_table_name_rule_comes_before_other_constraints(raw: Any) -> None:
-    # KeySchema over its length and a bad enum: still the TableName sentence alone.
+    # KeySchema over its length and a bad enum: still the TableName's own errors, alone
+    # (conformance suite, validation-ordering/createTable.test.ts: "reports only tableName").
     bad = {**CREATE, "KeySchema": [*KEY, *KEY, *KEY], "BillingMode": "FREE"}
     assert failure(raw.create_table, **bad) == ("ValidationException", REQUIRED)
-    assert failure(raw.create_table, TableName="x", **bad) == ("ValidationException", LENGTH)
+    assert failure(raw.create_table, TableName="x", **bad) == (
+        "ValidationException",
+        _name_constraint("x", SHORTER),
+    )
+    assert failure(raw.create_table, TableName="", KeySchema=[], AttributeDefinitions=[]) == (
+        "ValidationException",
+        _name_constraint("", "have length greater than or equal to 1"),
+    )
+
+
+def test_an_empty_table_name_breaks_only_the_arn_minimum(raw: Any) -> None:
+    # TableName also takes a table's ARN (1 to 1024 characters in the model): an empty one is
+    # that one constraint, not the name's length and pattern too (putItem.test.ts).
+    assert failure(raw.put_item, TableName="", Item={"pk": {"S": "x"}}) == (
+        "ValidationException",
+        _name_constraint("", "have length greater than or equal to 1"),
+    )
 
 
 def test_a_member_of_the_wrong_json_type_comes_first(engine: Engine) -> None:
@@ -320,8 +374,9 @@ def test_legacy_condition_operators_join_the_constraint_envelope(raw: Any) -> No
     )
     assert code == "ValidationException"
     assert message.startswith("3 validation errors detected: ")
+    # (Query's Limit in today's words: tests/engine/operations/test_query_scan.py.)
     assert set(message.removeprefix("3 validation errors detected: ").split("; ")) == {
-        "Value '0' at 'limit' failed to satisfy constraint: Member must have value greater "
+        "Value at 'Limit' failed to satisfy constraint: Member must have value greater "
         "than or equal to 1",
         "Value null at 'keyConditions.a.member.comparisonOperator' failed to satisfy "
         "constraint: Member must not be null",

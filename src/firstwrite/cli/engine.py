@@ -73,6 +73,16 @@ def add_commands(commands: Any) -> None:
         "re-pointed at this address (DNS rebinding) is refused",
     )
     serve.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="a web page origin (scheme://host[:port]) whose browser apps may call the "
+        "DynamoDB endpoint, answered with DynamoDB's CORS headers (repeatable; '*': every "
+        "origin, as DynamoDB does: use it with --require-auth); other origins are refused "
+        "(default: none). The admin API and the console stay same-origin",
+    )
+    serve.add_argument(
         "--durability",
         choices=("full", "normal"),
         default="normal",
@@ -193,4 +203,5 @@ def run_server(
         threads=args.threads,
         ready=ready,
         allowed_hosts=args.allow_host,
+        allowed_origins=args.allow_origin,
     )

@@ -131,9 +131,14 @@ def constraint_errors(errors: list[str]) -> DynamoDBError:
     return validation(f"{count} validation {noun} detected: " + "; ".join(errors))
 
 
-def constraint(value: Any, member: str, rule: str, *, shown: str | None = None) -> str:
+def constraint(
+    value: Any, member: str, rule: str, *, shown: str | None = None, valueless: bool = False
+) -> str:
     """One entry of a :func:`constraint_errors` list, worded as AWS words it (``shown``: the
-    value as already rendered, for values Java prints by their model shape)."""
+    value as already rendered, for values Java prints by their model shape; ``valueless``:
+    ``Value at '<member>' ...``, as DynamoDB's newer checks word it, without the value)."""
+    if valueless:
+        return f"Value at '{member}' failed to satisfy constraint: {rule}"
     if shown is None:
         shown = "null" if value is None else _java_str(value)
         if value is None:

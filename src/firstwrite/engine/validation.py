@@ -43,11 +43,17 @@ class F:
     members: tuple[F, ...] = ()  # struct members, or the element struct of a list
     element: str | None = None  # element kind for lists (and map values) of scalars
     shape: str | None = None  # the model's name for the struct elements of a list (messages)
+    # Where AWS words a member its newer way: the name as the model spells it (``Limit``, not
+    # ``limit``) and no value (``Value at 'Limit' failed ...``): Query's Limit.
+    model_name: bool = False
+    # An empty string breaks only this minimum, reported alone: the model's own for a member
+    # that also takes an ARN (TableName: 1), the name rules (3 to 255, pattern) apply after it.
+    empty_min: int | None = None
     _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
     member_path: str = field(init=False, compare=False, repr=False)  # AWS's camelCase name
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "member_path", _camel(self.name))
+        object.__setattr__(self, "member_path", self.name if self.model_name else _camel(self.name))
 
     def regex(self) -> re.Pattern[str] | None:
         if self.pattern is None:
@@ -113,6 +119,10 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
             errors.append(constraint(None, path, "Member must not be null"))
         return
     _check_type(value, spec.kind)
+    if value == "" and spec.empty_min is not None:
+        rule = f"Member must have length greater than or equal to {spec.empty_min}"
+        errors.append(constraint(value, path, rule))
+        return
     if spec.kind in ("str", "list", "map"):
         length = len(value)
         shown = _structs(value, spec) if spec.shape is not None else None
@@ -138,16 +148,13 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
             )
     elif spec.kind == "int":
         _check_range(value, spec)
+        valueless = spec.model_name
         if spec.min is not None and value < spec.min:
-            errors.append(
-                constraint(
-                    value, path, f"Member must have value greater than or equal to {spec.min}"
-                )
-            )
+            rule = f"Member must have value greater than or equal to {spec.min}"
+            errors.append(constraint(value, path, rule, valueless=valueless))
         if spec.max is not None and value > spec.max:
-            errors.append(
-                constraint(value, path, f"Member must have value less than or equal to {spec.max}")
-            )
+            rule = f"Member must have value less than or equal to {spec.max}"
+            errors.append(constraint(value, path, rule, valueless=valueless))
     elif spec.kind == "struct":
         _check_members(value, spec.members, path + ".", errors)
     elif spec.kind == "map" and spec.element is not None:
@@ -270,12 +277,13 @@ def check(
     *,
     prefix: str = "",
     name_first: bool = False,
+    name_alone: bool = False,
 ) -> None:
     """Validate ``params`` against ``members``; raise DynamoDB's error for the first problem kind.
 
     ``prefix`` is the AWS member path of ``params`` inside a larger request, with its trailing
     dot (e.g. ``"requestItems.T.member."``). ``name_first``: the table operations' TableName
-    rule (:func:`_table_name_first`).
+    rule (:func:`_table_name_first`); ``name_alone``: CreateTable's (:func:`_table_name_alone`).
     """
     # Fast path: most requests are valid, and proving it needs no member paths or error list;
     # any doubt goes to the full check below, which builds DynamoDB's exact error.
@@ -301,6 +309,8 @@ def check(
     _check_members(params, members, prefix, errors)  # a member of the wrong JSON type raises
     if name_first:
         _table_name_first(params)
+    if name_alone:
+        _table_name_alone(params)
     if errors:
         raise constraint_errors(errors)
 
@@ -319,8 +329,32 @@ def _table_name_first(params: Mapping[str, Any]) -> None:
         )
 
 
-# Members shared by many operations.
-TABLE_NAME = F("TableName", required=True, min_len=3, max_len=255, pattern=TABLE_NAME_PATTERN)
+def _table_name_alone(params: Mapping[str, Any]) -> None:
+    """CreateTable reports a missing TableName in words of its own, and a TableName that breaks
+    its constraints in the ``N validation errors detected`` form, alone, before any other
+    constraint: DynamoDB's answers recorded by the conformance suite (nubo-db/
+    dynamodb-conformance, tests/tier3/error-messages/createTable.test.ts and
+    validation-ordering/createTable.test.ts), where dynalite's older record had a sentence."""
+    name = params.get("TableName")
+    if name is None:
+        raise validation("The parameter 'TableName' is required but was not present in the request")
+    errors: list[str] = []
+    _check(name, TABLE_NAME, TABLE_NAME.member_path, errors)
+    if errors:
+        raise constraint_errors(errors)
+
+
+# Members shared by many operations. TableName also takes a table's ARN (the model: 1 to 1024
+# characters): an empty one breaks that minimum alone (the conformance suite's record of
+# PutItem, tests/tier3/error-messages/putItem.test.ts).
+TABLE_NAME = F(
+    "TableName",
+    required=True,
+    min_len=3,
+    max_len=255,
+    pattern=TABLE_NAME_PATTERN,
+    empty_min=1,
+)
 RETURN_CONSUMED_CAPACITY = F("ReturnConsumedCapacity", enum=("INDEXES", "TOTAL", "NONE"))
 RETURN_ITEM_COLLECTION_METRICS = F("ReturnItemCollectionMetrics", enum=("SIZE", "NONE"))
 RETURN_VALUES_ON_CCF = F("ReturnValuesOnConditionCheckFailure", enum=("ALL_OLD", "NONE"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from expr_helpers import N, S, error
+from expr_helpers import N, S, compile_, error
 
 V = {":v": S("x"), ":n": N(1), ":w": S("y")}
 
@@ -360,4 +360,53 @@ class TestUpdateMessages:
         assert error(projection="a, a") == (
             "Invalid ProjectionExpression: Two document paths overlap with each other; must "
             "remove or rewrite one of these paths; path one: [a], path two: [a]"
+        )
+
+
+class TestNamesAndFunctionArguments:
+    """A bare name starts with a letter; a function's arguments are operands; list_append does
+    not nest in list_append. Sources: the Developer Guide, "Expression attribute names": a
+    name that begins with a number must be a placeholder; DynamoDB's answers quoted in
+    ScyllaDB's test/alternator/test_update_expression.py (``Syntax error; token: "_", near:
+    "SET _123"``; ``if_not_exists(c, :a+:b)`` a syntax error; ``list_append(list_append(...))``
+    "not allowed to be used this way"), whose tests pass on DynamoDB."""
+
+    @pytest.mark.parametrize(
+        ("expression", "message"),
+        [
+            ("SET _123 = :n", 'Syntax error; token: "_", near: "SET _123"'),
+            ("SET _abc = :n", 'Syntax error; token: "_", near: "SET _abc"'),
+            ("SET 123a = :n", 'Syntax error; token: "123", near: "SET 123a"'),
+            ("SET a = _f(b)", 'Syntax error; token: "_", near: "= _f"'),
+            ("SET c = if_not_exists(c, :n + :n)", 'Syntax error; token: "+", near: ":n + :n"'),
+        ],
+    )
+    def test_syntax(self, expression: str, message: str) -> None:
+        values = {k: v for k, v in V.items() if k in expression} or None
+        assert error(update=expression, values=values) == "Invalid UpdateExpression: " + message
+
+    def test_names_may_hold_digits_and_underscores_after_a_letter(self) -> None:
+        for expression in ("SET alnum = :n", "SET Alpha_Numeric_123 = :n", "SET A123_ = :n"):
+            assert compile_(update=expression, values={":n": N(1)}).update is not None
+
+    def test_a_function_outside_a_sum_and_nested_if_not_exists_are_served(self) -> None:
+        for expression in (
+            "SET b = if_not_exists(b, :n) + :n",
+            "SET a = if_not_exists(b, if_not_exists(c, :n))",
+            "SET a = list_append(if_not_exists(a, :l), :l)",
+        ):
+            values = {k: v for k, v in {":n": N(1), ":l": {"L": []}}.items() if k in expression}
+            assert compile_(update=expression, values=values).update is not None
+
+    @pytest.mark.parametrize(
+        "expression",
+        [
+            "SET a = list_append(list_append(:l, :l), :l)",
+            "SET a = list_append(:l, (list_append(:l, :l)))",
+        ],
+    )
+    def test_list_append_in_list_append(self, expression: str) -> None:
+        assert error(update=expression, values={":l": {"L": []}}) == (
+            "Invalid UpdateExpression: The function is not allowed to be used this way in an "
+            "expression; function: list_append"
         )

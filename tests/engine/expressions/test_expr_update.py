@@ -114,7 +114,20 @@ class TestSet:
 class TestRemove:
     def test_remove_is_a_no_op_when_missing(self) -> None:
         item = {"a": nums(1), "m": {"M": {"x": N(1)}}}
-        assert run("REMOVE nope, m.nope, a[5], elsewhere.deeper, a[0].x", item) == item
+        assert run("REMOVE nope, m.nope, a[5]", item) == item
+        # On a missing item any path removes nothing.
+        assert run("REMOVE elsewhere.deeper, a[0].x", None) == {}
+
+    @pytest.mark.parametrize("path", ["elsewhere.deeper", "a[0].x", "m.x[0]", "m[0]", "s.x"])
+    def test_remove_under_a_missing_or_mistyped_parent_is_refused(self, path: str) -> None:
+        """REMOVE a.c where ``a`` is missing or not a map (``a[0]``: not a list), on an item
+        that exists, is DynamoDB's "invalid for update" error, as for SET: its answers quoted in
+        ScyllaDB's test/alternator/test_update_expression.py (test_nested_attribute_update_bad_
+        path_dot and _array, which pass on DynamoDB)."""
+        item = {"a": nums(1), "m": {"M": {"x": N(1)}}, "s": S("text")}
+        assert fails(f"REMOVE {path}", item) == (
+            "The document path provided in the update expression is invalid for update"
+        )
 
     def test_remove_nested_and_leave_empty_containers(self) -> None:
         assert run("REMOVE m.x, l[0]", {"m": {"M": {"x": N(1)}}, "l": nums(1)}) == {
@@ -124,8 +137,8 @@ class TestRemove:
 
     def test_several_indexes_refer_to_the_original_list(self) -> None:
         assert run("REMOVE l[0], l[2], l[1]", {"l": nums(0, 1, 2, 3)}) == {"l": nums(3)}
-        item = {"l": {"L": [{"M": {"x": N(1), "y": N(2)}}, N(5)]}}
-        assert run("REMOVE l[0], l[1].x", item) == {"l": {"L": [N(5)]}}  # l[1] has no .x
+        item = {"l": {"L": [{"M": {"x": N(1), "y": N(2)}}, {"M": {"y": N(5)}}]}}
+        assert run("REMOVE l[0], l[1].x", item) == {"l": {"L": [{"M": {"y": N(5)}}]}}
         assert run("REMOVE l[1], l[0].x", item) == {"l": {"L": [{"M": {"y": N(2)}}]}}
 
 

@@ -735,13 +735,53 @@ def test_attribute_updates_errors(eng: Engine, updates: dict[str, Any], message:
     assert eng.execute("GetItem", {"TableName": TABLE, "Key": KEY})["Item"] == ITEM
 
 
-def test_attribute_updates_type_clash_is_refused(eng: Engine) -> None:
-    message = validation_message(
-        eng,
+@pytest.mark.parametrize(
+    ("attribute", "action", "value"),
+    [
+        ("s", "ADD", {"N": "1"}),  # a number added to a string
+        (
+            "ss",
+            "ADD",
+            {"NS": ["2"]},
+        ),  # "should return ValidationException if trying to add NS to SS"
+        ("ss", "DELETE", {"NS": ["1"]}),  # "... trying to delete NS from SS"
+        ("n", "DELETE", {"NS": ["1"]}),  # "... trying to delete NS from N"
+        ("ns", "ADD", {"N": "2"}),  # "... trying to add N to NS"
+        ("s", "ADD", {"L": [{"S": "x"}]}),  # a list appended to a string
+    ],
+)
+def test_attribute_updates_type_clash_is_refused(
+    eng: Engine, attribute: str, action: str, value: dict[str, Any]
+) -> None:
+    """A legacy ADD or DELETE on an attribute of another type is ``Type mismatch for attribute
+    to update`` (not the UpdateExpression's "An operand ... has an incorrect data type"):
+    dynalite's test/updateItem.js, run against DynamoDB (the quoted cases)."""
+    updates = {attribute: {"Action": action, "Value": value}}
+    message = validation_message(eng, "UpdateItem", {"Key": KEY, "AttributeUpdates": updates})
+    assert message == "Type mismatch for attribute to update"
+    assert eng.execute("GetItem", {"TableName": TABLE, "Key": KEY})["Item"] == ITEM
+
+
+def test_attribute_updates_with_no_action_create_the_item(eng: Engine) -> None:
+    """An UpdateItem with nothing to do on a missing item creates it with its key alone
+    (dynalite's test/updateItem.js, "should just add item with key if no action", run against
+    DynamoDB; the API reference: UpdateItem "adds a new item to the table if it does not
+    already exist"); one that only deletes attributes creates nothing."""
+    for updates in ({}, None):
+        key = {"pk": {"S": f"fresh-{updates is None}"}, "sk": {"N": "1"}}
+        request: dict[str, Any] = {"TableName": TABLE, "Key": key}
+        if updates is not None:
+            request["AttributeUpdates"] = updates
+        assert eng.execute("UpdateItem", {**request, "ReturnValues": "ALL_NEW"}) == {
+            "Attributes": key
+        }
+        assert eng.execute("GetItem", {"TableName": TABLE, "Key": key})["Item"] == key
+    gone = {"pk": {"S": "only-deleted"}, "sk": {"N": "1"}}
+    eng.execute(
         "UpdateItem",
-        {"Key": KEY, "AttributeUpdates": {"s": {"Action": "ADD", "Value": {"N": "1"}}}},
+        {"TableName": TABLE, "Key": gone, "AttributeUpdates": {"a": {"Action": "DELETE"}}},
     )
-    assert message == "An operand in the update expression has an incorrect data type"
+    assert "Item" not in eng.execute("GetItem", {"TableName": TABLE, "Key": gone})
 
 
 # --- AttributesToGet -------------------------------------------------------------------------

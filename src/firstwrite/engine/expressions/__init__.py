@@ -35,6 +35,7 @@ from .legacy import (
     filter_condition,
     key_condition,
 )
+from .update import refuse_key_paths
 
 __all__ = [
     "Compiled",
@@ -54,4 +55,5 @@ __all__ = [
     "key_condition",
     "key_condition_range",
     "project",
+    "refuse_key_paths",
 ]

@@ -359,7 +359,8 @@ def apply_update(
     update: Update, item: Item | None, *, key_names: frozenset[str] = frozenset()
 ) -> Item:
     """The item ``update`` makes of ``item``; a new dict, ``item`` is left untouched."""
-    return apply(update.plan, update.values, item, key_names)
+    legacy = update.text == "AttributeUpdates"
+    return apply(update.plan, update.values, item, key_names, legacy=legacy)
 
 
 def project(item: Item, projection: Projection | Sequence[ast.Path]) -> Item:

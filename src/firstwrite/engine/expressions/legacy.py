@@ -337,6 +337,8 @@ def attributes_projection(names: Any) -> Projection:
             raise serialization("Start of structure or map found where not expected")
         if name in seen:
             raise validation(f"{_INVALID}Duplicate value in attribute name: {name}")
+        if not name:  # as an item's empty name is worded (values.py)
+            raise validation(f"{_INVALID}Empty attribute name")
         seen.add(name)
     paths = tuple((name,) for name in names)
     return Projection("AttributesToGet", paths, build_trie(paths))
@@ -353,6 +355,8 @@ def attribute_updates(updates: Any, *, wire: bool = False) -> Update:
     values = _Values(wire)
     actions: list[ast.Action] = []
     for name, raw in _mapping(updates).items():
+        if not name:  # as an item's empty name is worded (values.py)
+            raise validation(f"{_INVALID}Empty attribute name")
         entry = _mapping(raw)
         action = entry.get("Action")
         if action is None:

@@ -49,7 +49,8 @@ MAX_NESTING = 2 * MAX_OPERATORS + 100
 _OPERATOR_NODES = frozenset({"not_", "and_", "or_", "compare", "between", "in_", "call", "arith"})
 
 # The tokens DynamoDB's lexer sees, for quoting the text near an error.
-_TOKENS = re.compile(r"\s+|[A-Za-z_][A-Za-z0-9_]*|[#:][A-Za-z0-9_]*|[0-9]+|<>|<=|>=|.", re.S)
+# (A name starts with a letter: "_" is a token of its own, as in `SET _123`'s error.)
+_TOKENS = re.compile(r"\s+|[A-Za-z][A-Za-z0-9_]*|[#:][A-Za-z0-9_]*|[0-9]+|<>|<=|>=|.", re.S)
 
 
 def invalid(kind: str, message: str) -> DynamoDBError:

@@ -21,6 +21,10 @@ from .evaluate import Values, lookup
 
 _MISSING = "The provided expression refers to an attribute that does not exist in the item"
 _BAD_TYPE = "An operand in the update expression has an incorrect data type"
+# The same refusal of a legacy AttributeUpdates ADD or DELETE: dynalite's test/updateItem.js
+# (run against DynamoDB), "should return ValidationException if trying to delete NS from SS";
+# the API reference lists it among TransactionCanceledException's reasons.
+LEGACY_BAD_TYPE = "Type mismatch for attribute to update"
 _BAD_PATH = "The document path provided in the update expression is invalid for update"
 
 Operand = Callable[[Item, Values], AttributeValue]
@@ -107,13 +111,39 @@ def _operand(node: ast.Node) -> Operand:
     raise AssertionError(f"unexpected SET operand {node!r}")  # pragma: no cover
 
 
-def apply(update: Plan, values: Values, item: Item | None, key_names: frozenset[str]) -> Item:
-    old: Item = item or {}
+def apply(
+    update: Plan,
+    values: Values,
+    item: Item | None,
+    key_names: frozenset[str],
+    *,
+    legacy: bool = False,
+) -> Item:
+    """The item ``update`` makes of ``item`` (``legacy``: an AttributeUpdates plan, whose type
+    mismatches DynamoDB words apart)."""
+    if not legacy:
+        return _apply(update, values, item, key_names)
+    try:
+        return _apply(update, values, item, key_names)
+    except DynamoDBError as error:
+        if error.message != _BAD_TYPE:
+            raise
+    raise validation(LEGACY_BAD_TYPE)
+
+
+def refuse_key_paths(update: Plan, key_names: frozenset[str]) -> None:
+    """Refuse an update that writes (SET, REMOVE, ADD, DELETE) a key attribute, whether or not
+    the item exists."""
     for path in update.paths:
         if path[0] in key_names:
             raise invalid_parameters(
                 f"Cannot update attribute {path[0]}. This attribute is part of the key"
             )
+
+
+def _apply(update: Plan, values: Values, item: Item | None, key_names: frozenset[str]) -> Item:
+    old: Item = item or {}
+    refuse_key_paths(update, key_names)
     # All operands see the old item; compute them before touching anything.
     computed = [(path, operand(old, values)) for path, operand in update.sets]
     new: Item = dict(old)
@@ -131,7 +161,21 @@ def apply(update: Plan, values: Values, item: Item | None, key_names: frozenset[
     for path in update.removes:
         if lookup(old, path) is not None:
             _remove(new, path)
+        elif item is not None and not _parent_holds(old, path):
+            # REMOVE a.c with a missing or not a map (a[0]: not a list) is refused on an item
+            # that exists; on a missing item it removes nothing (DynamoDB's answers, quoted in
+            # ScyllaDB's test_update_expression.py, test_nested_attribute_update_bad_path_*).
+            raise validation(_BAD_PATH)
     return new
+
+
+def _parent_holds(item: Item, path: ast.Path) -> bool:
+    """Whether ``path``'s parent exists in ``item`` and is of the kind its last step needs (a
+    map for a name, a list for an index)."""
+    if len(path) == 1:
+        return True
+    parent = lookup(item, path[:-1])
+    return parent is not None and ("L" if isinstance(path[-1], int) else "M") in parent
 
 
 # --- path surgery (copy-on-write) ------------------------------------------------------------

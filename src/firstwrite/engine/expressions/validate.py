@@ -324,6 +324,18 @@ class _Static:
                         "Incorrect number of operands for operator or function; "
                         f"operator or function: {node.name}, number of operands: {len(node.args)}",
                     )
+                if node.name == "list_append" and any(
+                    isinstance(inner := _unwrap(arg), ast.Call) and inner.name == "list_append"
+                    for arg in node.args
+                ):
+                    # list_append(if_not_exists(a, :v), :w) is served, list_append nested in
+                    # list_append is not (DynamoDB's answer, quoted in ScyllaDB's
+                    # test_update_expression_function_nesting).
+                    self.fail(
+                        _MISUSE,
+                        "The function is not allowed to be used this way in an expression; "
+                        "function: list_append",
+                    )
             elif node.name in CONDITION_FUNCTIONS or node.name == "size":
                 self.fail(
                     _FUNCTION_NAME,
@@ -658,10 +670,16 @@ _VALUE_KEY = re.compile(r":[0-9A-Za-z_]+\Z")
 def check_name_map(names: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     if not names:
         raise validation("ExpressionAttributeNames must not be empty")
-    for key in names:
+    for key, value in names.items():
         if not isinstance(key, str) or not _NAME_KEY.match(key):
             raise validation(
                 f'ExpressionAttributeNames contains invalid key: Syntax error; key: "{key}"'
+            )
+        if value == "":
+            # DynamoDB's words, as applications match them (and ScyllaDB's
+            # test_limit_attribute_length_nonkey_empty checks "Empty attribute name").
+            raise validation(
+                f"ExpressionAttributeNames contains invalid value: Empty attribute name for key {key}"
             )
     return tuple((k, str(v)) for k, v in names.items())
 

@@ -203,11 +203,25 @@ def _table_position(schema: KeySchema, raw: Any, *, wire: bool, query: bool) -> 
         if exc.code != "ValidationException":
             raise
         if exc.message == _KEY_MISMATCH:
-            # Query answers a schema mismatch with the bare sentence, Scan with the reason.
-            raise validation(
-                _START_KEY_INVALID if query else f"{_START_KEY_INVALID}: {_KEY_MISMATCH}"
-            ) from None
+            if not query:  # Scan gives the reason
+                raise validation(f"{_START_KEY_INVALID}: {_KEY_MISMATCH}") from None
+            if isinstance(raw, dict) and raw.keys() == schema.names:
+                # The key's attributes, of other types: DynamoDB's answer quoted in ScyllaDB's
+                # test_query_exclusivestartkey_wrong_types (which passes on DynamoDB).
+                raise validation(_KEY_MISMATCH) from None
+            raise validation(_START_KEY_INVALID) from None
         raise validation(f"{_START_KEY_INVALID}: {exc.message}") from None
+    if query and schema.range_name is None:
+        # A Query of a table without a sort key reads one item: nothing can follow a start key
+        # (DynamoDB's answer quoted in ScyllaDB's test_query_no_sort_key_exclusive_start_key).
+        shown = ", ".join(
+            f"{name}=AttributeValue: {{{kind}:{value}}}"
+            for name, attribute in raw.items()
+            for kind, value in attribute.items()
+        )
+        raise validation(
+            f"The provided exclusive start key is invalid: ExclusiveStartKey: {{{shown}}}"
+        )
     return pk, sk
 
 

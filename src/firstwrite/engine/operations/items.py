@@ -19,7 +19,7 @@ from ..errors import (
     internal_error,
     validation,
 )
-from ..expressions import Compiled, apply_update, evaluate, project
+from ..expressions import Compiled, apply_update, evaluate, project, refuse_key_paths
 from ..item_keys import (
     IndexSchema,
     KeySchema,
@@ -99,11 +99,14 @@ def updated_item(
     refused if the table's ``indexes`` could not hold it.
 
     ``None`` when there is no item and the update only removes or deletes attributes: as on
-    DynamoDB, that creates nothing (an update with no action at all still creates the item).
+    DynamoDB, that creates nothing. An update with no action at all (no UpdateExpression, or
+    an empty ``AttributeUpdates``) still creates the item with its key, as DynamoDB's
+    UpdateItem "adds a new item to the table if it does not already exist" (API reference).
     """
     if old is None and compiled.update is not None:
         plan = compiled.update.plan
-        if not plan.sets and not plan.adds:
+        if not plan.sets and not plan.adds and (plan.removes or plan.deletes):
+            refuse_key_paths(plan, schema.names)  # (a key is refused all the same)
             return None
     base = old if old is not None else dict(key)
     new = (

@@ -44,12 +44,24 @@ _SELECT = F(
     "Select", enum=("SPECIFIC_ATTRIBUTES", "COUNT", "ALL_ATTRIBUTES", "ALL_PROJECTED_ATTRIBUTES")
 )
 _INDEX_NAME = F("IndexName", min_len=3, max_len=255, pattern=TABLE_NAME_PATTERN)
+_ATTRIBUTES_TO_GET = F("AttributesToGet", kind="list", min_len=1, element="str")
 _COMMON = (
     TABLE_NAME,
     _INDEX_NAME,
     _SELECT,
-    F("AttributesToGet", kind="list", min_len=1, element="str"),
+    _ATTRIBUTES_TO_GET,
     F("Limit", kind="int", min=1),
+    CONSISTENT_READ,
+)
+# Query words its Limit the newer way (``Value at 'Limit' ...``), Scan the older (``Value '0' at
+# 'limit' ...``): DynamoDB's answers recorded by the conformance suite (tests/tier3/
+# error-messages/query.test.ts and scan.test.ts).
+_QUERY_COMMON = (
+    TABLE_NAME,
+    _INDEX_NAME,
+    _SELECT,
+    _ATTRIBUTES_TO_GET,
+    F("Limit", kind="int", min=1, model_name=True),
     CONSISTENT_READ,
 )
 _TAIL = (
@@ -64,7 +76,7 @@ _NAMES_VALUES = (
 )
 # Member order follows the service model, which is the order AWS lists constraint failures in.
 _QUERY = (
-    *_COMMON,
+    *_QUERY_COMMON,
     F("KeyConditions", kind="map", members=_CONDITION),
     F("QueryFilter", kind="map", members=_CONDITION),
     F("ConditionalOperator", enum=("OR", "AND")),  # DynamoDB prints them in this order

@@ -84,7 +84,13 @@ _DESCRIBE = (
     F(
         "ShardFilter",
         kind="struct",
-        members=(F("Type", enum=("CHILD_SHARDS",)), F("ShardId", min_len=28, max_len=65)),
+        # Both members are needed, though the model marks neither required: DynamoDB refuses
+        # a filter without one (ScyllaDB's test_stream_shard_filtering_missing_type and
+        # _missing_shard_id, which pass on DynamoDB).
+        members=(
+            F("Type", required=True, enum=("CHILD_SHARDS",)),
+            F("ShardId", required=True, min_len=28, max_len=65),
+        ),
     ),
 )
 _ITERATOR = (

@@ -1,7 +1,9 @@
 """The HTTP server: DynamoDB's JSON 1.0 protocol over HTTP, a pure ASGI app run by uvicorn.
 
 ``POST /`` with ``X-Amz-Target: DynamoDB_20120810.<Op>`` (or ``DynamoDBStreams_20120810.<Op>``)
-and a JSON body is answered as DynamoDB answers (:mod:`.wire`); ``GET /`` is a health check.
+and a JSON body is answered as DynamoDB answers (:mod:`.wire`); ``GET /`` is DynamoDB's health
+check (``healthy: <host>``); browsers' CORS requests are answered for the origins the server
+allows (:mod:`.cors`).
 Paths under ``/_firstwrite/`` are the admin API (:mod:`.admin`), and other ASGI apps can be
 mounted under a path prefix (``mounts={"/console": app}``); the server composes them all
 explicitly, with Starlette's routing. Anything else is a 4xx with an
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import socket
 import threading
@@ -36,12 +37,14 @@ from ..wire import (
     response_headers,
     wire_call,
 )
+from ..operations.account import SERVED_ADDRESS
 from . import connection, control, runner
 from .asgi import ASGIApp, Message, Receive, Scope, Send, header, problem, respond
 from .bodies import BIG_BODY_BYTES, BodyReader
 from .connection import Limits
 from .content_coding import decoded_body
 from .control import ADMIN_PREFIX, Mounted
+from .cors import Cors
 from .lanes import ByteBudget, Lane
 from .origins import HostCheck
 from .screening import Screener
@@ -81,7 +84,8 @@ class EngineApp:
     such as ``"/console"``, plain or :class:`~.control.Mounted`) are composed with the admin API
     by :func:`.control.compose`, behind the guard. ``hosts`` limits the ``Host`` headers
     answered on every route (DNS rebinding); :func:`serve` and :class:`ServerThread` set it from
-    the address they bind.
+    the address they bind. ``allowed_origins``: the page origins a browser app may call the
+    DynamoDB endpoint from (``"*"``: any), answered with DynamoDB's CORS headers (:mod:`.cors`).
     """
 
     def __init__(
@@ -95,8 +99,10 @@ class EngineApp:
         max_body_bytes: int = MAX_BODY_BYTES,
         inline: bool | None = None,
         hosts: HostCheck | None = None,
+        allowed_origins: Iterable[str] = (),
     ) -> None:
         self.engine = engine
+        self.cors = Cors(allowed_origins)
         self.verifier = SigV4Verifier(credentials) if credentials else None
         self.hosts = hosts
         self.sessions = Sessions()
@@ -127,7 +133,8 @@ class EngineApp:
         scope = engine.storage.deferred if engine.durability == "full" else None
         self._lane = Lane(scope=scope, overflow=self._pool) if inline is None else None
         self.screener = Screener()  # decodes big bodies in a worker process first
-        self._health = json.dumps({"status": "ok", "service": "firstwrite-dynamodb"}).encode()
+        # What DynamoDB's endpoint answers GET / with, when a request names no host.
+        self._health_host = f"dynamodb.{engine.default_region}.amazonaws.com".encode()
 
     def close(self) -> None:
         if self._lane is not None:
@@ -148,33 +155,52 @@ class EngineApp:
                 # The health check and every refusal below too: one Host policy for every route
                 # (a load balancer's own name or address goes in allowed_hosts).
                 await respond(send, *self.hosts.refusal(host).encode())
-            elif path == "/" and method in ("GET", "HEAD"):
-                await respond(
-                    send,
-                    200,
-                    [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", b"%d" % len(self._health)),
-                    ],
-                    b"" if method == "HEAD" else self._health,
-                )
-            elif path == "/":
-                await respond(
-                    send,
-                    *problem(
-                        405,
-                        "Method Not Allowed",
-                        f"{method} / is not supported; use POST",
-                        allow="GET, HEAD, POST",
-                    ),
-                )
-            elif method == "POST" and header(scope, b"x-amz-target") is not None:
-                # SDKs pointed at an endpoint_url with a path POST there: DynamoDB ignores it.
-                await self._dynamodb(scope, receive, send)
             else:
-                await respond(send, *problem(404, "Not Found", f"No route for {method} {path}"))
+                await self._other(scope, receive, send, path, method)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
+
+    async def _other(
+        self, scope: Scope, receive: Receive, send: Send, path: str, method: str
+    ) -> None:
+        """Everything but ``POST /`` and the composed apps, once the host is allowed: the data
+        plane at another path, CORS preflights, the health check, and the refusals."""
+        if method == "POST" and header(scope, b"x-amz-target") is not None:
+            # SDKs pointed at an endpoint_url with a path POST there: DynamoDB ignores it.
+            await self._dynamodb(scope, receive, send)
+            return
+        origin = header(scope, b"origin")
+        if origin is not None:
+            if not self.cors.allows(origin):
+                await respond(send, *self.cors.refusal(origin).encode())
+                return
+            if method == "OPTIONS":
+                headers = [*self.cors.headers(scope, preflight=True), (b"content-length", b"0")]
+                await respond(send, 200, headers, b"")
+                return
+            send = self.cors.sender(scope, send)
+        if path == "/" and method in ("GET", "HEAD"):
+            # DynamoDB's answer: "healthy: " and the host the request named.
+            body = b"healthy: " + (header(scope, b"host") or self._health_host)
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", b"%d" % len(body)),
+            ]
+            await respond(send, 200, headers, b"" if method == "HEAD" else body)
+        elif path == "/" and method == "OPTIONS":  # no Origin: no CORS headers (DynamoDB's)
+            await respond(send, 200, [(b"content-length", b"0")], b"")
+        elif path == "/":
+            await respond(
+                send,
+                *problem(
+                    405,
+                    "Method Not Allowed",
+                    f"{method} / is not supported; use POST",
+                    allow="GET, HEAD, OPTIONS, POST",
+                ),
+            )
+        else:
+            await respond(send, *problem(404, "Not Found", f"No route for {method} {path}"))
 
     def _mounted(self, path: str) -> bool:
         return any(
@@ -202,6 +228,12 @@ class EngineApp:
         if self.hosts is not None and not self.hosts.allows(host):
             await respond(send, *self.hosts.refusal(host).encode())
             return
+        origin = headers.get(b"origin")
+        if origin is not None:  # a browser's call (:mod:`.cors`)
+            if not self.cors.allows(origin):
+                await respond(send, *self.cors.refusal(origin).encode())
+                return
+            send = self.cors.sender(scope, send)
         if self.verifier is not None:
             # What the headers tell of the credentials (the Authorization header's parameters,
             # the date, the scope, the access key) is judged before a byte of the body is read:
@@ -302,6 +334,12 @@ class EngineApp:
             decoded, refused = decoded_body(scope, signed, self.max_body_bytes)
             if refused is not None:
                 return refused
+        if target == _DESCRIBE_ENDPOINTS:
+            # Answered with the address this call reached. Set in the context of the thread (or
+            # task) answering it, before every DescribeEndpoints the server answers: nothing
+            # else reads it, so it is not reset.
+            host = header(scope, b"host")
+            SERVED_ADDRESS.set(None if host is None else host.decode("latin-1"))
         if verifier is None:
             region = region_from_authorization(authorization)
             status, payload = wire_call(self.engine, target_text, decoded, region, decode=decode)
@@ -317,6 +355,8 @@ class EngineApp:
                 )
 
             status, payload = wire_call(self.engine, target_text, decoded, None, authorize, decode)
+        if status == 200 and target in _EMPTY_ANSWERS:
+            payload = b""
         start = {
             "type": "http.response.start",
             "status": status,
@@ -331,6 +371,10 @@ def _error_answer(error: DynamoDBError) -> tuple[Message, bytes]:
     return {"type": "http.response.start", "status": error.status, "headers": headers}, payload
 
 
+_DESCRIBE_ENDPOINTS = b"DynamoDB_20120810.DescribeEndpoints"
+# "If the action is successful, the service sends back an HTTP 200 response with an empty HTTP
+# body" (the API reference of TagResource and UntagResource): no "{}" either.
+_EMPTY_ANSWERS = frozenset({b"DynamoDB_20120810.TagResource", b"DynamoDB_20120810.UntagResource"})
 _XML_UNKNOWN = b"<UnknownOperationException/>\n"
 _XML_HEADERS = [
     (b"x-amz-crc32", b"%d" % zlib.crc32(_XML_UNKNOWN)),
@@ -347,6 +391,7 @@ def create_app(
     threads: int = DEFAULT_THREADS,
     inline: bool | None = None,
     hosts: HostCheck | None = None,
+    allowed_origins: Iterable[str] = (),
 ) -> EngineApp:
     """The ASGI app for ``engine`` (mount it in any ASGI server); see :class:`EngineApp`."""
     return EngineApp(
@@ -357,6 +402,7 @@ def create_app(
         threads=threads,
         inline=inline,
         hosts=hosts,
+        allowed_origins=allowed_origins,
     )
 
 
@@ -376,6 +422,7 @@ def serve(
     ready: Callable[[str], None] | None = None,
     allowed_hosts: Iterable[str] = (),
     limits: Limits = DEFAULT_LIMITS,
+    allowed_origins: Iterable[str] = (),
 ) -> None:
     """Serve ``engine`` until SIGINT/SIGTERM (when run on the main thread), then return; from
     then on this process ignores SIGINT/SIGTERM (the caller is closing up; install your own
@@ -385,6 +432,8 @@ def serve(
     Shutdown is graceful: in-flight requests finish, the engine is left open for the caller.
     Bound to a loopback address, the server answers loopback host names only, plus
     ``allowed_hosts`` (``["*"]``: any); see :class:`~firstwrite.engine.server.origins.HostCheck`.
+    ``allowed_origins``: the web page origins whose browser apps may call the DynamoDB endpoint
+    (``["*"]``: every origin); see :class:`~firstwrite.engine.server.cors.Cors`.
     ``limits``: read timeouts and the connection limit (:class:`~.connection.Limits`; the
     default limit is what the file descriptor limit, raised to its hard maximum, leaves after
     the engine's own). Other arguments: :class:`EngineApp`.
@@ -398,6 +447,7 @@ def serve(
         threads=threads,
         inline=inline,
         hosts=HostCheck(host, allowed_hosts),
+        allowed_origins=allowed_origins,
     )
     config = runner.uvicorn_config(app, host, port, limits)
     sock = runner.bind(host, port)
@@ -435,6 +485,7 @@ class ServerThread:
         startup_timeout: float = 30.0,
         allowed_hosts: Iterable[str] = (),
         limits: Limits = DEFAULT_LIMITS,
+        allowed_origins: Iterable[str] = (),
     ) -> None:
         self.app = create_app(
             engine,
@@ -444,6 +495,7 @@ class ServerThread:
             threads=threads,
             inline=inline,
             hosts=HostCheck(host, allowed_hosts),
+            allowed_origins=allowed_origins,
         )
         self._config = runner.uvicorn_config(self.app, host, port, limits)
         self._server = runner.server_class()(self._config)
