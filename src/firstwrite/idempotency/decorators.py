@@ -30,7 +30,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ._machine import serialization
+from . import serialization
 from .errors import MissingKeyError
 from .guard import UNSET, Idempotency
 from .keys import Selector, key_from, key_path, select, walk

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from ._machine import completion, table_setup, transactional
 from ._machine.budget import Deadline
 from ._machine.driving import Driver, drive
-from ._machine.effects import Steps, bind
+from .effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig, from_environment
 from .metrics import Metrics

@@ -2,8 +2,8 @@
 
 Pure, no I/O. It reads the layer's item format (:class:`.record.Record`) in either layout
 (:func:`.layout.layout_of` tells them apart, or the caller names one), decodes the stored
-result and failure as a duplicate would get them (:mod:`._machine.serialization`), and says what a
-duplicate would get now from the layer's own verdict table (:func:`._machine.verdicts.judge`). The front
+result and failure as a duplicate would get them (:mod:`.serialization`), and says what a
+duplicate would get now from the layer's own verdict table (:func:`.verdicts.judge`). The front
 ends keep only their presentation: the CLI's columns and JSON, the console's templates.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from firstwrite.shared import result_display
 
-from ._machine import serialization
-from ._machine.verdicts import Verdict, judge
+from . import serialization
+from .verdicts import Verdict, judge
 from .errors import SerializationError
 from .layout import DEFAULT, RecordLayout, layout_of
 from .record import Record, Status

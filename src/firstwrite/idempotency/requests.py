@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ._machine.effects import Call
+from .effects import Call
 from .config import IdempotencyConfig
 from .layout import DEFAULT
 

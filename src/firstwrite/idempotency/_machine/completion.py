@@ -17,10 +17,10 @@ from ..outcomes import Claim, Replay, key_of
 from ..record import Status
 from ..requests import millis
 from .budget import Deadline
-from .client_errors import error_code, is_sdk_error
-from .effects import Sleep, Steps
+from ..client_errors import error_code, is_sdk_error
+from ..effects import Sleep, Steps
 from .retry import backoff, budget_spent, classify
-from .verdicts import fenced_outcome
+from ..verdicts import fenced_outcome
 
 if TYPE_CHECKING:
     from .machine import StateMachine

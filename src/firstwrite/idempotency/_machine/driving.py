@@ -15,7 +15,7 @@ from ..metrics import Metrics
 from ..requests import Key
 from . import budget
 from .budget import CURRENT, Deadline
-from .effects import Call, Steps
+from ..effects import Call, Steps
 from .machine import StateMachine
 
 T = TypeVar("T")

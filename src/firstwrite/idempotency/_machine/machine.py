@@ -43,13 +43,13 @@ from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
-from . import serialization
+from .. import serialization
 from .budget import Deadline
 from .cache import ReplayCache
-from .effects import Call, Sleep, Steps
+from ..effects import Call, Sleep, Steps
 from .reporting import Reporter
 from .retry import perform
-from .verdicts import Verdict, fenced_outcome, judge
+from ..verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
 """The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""

@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from ..metrics import NULL, Metrics
-from .effects import Call
-from .serialization import item_size
+from ..effects import Call
+from ..serialization import item_size
 
 log = logging.getLogger("firstwrite.idempotency")
 

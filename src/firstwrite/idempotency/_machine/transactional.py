@@ -23,11 +23,11 @@ from ..outcomes import Claim, Outcome, Replay, key_of
 from ..record import Status
 from .budget import Deadline
 from .cancellation import Cancellation, Kind, read
-from .client_errors import response_of
-from .effects import Call, Sleep, Steps
+from ..client_errors import response_of
+from ..effects import Call, Sleep, Steps
 from .machine import StateMachine
 from .retry import backoff, budget_spent
-from .verdicts import Verdict, fenced_outcome
+from ..verdicts import Verdict, fenced_outcome
 
 # Top-level errors that say "another transaction holds an item": retried by the retry policy,
 # then the documented TransactionConflictError.

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from ..errors import SerializationError
+from .errors import SerializationError
 from . import typed_json
 
 _ZJSON = 1
