@@ -236,7 +236,9 @@ def test_only_the_guards_reach_into_the_layers_private_machine() -> None:
         if (layer / "_machine") not in p.parents
         and not (p.parent == layer and p.name in MACHINE_DRIVERS)
     ]
-    private = _offenders(outside, lambda _p, name: name == MACHINE or name.startswith(MACHINE + "."))
+    private = _offenders(
+        outside, lambda _p, name: name == MACHINE or name.startswith(MACHINE + ".")
+    )
     assert private == {}
     drivers = [layer / name for name in MACHINE_DRIVERS]
     assert all(_offenders([p], lambda _p, n: n.startswith(MACHINE)) for p in drivers)

@@ -20,8 +20,8 @@ from firstwrite.idempotency import (
     Guard,
     Idempotency,
     TableNotFoundError,
+    client_errors,
 )
-from firstwrite.idempotency import client_errors
 from firstwrite.idempotency.aio import ThreadedClient
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "firstwrite"

@@ -19,7 +19,7 @@ See docs/events.md.
 
 from __future__ import annotations
 
-from ._lambda import LambdaSource, NotAcknowledgedError
+from .lambda_source import LambdaSource, NotAcknowledgedError
 from .attempts import AttemptLedger
 from .core import (
     BatchResult,

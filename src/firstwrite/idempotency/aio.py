@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Literal, TypeVar
 from ._machine import completion, table_setup, transactional
 from ._machine.budget import Deadline
 from ._machine.driving import Driver, adrive
-from .effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig, from_environment
+from .effects import Steps, bind
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record

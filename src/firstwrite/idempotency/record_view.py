@@ -16,11 +16,11 @@ from typing import Any
 from firstwrite.shared import result_display
 
 from . import serialization
-from .verdicts import Verdict, judge
 from .errors import SerializationError
 from .layout import DEFAULT, RecordLayout, layout_of
 from .record import Record, Status
 from .requests import NO_FINGERPRINT
+from .verdicts import Verdict, judge
 
 SUMMARY_CHARS = 120
 TOMBSTONE = "(removed by TTL; a tombstone keeps only owner, fingerprint and status)"

@@ -28,7 +28,9 @@ from dataclasses import replace
 from typing import Any
 
 from .. import requests as q
+from .. import serialization
 from ..config import IdempotencyConfig
+from ..effects import Call, Sleep, Steps
 from ..errors import (
     ConfigurationError,
     InProgressError,
@@ -43,13 +45,11 @@ from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
-from .. import serialization
+from ..verdicts import Verdict, fenced_outcome, judge
 from .budget import Deadline
 from .cache import ReplayCache
-from ..effects import Call, Sleep, Steps
 from .reporting import Reporter
 from .retry import perform
-from ..verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
 """The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""

@@ -15,8 +15,8 @@ import math
 import time
 from typing import Any
 
-from ..metrics import NULL, Metrics
 from ..effects import Call
+from ..metrics import NULL, Metrics
 from ..serialization import item_size
 
 log = logging.getLogger("firstwrite.idempotency")

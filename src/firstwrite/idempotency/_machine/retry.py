@@ -22,12 +22,12 @@ import random
 from collections.abc import Callable
 from typing import Any, Literal
 
+from ..client_errors import is_sdk_error, is_transport_error, response_of
 from ..config import RetryPolicy
+from ..effects import Call, Sleep, Steps
 from ..errors import DeadlineExceededError, TableNotFoundError
 from ..requests import tables_of
 from .budget import Deadline
-from ..client_errors import is_sdk_error, is_transport_error, response_of
-from ..effects import Call, Sleep, Steps
 from .reporting import Reporter
 
 Kind = Literal["throttle", "transient"]
