@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .lambda_source import LambdaSource, response
 from .core import Ordering
+from .lambda_source import LambdaSource, response
 from .shapes import (
     DynamoDBStreamEvent,
     DynamoDBStreamRecord,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .lambda_source import LambdaSource, single
 from .core import RecordResult
+from .lambda_source import LambdaSource, single
 from .shapes import EventBridgeEvent, LambdaContext
 
 __all__ = ["EventBridgeEvents"]

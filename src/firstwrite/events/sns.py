@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .lambda_source import LambdaSource, single
 from .core import BatchResult
+from .lambda_source import LambdaSource, single
 from .selectors import json_body
 from .shapes import LambdaContext, SNSEvent, SNSRecord
 

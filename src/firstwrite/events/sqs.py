@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .lambda_source import LambdaSource, response
 from .core import Consumer, Ordering
+from .lambda_source import LambdaSource, response
 from .selectors import json_body
 from .shapes import LambdaContext, PartialBatchResponse, SQSEvent, SQSRecord
 

@@ -321,10 +321,6 @@ def _unguarded(guard: AnyIdempotency, missing: MissingKeyError, fn: Callable[...
     return True
 
 
-def _handler_shape(event: Any, context: Any = None) -> None:
-    """The signature every Lambda handler has (the binding only resolves the guard)."""
-
-
 def idempotent_handler(
     guard: GuardArgument = None,
     *,

@@ -215,7 +215,7 @@ class RecordView:
 def view(
     record: Record, *, limit: int = SUMMARY_CHARS, layout: RecordLayout = DEFAULT
 ) -> RecordView:
-    """``record`` (as :meth:`Idempotency.get` returns it) for display; results shortened to
+    """``record`` (as :meth:`~.guard.Idempotency.get` returns it) for display; results shortened to
     ``limit`` characters."""
     result = None if record.result is None else stored_result(record.result, limit)
     error = None if record.error is None else stored_failure(record.error)
