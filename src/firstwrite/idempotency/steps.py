@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, NoReturn, TypeAlias, TypeVar, cast
 
 from .effects import aperform, perform
 from .outcomes import UNSET, Claim
@@ -201,7 +201,7 @@ Steps: TypeAlias = Generator[Any, Any, T]
 their answers, returns its outcome."""
 
 
-def _no_other(effect: object) -> object:
+def _no_other(effect: object) -> NoReturn:
     raise TypeError(f"not a guard step, and the driver was given no other effects: {effect!r}")
 
 
@@ -227,13 +227,13 @@ async def adrive(
     other effects are answered by ``await other(effect)``."""
     threaded = not guard.is_async
 
-    async def answer(effect: Any) -> object:
+    def answer(effect: Any) -> Awaitable[object]:
         if isinstance(effect, GuardStep):
             if threaded:
-                return await asyncio.to_thread(effect.call, guard)
-            return await effect.call(guard)  # type: ignore[misc]
+                return asyncio.to_thread(effect.call, guard)
+            return cast(Awaitable[object], effect.call(guard))  # an AsyncGuard's coroutine
         if other is None:
-            return _no_other(effect)
-        return await other(effect)
+            _no_other(effect)
+        return other(effect)
 
     return await aperform(steps, answer)

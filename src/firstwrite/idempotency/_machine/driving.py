@@ -1,9 +1,10 @@
-"""Performing a transition's effects: the blocking loop and the asyncio loop, side by side.
+"""Performing a transition's effects: the blocking driver and the asyncio driver, side by side.
 
 The two drivers are the only place where sync and async differ (``await``, in the one effect
-loop of :mod:`..effects`); everything they perform comes from the
-:class:`~.machine.StateMachine`. :class:`Driver` is what both public
-guards share around their machine: the configuration, the client, the key helpers.
+loop of :mod:`..effects`, whose twins :func:`~..effects.perform` and :func:`~..effects.aperform`
+throw a failed call's exception into the transition); everything they perform comes from the
+:class:`~.machine.StateMachine`. :class:`Driver` is what both public guards share around their
+machine: the configuration, the client, the key helpers.
 """
 
 from __future__ import annotations
