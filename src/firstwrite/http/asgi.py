@@ -31,7 +31,7 @@ from firstwrite.idempotency import steps as guard_steps
 from . import guarding
 from .config import HttpConfig
 from .context import CONTEXT_KEY, AsyncRequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, Plan
+from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan
 from .request import HttpRequest
 
 __all__ = ["IdempotencyMiddleware"]
@@ -238,22 +238,19 @@ async def _respond(send: Send, status: int, headers: Headers, body: bytes) -> No
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-class _Capture:
+class _Capture(HeldBody):
     """The app's ``send``: holds the response until it is complete and stored, up to ``limit``
     bytes; beyond that (or for a streaming content type) passes it through as it comes, with
     ``Idempotency-Replay-Unavailable`` saying it will not be replayed."""
 
     def __init__(self, send: Send, core: Core, limit: int) -> None:
+        super().__init__(limit)
         self._send = send
         self._core = core
-        self._limit = limit
         self.status: int | None = None
         self.headers: Headers = []
         self._start: Message | None = None
-        self._chunks: list[bytes] = []
-        self._size = 0
         self.passing = False
-        self.complete = False
         self.unstored_reason = ""
 
     async def send(self, message: Message) -> None:
@@ -275,17 +272,10 @@ class _Capture:
         if self.passing:
             await self._send(message)
         else:
-            chunk = message.get("body", b"")
-            if chunk:
-                self._chunks.append(bytes(chunk))
-                self._size += len(chunk)
-            if self._size > self._limit:
+            if self.hold(bytes(message.get("body", b""))):
                 await self._pass_through("size-exceeded", more_body=more)
         if not more:
             self.complete = True
-
-    def body(self) -> bytes:
-        return b"".join(self._chunks)
 
     async def _pass_through(self, reason: str, *, more_body: bool | None = None) -> None:
         """Send what is held (marked unstored) and everything after it as it comes."""

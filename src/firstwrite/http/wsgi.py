@@ -26,7 +26,7 @@ from firstwrite.shared.http_reply import standard_phrase
 from . import guarding
 from .config import HttpConfig
 from .context import CONTEXT_KEY, RequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, Plan, Replayed
+from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan, Replayed
 from .request import HttpRequest, wsgi_pairs
 
 __all__ = ["WSGIIdempotencyMiddleware"]
@@ -252,19 +252,16 @@ def _close(result: Iterable[bytes] | None) -> None:
         close()
 
 
-class _Capture:
+class _Capture(HeldBody):
     """The app's ``start_response`` and ``write``, and the body it yields, held in memory up
     to ``limit`` bytes."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
+        super().__init__(limit)
         self.status_line: str | None = None
         self.headers: list[tuple[str, str]] = []
         self.exc_info: ExcInfo | None = None
-        self._chunks: list[bytes] = []
-        self._size = 0
         self.over = False
-        self.complete = False
         self.reason = "size-exceeded"
 
     def start_response(
@@ -289,14 +286,8 @@ class _Capture:
         return self.status_line.partition(" ")[2] or None
 
     def add(self, chunk: bytes) -> None:
-        if chunk:
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            if self._size > self._limit:
-                self.over = True
-
-    def body(self) -> bytes:
-        return b"".join(self._chunks)
+        if self.hold(chunk):
+            self.over = True
 
     def streams(self, core: Core) -> bool:
         """Whether the response should pass through at once (known before its body): a
