@@ -230,6 +230,30 @@ def test_the_idempotency_layer_uses_the_engine_only_for_its_local_default() -> N
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+# The layer's private package: the state machine, reached only by the modules that drive it.
+MACHINE = "firstwrite.idempotency._machine"
+MACHINE_DRIVERS = ("guard.py", "aio.py", "local.py")
+
+
+def test_only_the_guards_reach_into_the_layers_private_machine() -> None:
+    """``idempotency/_machine/`` is a layer under the public modules: the vocabulary they share
+    with it (effects, verdicts, client errors, serialization) lives beside them, and only the
+    drivers of the machine (the two guards and the local default) import it."""
+    layer = SRC / "idempotency"
+    outside = [
+        p
+        for p in sorted(SRC.rglob("*.py"))
+        if (layer / "_machine") not in p.parents
+        and not (p.parent == layer and p.name in MACHINE_DRIVERS)
+    ]
+    private = _offenders(
+        outside, lambda _p, name: name == MACHINE or name.startswith(MACHINE + ".")
+    )
+    assert private == {}
+    drivers = [layer / name for name in MACHINE_DRIVERS]
+    assert all(_offenders([p], lambda _p, n: n.startswith(MACHINE)) for p in drivers)
+
+
 def _engine_files(*parts: str) -> list[Path]:
     return sorted(p for part in parts for p in (ENGINE / part).rglob("*.py"))
 

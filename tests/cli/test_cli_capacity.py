@@ -146,9 +146,9 @@ def test_default_record_size_is_the_layers_claim(tmp_path: Path) -> None:
     """The planner's default record is what the layer writes for a UUID key, measured."""
     from firstwrite.engine import Engine, local_client
     from firstwrite.idempotency import Idempotency
-    from firstwrite.idempotency._machine.serialization import item_size
     from firstwrite.idempotency.keys import fingerprint
     from firstwrite.idempotency.requests import Requests, new_token
+    from firstwrite.idempotency.serialization import item_size
 
     with Engine(tmp_path / "size.db") as engine:
         guard = Idempotency(client=local_client(engine))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firstwrite.idempotency._machine import serialization
+from firstwrite.idempotency import serialization
 from firstwrite.idempotency.config import IdempotencyConfig, RetryPolicy
 from firstwrite.idempotency.errors import ConfigurationError, MissingKeyError, SerializationError
 from firstwrite.idempotency.guard import Idempotency

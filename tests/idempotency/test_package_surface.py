@@ -20,8 +20,8 @@ from firstwrite.idempotency import (
     Guard,
     Idempotency,
     TableNotFoundError,
+    client_errors,
 )
-from firstwrite.idempotency._machine import client_errors
 from firstwrite.idempotency.aio import ThreadedClient
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "firstwrite"
@@ -54,7 +54,7 @@ def test_no_module_of_the_layer_imports_botocore() -> None:
 
 def test_the_import_checker_sees_imports() -> None:
     assert "botocore.exceptions" in _imported(Path(__file__))
-    assert "firstwrite.idempotency._machine" in _imported(Path(__file__))
+    assert "firstwrite.idempotency.aio" in _imported(Path(__file__))
 
 
 def test_loading_the_layer_and_the_middleware_loads_no_botocore() -> None:

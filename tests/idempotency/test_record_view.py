@@ -17,9 +17,9 @@ from firstwrite.idempotency import (
     InProgressError,
     Replay,
     Status,
+    serialization,
 )
 from firstwrite.idempotency import record as r
-from firstwrite.idempotency._machine import serialization
 from firstwrite.idempotency.record_view import RecordView, decode, record_of, stored_result
 
 NOW = 1_800_000_000

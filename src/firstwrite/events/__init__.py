@@ -6,12 +6,15 @@ runs, then COMPLETED with the result or FAILED (retryably, or for good after ``m
 * :mod:`.core`: :func:`consume` and :class:`Consumer`, for any broker; :class:`RecordOutcome`.
 * Lambda event sources: :class:`SQSBatch` (standard and FIFO), :class:`KinesisBatch`,
   :class:`DynamoDBStreamBatch` (partial batch responses), :class:`SNSEvents`,
-  :class:`EventBridgeEvents` (single events); their event shapes in :mod:`.shapes`.
+  :class:`EventBridgeEvents` (single events); their event shapes in :mod:`.shapes`; what they
+  share (subclass it for a source of your own) in :mod:`.lambda_source`
+  (:class:`~.lambda_source.LambdaSource`).
 * Long-running consumers: :class:`~.sqs_poller.SQSPoller` (boto3),
   :class:`~.async_sqs_poller.AsyncSQSPoller` (aiobotocore, extra ``firstwrite[async]``) and
   :class:`~.rabbitmq.RabbitMQConsumer` (pika, extra ``firstwrite[rabbitmq]``), imported from
   their modules so that their clients stay optional; both SQS pollers follow
-  :class:`~.polling.SQSPolicy`. The consumer's decisions are effects (:mod:`.steps`), driven
+  :class:`~.polling.SQSPolicy`. The consumer's decisions are effects (:mod:`.steps`: the
+  layer's guard steps, :mod:`firstwrite.idempotency.steps`, and running the handler), driven
   synchronously or awaited (:class:`~.aio.AsyncConsumer`).
 
 See docs/events.md.
@@ -19,7 +22,6 @@ See docs/events.md.
 
 from __future__ import annotations
 
-from ._lambda import LambdaSource, NotAcknowledgedError
 from .attempts import AttemptLedger
 from .core import (
     BatchResult,
@@ -34,6 +36,7 @@ from .dynamodb_streams import DynamoDBStreamBatch
 from .eventbridge import EventBridgeEvents
 from .guard import EventGuard
 from .kinesis import KinesisBatch
+from .lambda_source import LambdaSource, NotAcknowledgedError
 from .sns import SNSEvents
 from .sqs import SQSBatch, sqs_key
 

@@ -1,7 +1,8 @@
 """The asyncio driver of a consumer's steps: a guard's calls and the handler, awaited.
 
-:func:`adrive` answers each effect of :mod:`.steps` by awaiting the guard (a thrown error for a
-guard call that raised) and awaits the handler while a :class:`_Renewal` task keeps the claim
+:func:`adrive` hands the guard steps of :mod:`.steps` to the layer's driver
+(:func:`firstwrite.idempotency.steps.adrive`: a thrown error for a guard call that raised) and
+awaits the handler while a :class:`_Renewal` task keeps the claim
 alive (and awaits the :class:`~.steps.Keepalive`'s ``extend``). A cancelled handler's
 ``CancelledError`` is handed to the steps as the run's error, so they free the key first.
 """
@@ -16,20 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from firstwrite.idempotency import Claim, LostClaimError
+from firstwrite.idempotency import steps as guard_steps
 
-from .steps import (
-    ClaimKey,
-    CompleteClaim,
-    Effect,
-    FailClaim,
-    Keepalive,
-    Ran,
-    ReadRecord,
-    ReadReplays,
-    RunHandler,
-    RunUnguarded,
-    Steps,
-)
+from .steps import HandlerEffect, Keepalive, Ran, RunHandler, RunUnguarded, Steps
 
 if TYPE_CHECKING:
     from .guard import AsyncEventGuard
@@ -82,36 +72,12 @@ async def _run(guard: AsyncEventGuard, handler: AsyncHandler, effect: RunHandler
     return Ran(await renewal.finish() if renewal else effect.claim, result)
 
 
-async def _answer(guard: AsyncEventGuard, handler: AsyncHandler, effect: Effect) -> object:
-    if isinstance(effect, ClaimKey):
-        return await guard.claim(
-            effect.key, effect.payload, scope=effect.scope, lease=effect.lease, wait=effect.wait
-        )
-    if isinstance(effect, CompleteClaim):
-        return await guard.complete(effect.claim, effect.result)
-    if isinstance(effect, FailClaim):
-        await guard.fail(effect.claim, effect.error, retryable=effect.retryable, data=effect.data)
-        return None
-    if isinstance(effect, ReadRecord):
-        return await guard.get(effect.key, scope=effect.scope)
-    if isinstance(effect, ReadReplays):
-        return await guard.replays(effect.requests, scope=effect.scope)
-    if isinstance(effect, RunUnguarded):
-        return await handler(effect.record)
-    return await _run(guard, handler, effect)
-
-
 async def adrive(steps: Steps[T], guard: AsyncEventGuard, handler: AsyncHandler) -> T:
     """Run ``steps`` to its end, awaiting ``guard`` and ``handler``; return its value."""
-    value: object = None
-    error: Exception | None = None
-    while True:
-        try:
-            effect = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await _answer(guard, handler, effect)
-        except Exception as exc:
-            error = exc
+
+    async def handle(effect: HandlerEffect) -> object:
+        if isinstance(effect, RunUnguarded):
+            return await handler(effect.record)
+        return await _run(guard, handler, effect)
+
+    return await guard_steps.adrive(steps, guard, handle)

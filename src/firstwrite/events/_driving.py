@@ -1,31 +1,22 @@
 """The synchronous driver of a consumer's steps: a guard's calls, the handler in this thread.
 
-:func:`drive` answers each effect of :mod:`.steps` with the guard (a thrown error for a guard
-call that raised) and runs the handler while a :class:`_Renewer` thread keeps the claim alive.
+:func:`drive` hands the guard steps of :mod:`.steps` to the layer's driver
+(:func:`firstwrite.idempotency.steps.drive`: a thrown error for a guard call that raised) and
+runs the handler while a :class:`_Renewer` thread keeps the claim alive.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from firstwrite.idempotency import Claim, LostClaimError
+from firstwrite.idempotency import steps as guard_steps
 
-from .steps import (
-    ClaimKey,
-    CompleteClaim,
-    Effect,
-    FailClaim,
-    Keepalive,
-    Ran,
-    ReadRecord,
-    ReadReplays,
-    RunHandler,
-    RunUnguarded,
-    Steps,
-)
+from .steps import HandlerEffect, Keepalive, Ran, RunHandler, RunUnguarded, Steps
 
 if TYPE_CHECKING:
     from .guard import EventGuard
@@ -73,20 +64,7 @@ def _run(guard: EventGuard, handler: Callable[[Any], object], effect: RunHandler
     return Ran(renewer.finish() if renewer else effect.claim, result)
 
 
-def _answer(guard: EventGuard, handler: Callable[[Any], object], effect: Effect) -> object:
-    if isinstance(effect, ClaimKey):
-        return guard.claim(
-            effect.key, effect.payload, scope=effect.scope, lease=effect.lease, wait=effect.wait
-        )
-    if isinstance(effect, CompleteClaim):
-        return guard.complete(effect.claim, effect.result)
-    if isinstance(effect, FailClaim):
-        guard.fail(effect.claim, effect.error, retryable=effect.retryable, data=effect.data)
-        return None
-    if isinstance(effect, ReadRecord):
-        return guard.get(effect.key, scope=effect.scope)
-    if isinstance(effect, ReadReplays):
-        return guard.replays(effect.requests, scope=effect.scope)
+def _handle(handler: Callable[[Any], object], guard: EventGuard, effect: HandlerEffect) -> object:
     if isinstance(effect, RunUnguarded):
         return handler(effect.record)
     return _run(guard, handler, effect)
@@ -94,15 +72,4 @@ def _answer(guard: EventGuard, handler: Callable[[Any], object], effect: Effect)
 
 def drive(steps: Steps[T], guard: EventGuard, handler: Callable[[Any], object]) -> T:
     """Run ``steps`` to its end with ``guard`` and ``handler``; return its value."""
-    value: object = None
-    error: Exception | None = None
-    while True:
-        try:
-            effect = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = _answer(guard, handler, effect)
-        except Exception as exc:
-            error = exc
+    return guard_steps.drive(steps, guard, functools.partial(_handle, handler, guard))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._lambda import LambdaSource, response
 from .core import Ordering
+from .lambda_source import LambdaSource, response
 from .shapes import (
     DynamoDBStreamEvent,
     DynamoDBStreamRecord,
@@ -24,7 +24,7 @@ __all__ = ["DynamoDBStreamBatch"]
 
 
 class DynamoDBStreamBatch(LambdaSource[DynamoDBStreamRecord]):
-    """Stream batches for one handler; options as :class:`._lambda.LambdaSource`'s (default
+    """Stream batches for one handler; options as :class:`.lambda_source.LambdaSource`'s (default
     key: ``eventID``; default payload: the record's ``dynamodb`` part)."""
 
     source = "dynamodb_streams"

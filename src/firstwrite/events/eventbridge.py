@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._lambda import LambdaSource, single
 from .core import RecordResult
+from .lambda_source import LambdaSource, single
 from .shapes import EventBridgeEvent, LambdaContext
 
 __all__ = ["EventBridgeEvents"]
 
 
 class EventBridgeEvents(LambdaSource[EventBridgeEvent]):
-    """EventBridge events for one handler; options as :class:`._lambda.LambdaSource`'s."""
+    """EventBridge events for one handler; options as :class:`.lambda_source.LambdaSource`'s."""
 
     source = "eventbridge"
 

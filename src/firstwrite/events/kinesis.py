@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._lambda import LambdaSource, response
 from .core import Ordering
+from .lambda_source import LambdaSource, response
 from .selectors import base64_json
 from .shapes import KinesisEvent, KinesisRecord, LambdaContext, PartialBatchResponse
 
@@ -20,7 +20,7 @@ __all__ = ["KinesisBatch"]
 
 
 class KinesisBatch(LambdaSource[KinesisRecord]):
-    """Kinesis batches for one handler; options as :class:`._lambda.LambdaSource`'s (default
+    """Kinesis batches for one handler; options as :class:`.lambda_source.LambdaSource`'s (default
     key: the sequence number; default payload: ``data``)."""
 
     source = "kinesis"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._lambda import LambdaSource, single
 from .core import BatchResult
+from .lambda_source import LambdaSource, single
 from .selectors import json_body
 from .shapes import LambdaContext, SNSEvent, SNSRecord
 
@@ -20,7 +20,7 @@ __all__ = ["SNSEvents"]
 
 
 class SNSEvents(LambdaSource[SNSRecord]):
-    """SNS notifications for one handler; options as :class:`._lambda.LambdaSource`'s
+    """SNS notifications for one handler; options as :class:`.lambda_source.LambdaSource`'s
     (default key: ``Sns.MessageId``; default payload: ``Sns.Message``)."""
 
     source = "sns"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ._lambda import LambdaSource, response
 from .core import Consumer, Ordering
+from .lambda_source import LambdaSource, response
 from .selectors import json_body
 from .shapes import LambdaContext, PartialBatchResponse, SQSEvent, SQSRecord
 
@@ -45,7 +45,7 @@ def sqs_key(record: SQSRecord) -> str:
 class SQSBatch(LambdaSource[SQSRecord]):
     """SQS batches for one handler: ``SQSBatch(guard, key=..., max_attempts=...)`` once, then
     ``return batch.handle(event, context, handler)`` per invocation. Options: see
-    :class:`._lambda.LambdaSource`; the default key is :func:`sqs_key`, the default payload the
+    :class:`.lambda_source.LambdaSource`; the default key is :func:`sqs_key`, the default payload the
     body, and a key expression selects from the JSON body."""
 
     source = "sqs"

@@ -2,11 +2,17 @@
 
 :class:`~.core.Consumer` decides everything (claim, run, complete, fail, count an attempt, give
 up, skip) in a generator that yields these effects and is sent back their answers (or has the
-error thrown in); it does no I/O. A driver does the I/O: :func:`._driving.drive` with a
-synchronous guard and a handler in this thread, :func:`.aio.adrive` with ``await``. So the
-synchronous and the asyncio consumers make the same decisions from the same code. Effects are
-named tuples, as the layer's are: several are built per record, and a named tuple is the
-cheapest immutable value to build.
+error thrown in); it does no I/O. Its calls to the guard are the layer's guard steps
+(:mod:`firstwrite.idempotency.steps`: :class:`ClaimKey`, :class:`CompleteClaim`,
+:class:`FailClaim`, :class:`ReadRecord`, :class:`ReadReplays`, re-exported here); the two
+effects of its own are running the handler (:class:`RunHandler`, :class:`RunUnguarded`).
+
+A driver does the I/O: :func:`._driving.drive` with a synchronous guard and a handler in this
+thread, :func:`._adriving.adrive` with ``await``; both hand the guard steps to the layer's
+drivers (:func:`firstwrite.idempotency.steps.drive`, :func:`~firstwrite.idempotency.steps.adrive`)
+and answer the handler effects themselves. So the synchronous and the asyncio consumers make
+the same decisions from the same code. The handler effects are named tuples: one is built per
+record, and a named tuple is the cheapest immutable value to build.
 """
 
 from __future__ import annotations
@@ -16,12 +22,22 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from firstwrite.idempotency import Claim
+from firstwrite.idempotency.steps import (
+    ClaimKey,
+    CompleteClaim,
+    FailClaim,
+    GuardStep,
+    ReadRecord,
+    ReadReplays,
+)
 
 __all__ = [
     "ClaimKey",
     "CompleteClaim",
     "Effect",
     "FailClaim",
+    "GuardStep",
+    "HandlerEffect",
     "Keepalive",
     "Ran",
     "ReadRecord",
@@ -45,47 +61,6 @@ class Keepalive:
     every: float
     lease: float | None = None
     extend: Callable[[], object] | None = None
-
-
-class ClaimKey(NamedTuple):
-    """``guard.claim(key, payload, scope=, lease=, wait=)``: answered with its outcome."""
-
-    key: str
-    payload: Any
-    scope: str | None
-    lease: float | None = None
-    wait: float | None = None
-
-
-class CompleteClaim(NamedTuple):
-    """``guard.complete(claim, result)``."""
-
-    claim: Claim
-    result: Any
-
-
-class FailClaim(NamedTuple):
-    """``guard.fail(claim, error, retryable=, data=)``."""
-
-    claim: Claim
-    error: BaseException | str
-    retryable: bool
-    data: Any = None
-
-
-class ReadRecord(NamedTuple):
-    """``guard.get(key, scope=)``: answered with the stored record or ``None``."""
-
-    key: str
-    scope: str | None
-
-
-class ReadReplays(NamedTuple):
-    """``guard.replays(requests, scope=)``: answered with one ``Replay`` or ``None`` per
-    ``(key, payload)``."""
-
-    requests: tuple[tuple[str, Any], ...]
-    scope: str | None
 
 
 class RunHandler(NamedTuple, Generic[R]):
@@ -113,13 +88,7 @@ class RunUnguarded(NamedTuple, Generic[R]):
     record: R
 
 
-Effect: TypeAlias = (
-    ClaimKey
-    | CompleteClaim
-    | FailClaim
-    | ReadRecord
-    | ReadReplays
-    | RunHandler[Any]
-    | RunUnguarded[Any]
-)
+HandlerEffect: TypeAlias = RunHandler[Any] | RunUnguarded[Any]
+"""The effects a consumer's driver answers itself; the others are :class:`GuardStep` values."""
+Effect: TypeAlias = GuardStep | HandlerEffect
 Steps: TypeAlias = Generator[Effect, Any, T]

@@ -10,7 +10,9 @@ a retry gets the stored response byte for byte with ``Idempotent-Replayed: true`
 the first runs gets 409 with ``Retry-After``; the key reused for another request gets 422. Every
 error is ``application/problem+json`` (:class:`Problem`). See ``docs/http.md``.
 
-This package imports nothing but the standard library and :mod:`firstwrite.idempotency`.
+The rules live once in :mod:`.core`, the guard calls they lead to once in :mod:`.guarding`
+(generators of the layer's guard steps); :mod:`.asgi` and :mod:`.wsgi` move bytes and drive
+them. This package imports nothing but the standard library and :mod:`firstwrite.idempotency`.
 """
 
 from __future__ import annotations

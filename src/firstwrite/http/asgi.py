@@ -13,38 +13,30 @@ replay. It calls the layer's :class:`~firstwrite.idempotency.AsyncIdempotency` (
     )
 
 The rules (which requests, keys, scopes, fingerprints, answers, what is stored) are in
-:mod:`.core`, shared with the WSGI middleware.
+:mod:`.core`, and the guard calls they lead to (claim, store, release, settle) in
+:mod:`.guarding`, both shared with the WSGI middleware: this one moves bytes and awaits the
+guard steps those decisions yield.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, TypeVar
 
-from firstwrite.idempotency import (
-    UNSET,
-    AsyncGuard,
-    AsyncIdempotency,
-    Claim,
-    Guard,
-    LostClaimError,
-    Outcome,
-    Replay,
-    SerializationError,
-)
+from firstwrite.idempotency import UNSET, AsyncGuard, AsyncIdempotency, Claim, Guard
+from firstwrite.idempotency import steps as guard_steps
 
+from . import guarding
 from .config import HttpConfig
 from .context import CONTEXT_KEY, AsyncRequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, Plan, Verdict
+from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan
 from .request import HttpRequest
 
 __all__ = ["IdempotencyMiddleware"]
 
-log = logging.getLogger("firstwrite.http")
+T = TypeVar("T")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -59,78 +51,6 @@ _HIDDEN_EXTENSIONS = (
     "http.response.zerocopysend",
     "http.response.trailers",
 )
-
-
-class _Threaded:
-    """A synchronous :class:`Guard` as an :class:`AsyncGuard`: each call runs in a worker
-    thread, so it never blocks the event loop."""
-
-    is_async: ClassVar[Literal[True]] = True
-
-    def __init__(self, guard: Guard) -> None:
-        self._guard = guard
-        self.config = guard.config
-
-    async def claim(
-        self,
-        key: str,
-        payload: Any = UNSET,
-        *,
-        scope: str | None = None,
-        lease: float | None = None,
-        wait: float | None = None,
-        budget: float | None = None,
-    ) -> Outcome:
-        claim = functools.partial(
-            self._guard.claim, key, payload, scope=scope, lease=lease, wait=wait, budget=budget
-        )
-        return await asyncio.to_thread(claim)
-
-    async def complete(
-        self, claim: Claim, result: Any = None, *, budget: float | None = None
-    ) -> Replay:
-        return await asyncio.to_thread(self._guard.complete, claim, result, budget=budget)
-
-    async def fail(
-        self,
-        claim: Claim,
-        error: BaseException | str,
-        *,
-        retryable: bool,
-        data: Any = None,
-        budget: float | None = None,
-    ) -> None:
-        fail = functools.partial(
-            self._guard.fail, claim, error, retryable=retryable, data=data, budget=budget
-        )
-        await asyncio.to_thread(fail)
-
-    async def claim_with(
-        self,
-        key: str,
-        transact_items: Sequence[dict[str, Any]],
-        payload: Any = UNSET,
-        *,
-        scope: str | None = None,
-        lease: float | None = None,
-        budget: float | None = None,
-    ) -> Outcome:
-        claim_with = functools.partial(
-            self._guard.claim_with,
-            key,
-            transact_items,
-            payload,
-            scope=scope,
-            lease=lease,
-            budget=budget,
-        )
-        return await asyncio.to_thread(claim_with)
-
-
-def _awaited(guard: Guard | AsyncGuard) -> AsyncGuard:
-    """The guard's calls as coroutines: an async guard's own (``is_async``), a sync one's run
-    in a worker thread."""
-    return guard if guard.is_async else _Threaded(guard)
 
 
 class IdempotencyMiddleware:
@@ -150,7 +70,7 @@ class IdempotencyMiddleware:
         self.app = app
         self.config = config or HttpConfig()
         self.core = Core(self.config)
-        self.guard: AsyncGuard = _awaited(guard if guard is not None else AsyncIdempotency())
+        self.guard: Guard | AsyncGuard = guard if guard is not None else AsyncIdempotency()
         self._disabled = self.guard.config.disabled  # FIRSTWRITE_IDEMPOTENCY_DISABLED
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -206,27 +126,18 @@ class IdempotencyMiddleware:
             }
         await self._run(inner, _replaying(body, receive), send, context)
 
+    async def _drive(self, steps: guard_steps.Steps[T]) -> T:
+        """A decision of :mod:`.guarding`, its guard calls awaited (a synchronous guard's each
+        in a worker thread)."""
+        return await guard_steps.adrive(steps, self.guard)
+
     async def _claim(self, plan: Plan, payload: Any, send: Send) -> Claim | None:
         """Claim the key; ``None`` when the request was answered instead (replay or error)."""
-        try:
-            outcome = await self.guard.claim(
-                plan.key,
-                payload,
-                scope=plan.scope,
-                lease=plan.route.lease,
-                wait=plan.route.wait,
-                budget=plan.budget_left(),
-            )
-        except Exception as exc:
-            answer = self.core.answer_error(plan, exc)
-            if answer is None:
-                raise
-            await _respond(send, *answer)
-            return None
-        if isinstance(outcome, Replay):
-            await _respond(send, *self.core.replay(outcome))
-            return None
-        return outcome
+        outcome = await self._drive(guarding.claim(self.core, plan, payload))
+        if isinstance(outcome, Claim):
+            return outcome
+        await _respond(send, *outcome)
+        return None
 
     async def _run(
         self, scope: Scope, receive: Receive, send: Send, context: AsyncRequestIdempotency
@@ -238,79 +149,32 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, capture.send)
         except BaseException as exc:
             if context.claim is not None:
-                await asyncio.shield(
-                    self._settle_unstored(context, None, f"handler raised {exc!r}")
-                )
+                reason = f"handler raised {exc!r}"
+                unstored = guarding.settle_unstored(core, context, None, reason)
+                await asyncio.shield(self._drive(unstored))
             raise
         if context.answer is not None:  # claim_with found the key taken
             await _respond(send, *context.answer)
             return
         status = capture.status
         if capture.passing:  # already on its way to the client, unstored
-            if context.claim is not None:
-                await self._settle_unstored(context, status, capture.unstored_reason)
+            await self._drive(
+                guarding.settle_unstored(core, context, status, capture.unstored_reason)
+            )
             return
         if status is None or not capture.complete:
-            if context.claim is not None:
-                await self._settle_unstored(context, status, "incomplete response")
+            await self._drive(
+                guarding.settle_unstored(core, context, status, "incomplete response")
+            )
             await capture.flush()
             return
-        core.durations.observe(context.plan.route.label, time.monotonic() - started)
-        verdict = core.verdict(status)
-        if context.claim is None and verdict is Verdict.STORE:
-            # A transactional handler that made no claim (a 4xx before any write): claim now
-            # so the answer is stored; a twin that got there first is answered instead.
-            outcome = await self._claim(context.plan, context.payload, send)
-            if outcome is None:
-                return
-            context.claim = outcome
-        extra: Headers = []
-        claim = context.claim
-        if claim is not None:
-            if verdict is Verdict.STORE:
-                stored = core.stored_form(status, capture.headers, capture.body())
-                try:
-                    await self.guard.complete(claim, stored, budget=context.plan.budget_left())
-                except SerializationError as exc:  # the layer marked the key FAILED for good
-                    log.warning("response for %s not stored: %s", context.plan.request, exc)
-                    extra.append((UNSTORED_HEADER, b"size-exceeded"))
-                except LostClaimError:
-                    log.warning("claim on %s lost before its response was stored", claim.record_id)
-                except Exception:  # the side effect happened: the client still gets its answer
-                    log.exception("could not store the response for %s", claim.record_id)
-            elif context.transactional:
-                await self._settle_unstored(context, status, f"status {status} is not stored")
-            else:
-                await self._release(claim, f"status {status}")
-        await capture.flush(extra)
-
-    async def _release(self, claim: Claim, reason: str) -> None:
-        try:
-            await self.guard.fail(claim, reason, retryable=True)
-        except Exception:  # the lease will expire; the retry then takes the key over
-            log.exception("could not release %s", claim.record_id)
-
-    async def _settle_unstored(
-        self, context: AsyncRequestIdempotency, status: int | None, reason: str
-    ) -> None:
-        """A claimed request whose response is not stored: release the key, or (``keep``, and
-        always once a transactional claim committed its writes) make "not stored" its answer."""
-        claim = context.claim
-        assert claim is not None
-        keep = context.transactional or (
-            self.config.on_unstored == "keep"
-            and status is not None
-            and self.core.verdict(status) is Verdict.STORE
+        answer, extra = await self._drive(
+            guarding.finish(core, context, status, capture.headers, capture.body(), None, started)
         )
-        if not keep:
-            await self._release(claim, reason)
+        if answer is not None:
+            await _respond(send, *answer)
             return
-        try:
-            await self.guard.fail(
-                claim, reason, retryable=False, data=self.core.unstored_data(status or 0, reason)
-            )
-        except Exception:
-            log.exception("could not record that %s was not stored", claim.record_id)
+        await capture.flush(extra)
 
 
 class _TooLarge(Exception):
@@ -374,22 +238,19 @@ async def _respond(send: Send, status: int, headers: Headers, body: bytes) -> No
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-class _Capture:
+class _Capture(HeldBody):
     """The app's ``send``: holds the response until it is complete and stored, up to ``limit``
     bytes; beyond that (or for a streaming content type) passes it through as it comes, with
     ``Idempotency-Replay-Unavailable`` saying it will not be replayed."""
 
     def __init__(self, send: Send, core: Core, limit: int) -> None:
+        super().__init__(limit)
         self._send = send
         self._core = core
-        self._limit = limit
         self.status: int | None = None
         self.headers: Headers = []
         self._start: Message | None = None
-        self._chunks: list[bytes] = []
-        self._size = 0
         self.passing = False
-        self.complete = False
         self.unstored_reason = ""
 
     async def send(self, message: Message) -> None:
@@ -411,17 +272,10 @@ class _Capture:
         if self.passing:
             await self._send(message)
         else:
-            chunk = message.get("body", b"")
-            if chunk:
-                self._chunks.append(bytes(chunk))
-                self._size += len(chunk)
-            if self._size > self._limit:
+            if self.hold(bytes(message.get("body", b""))):
                 await self._pass_through("size-exceeded", more_body=more)
         if not more:
             self.complete = True
-
-    def body(self) -> bytes:
-        return b"".join(self._chunks)
 
     async def _pass_through(self, reason: str, *, more_body: bool | None = None) -> None:
         """Send what is held (marked unstored) and everything after it as it comes."""

@@ -21,10 +21,10 @@ from firstwrite.idempotency import (
     BusinessConditionFailedError,
     Claim,
     Guard,
-    Outcome,
     Replay,
     TransactionConflictError,
 )
+from firstwrite.idempotency import steps as guard_steps
 
 from .core import Core, Plan
 from .problems import ProblemResponse
@@ -37,7 +37,7 @@ CONTEXT_KEY = "firstwrite.idempotency"
 _CALLERS = (BusinessConditionFailedError, TransactionConflictError)
 
 
-class _Context:
+class Context:
     """Shared state of a guarded request (sync and async flavours below)."""
 
     def __init__(self, core: Core, plan: Plan, payload: Any) -> None:
@@ -73,24 +73,41 @@ class _Context:
         if self.claim is not None or self.answer is not None:
             raise RuntimeError("claim_with may be called once per request")
 
-    def _settle(self, outcome: Outcome) -> Claim | None:
+    def _claim_with(
+        self, transact_items: Sequence[dict[str, Any]]
+    ) -> guard_steps.Steps[Claim | None]:
+        """``claim_with``'s decision, as guard steps (driven by the flavours below)."""
+        self._check()
+        plan = self.plan
+        try:
+            outcome = yield guard_steps.ClaimWithItems(
+                plan.key,
+                transact_items,
+                self.payload,
+                plan.scope,
+                plan.route.lease,
+                plan.budget_left(),
+            )
+        except _CALLERS:
+            raise
+        except Exception as exc:
+            answer = self._core.answer_error(plan, exc)
+            if answer is None:
+                raise
+            self.answer = answer
+            return None
         if isinstance(outcome, Replay):
             self.answer = self._core.replay(outcome)
             return None
+        assert isinstance(outcome, Claim)
         self.claim = outcome
         return outcome
 
-    def _refuse(self, error: BaseException) -> None:
-        answer = self._core.answer_error(self.plan, error)
-        if answer is None:
-            raise error
-        self.answer = answer
 
-
-class AsyncRequestIdempotency(_Context):
+class AsyncRequestIdempotency(Context):
     """The context of a request through the ASGI middleware."""
 
-    def __init__(self, core: Core, plan: Plan, payload: Any, guard: AsyncGuard) -> None:
+    def __init__(self, core: Core, plan: Plan, payload: Any, guard: Guard | AsyncGuard) -> None:
         super().__init__(core, plan, payload)
         self._guard = guard
 
@@ -100,26 +117,10 @@ class AsyncRequestIdempotency(_Context):
         when the key was taken (nothing applied): return any response, the middleware sends
         the replay, 409 or 422 instead. ``BusinessConditionFailedError`` (one of your
         conditions failed; nothing applied, the key is free) is yours to answer."""
-        self._check()
-        plan = self.plan
-        try:
-            outcome = await self._guard.claim_with(
-                plan.key,
-                transact_items,
-                self.payload,
-                scope=plan.scope,
-                lease=plan.route.lease,
-                budget=plan.budget_left(),
-            )
-        except Exception as exc:
-            if isinstance(exc, _CALLERS):
-                raise
-            self._refuse(exc)
-            return None
-        return self._settle(outcome)
+        return await guard_steps.adrive(self._claim_with(transact_items), self._guard)
 
 
-class RequestIdempotency(_Context):
+class RequestIdempotency(Context):
     """The context of a request through the WSGI middleware."""
 
     def __init__(self, core: Core, plan: Plan, payload: Any, guard: Guard) -> None:
@@ -128,23 +129,7 @@ class RequestIdempotency(_Context):
 
     def claim_with(self, transact_items: Sequence[dict[str, Any]]) -> Claim | None:
         """See :meth:`AsyncRequestIdempotency.claim_with`."""
-        self._check()
-        plan = self.plan
-        try:
-            outcome = self._guard.claim_with(
-                plan.key,
-                transact_items,
-                self.payload,
-                scope=plan.scope,
-                lease=plan.route.lease,
-                budget=plan.budget_left(),
-            )
-        except Exception as exc:
-            if isinstance(exc, _CALLERS):
-                raise
-            self._refuse(exc)
-            return None
-        return self._settle(outcome)
+        return guard_steps.drive(self._claim_with(transact_items), self._guard)
 
 
 def idempotency(request: Any) -> Any:

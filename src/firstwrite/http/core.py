@@ -299,6 +299,27 @@ class Core:
         return {"status": status, "reason": reason}
 
 
+class HeldBody:
+    """A response body held in memory until it is stored (both middlewares' capture of the
+    app's response): its chunks, their size against ``limit``, whether it is ``complete``."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.complete = False
+
+    def hold(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; whether what is held is now over the limit."""
+        if chunk:
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+        return self._size > self._limit
+
+    def body(self) -> bytes:
+        return b"".join(self._chunks)
+
+
 def _fields(body: bytes, names: tuple[str, ...]) -> Any:
     """The named (dotted) fields of a JSON object body; a body that is not one: its digest."""
     try:

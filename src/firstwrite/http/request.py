@@ -52,11 +52,6 @@ class HttpRequest:
         return f"<HttpRequest {self.method} {self.path}{query}>"
 
 
-def asgi_pairs(scope: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """An ASGI scope's headers as text (latin-1, as HTTP/1.1 carries them)."""
-    return [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope.get("headers", ())]
-
-
 def wsgi_pairs(environ: Mapping[str, Any]) -> list[tuple[str, str]]:
     """A WSGI environ's headers (``HTTP_*``, ``CONTENT_TYPE``, ``CONTENT_LENGTH``)."""
     pairs = []

@@ -83,9 +83,6 @@ class Route:
     def matches(self, method: str, path: str) -> bool:
         return method in self.methods and self._regex.fullmatch(path) is not None
 
-    def matches_path(self, path: str) -> bool:
-        return self._regex.fullmatch(path) is not None
-
 
 _SEGMENT = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 

@@ -1,7 +1,7 @@
 """Idempotency-Key middleware for any WSGI app (Flask, Django, Falcon, Pyramid...).
 
-The same rules as the ASGI middleware (:mod:`.core`), over the synchronous
-:class:`~firstwrite.idempotency.Idempotency`::
+The same rules (:mod:`.core`) and guard calls (:mod:`.guarding`) as the ASGI middleware, made
+on the synchronous :class:`~firstwrite.idempotency.Idempotency`::
 
     app.wsgi_app = WSGIIdempotencyMiddleware(app.wsgi_app, guard=Idempotency(config, client=c))
 
@@ -14,32 +14,22 @@ content type) the response streams through as it comes, unstored, and says so in
 from __future__ import annotations
 
 import io
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
-from firstwrite.idempotency import (
-    UNSET,
-    AsyncGuard,
-    Claim,
-    Guard,
-    Idempotency,
-    LostClaimError,
-    Replay,
-    SerializationError,
-)
+from firstwrite.idempotency import UNSET, AsyncGuard, Claim, Guard, Idempotency
+from firstwrite.idempotency import steps as guard_steps
 from firstwrite.shared.http_reply import standard_phrase
 
+from . import guarding
 from .config import HttpConfig
 from .context import CONTEXT_KEY, RequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, Plan, Replayed, Verdict
+from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan, Replayed
 from .request import HttpRequest, wsgi_pairs
 
 __all__ = ["WSGIIdempotencyMiddleware"]
-
-log = logging.getLogger("firstwrite.http")
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 StartResponse = Callable[..., Callable[[bytes], object]]
@@ -104,23 +94,12 @@ class WSGIIdempotencyMiddleware:
 
     def _claim(self, plan: Plan, payload: Any) -> Claim | tuple[int, Headers, bytes]:
         """The claim, or the answer instead (a replay or an error)."""
-        try:
-            outcome = self.guard.claim(
-                plan.key,
-                payload,
-                scope=plan.scope,
-                lease=plan.route.lease,
-                wait=plan.route.wait,
-                budget=plan.budget_left(),
-            )
-        except Exception as exc:
-            answer = self.core.answer_error(plan, exc)
-            if answer is None:
-                raise
-            return answer
-        if isinstance(outcome, Replay):
-            return self.core.replay(outcome)
-        return outcome
+        return guard_steps.drive(guarding.claim(self.core, plan, payload), self.guard)
+
+    def _settle_unstored(
+        self, context: RequestIdempotency, status: int | None, reason: str
+    ) -> None:
+        guard_steps.drive(guarding.settle_unstored(self.core, context, status, reason), self.guard)
 
     def _run(
         self, environ: dict[str, Any], start_response: StartResponse, context: RequestIdempotency
@@ -159,38 +138,24 @@ class WSGIIdempotencyMiddleware:
             if context.claim is not None:
                 self._settle_unstored(context, None, "incomplete response")
             raise RuntimeError("the WSGI app returned without calling start_response")
-        status = capture.status
-        core.durations.observe(context.plan.route.label, time.monotonic() - started)
-        verdict = core.verdict(status)
-        if context.claim is None and verdict is Verdict.STORE:
-            # A transactional handler that made no claim (a 4xx before any write): claim now.
-            outcome = self._claim(context.plan, context.payload)
-            if not isinstance(outcome, Claim):
-                return _respond(start_response, outcome)
-            context.claim = outcome
-        headers = list(capture.headers)
-        claim = context.claim
-        if claim is not None:
-            if verdict is Verdict.STORE:
-                stored = core.stored_form(
-                    status, _to_bytes(capture.headers), capture.body(), capture.reason_phrase
-                )
-                try:
-                    self.guard.complete(claim, stored, budget=context.plan.budget_left())
-                except SerializationError as exc:  # the layer marked the key FAILED for good
-                    log.warning("response for %s not stored: %s", context.plan.request, exc)
-                    headers.append((UNSTORED_HEADER.decode(), "size-exceeded"))
-                except LostClaimError:
-                    log.warning("claim on %s lost before its response was stored", claim.record_id)
-                except Exception:  # the side effect happened: the client still gets its answer
-                    log.exception("could not store the response for %s", claim.record_id)
-            elif context.transactional:
-                self._settle_unstored(context, status, f"status {status} is not stored")
-            else:
-                self._release(claim, f"status {status}")
-        assert capture.status_line is not None
+        body = capture.body()
+        answer, extra = guard_steps.drive(
+            guarding.finish(
+                core,
+                context,
+                capture.status,
+                _to_bytes(capture.headers),
+                body,
+                capture.reason_phrase,
+                started,
+            ),
+            self.guard,
+        )
+        if answer is not None:
+            return _respond(start_response, answer)
+        headers = [*capture.headers, *_to_text(extra)]
         start_response(capture.status_line, headers, capture.exc_info)
-        return [capture.body()]
+        return [body]
 
     def _passing(
         self,
@@ -203,7 +168,7 @@ class WSGIIdempotencyMiddleware:
         # its bytes reach the client: a retry sent the moment the body arrives must not find the
         # key still in progress. A release waits for the stream's end instead, so that no
         # duplicate runs while this one still streams.
-        settled = context.claim is not None and self._keeps(context, capture.status)
+        settled = context.claim is not None and guarding.keeps(self.core, context, capture.status)
         if settled:
             self._settle_unstored(context, capture.status, capture.reason)
         try:
@@ -215,36 +180,6 @@ class WSGIIdempotencyMiddleware:
             _close(result)
             if context.claim is not None and not settled:
                 self._settle_unstored(context, capture.status, capture.reason)
-
-    def _release(self, claim: Claim, reason: str) -> None:
-        try:
-            self.guard.fail(claim, reason, retryable=True)
-        except Exception:  # the lease will expire; the retry then takes the key over
-            log.exception("could not release %s", claim.record_id)
-
-    def _keeps(self, context: RequestIdempotency, status: int | None) -> bool:
-        """Whether an unstored response keeps its key ("not stored" is its final answer)."""
-        return context.transactional or (
-            self.config.on_unstored == "keep"
-            and status is not None
-            and self.core.verdict(status) is Verdict.STORE
-        )
-
-    def _settle_unstored(
-        self, context: RequestIdempotency, status: int | None, reason: str
-    ) -> None:
-        """See the ASGI middleware's twin: release, or make "not stored" the key's answer."""
-        claim = context.claim
-        assert claim is not None
-        if not self._keeps(context, status):
-            self._release(claim, reason)
-            return
-        try:
-            self.guard.fail(
-                claim, reason, retryable=False, data=self.core.unstored_data(status or 0, reason)
-            )
-        except Exception:
-            log.exception("could not record that %s was not stored", claim.record_id)
 
 
 def _synchronous(guard: Guard | AsyncGuard) -> Guard:
@@ -307,25 +242,26 @@ def _to_bytes(headers: list[tuple[str, str]]) -> Headers:
     return [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
 
 
+def _to_text(headers: Headers) -> list[tuple[str, str]]:
+    return [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+
+
 def _close(result: Iterable[bytes] | None) -> None:
     close = getattr(result, "close", None)
     if close is not None:
         close()
 
 
-class _Capture:
+class _Capture(HeldBody):
     """The app's ``start_response`` and ``write``, and the body it yields, held in memory up
     to ``limit`` bytes."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
+        super().__init__(limit)
         self.status_line: str | None = None
         self.headers: list[tuple[str, str]] = []
         self.exc_info: ExcInfo | None = None
-        self._chunks: list[bytes] = []
-        self._size = 0
         self.over = False
-        self.complete = False
         self.reason = "size-exceeded"
 
     def start_response(
@@ -350,14 +286,8 @@ class _Capture:
         return self.status_line.partition(" ")[2] or None
 
     def add(self, chunk: bytes) -> None:
-        if chunk:
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            if self._size > self._limit:
-                self.over = True
-
-    def body(self) -> bytes:
-        return b"".join(self._chunks)
+        if self.hold(chunk):
+            self.over = True
 
     def streams(self, core: Core) -> bool:
         """Whether the response should pass through at once (known before its body): a

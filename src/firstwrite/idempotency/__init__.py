@@ -6,17 +6,26 @@ three ways to use it, ``docs/idempotency-record.md`` for the record and its stat
 Public modules (what this package exports comes from them; import from here or from them):
 * :mod:`.guard` (:class:`Idempotency`) and :mod:`.aio` (:class:`AsyncIdempotency`): the guards.
 * :mod:`.protocols`: :class:`Guard` and :class:`AsyncGuard`, what code built on a guard may
-  rely on (the HTTP middleware is typed against them).
+  rely on (the HTTP middleware and the event consumers are typed against them).
+* :mod:`.steps`: a guard's calls as values (``ClaimKey``, ``CompleteClaim``, ``FailClaim``...)
+  and their drivers (``drive``, ``adrive``), for code that writes its decisions once as
+  generators over a guard (the middleware's and the consumers' decisions are).
 * :mod:`.decorators`: ``@idempotent`` and ``@idempotent_handler``.
 * :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`, :mod:`.router`.
 * :mod:`.outcomes` (:class:`Claim`, :class:`Replay`, ``UNSET``), :mod:`.keys` (how keys and
   fingerprints are made), :mod:`.record` and :mod:`.requests` (the record's wire shape and every
   request the layer makes, for tools that read the table), :mod:`.record_view` (a record decoded
   for display), :mod:`.local` (the no-configuration local database).
+* The vocabulary the state machine shares with the modules above: :mod:`.effects` (the
+  DynamoDB calls a transition yields, and the one loop that performs effects),
+  :mod:`.verdicts`, :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
 
-Internals live in the private :mod:`._machine` package. **The state machine is
+Internals live in the private :mod:`._machine` package, imported only by the guards and
+:mod:`.local`. **The state machine is
 :class:`firstwrite.idempotency._machine.machine.StateMachine`** (``_machine/machine.py``): every
-decision, no I/O; the guards only perform the effects it yields.
+decision, no I/O; the guards only perform the effects it yields. Two levels of effects: a guard
+call (a step of :mod:`.steps`) runs one transition of the machine, whose effects are DynamoDB
+calls (:mod:`.effects`).
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Literal, TypeVar
 from ._machine import completion, table_setup, transactional
 from ._machine.budget import Deadline
 from ._machine.driving import Driver, adrive
-from ._machine.effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig, from_environment
+from .effects import Steps, bind
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
@@ -95,7 +95,7 @@ class AsyncIdempotency(Driver):
         return await adrive(steps, self._methods, self._sleep, deadline)
 
     async def ensure_table(self) -> bool:
-        """See :meth:`Idempotency.ensure_table`."""
+        """See :meth:`~.guard.Idempotency.ensure_table`."""
         return await self._drive(table_setup.ensure_table(self._machine))
 
     async def claim(
@@ -108,7 +108,7 @@ class AsyncIdempotency(Driver):
         wait: float | None = None,
         budget: float | None = None,
     ) -> Outcome:
-        """See :meth:`Idempotency.claim`."""
+        """See :meth:`~.guard.Idempotency.claim`."""
         deadline = self._deadline(budget)
         steps = self._machine.claim(key, payload, scope, lease, wait, deadline)
         return await self._drive(steps, deadline)
@@ -116,7 +116,7 @@ class AsyncIdempotency(Driver):
     async def complete(
         self, claim: Claim, result: Any = None, *, budget: float | None = None
     ) -> Replay:
-        """See :meth:`Idempotency.complete`."""
+        """See :meth:`~.guard.Idempotency.complete`."""
         deadline = self._deadline(budget)
         return await self._drive(
             completion.answered(self._machine, claim, result, deadline), deadline
@@ -131,7 +131,7 @@ class AsyncIdempotency(Driver):
         data: Any = None,
         budget: float | None = None,
     ) -> None:
-        """See :meth:`Idempotency.fail`."""
+        """See :meth:`~.guard.Idempotency.fail`."""
         deadline = self._deadline(budget)
         steps = self._machine.fail(claim, error, retryable=retryable, data=data, deadline=deadline)
         await self._drive(steps, deadline)
@@ -139,7 +139,7 @@ class AsyncIdempotency(Driver):
     async def renew(
         self, claim: Claim, lease: float | None = None, *, budget: float | None = None
     ) -> Claim:
-        """See :meth:`Idempotency.renew`."""
+        """See :meth:`~.guard.Idempotency.renew`."""
         deadline = self._deadline(budget)
         return await self._drive(self._machine.renew(claim, lease, deadline), deadline)
 
@@ -155,7 +155,7 @@ class AsyncIdempotency(Driver):
         wait: float | None = None,
         budget: float | None = None,
     ) -> T:
-        """See :meth:`Idempotency.run`; ``fn`` is a coroutine function. Cancellation of the
+        """See :meth:`~.guard.Idempotency.run`; ``fn`` is a coroutine function. Cancellation of the
         task marks the key FAILED (retryable), so a retry need not wait for the lease."""
         machine = self._machine
         if machine.config.disabled:
@@ -186,7 +186,7 @@ class AsyncIdempotency(Driver):
         lease: float | None = None,
         budget: float | None = None,
     ) -> Outcome:
-        """See :meth:`Idempotency.claim_with`."""
+        """See :meth:`~.guard.Idempotency.claim_with`."""
         deadline = self._deadline(budget)
         steps = transactional.claim_with(
             self._machine, key, transact_items, payload, scope, lease, deadline
@@ -201,7 +201,7 @@ class AsyncIdempotency(Driver):
         *,
         budget: float | None = None,
     ) -> Replay:
-        """See :meth:`Idempotency.complete_with`."""
+        """See :meth:`~.guard.Idempotency.complete_with`."""
         deadline = self._deadline(budget)
         steps = transactional.complete_with(self._machine, claim, transact_items, result, deadline)
         return await self._drive(steps, deadline)
@@ -213,13 +213,13 @@ class AsyncIdempotency(Driver):
         scope: str | None = None,
         budget: float | None = None,
     ) -> list[Replay | None]:
-        """See :meth:`Idempotency.replays`."""
+        """See :meth:`~.guard.Idempotency.replays`."""
         deadline = self._deadline(budget)
         return await self._drive(self._machine.replays(requests, scope, deadline), deadline)
 
     async def get(
         self, key: str, *, scope: str | None = None, budget: float | None = None
     ) -> Record | None:
-        """See :meth:`Idempotency.get`."""
+        """See :meth:`~.guard.Idempotency.get`."""
         deadline = self._deadline(budget)
         return await self._drive(self._machine.get(key, scope, deadline), deadline)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import record as r
-from ._machine.client_errors import client_error_code
+from .client_errors import client_error_code
 from .config import IdempotencyConfig
 from .keys import caller_key
 from .layout import DEFAULT

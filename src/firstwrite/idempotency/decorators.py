@@ -30,7 +30,8 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ._machine import serialization
+from . import serialization
+from .aio import AsyncIdempotency
 from .errors import MissingKeyError
 from .guard import UNSET, Idempotency
 from .keys import Selector, key_from, key_path, select, walk
@@ -39,7 +40,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 A = TypeVar("A")
 _log = logging.getLogger("firstwrite.idempotency")
 
-GuardLike = Any  # Idempotency | AsyncIdempotency | a zero-argument factory of either
+AnyIdempotency = Idempotency | AsyncIdempotency
+GuardArgument = AnyIdempotency | Callable[[], AnyIdempotency] | None
+"""What the decorators take: a guard, a zero-argument factory of one (called at the first
+call), or ``None`` for the local default. Told apart by type: a guard is an instance of one of
+the two guard classes (they have ``run``, which the decorators call); anything else callable is
+a factory."""
 
 
 class _Binding:
@@ -48,7 +54,7 @@ class _Binding:
     def __init__(
         self,
         fn: Callable[..., Any],
-        guard: GuardLike,
+        guard: GuardArgument,
         key_arg: str | None,
         key: Selector | None,
         payload: Selector | bool | None,
@@ -69,22 +75,26 @@ class _Binding:
         self.exclude = frozenset(exclude)
         self.scope = scope
         self._result_type: Any = UNSET
-        self._resolved: Any = None
+        self._resolved: AnyIdempotency | None = None
         # Worked out once, not per call: whether any parameter is excluded, and the field path
         # of a plain ``key`` expression (``order.id``), whose string value is the key itself.
         self._keeps_all = self.exclude.isdisjoint(self.signature.parameters)
         self._key_path = _plain_path(key)
 
     @property
-    def guard(self) -> Any:
-        if self._resolved is None:
+    def guard(self) -> AnyIdempotency:
+        """The guard, resolved at the first call (a factory called, or the local default)."""
+        resolved = self._resolved
+        if resolved is None:
             g = self._guard
             if g is None:
-                g = Idempotency()  # no configuration: the local engine file
-            elif callable(g) and not hasattr(g, "claim"):
-                g = g()
-            self._resolved = g
-        return self._resolved
+                resolved = Idempotency()  # no configuration: the local engine file
+            elif isinstance(g, (Idempotency, AsyncIdempotency)):
+                resolved = g
+            else:
+                resolved = g()
+            self._resolved = resolved
+        return resolved
 
     @property
     def result_type(self) -> Any:
@@ -189,7 +199,7 @@ def _bind_plain(
 
 
 def idempotent(
-    guard: GuardLike = None,
+    guard: GuardArgument = None,
     *,
     key_arg: str | None = None,
     key: Selector | None = None,
@@ -285,7 +295,7 @@ _Identity = tuple[str, Any, str | None]  # key, payload, scope
 
 
 def _keyed(
-    guard: Any, identify: Callable[[A], _Identity], argument: A, fn: Callable[..., Any]
+    guard: AnyIdempotency, identify: Callable[[A], _Identity], argument: A, fn: Callable[..., Any]
 ) -> _Identity | None:
     """``identify(argument)``, or ``None`` when the call runs directly: the guard is disabled,
     or there is no key and ``on_missing_key`` says to run unguarded."""
@@ -299,7 +309,7 @@ def _keyed(
         return None
 
 
-def _unguarded(guard: Any, missing: MissingKeyError, fn: Callable[..., Any]) -> bool:
+def _unguarded(guard: AnyIdempotency, missing: MissingKeyError, fn: Callable[..., Any]) -> bool:
     """Whether a call without a key runs unguarded (``config.on_missing_key``); if so, the
     warning is logged and ``firstwrite_unguarded_runs_total`` counted."""
     if guard.config.on_missing_key != "run-unguarded":
@@ -311,12 +321,8 @@ def _unguarded(guard: Any, missing: MissingKeyError, fn: Callable[..., Any]) -> 
     return True
 
 
-def _handler_shape(event: Any, context: Any = None) -> None:
-    """The signature every Lambda handler has (the binding only resolves the guard)."""
-
-
 def idempotent_handler(
-    guard: GuardLike = None,
+    guard: GuardArgument = None,
     *,
     key: Selector,
     payload: Selector | bool | None = None,

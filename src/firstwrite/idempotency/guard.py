@@ -15,9 +15,9 @@ from typing import Any, ClassVar, Literal, TypeVar
 from ._machine import completion, table_setup, transactional
 from ._machine.budget import Deadline
 from ._machine.driving import Driver, drive
-from ._machine.effects import Steps, bind
 from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig, from_environment
+from .effects import Steps, bind
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
@@ -100,9 +100,9 @@ class Idempotency(Driver):
         budget: float | None = None,
     ) -> Outcome:
         """Claim ``key`` (one conditional PutItem). Returns a :class:`Claim` to complete or
-        fail, or a :class:`Replay` of the stored outcome. Raises :class:`InProgressError`
+        fail, or a :class:`Replay` of the stored outcome. Raises :class:`~.errors.InProgressError`
         (after waiting up to ``wait`` seconds, default ``config.in_progress_wait``) and
-        :class:`PayloadMismatchError`; :class:`DeadlineExceededError` when DynamoDB keeps
+        :class:`~.errors.PayloadMismatchError`; :class:`~.errors.DeadlineExceededError` when DynamoDB keeps
         failing for the call's ``budget`` (seconds, default ``config.budget``; every method
         takes one)."""
         deadline = self._deadline(budget)
@@ -113,13 +113,13 @@ class Idempotency(Driver):
     def complete(self, claim: Claim, result: Any = None, *, budget: float | None = None) -> Replay:
         """Store ``result`` and mark the key COMPLETED (fenced by owner and version).
 
-        Raises :class:`LostClaimError` if another worker took the key over; nothing is written.
-        A result that cannot be stored (:class:`SerializationError`, including
-        :class:`ResultTooLargeError`) marks the key FAILED for good, because the side effect
+        Raises :class:`~.errors.LostClaimError` if another worker took the key over; nothing is written.
+        A result that cannot be stored (:class:`~.errors.SerializationError`, including
+        :class:`~.errors.ResultTooLargeError`) marks the key FAILED for good, because the side effect
         has happened and must not run again, and is then raised. A write that keeps failing
         (throttling, 5xx, no connection) is retried, with the lease renewed, for up to one
         lease, and never past the call's budget (the first attempt is always made); then
-        :class:`CompletionNotRecordedError` carries ``result``."""
+        :class:`~.errors.CompletionNotRecordedError` carries ``result``."""
         deadline = self._deadline(budget)
         return self._drive(completion.answered(self._machine, claim, result, deadline), deadline)
 
@@ -166,9 +166,9 @@ class Idempotency(Driver):
         ``non_retryable`` (or has ``idempotency_retryable = False``), and is re-raised.
 
         One ``budget`` (default ``config.budget``) covers the whole call, ``fn`` included: the
-        claim's retries stop at it (:class:`DeadlineExceededError`, ``fn`` not run), and the
+        claim's retries stop at it (:class:`~.errors.DeadlineExceededError`, ``fn`` not run), and the
         completion's retries too (its first attempt is always made; then
-        :class:`CompletionNotRecordedError`)."""
+        :class:`~.errors.CompletionNotRecordedError`)."""
         # drive() called directly, not through claim() and complete(): two frames less per call
         machine, methods, sleep = self._machine, self._methods, self._sleep
         config = machine.config
@@ -212,9 +212,9 @@ class Idempotency(Driver):
         shape) in one transaction: both happen or neither.
 
         Returns the :class:`Claim` (the business writes are applied) or a :class:`Replay`
-        (duplicate: nothing applied). Raises :class:`BusinessConditionFailedError` when one of
+        (duplicate: nothing applied). Raises :class:`~.errors.BusinessConditionFailedError` when one of
         your items failed its condition (the claim was rolled back: nothing is orphaned),
-        :class:`InProgressError`, :class:`PayloadMismatchError`."""
+        :class:`~.errors.InProgressError`, :class:`~.errors.PayloadMismatchError`."""
         deadline = self._deadline(budget)
         steps = transactional.claim_with(
             self._machine, key, transact_items, payload, scope, lease, deadline
@@ -231,8 +231,8 @@ class Idempotency(Driver):
     ) -> Replay:
         """Mark the key COMPLETED and apply ``transact_items`` in one transaction (fenced).
 
-        Raises :class:`LostClaimError` (nothing applied) or
-        :class:`BusinessConditionFailedError` (nothing applied; the claim stays PENDING: fail
+        Raises :class:`~.errors.LostClaimError` (nothing applied) or
+        :class:`~.errors.BusinessConditionFailedError` (nothing applied; the claim stays PENDING: fail
         it or retry)."""
         deadline = self._deadline(budget)
         steps = transactional.complete_with(self._machine, claim, transact_items, result, deadline)

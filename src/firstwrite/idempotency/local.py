@@ -17,10 +17,10 @@ from typing import Any
 
 from ._machine import table_setup
 from ._machine.driving import drive
-from ._machine.effects import bind
 from ._machine.machine import StateMachine
 from .clients import configured
 from .config import IdempotencyConfig
+from .effects import bind
 
 ENV_VAR = "FIRSTWRITE_LOCAL_DB"
 

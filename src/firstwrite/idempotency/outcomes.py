@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ._machine import serialization
+from . import serialization
 from .errors import ReplayedFailureError
 from .record import Status
 from .requests import Key

@@ -103,7 +103,7 @@ def claimed_at_of(item: dict[str, Any], layout: RecordLayout = DEFAULT) -> float
 
 class Record(NamedTuple):
     """One stored record, decoded. ``result`` is the raw stored value (``str`` JSON or
-    ``bytes``); :mod:`._machine.serialization` turns it back into the caller's type. Times:
+    ``bytes``); :mod:`.serialization` turns it back into the caller's type. Times:
     ``expires_at`` epoch seconds, ``lease_expires_at`` epoch milliseconds.
 
     A *tombstone* (``removed_at`` set) stands for a record the TTL service removed: its status,

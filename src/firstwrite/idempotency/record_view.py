@@ -2,8 +2,8 @@
 
 Pure, no I/O. It reads the layer's item format (:class:`.record.Record`) in either layout
 (:func:`.layout.layout_of` tells them apart, or the caller names one), decodes the stored
-result and failure as a duplicate would get them (:mod:`._machine.serialization`), and says what a
-duplicate would get now from the layer's own verdict table (:func:`._machine.verdicts.judge`). The front
+result and failure as a duplicate would get them (:mod:`.serialization`), and says what a
+duplicate would get now from the layer's own verdict table (:func:`.verdicts.judge`). The front
 ends keep only their presentation: the CLI's columns and JSON, the console's templates.
 """
 
@@ -15,12 +15,12 @@ from typing import Any
 
 from firstwrite.shared import result_display
 
-from ._machine import serialization
-from ._machine.verdicts import Verdict, judge
+from . import serialization
 from .errors import SerializationError
 from .layout import DEFAULT, RecordLayout, layout_of
 from .record import Record, Status
 from .requests import NO_FINGERPRINT
+from .verdicts import Verdict, judge
 
 SUMMARY_CHARS = 120
 TOMBSTONE = "(removed by TTL; a tombstone keeps only owner, fingerprint and status)"
@@ -215,7 +215,7 @@ class RecordView:
 def view(
     record: Record, *, limit: int = SUMMARY_CHARS, layout: RecordLayout = DEFAULT
 ) -> RecordView:
-    """``record`` (as :meth:`Idempotency.get` returns it) for display; results shortened to
+    """``record`` (as :meth:`~.guard.Idempotency.get` returns it) for display; results shortened to
     ``limit`` characters."""
     result = None if record.result is None else stored_result(record.result, limit)
     error = None if record.error is None else stored_failure(record.error)

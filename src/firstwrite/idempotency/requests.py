@@ -24,8 +24,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ._machine.effects import Call
 from .config import IdempotencyConfig
+from .effects import Call
 from .layout import DEFAULT
 
 # -- the item -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from .guard import UNSET, Claim, Idempotency, Outcome
+from .guard import UNSET, Claim, Idempotency
 
 T = TypeVar("T")
 
@@ -41,9 +41,12 @@ class HomeRegionRouter:
 
 
 class RoutedIdempotency:
-    """One guard per region behind a router: ``claim``/``run``/``complete``/... of a key always
-    go to its home region's guard. ``guards`` maps region -> :class:`Idempotency` (each with
-    ``config.region`` set, so records carry the region that claimed them)."""
+    """One guard per region behind a router: ``run`` of a key always goes to its home region's
+    guard, and ``complete``/``fail``/``renew`` of a claim to the guard of the region that made
+    it. ``guards`` maps region -> :class:`~.guard.Idempotency` (each with ``config.region`` set,
+    so records carry the region that claimed them). To claim step by step, claim on the key's
+    home guard: ``routed.guard_for(key, scope).claim(key, payload, scope=scope)`` (the router
+    is no guard of its own: the claim's signature is declared once, in :mod:`.protocols`)."""
 
     def __init__(
         self, guards: Mapping[str, Idempotency], router: HomeRegionRouter | None = None
@@ -60,11 +63,6 @@ class RoutedIdempotency:
 
     def guard_for(self, key: str, scope: str | None = None) -> Idempotency:
         return self.guards[self.home(key, scope)]
-
-    def claim(
-        self, key: str, payload: Any = UNSET, *, scope: str | None = None, **kw: Any
-    ) -> Outcome:
-        return self.guard_for(key, scope).claim(key, payload, scope=scope, **kw)
 
     def _owner_of(self, claim: Claim) -> Idempotency:
         region = claim.region or self.router.region_for(claim.record_id)

@@ -7,12 +7,12 @@ own item (the claim, or the fenced completion) is always first, the caller's ite
 reason                              on the layer's item   on one of the caller's items
 =================================== ===================== ===================================
 ``ConditionalCheckFailed``          duplicate / fence     the caller's business condition
-``TransactionConflict``,            retried with backoff, then :class:`TransactionConflictError`
+``TransactionConflict``,            retried with backoff, then :class:`~..errors.TransactionConflictError`
 ``ThrottlingError``,
 ``ProvisionedThroughputExceeded``
-``ValidationError``                 :class:`TransactionValidationError` (not retryable)
-``ItemCollectionSizeLimitExceeded`` :class:`ItemCollectionSizeLimitError` (not retryable)
-anything else                       :class:`TransactionCancelledError` (not retryable)
+``ValidationError``                 :class:`~..errors.TransactionValidationError` (not retryable)
+``ItemCollectionSizeLimitExceeded`` :class:`~..errors.ItemCollectionSizeLimitError` (not retryable)
+anything else                       :class:`~..errors.TransactionCancelledError` (not retryable)
 =================================== ===================== ===================================
 
 Several failures: a validation error wins, then the layer's condition (a duplicate is the

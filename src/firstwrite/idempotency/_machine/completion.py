@@ -12,15 +12,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from ..client_errors import error_code, is_sdk_error
+from ..effects import Sleep, Steps
 from ..errors import CompletionNotRecordedError, DeadlineExceededError, SerializationError
 from ..outcomes import Claim, Replay, key_of
 from ..record import Status
 from ..requests import millis
+from ..verdicts import fenced_outcome
 from .budget import Deadline
-from .client_errors import error_code, is_sdk_error
-from .effects import Sleep, Steps
 from .retry import backoff, budget_spent, classify
-from .verdicts import fenced_outcome
 
 if TYPE_CHECKING:
     from .machine import StateMachine

@@ -1,8 +1,10 @@
-"""Performing a transition's effects: the blocking loop and the asyncio loop, side by side.
+"""Performing a transition's effects: the blocking driver and the asyncio driver, side by side.
 
-The two loops are the only place where sync and async differ (``await``); everything they
-perform comes from the :class:`~.machine.StateMachine`. :class:`Driver` is what both public
-guards share around their machine: the configuration, the client, the key helpers.
+The two drivers are the only place where sync and async differ (``await``, in the one effect
+loop of :mod:`..effects`, whose twins :func:`~..effects.perform` and :func:`~..effects.aperform`
+throw a failed call's exception into the transition); everything they perform comes from the
+:class:`~.machine.StateMachine`. :class:`Driver` is what both public guards share around their
+machine: the configuration, the client, the key helpers.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..config import IdempotencyConfig
+from ..effects import Call, Effect, Steps, aperform, perform
 from ..metrics import Metrics
 from ..requests import Key
 from . import budget
 from .budget import CURRENT, Deadline
-from .effects import Call, Steps
 from .machine import StateMachine
 
 T = TypeVar("T")
@@ -27,36 +29,19 @@ def drive(
     sleep: Callable[[float], Any],
     deadline: Deadline | None = None,
 ) -> T:
-    """Perform ``steps``' effects with blocking calls; a client exception goes back into the
-    transition (which turns answers into data and re-raises the rest). ``deadline`` is current
-    (:data:`.budget.CURRENT`) meanwhile, so the client's own retries stay inside it.
+    """Perform ``steps``' effects with blocking calls (:func:`..effects.perform`: a client
+    exception goes back into the transition, which turns answers into data and re-raises the
+    rest). ``deadline`` is current (:data:`.budget.CURRENT`) meanwhile, so the client's own
+    retries stay inside it."""
 
-    The exception is thrown in after its ``except`` block, not from inside it: an error the
-    transition raises after reading an answer (``InProgressError`` after a failed condition)
-    must not chain to that answer, keeping botocore's frames alive and printing "During
-    handling of ConditionalCheckFailedException" above the caller's traceback."""
+    def answer(effect: Effect) -> Any:
+        if isinstance(effect, Call):
+            return methods[effect.operation](**effect.params)
+        return sleep(effect.seconds)
+
     token = CURRENT.set(deadline)
     try:
-        effect = next(steps)
-        while True:
-            failed: BaseException | None = None
-            try:
-                if isinstance(effect, Call):
-                    answer = methods[effect.operation](**effect.params)
-                else:
-                    answer = sleep(effect.seconds)
-            except BaseException as exc:
-                failed = exc
-            if failed is None:
-                effect = steps.send(answer)
-                continue
-            try:
-                effect = steps.throw(failed)
-            finally:
-                failed = None  # no frame -> exception -> traceback -> frame cycle
-    except StopIteration as stop:
-        outcome: T = stop.value
-        return outcome
+        return perform(steps, answer)
     finally:
         CURRENT.reset(token)
 
@@ -67,29 +52,16 @@ async def adrive(
     sleep: Callable[[float], Awaitable[Any]],
     deadline: Deadline | None = None,
 ) -> T:
-    """:func:`drive` with each effect awaited."""
+    """:func:`drive` with each effect awaited (:func:`..effects.aperform`)."""
+
+    def answer(effect: Effect) -> Awaitable[Any]:
+        if isinstance(effect, Call):
+            return methods[effect.operation](**effect.params)  # type: ignore[no-any-return]
+        return sleep(effect.seconds)
+
     token = CURRENT.set(deadline)
     try:
-        effect = next(steps)
-        while True:
-            failed: BaseException | None = None
-            try:
-                if isinstance(effect, Call):
-                    answer = await methods[effect.operation](**effect.params)
-                else:
-                    answer = await sleep(effect.seconds)
-            except BaseException as exc:
-                failed = exc
-            if failed is None:
-                effect = steps.send(answer)
-                continue
-            try:
-                effect = steps.throw(failed)
-            finally:
-                failed = None  # no frame -> exception -> traceback -> frame cycle
-    except StopIteration as stop:
-        outcome: T = stop.value
-        return outcome
+        return await aperform(steps, answer)
     finally:
         CURRENT.reset(token)
 

@@ -3,15 +3,15 @@
 Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
 ``fail``, ``renew``, ``get``) or over one (the completion in :mod:`.completion`, the
 transactional variant's in :mod:`.transactional`, the table set-up in :mod:`.table_setup`). A
-transition yields the effects it needs (a :class:`~.effects.Call` built by :mod:`..requests`,
-or a :class:`~.effects.Sleep`), is sent their answers and receives the client's exceptions
+transition yields the effects it needs (a :class:`~..effects.Call` built by :mod:`..requests`,
+or a :class:`~..effects.Sleep`), is sent their answers and receives the client's exceptions
 through ``throw()``, as h11's connection is fed events. Retries are effects too
 (:func:`.retry.perform`), and every log record and metric goes through one
 :class:`~.reporting.Reporter`. The drivers, :class:`..guard.Idempotency` and
 :class:`..aio.AsyncIdempotency`, perform the effects with a blocking or an asyncio client, so
 both make exactly the same calls, choices, logs and metrics; a call's time budget reaches a
 transition as a :class:`~.budget.Deadline`. What a failed claim's stored record means is
-:func:`.verdicts.judge`, one ordered table of rules.
+:func:`..verdicts.judge`, one ordered table of rules.
 
 Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 1 write (the
 stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
@@ -28,7 +28,9 @@ from dataclasses import replace
 from typing import Any
 
 from .. import requests as q
+from .. import serialization
 from ..config import IdempotencyConfig
+from ..effects import Call, Sleep, Steps
 from ..errors import (
     ConfigurationError,
     InProgressError,
@@ -43,13 +45,11 @@ from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
-from . import serialization
+from ..verdicts import Verdict, fenced_outcome, judge
 from .budget import Deadline
 from .cache import ReplayCache
-from .effects import Call, Sleep, Steps
 from .reporting import Reporter
 from .retry import perform
-from .verdicts import Verdict, fenced_outcome, judge
 
 Clock = Callable[[], float]
 """The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""

@@ -15,9 +15,9 @@ import math
 import time
 from typing import Any
 
+from ..effects import Call
 from ..metrics import NULL, Metrics
-from .effects import Call
-from .serialization import item_size
+from ..serialization import item_size
 
 log = logging.getLogger("firstwrite.idempotency")
 

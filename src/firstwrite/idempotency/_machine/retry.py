@@ -7,10 +7,10 @@ retried here: the state machine reads it. Retrying a conditional write after a l
 safe because the state machine recognises its own earlier write by the owner token.
 
 :func:`perform` is *the* retry loop, and its reporting, for every request of the layer, sync or
-async: the retries are effects (a :class:`~.effects.Sleep`, then the same
-:class:`~.effects.Call` again), so the drivers have no retry code of their own.
+async: the retries are effects (a :class:`~..effects.Sleep`, then the same
+:class:`~..effects.Call` again), so the drivers have no retry code of their own.
 
-The client's errors are recognised by their shape (:mod:`.client_errors`): like the whole layer,
+The client's errors are recognised by their shape (:mod:`..client_errors`): like the whole layer,
 this module imports no botocore. These retries stack on botocore's own (legacy mode: up to 10
 attempts); pass a client built with ``Config(retries={"total_max_attempts": 1})`` to leave all
 retrying to this policy.
@@ -22,12 +22,12 @@ import random
 from collections.abc import Callable
 from typing import Any, Literal
 
+from ..client_errors import is_sdk_error, is_transport_error, response_of
 from ..config import RetryPolicy
+from ..effects import Call, Sleep, Steps
 from ..errors import DeadlineExceededError, TableNotFoundError
 from ..requests import tables_of
 from .budget import Deadline
-from .client_errors import is_sdk_error, is_transport_error, response_of
-from .effects import Call, Sleep, Steps
 from .reporting import Reporter
 
 Kind = Literal["throttle", "transient"]
@@ -62,7 +62,7 @@ ANSWERS = frozenset({CONDITION_FAILED, "TransactionCanceledException"})
 
 def classify(exc: BaseException) -> Kind | None:
     """``"throttle"``, ``"transient"`` or ``None`` (not retryable: an answer or a bug). Errors
-    are told apart by their shape (:mod:`.client_errors`)."""
+    are told apart by their shape (:mod:`..client_errors`)."""
     response = response_of(exc)
     if response is not None:
         code = str(response["Error"].get("Code", ""))

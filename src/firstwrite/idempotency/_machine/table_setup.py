@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client_errors import client_error_code
-from .effects import Call, Sleep, Steps
+from ..client_errors import client_error_code
+from ..effects import Call, Sleep, Steps
 from .machine import StateMachine
 
 

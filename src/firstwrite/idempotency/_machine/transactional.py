@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import requests as q
+from ..client_errors import response_of
+from ..effects import Call, Sleep, Steps
 from ..errors import (
     BusinessConditionFailedError,
     ItemCollectionSizeLimitError,
@@ -21,13 +23,11 @@ from ..errors import (
 )
 from ..outcomes import Claim, Outcome, Replay, key_of
 from ..record import Status
+from ..verdicts import Verdict, fenced_outcome
 from .budget import Deadline
 from .cancellation import Cancellation, Kind, read
-from .client_errors import response_of
-from .effects import Call, Sleep, Steps
 from .machine import StateMachine
 from .retry import backoff, budget_spent
-from .verdicts import Verdict, fenced_outcome
 
 # Top-level errors that say "another transaction holds an item": retried by the retry policy,
 # then the documented TransactionConflictError.

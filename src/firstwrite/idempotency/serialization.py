@@ -28,8 +28,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from ..errors import SerializationError
 from . import typed_json
+from .errors import SerializationError
 
 _ZJSON = 1
 _RAW = 2

@@ -2,7 +2,8 @@
 
 Each source module (``sqs``, ``kinesis``, ``dynamodb_streams``, ``sns``, ``eventbridge``) says
 how to read its records; :class:`LambdaSource` turns that and your options into a
-:class:`.Consumer`.
+:class:`~.core.Consumer`. A public module: subclass :class:`LambdaSource` (its ``own_id``,
+``body``, ``content``...) for an event source of your own.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class LambdaSource(Generic[R]):
         self.consumer = self.make_consumer(self.source, self.ordering)
 
     def make_consumer(self, source: str, ordering: Ordering) -> Consumer[R]:
-        """A :class:`.Consumer` of this source's records under ``ordering``."""
+        """A :class:`~.core.Consumer` of this source's records under ``ordering``."""
         options = self.options
         return Consumer(
             self.guard,

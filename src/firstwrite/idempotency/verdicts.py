@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import enum
 
-from .. import requests as q
-from ..outcomes import Claim
-from ..record import Record, Status
+from . import requests as q
+from .outcomes import Claim
+from .record import Record, Status
 
 
 class Verdict(enum.Enum):

@@ -1,0 +1,120 @@
+"""What the state machine asks a driver to do, as plain values (h11's "events as data"), and
+the one loop that performs any generator of effects.
+
+A transition of the state machine (``_machine/machine.py``) is a generator: it yields a
+:class:`Call` (one DynamoDB request, built by :mod:`.requests`) or a :class:`Sleep`, is sent the
+answer (the response dict, or ``None`` after a sleep), and receives the client's exceptions
+through ``throw()``. The guards (:mod:`.guard`, :mod:`.aio`) perform these effects and nothing
+else, with :func:`perform` or :func:`aperform`.
+
+The same loop runs the level above: code built on a guard yields guard calls
+(:mod:`.steps`: claim, complete, fail...), and each of those runs one transition whose
+DynamoDB calls are the effects here. :func:`perform` and :func:`aperform` are deliberate twins,
+the only difference between them an ``await``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T")
+E = TypeVar("E")
+
+
+class Call(NamedTuple):
+    """One DynamoDB request: ``client.<operation in snake case>(**params)``. Answer: the
+    response dict."""
+
+    operation: str
+    params: dict[str, Any]
+
+
+class Sleep(NamedTuple):
+    """A pause (backoff, in-progress polling). Answer: ``None``."""
+
+    seconds: float
+
+
+Effect = Call | Sleep
+Steps = Generator[Effect, Any, T]
+"""A transition: yields effects, is sent their answers, returns its outcome."""
+
+# boto3 method names of the operations the layer calls.
+METHODS = {
+    "PutItem": "put_item",
+    "UpdateItem": "update_item",
+    "GetItem": "get_item",
+    "BatchGetItem": "batch_get_item",
+    "DeleteItem": "delete_item",
+    "TransactWriteItems": "transact_write_items",
+    "CreateTable": "create_table",
+    "DescribeTable": "describe_table",
+    "DescribeTimeToLive": "describe_time_to_live",
+    "UpdateTimeToLive": "update_time_to_live",
+}
+
+
+# operations a client may lack: the transitions that use them fail, and their callers fall back
+OPTIONAL = frozenset({"BatchGetItem"})
+
+
+def bind(client: Any) -> dict[str, Any]:
+    """``operation -> client method`` for every operation in :data:`METHODS` (those of
+    :data:`OPTIONAL` only where the client has them)."""
+    return {
+        operation: getattr(client, method)
+        for operation, method in METHODS.items()
+        if operation not in OPTIONAL or hasattr(client, method)
+    }
+
+
+def perform(steps: Generator[E, Any, T], answer: Callable[[E], object]) -> T:
+    """Run ``steps`` to its end and return its value: each effect it yields is answered with
+    ``answer(effect)``, sent back in; an exception ``answer`` raises is thrown in instead
+    (the generator decides: it turns answers into data and re-raises the rest).
+
+    The exception is thrown in after its ``except`` block, not from inside it: an error the
+    generator raises after reading an answer (``InProgressError`` after a failed condition)
+    must not chain to that answer, keeping botocore's frames alive and printing "During
+    handling of ConditionalCheckFailedException" above the caller's traceback."""
+    try:
+        effect = next(steps)
+        while True:
+            failed: BaseException | None = None
+            try:
+                result = answer(effect)
+            except BaseException as exc:
+                failed = exc
+            if failed is None:
+                effect = steps.send(result)
+                continue
+            try:
+                effect = steps.throw(failed)
+            finally:
+                failed = None  # no frame -> exception -> traceback -> frame cycle
+    except StopIteration as stop:
+        outcome: T = stop.value
+        return outcome
+
+
+async def aperform(steps: Generator[E, Any, T], answer: Callable[[E], Awaitable[object]]) -> T:
+    """:func:`perform` with each answer awaited."""
+    try:
+        effect = next(steps)
+        while True:
+            failed: BaseException | None = None
+            try:
+                result = await answer(effect)
+            except BaseException as exc:
+                failed = exc
+            if failed is None:
+                effect = steps.send(result)
+                continue
+            try:
+                effect = steps.throw(failed)
+            finally:
+                failed = None  # no frame -> exception -> traceback -> frame cycle
+    except StopIteration as stop:
+        outcome: T = stop.value
+        return outcome
