@@ -37,7 +37,7 @@ class Shown:
 
 def show(value: Any) -> Shown:
     """``value``, a result as the layer's
-    :func:`~firstwrite.idempotency._machine.serialization.decode` returns it, for display."""
+    :func:`~firstwrite.idempotency.serialization.decode` returns it, for display."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         try:
