@@ -7,6 +7,7 @@ up on the engine when the page is drawn.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from firstwrite.engine import DynamoDBError, Engine
@@ -162,6 +163,24 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
             "TargetTableName": f"{EXAMPLES_TABLE}-as-of",
             "UseLatestRestorableTime": True,
         },
+        "PutResourcePolicy": {
+            "ResourceArn": arn,
+            "Policy": json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Deny",
+                            "Principal": {"AWS": f"arn:aws:iam::{engine.account_id}:user/GUEST"},
+                            "Action": "dynamodb:DeleteItem",
+                            "Resource": arn,
+                        }
+                    ],
+                }
+            ),
+        },
+        "GetResourcePolicy": {"ResourceArn": arn},
+        "DeleteResourcePolicy": {"ResourceArn": arn},
     }
     return {op: pretty(body) for op, body in bodies.items()}
 

@@ -33,6 +33,7 @@ from .features.regions import Replication
 from .features.streams import Streams
 from .features.tags import Tags
 from .features.ttl import TimeToLive, TTLConfig
+from .operations.policies import check_access
 from .operations.write_route import RouteHints
 from .storage import Storage
 
@@ -131,8 +132,12 @@ class Engine:
         region: str | None = None,
         wire: bool = False,
         service: Service = "dynamodb",
+        caller: str | None = None,
     ) -> dict[str, Any]:
-        """Run one operation. Raises :class:`DynamoDBError` exactly where DynamoDB would fail."""
+        """Run one operation. Raises :class:`DynamoDBError` exactly where DynamoDB would fail.
+
+        ``caller`` is the access key of a verified signed request: the resource policies of
+        what the call names then apply (``operations/policies.py``)."""
         fn = operation_table(service).get(operation)
         if fn is None:
             raise DynamoDBError("UnknownOperationException", "")
@@ -140,15 +145,26 @@ class Engine:
             request = {}
         elif type(request) is not dict and not isinstance(request, Mapping):
             raise not_an_object(operation, request)
-        return self.run(fn, operation, request, region or self.default_region, wire)
+        if caller is not None:
+            ctx = Context(self, request, region or self.default_region, wire, operation)
+            ctx.caller = caller
+            check_access(ctx)
+        return self.run(fn, operation, request, region or self.default_region, wire, caller)
 
     def run(
-        self, fn: Operation, operation: str, request: Mapping[str, Any], region: str, wire: bool
+        self,
+        fn: Operation,
+        operation: str,
+        request: Mapping[str, Any],
+        region: str,
+        wire: bool,
+        caller: str | None = None,
     ) -> dict[str, Any]:
         """:meth:`execute` for an in-process client that looked ``operation`` up itself (``fn``,
         from ``operations.DYNAMODB`` or ``STREAMS``) and holds a mapping: the same call,
         less the lookup and the request's type checks."""
         ctx = Context(self, request, region, wire, operation)
+        ctx.caller = caller
         interceptors = self.hooks.interceptors
         if interceptors:
             for intercept in interceptors:

@@ -18,6 +18,7 @@ from . import (
     items,
     partiql,
     pitr,
+    policies,
     query,
     streams,
     tables,
@@ -50,6 +51,9 @@ DYNAMODB: dict[str, Operation] = {
     "UpdateContinuousBackups": pitr.update_continuous_backups,
     "DescribeContinuousBackups": pitr.describe_continuous_backups,
     "RestoreTableToPointInTime": pitr.restore_table_to_point_in_time,
+    "PutResourcePolicy": policies.put_resource_policy,
+    "GetResourcePolicy": policies.get_resource_policy,
+    "DeleteResourcePolicy": policies.delete_resource_policy,
     # items
     "PutItem": items.put_item,
     "GetItem": items.get_item,

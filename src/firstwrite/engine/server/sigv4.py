@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import DynamoDBError
 
-__all__ = ["DEFAULT_REGION", "SigV4Verifier", "region_from_authorization"]
+__all__ = ["DEFAULT_REGION", "SigV4Verifier", "access_key_of", "region_from_authorization"]
 
 DEFAULT_REGION = "us-east-1"
 
@@ -48,6 +48,19 @@ def region_from_authorization(header: bytes | str | None) -> str:
     end = text.find(",", start)
     parts = text[start + 11 : end if end >= 0 else None].strip().split("/")
     return parts[2] if len(parts) >= 3 and parts[2] else DEFAULT_REGION
+
+
+def access_key_of(header: bytes | str | None) -> str | None:
+    """The access key of a SigV4 ``Authorization`` header's credential, unverified (None
+    without one): who the caller is once the signature is verified."""
+    if header is None:
+        return None
+    text = header.decode("latin-1") if isinstance(header, bytes) else header
+    start = text.find("Credential=")
+    if start < 0:
+        return None
+    key = text[start + 11 :].split("/", 1)[0].strip()
+    return key or None
 
 
 def _basic(ts: float) -> str:
