@@ -179,6 +179,12 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
                 }
             ),
         },
+        "UpdateContributorInsights": {
+            "TableName": EXAMPLES_TABLE,
+            "ContributorInsightsAction": "ENABLE",
+        },
+        "DescribeContributorInsights": {"TableName": EXAMPLES_TABLE},
+        "ListContributorInsights": {},
         "GetResourcePolicy": {"ResourceArn": arn},
         "DeleteResourcePolicy": {"ResourceArn": arn},
     }

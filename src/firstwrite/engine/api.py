@@ -14,6 +14,7 @@ from typing import Any
 
 from . import operations
 from .clock import Clock
+from .consumed import hide_unasked
 from .context import (
     DEFAULT_ACCOUNT,
     DEFAULT_REGION,
@@ -29,6 +30,7 @@ from .errors import DynamoDBError
 from .features.backups import Backups
 from .features.faults.injector import FaultInjector
 from .features.indexes.maintenance import IndexConfig, Indexes
+from .features.insights import ContributorInsights
 from .features.regions import Replication
 from .features.streams import Streams
 from .features.tags import Tags
@@ -110,6 +112,8 @@ class Engine:
         # indexes, whose DeleteTable refusal comes first.
         self.backups = Backups()
         self.faults = FaultInjector(enforce_throughput=enforce_throughput)  # off until added
+        # Contributor insights' top keys: an interceptor only while a table has them enabled.
+        self.insights = ContributorInsights()
         self.features: tuple[Feature, ...] = (
             self.tags,
             self.streams,
@@ -118,6 +122,7 @@ class Engine:
             self.indexes,
             self.backups,
             self.faults,
+            self.insights,
         )
         for feature in self.features:
             feature.install(self)
@@ -167,8 +172,13 @@ class Engine:
         ctx.caller = caller
         interceptors = self.hooks.interceptors
         if interceptors:
-            for intercept in interceptors:
-                intercept(ctx)
+            try:
+                for intercept in interceptors:
+                    intercept(ctx)
+            except DynamoDBError as error:  # refused by an interceptor: a failed call too
+                for hook in ctx.finish_hooks or ():
+                    hook(ctx, None, error)
+                raise
             finish = ctx.finish_hooks
             if finish:
                 return _finished(fn, ctx, finish)
@@ -177,6 +187,7 @@ class Engine:
         if finish:
             for hook in finish:
                 hook(ctx, response, None)
+            hide_unasked(ctx.extras, response)
         return response
 
     def close(self) -> None:
@@ -203,4 +214,5 @@ def _finished(fn: Operation, ctx: Context, hooks: list[FinishHook]) -> dict[str,
         raise
     for hook in hooks:
         hook(ctx, response, None)
+    hide_unasked(ctx.extras, response)
     return response

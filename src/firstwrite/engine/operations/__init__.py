@@ -15,6 +15,7 @@ from . import (
     account,
     backups,
     batch,
+    insights,
     items,
     partiql,
     pitr,
@@ -54,6 +55,9 @@ DYNAMODB: dict[str, Operation] = {
     "PutResourcePolicy": policies.put_resource_policy,
     "GetResourcePolicy": policies.get_resource_policy,
     "DeleteResourcePolicy": policies.delete_resource_policy,
+    "DescribeContributorInsights": insights.describe_contributor_insights,
+    "UpdateContributorInsights": insights.update_contributor_insights,
+    "ListContributorInsights": insights.list_contributor_insights,
     # items
     "PutItem": items.put_item,
     "GetItem": items.get_item,

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...consumed import want_capacity
 from ...errors import DynamoDBError
 from .partitions import partition_keys
 
@@ -218,9 +219,7 @@ class TokenBuckets:
             raise key_range_error(self.engine, hot, ctx.operation)
         if not charged:
             return
-        asked = ctx.params.get("ReturnConsumedCapacity")
-        if asked not in ("TOTAL", "INDEXES"):
-            ctx.params = {**ctx.params, "ReturnConsumedCapacity": "TOTAL"}
+        want_capacity(ctx)  # the answer loses it again if the caller did not ask
 
         def charge(
             c: Context, response: dict[str, Any] | None, error: DynamoDBError | None
@@ -228,8 +227,6 @@ class TokenBuckets:
             with self._lock:
                 if response is not None:
                     consumed = response.get("ConsumedCapacity")
-                    if asked not in ("TOTAL", "INDEXES"):
-                        response.pop("ConsumedCapacity", None)
                     entries = consumed if isinstance(consumed, list) else [consumed]
                     units = {
                         entry.get("TableName"): float(entry.get("CapacityUnits", 0))
