@@ -20,9 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..consumed import want_capacity
 from ..context import Context, Feature
+from ..operations._request_keys import (
+    READ_OPERATIONS,
+    WRITE_OPERATIONS,
+    partition_keys,
+    tables_of,
+)
 from ..storage import TableRow, Writer
-from .faults.partitions import partition_keys, tables_of
-from .faults.throughput import READ_OPERATIONS, WRITE_OPERATIONS
 
 if TYPE_CHECKING:
     from ..context import Host

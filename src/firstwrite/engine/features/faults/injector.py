@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...context import Context, Feature
 from ...errors import DynamoDBError
+from ...operations._request_keys import hot_key_scope, tables_of
 from ...schema import item_key
 from ...storage import TableRow, Writer
 from ...values import Item, item_size
-from .partitions import hot_key_scope, tables_of
 from .throughput import (
     THROUGHPUT_EXCEEDED,
     Ceiling,

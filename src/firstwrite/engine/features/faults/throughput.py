@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...consumed import want_capacity
 from ...errors import DynamoDBError
-from .partitions import partition_keys
+from ...operations._request_keys import READ_OPERATIONS, WRITE_OPERATIONS, partition_keys
 
 if TYPE_CHECKING:
     from ...context import Context, Host
@@ -58,10 +58,6 @@ HOT_KEY_THROTTLED = (
 )
 # DynamoDB's per-partition ceilings, units per second, whatever the billing mode.
 PARTITION_UNITS = {"read": 3000.0, "write": 1000.0}
-WRITE_OPERATIONS = frozenset(
-    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
-)
-READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 _PRUNE_AT = 4096  # buckets kept before full ones are dropped
 _REASON_SUFFIX = {
     "ProvisionedThroughputExceededException": "ProvisionedThroughputExceeded",
