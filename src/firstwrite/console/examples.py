@@ -185,6 +185,27 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
         },
         "DescribeContributorInsights": {"TableName": EXAMPLES_TABLE},
         "ListContributorInsights": {},
+        "ExportTableToPointInTime": {
+            "TableArn": arn,
+            "S3Bucket": "my-exports",
+            "S3Prefix": "nightly",
+            "ExportFormat": "DYNAMODB_JSON",
+        },
+        "DescribeExport": {"ExportArn": f"{arn}/export/01700000000000-a1b2c3d4"},
+        "ListExports": {"TableArn": arn},
+        "ImportTable": {
+            "S3BucketSource": {"S3Bucket": "my-exports", "S3KeyPrefix": "nightly/"},
+            "InputFormat": "DYNAMODB_JSON",
+            "InputCompressionType": "GZIP",
+            "TableCreationParameters": {
+                "TableName": f"{EXAMPLES_TABLE}-imported",
+                "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                "BillingMode": "PAY_PER_REQUEST",
+            },
+        },
+        "DescribeImport": {"ImportArn": f"{arn}-imported/import/01700000000000-a1b2c3d4"},
+        "ListImports": {},
         "GetResourcePolicy": {"ResourceArn": arn},
         "DeleteResourcePolicy": {"ResourceArn": arn},
     }
