@@ -32,6 +32,7 @@ IMPORT = "ImportTable"
 TARGET_EXPORT = 150.0
 TARGET_IMPORT = 600.0
 BUCKET = "bench-exports"
+_S3_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
 def _repetition(
@@ -77,7 +78,13 @@ def measure(settings: Settings, log: Callable[[str], None], sizes: tuple[int, ..
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    os.environ["AWS_ENDPOINT_URL_S3"] = f"http://{host}:{port}"
+    # The engine's S3 client is the SDK's: moto's endpoint and fake keys, for this run only.
+    saved = {k: os.environ.get(k) for k in _S3_ENV}
+    os.environ.update(
+        AWS_ENDPOINT_URL_S3=f"http://{host}:{port}",
+        AWS_ACCESS_KEY_ID=os.environ.get("AWS_ACCESS_KEY_ID", "AKIDBENCH"),
+        AWS_SECRET_ACCESS_KEY=os.environ.get("AWS_SECRET_ACCESS_KEY", "bench-secret"),
+    )
     tables = []
     try:
         boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
@@ -85,7 +92,11 @@ def measure(settings: Settings, log: Callable[[str], None], sizes: tuple[int, ..
             for size in sizes:
                 tables.append(_size(settings, log, directory, size, Engine))
     finally:
-        os.environ.pop("AWS_ENDPOINT_URL_S3", None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         server.stop()
     return tables
 

@@ -1,5 +1,7 @@
-"""Contributor Insights' top keys: per table with insights ``ENABLED``, the partition keys
-that consumed the most capacity and those throttled most often.
+"""Contributor Insights' top keys, counted per table with insights enabled.
+
+Per table with insights ``ENABLED``: the partition keys that consumed the most capacity and
+those throttled most often.
 
 While at least one table has insights enabled, an interceptor sees every item read and write
 (the operations the throughput buckets charge): it asks the call for its ConsumedCapacity

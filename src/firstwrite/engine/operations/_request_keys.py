@@ -1,5 +1,6 @@
-"""What a request names: the tables it touches and the partition keys of its items (for the
-throughput buckets and the ``hot_key`` fault, and for contributor insights' counts).
+"""What a request names: the tables it touches and the partition keys of its items.
+
+For the throughput buckets and the ``hot_key`` fault, and for contributor insights' counts.
 
 Partition key values are compared as one string each (:func:`key_text`: ``S:abc``, ``N:12``),
 the form the throughput buckets and the ``hot_key`` fault key partitions by.

@@ -1,5 +1,4 @@
-"""Contributor Insights: DescribeContributorInsights, UpdateContributorInsights,
-ListContributorInsights.
+"""Contributor Insights: Describe-, Update- and ListContributorInsights.
 
 The state of a table's (and each GSI's) insights lives in the table definition (``_insights``:
 ``""`` for the table, or an index name -> ``{"Status", "Mode", "Created", "Updated"}``,

@@ -1,5 +1,6 @@
-"""Resource-based policies: PutResourcePolicy, GetResourcePolicy, DeleteResourcePolicy, and
-their evaluation for a signed caller.
+"""Resource-based policies: Put-, Get- and DeleteResourcePolicy, and their evaluation.
+
+They are evaluated for a signed caller.
 
 A policy belongs to a table or to its current stream (by ARN) and lives in the table
 definition (``_policies``: ARN -> ``{"Policy", "RevisionId"}``, private: DescribeTable does not
