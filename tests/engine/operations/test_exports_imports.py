@@ -97,6 +97,16 @@ def make_table(ddb: Any, name: str, *, pitr: bool = True) -> str:
     return str(arn)
 
 
+def creation(name: str) -> dict[str, Any]:
+    """ImportTable's TableCreationParameters for a table keyed by ``pk`` (S)."""
+    return {
+        "TableName": name,
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
 def scan(ddb: Any, name: str) -> list[dict[str, Any]]:
     return sorted(ddb.scan(TableName=name)["Items"], key=lambda i: i["pk"]["S"])
 
@@ -169,12 +179,7 @@ def test_export_time_reads_the_point_in_time_history(s3: Any, engine_ddb: Any) -
         },
         InputFormat="DYNAMODB_JSON",
         InputCompressionType="GZIP",
-        TableCreationParameters={
-            "TableName": "history-then",
-            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-            "BillingMode": "PAY_PER_REQUEST",
-        },
+        TableCreationParameters=creation("history-then"),
     )
     assert scan(ddb, "history-then") == [
         {"pk": {"S": "gone"}},
@@ -203,12 +208,7 @@ def test_ion_round_trip_and_errors_counted(s3: Any, engine_ddb: Any) -> None:
         S3BucketSource={"S3Bucket": BUCKET, "S3KeyPrefix": root + "data/"},
         InputFormat="ION",
         InputCompressionType="GZIP",
-        TableCreationParameters={
-            "TableName": "copy",
-            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-            "BillingMode": "PAY_PER_REQUEST",
-        },
+        TableCreationParameters=creation("copy"),
     )["ImportTableDescription"]
     assert imported["ImportStatus"] == "COMPLETED" and imported["ImportedItemCount"] == 3
     assert scan(ddb, "copy") == scan(ddb, "source")
@@ -221,12 +221,7 @@ def test_ion_round_trip_and_errors_counted(s3: Any, engine_ddb: Any) -> None:
     loaded = ddb.import_table(
         S3BucketSource={"S3Bucket": BUCKET, "S3KeyPrefix": "raw/"},
         InputFormat="DYNAMODB_JSON",
-        TableCreationParameters={
-            "TableName": "raw",
-            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-            "BillingMode": "PAY_PER_REQUEST",
-        },
+        TableCreationParameters=creation("raw"),
     )["ImportTableDescription"]
     assert (loaded["ImportedItemCount"], loaded["ErrorCount"]) == (1, 2)
     assert scan(ddb, "raw") == [{"pk": {"S": "x"}, "v": {"N": "1"}}]
@@ -300,12 +295,7 @@ def test_over_http(s3: Any, tmp_path: Path) -> None:
             S3BucketSource={"S3Bucket": BUCKET, "S3KeyPrefix": root + "/data/"},
             InputFormat="DYNAMODB_JSON",
             InputCompressionType="GZIP",
-            TableCreationParameters={
-                "TableName": "web-copy",
-                "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-                "BillingMode": "PAY_PER_REQUEST",
-            },
+            TableCreationParameters=creation("web-copy"),
         )
         assert imported["ImportTableDescription"]["ImportedItemCount"] == 3
         assert scan(ddb, "web-copy") == scan(ddb, "web")
