@@ -31,6 +31,7 @@ from .features.backups import Backups
 from .features.faults.injector import FaultInjector
 from .features.indexes.maintenance import IndexConfig, Indexes
 from .features.insights import ContributorInsights
+from .features.policies import ResourcePolicies
 from .features.regions import Replication
 from .features.streams import Streams
 from .features.tags import Tags
@@ -102,6 +103,7 @@ class Engine:
         # The features, in the order their hooks run: tags first (CreateTable's tag check, so a
         # refusal is cheap), fault injection last (its hooks come and go with the faults).
         self.tags = Tags()
+        self.policies = ResourcePolicies()  # CreateTable's ResourcePolicy, checked as early
         self.streams = Streams()
         self.ttl = TimeToLive(ttl_config)  # the sweeper; engine.ttl.sweep_now() runs one now
         self.replication = Replication()  # global tables
@@ -116,6 +118,7 @@ class Engine:
         self.insights = ContributorInsights()
         self.features: tuple[Feature, ...] = (
             self.tags,
+            self.policies,
             self.streams,
             self.ttl,
             self.replication,

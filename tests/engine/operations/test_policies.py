@@ -205,3 +205,22 @@ def test_in_process_calls_are_never_refused(tmp_path: Any) -> None:
         direct.put_resource_policy(ResourceArn=arn, Policy=policy(deny("*", "dynamodb:*", arn)))
         direct.delete_resource_policy(ResourceArn=arn)
         assert failure(direct.get_resource_policy, ResourceArn=arn)[0] == "PolicyNotFoundException"
+
+
+def test_create_table_sets_a_resource_policy(ddb: Any, table_name: str) -> None:
+    """CreateTable's ResourcePolicy (the API reference): stored as PutResourcePolicy stores
+    it; a refused document refuses the CreateTable and leaves no table."""
+    arn = f"arn:aws:dynamodb:us-east-1:{ACCOUNT}:table/{table_name}"
+    document = policy(deny("*", "dynamodb:DeleteTable", arn))
+    params: dict[str, Any] = {
+        "TableName": table_name,
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    code, _ = failure(ddb.create_table, **params, ResourcePolicy="{not json")
+    assert code == "ValidationException"
+    assert table_name not in ddb.list_tables()["TableNames"]
+    ddb.create_table(**params, ResourcePolicy=document)
+    got = ddb.get_resource_policy(ResourceArn=arn)
+    assert got["Policy"] == document and got["RevisionId"].isdigit()

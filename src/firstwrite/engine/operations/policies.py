@@ -84,7 +84,7 @@ def _resource(ctx: Context, reader: Reader, arn: str) -> TableRow:
     return row
 
 
-def _statements(document: str) -> list[dict[str, Any]]:
+def policy_statements(document: str) -> list[dict[str, Any]]:
     """The statements of a policy document, after the checks that make it one."""
     if len(document.encode("utf-8")) > MAX_POLICY_BYTES:
         raise validation(
@@ -123,7 +123,7 @@ def put_resource_policy(ctx: Context) -> dict[str, Any]:
     params = ctx.params
     check(params, _PUT)
     arn, document = params["ResourceArn"], params["Policy"]
-    statements = _statements(document)
+    statements = policy_statements(document)
     expected = params.get("ExpectedRevisionId")
     confirmed = params.get("ConfirmRemoveSelfResourceAccess")
     locks_out = ctx.caller is not None and not confirmed
@@ -140,16 +140,22 @@ def put_resource_policy(ctx: Context) -> dict[str, Any]:
         _expect(arn, current, expected)
         if current is not None and current["Policy"] == document:
             return str(current["RevisionId"])  # the same document: the same revision
-        revision = int(ctx.now() * 1000)
-        if current is not None:
-            revision = max(revision, int(current["RevisionId"]) + 1)
-        policies[arn] = {"Policy": document, "RevisionId": str(revision)}
+        revision = new_revision(ctx, current)
+        policies[arn] = {"Policy": document, "RevisionId": revision}
         definition = copy.deepcopy(row.definition)
         definition["_policies"] = policies
         w.update_table(row, definition)
-        return str(revision)
+        return revision
 
     return {"RevisionId": ctx.storage.write(write)}
+
+
+def new_revision(ctx: Context, current: Mapping[str, Any] | None) -> str:
+    """A RevisionId: the engine clock's milliseconds, past the one it replaces."""
+    revision = int(ctx.now() * 1000)
+    if current is not None:
+        revision = max(revision, int(current["RevisionId"]) + 1)
+    return str(revision)
 
 
 def _expect(arn: str, current: Mapping[str, Any] | None, expected: str | None) -> None:
@@ -229,7 +235,7 @@ def check_access(ctx: Context) -> None:
                 "/stream/" not in arn and resource.startswith(arn + "/index/")
             )
             if covered:
-                _refuse_if_denied(ctx, _statements(policy["Policy"]), action, resource)
+                _refuse_if_denied(ctx, policy_statements(policy["Policy"]), action, resource)
 
 
 def _refuse_if_denied(
