@@ -36,6 +36,7 @@ from . import (
     plugin,
     report,
     scale,
+    transfers,
 )
 from ._common import (
     BENCH_DIR,
@@ -62,6 +63,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "middleware": middleware.run,
     "plugin": plugin.run,
     "backups": backups.run,
+    "transfers": transfers.run,
     "budget": budget.run,
     "events": events.run,
 }

@@ -303,3 +303,13 @@ def test_backups() -> None:
         assert all(t.peer == backups.COPY and t.maximum for t in table.targets)
     assert backups.run(TINY, _log).title.startswith("Backup and restore")
     assert "backups" in bench_main.BENCHMARKS
+
+
+def test_transfers() -> None:
+    from bench import transfers
+
+    [table] = transfers.measure(TINY, _log, (300,))
+    _check_section(_common.Section("transfers", "transfers", [], [table]), {transfers.EXPORT})
+    assert {s.name for s in table.series} == {transfers.COPY, transfers.EXPORT, transfers.IMPORT}
+    assert all(t.peer == transfers.COPY and t.maximum for t in table.targets)
+    assert "transfers" in bench_main.BENCHMARKS

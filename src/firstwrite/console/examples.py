@@ -7,6 +7,7 @@ up on the engine when the page is drawn.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from firstwrite.engine import DynamoDBError, Engine
@@ -162,6 +163,51 @@ def examples(engine: Engine, region: str) -> dict[str, str]:
             "TargetTableName": f"{EXAMPLES_TABLE}-as-of",
             "UseLatestRestorableTime": True,
         },
+        "PutResourcePolicy": {
+            "ResourceArn": arn,
+            "Policy": json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Deny",
+                            "Principal": {"AWS": f"arn:aws:iam::{engine.account_id}:user/GUEST"},
+                            "Action": "dynamodb:DeleteItem",
+                            "Resource": arn,
+                        }
+                    ],
+                }
+            ),
+        },
+        "UpdateContributorInsights": {
+            "TableName": EXAMPLES_TABLE,
+            "ContributorInsightsAction": "ENABLE",
+        },
+        "DescribeContributorInsights": {"TableName": EXAMPLES_TABLE},
+        "ListContributorInsights": {},
+        "ExportTableToPointInTime": {
+            "TableArn": arn,
+            "S3Bucket": "my-exports",
+            "S3Prefix": "nightly",
+            "ExportFormat": "DYNAMODB_JSON",
+        },
+        "DescribeExport": {"ExportArn": f"{arn}/export/01700000000000-a1b2c3d4"},
+        "ListExports": {"TableArn": arn},
+        "ImportTable": {
+            "S3BucketSource": {"S3Bucket": "my-exports", "S3KeyPrefix": "nightly/"},
+            "InputFormat": "DYNAMODB_JSON",
+            "InputCompressionType": "GZIP",
+            "TableCreationParameters": {
+                "TableName": f"{EXAMPLES_TABLE}-imported",
+                "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                "BillingMode": "PAY_PER_REQUEST",
+            },
+        },
+        "DescribeImport": {"ImportArn": f"{arn}-imported/import/01700000000000-a1b2c3d4"},
+        "ListImports": {},
+        "GetResourcePolicy": {"ResourceArn": arn},
+        "DeleteResourcePolicy": {"ResourceArn": arn},
     }
     return {op: pretty(body) for op, body in bodies.items()}
 

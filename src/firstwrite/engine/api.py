@@ -16,6 +16,7 @@ from typing import Any
 
 from . import operations
 from .clock import Clock
+from .consumed import hide_unasked
 from .context import (
     DEFAULT_ACCOUNT,
     DEFAULT_REGION,
@@ -31,10 +32,13 @@ from .errors import DynamoDBError
 from .features.backups import Backups
 from .features.faults.injector import FaultInjector
 from .features.indexes.maintenance import IndexConfig, Indexes
+from .features.insights import ContributorInsights
+from .features.policies import ResourcePolicies
 from .features.regions import Replication
 from .features.streams import Streams
 from .features.tags import Tags
 from .features.ttl import TimeToLive, TTLConfig
+from .operations.policies import check_access
 from .operations.write_route import RouteHints
 from .storage import Storage
 
@@ -106,6 +110,7 @@ class Engine:
         # The features, in the order their hooks run: tags first (CreateTable's tag check, so a
         # refusal is cheap), fault injection last (its hooks come and go with the faults).
         self.tags = Tags()
+        self.policies = ResourcePolicies()  # CreateTable's ResourcePolicy, checked as early
         self.streams = Streams()
         self.ttl = TimeToLive(ttl_config)  # the sweeper; engine.ttl.sweep_now() runs one now
         self.replication = Replication()  # global tables
@@ -115,14 +120,18 @@ class Engine:
         # indexes, whose DeleteTable refusal comes first.
         self.backups = Backups()
         self.faults = FaultInjector(enforce_throughput=enforce_throughput)  # off until added
+        # Contributor insights' top keys: an interceptor only while a table has them enabled.
+        self.insights = ContributorInsights()
         self.features: tuple[Feature, ...] = (
             self.tags,
+            self.policies,
             self.streams,
             self.ttl,
             self.replication,
             self.indexes,
             self.backups,
             self.faults,
+            self.insights,
         )
         for feature in self.features:
             feature.install(self)
@@ -155,8 +164,12 @@ class Engine:
         region: str | None = None,
         wire: bool = False,
         service: Service = "dynamodb",
+        caller: str | None = None,
     ) -> dict[str, Any]:
-        """Run one operation. Raises :class:`DynamoDBError` exactly where DynamoDB would fail."""
+        """Run one operation. Raises :class:`DynamoDBError` exactly where DynamoDB would fail.
+
+        ``caller`` is the access key of a verified signed request: the resource policies of
+        what the call names then apply (``operations/policies.py``)."""
         fn = operation_table(service).get(operation)
         if fn is None:
             raise DynamoDBError("UnknownOperationException", "")
@@ -164,19 +177,35 @@ class Engine:
             request = {}
         elif type(request) is not dict and not isinstance(request, Mapping):
             raise not_an_object(operation, request)
-        return self.run(fn, operation, request, region or self.default_region, wire)
+        if caller is not None:
+            ctx = Context(self, request, region or self.default_region, wire, operation)
+            ctx.caller = caller
+            check_access(ctx)
+        return self.run(fn, operation, request, region or self.default_region, wire, caller)
 
     def run(
-        self, fn: Operation, operation: str, request: Mapping[str, Any], region: str, wire: bool
+        self,
+        fn: Operation,
+        operation: str,
+        request: Mapping[str, Any],
+        region: str,
+        wire: bool,
+        caller: str | None = None,
     ) -> dict[str, Any]:
         """:meth:`execute` for an in-process client that looked ``operation`` up itself (``fn``,
         from ``operations.DYNAMODB`` or ``STREAMS``) and holds a mapping: the same call,
         less the lookup and the request's type checks."""
         ctx = Context(self, request, region, wire, operation)
+        ctx.caller = caller
         interceptors = self.hooks.interceptors
         if interceptors:
-            for intercept in interceptors:
-                intercept(ctx)
+            try:
+                for intercept in interceptors:
+                    intercept(ctx)
+            except DynamoDBError as error:  # refused by an interceptor: a failed call too
+                for hook in ctx.finish_hooks or ():
+                    hook(ctx, None, error)
+                raise
             finish = ctx.finish_hooks
             if finish:
                 return _finished(fn, ctx, finish)
@@ -185,6 +214,7 @@ class Engine:
         if finish:
             for hook in finish:
                 hook(ctx, response, None)
+            hide_unasked(ctx.extras, response)
         return response
 
     def close(self) -> None:
@@ -211,4 +241,5 @@ def _finished(fn: Operation, ctx: Context, hooks: list[FinishHook]) -> dict[str,
         raise
     for hook in hooks:
         hook(ctx, response, None)
+    hide_unasked(ctx.extras, response)
     return response

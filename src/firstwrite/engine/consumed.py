@@ -27,6 +27,11 @@ _WRITE_UNIT = 1024
 INDEX_UNITS = "firstwrite.index_units"
 COLLECTIONS = "firstwrite.item_collections"
 
+# Context.extras key: the caller did not ask for ConsumedCapacity, but an interceptor needs it
+# (throughput buckets, contributor insights): the engine drops it from the answer once every
+# finish hook has seen it (:func:`want_capacity`, :func:`hide_unasked`).
+HIDE_CAPACITY = "firstwrite.hide_capacity"
+
 # (ConsumedCapacity member, index name) -> units
 IndexUnits = Mapping[tuple[str, str], float]
 
@@ -106,3 +111,19 @@ def add_index_units(
     """Record ``units`` written to index ``name`` of ``table`` by the current call."""
     per_table = extras.setdefault(INDEX_UNITS, {}).setdefault(table, {})
     per_table[(member, name)] = per_table.get((member, name), 0.0) + units
+
+
+def want_capacity(ctx: Any) -> None:
+    """Make this call report its ConsumedCapacity to the finish hooks (``ctx`` is the call's
+    Context): asked for as TOTAL when the caller asked for none, and then hidden again from
+    the answer by :func:`hide_unasked`, after the last hook."""
+    asked = ctx.params.get("ReturnConsumedCapacity")
+    if asked not in ("TOTAL", "INDEXES"):
+        ctx.extras[HIDE_CAPACITY] = True
+        ctx.params = {**ctx.params, "ReturnConsumedCapacity": "TOTAL"}
+
+
+def hide_unasked(extras: Mapping[str, Any], response: dict[str, Any] | None) -> None:
+    """Drop ConsumedCapacity from ``response`` if only an interceptor wanted it."""
+    if response is not None and extras.get(HIDE_CAPACITY):
+        response.pop("ConsumedCapacity", None)

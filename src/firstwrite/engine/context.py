@@ -87,6 +87,9 @@ class Context:
     extras: dict[str, Any] = field(default_factory=dict)
     # Who makes the change when it is not a caller: a stream record's userIdentity (TTL deletes).
     principal: str | None = None
+    # The access key of a caller the HTTP server verified (--require-auth): resource policies
+    # apply to it (operations/policies.py). None for in-process and unsigned calls.
+    caller: str | None = None
     # Set by an interceptor: eventually consistent reads go through it (faults: stale reads).
     reader_hook: ReaderHook | None = None
     finish_hooks: list[FinishHook] | None = None

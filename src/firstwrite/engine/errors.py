@@ -50,6 +50,12 @@ _SHAPES: dict[str, tuple[str, int, str]] = {
     "ContinuousBackupsUnavailableException": (_DYNAMODB, 400, "message"),
     "PointInTimeRecoveryUnavailableException": (_DYNAMODB, 400, "message"),
     "InvalidRestoreTimeException": (_DYNAMODB, 400, "message"),
+    "PolicyNotFoundException": (_DYNAMODB, 400, "message"),
+    "ExportNotFoundException": (_DYNAMODB, 400, "message"),
+    "ExportConflictException": (_DYNAMODB, 400, "message"),
+    "InvalidExportTimeException": (_DYNAMODB, 400, "message"),
+    "ImportNotFoundException": (_DYNAMODB, 400, "message"),
+    "ImportConflictException": (_DYNAMODB, 400, "message"),
     "InternalServerError": (_DYNAMODB, 500, "message"),
     "ServiceUnavailable": (_DYNAMODB, 503, "message"),
 }

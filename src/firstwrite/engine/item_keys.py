@@ -365,7 +365,10 @@ def index_entry(
     ``None`` when the item lacks an index key attribute (a sparse index leaves it out).
 
     Items are checked on the way in (:func:`check_index_keys`); an older item whose attribute
-    has another type (an index added later) is left out too, as DynamoDB's backfill does.
+    has another type, or a key value past DynamoDB's key size limits (2048 bytes for a partition
+    key attribute, 1024 for a sort key attribute), is left out too when an index added later is
+    backfilled, as DynamoDB's backfill does (ScyllaDB's test_gsi_updatetable.py
+    test_gsi_backfill_key_limits, run against DynamoDB).
     """
     key = index.key
     if key.composite:
@@ -373,8 +376,11 @@ def index_entry(
             value = item.get(name)
             if value is None or value_type(value) != kind or not _has_content(value):
                 return None
-        ipk = _joined(key.hash_attributes, item)
-        isk = _joined(key.range_attributes, item)
+        joined_pk = _joined(key.hash_attributes, item, MAX_HASH_KEY_BYTES)
+        joined_sk = _joined(key.range_attributes, item, MAX_RANGE_KEY_BYTES)
+        if joined_pk is None or joined_sk is None:
+            return None
+        ipk, isk = joined_pk, joined_sk
     else:
         hash_value = item.get(key.hash_name)
         if hash_value is None or value_type(hash_value) != key.hash_type:
@@ -385,10 +391,10 @@ def index_entry(
             if range_value is None or value_type(range_value) != key.range_type:
                 return None
             isk = encode_key_value(range_value)
-            if not isk and key.range_type != "N":
+            if (not isk and key.range_type != "N") or len(isk) > MAX_RANGE_KEY_BYTES:
                 return None
         ipk = encode_key_value(hash_value)
-        if not ipk and key.hash_type != "N":
+        if (not ipk and key.hash_type != "N") or len(ipk) > MAX_HASH_KEY_BYTES:
             return None
     pk, sk = item_key(table, item)
     projected = index.projected
@@ -402,12 +408,15 @@ def _has_content(value: AttributeValue) -> bool:
     return kind == "N" or len(raw) > 0
 
 
-def _joined(attributes: tuple[tuple[str, str], ...], item: Item) -> bytes:
-    """A multi-attribute index key part of an item already checked to have it (no size
-    checks: items are checked on the way in, and an old item is indexed as it is)."""
-    if len(attributes) == 1:
-        return encode_key_value(item[attributes[0][0]])
-    return b"".join(composite_part(encode_key_value(item[name])) for name, _ in attributes)
+def _joined(attributes: tuple[tuple[str, str], ...], item: Item, limit: int) -> bytes | None:
+    """A multi-attribute index key part of an item already checked to have it, or ``None``
+    when one attribute's value passes ``limit`` bytes (an old item an index cannot hold)."""
+    parts = [encode_key_value(item[name]) for name, _ in attributes]
+    if any(len(part) > limit for part in parts):
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return b"".join(composite_part(part) for part in parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -294,6 +294,7 @@ def wire_call(
     region: str | None = None,
     authorize: Callable[[], str] | None = None,
     decode: Decode | None = None,
+    caller: str | None = None,
 ) -> tuple[int, bytes]:
     """Answer one DynamoDB JSON 1.0 request: ``(HTTP status, response body)``.
 
@@ -301,6 +302,7 @@ def wire_call(
     returns the region of a verified signature or raises), then the engine. Anything the
     engine did not anticipate becomes DynamoDB's 500 ``InternalServerError``. ``decode``
     (default :func:`loads`) turns the body into the request, or an :class:`Answer`.
+    ``caller``: the access key ``authorize`` verifies (resource policies apply to it).
     """
     try:
         try:
@@ -315,7 +317,9 @@ def wire_call(
             region = authorize()
         if type(request) is Answer:
             return request.status, request.payload
-        result = engine.execute(operation, request, region=region, wire=True, service=service)
+        result = engine.execute(
+            operation, request, region=region, wire=True, service=service, caller=caller
+        )
         return 200, dumps(result)
     except DynamoDBError as error:
         return error.status, dumps(error.wire_body())

@@ -93,8 +93,15 @@ class TestKeyCondition:
                 "RANGE key attributes x must have equality conditions specified in the query "
                 "because a condition is present on key attribute y",
             ),
-            ("a = :a AND b = :b AND x > :x AND y = :y", "Query key condition not supported"),
-            ("a = :a AND x = :x", "Query condition missed key schema element: b"),
+            (
+                "a = :a AND b = :b AND x > :x AND y = :y",
+                "RANGE key attributes x must have equality conditions specified in the query "
+                "because a condition is present on key attribute y",
+            ),
+            (
+                "a = :a AND x = :x",
+                "HASH key attributes b must have equality conditions specified in the query",
+            ),
         ]:
             used = {k: v for k, v in values.items() if k in text}
             compiled = compile_(key_condition=text, values=used)

@@ -20,12 +20,24 @@ from firstwrite.engine.direct.client import DirectClient
 from firstwrite.engine.features.backups import Backups
 from firstwrite.engine.features.faults.injector import FaultInjector
 from firstwrite.engine.features.indexes.maintenance import Indexes
+from firstwrite.engine.features.insights import ContributorInsights
+from firstwrite.engine.features.policies import ResourcePolicies
 from firstwrite.engine.features.regions import Replication
 from firstwrite.engine.features.streams import Streams
 from firstwrite.engine.features.tags import Tags
 from firstwrite.engine.features.ttl import TimeToLive, TTLConfig
 
-FEATURES = (Tags, Streams, TimeToLive, Replication, Indexes, Backups, FaultInjector)
+FEATURES = (
+    Tags,
+    ResourcePolicies,
+    Streams,
+    TimeToLive,
+    Replication,
+    Indexes,
+    Backups,
+    FaultInjector,
+    ContributorInsights,
+)
 
 
 @pytest.fixture
@@ -48,12 +60,14 @@ def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
     assert all(isinstance(f, Feature) for f in engine.features)
     assert engine.features == (
         engine.tags,
+        engine.policies,
         engine.streams,
         engine.ttl,
         engine.replication,
         engine.indexes,
         engine.backups,
         engine.faults,
+        engine.insights,
     )
     # The hooks in force are the features' own, in the listed order (faults: none until used).
     owners = [getattr(h, "__self__", None) or h.__module__ for h in engine.hooks.change_hooks]
@@ -66,13 +80,15 @@ def test_the_engine_lists_its_features_in_hook_order(engine: Engine) -> None:
     ]
     assert [h.__module__ for h in engine.hooks.table_hooks] == [
         "firstwrite.engine.features.tags",
+        "firstwrite.engine.features.policies",
         "firstwrite.engine.features.streams",
         "firstwrite.engine.features.ttl",
         "firstwrite.engine.features.regions",
         "firstwrite.engine.features.indexes.maintenance",
         "firstwrite.engine.features.backups",
+        "firstwrite.engine.features.insights",
     ]
-    assert engine.hooks.interceptors == []
+    assert engine.hooks.interceptors == []  # insights' only while a table has them enabled
 
 
 def test_every_feature_is_installed_before_any_starts(

@@ -291,7 +291,7 @@ def test_index_change_rules(manual: Engine) -> None:
     )
     assert update(AttributeDefinitions=city, GlobalSecondaryIndexUpdates=[create_gsi()]) == (
         "ValidationException",
-        INVALID + "Duplicate index name: by-tenant",
+        INVALID + "Global Secondary Index already exists: by-tenant",
     )
     # DDB-TABLE-375: an unknown index is not found; DDB-TABLE-152: PAY_PER_REQUEST indexes
     # take no provisioned throughput.

@@ -49,7 +49,7 @@ from .lanes import ByteBudget, Lane
 from .origins import HostCheck
 from .screening import Screener
 from .session import Sessions
-from .sigv4 import SigV4Verifier, region_from_authorization
+from .sigv4 import SigV4Verifier, access_key_of, region_from_authorization
 
 if TYPE_CHECKING:
     from ..api import Engine
@@ -354,7 +354,10 @@ class EngineApp:
                     signed,
                 )
 
-            status, payload = wire_call(self.engine, target_text, decoded, None, authorize, decode)
+            caller = access_key_of(authorization)  # verified by authorize() before it is used
+            status, payload = wire_call(
+                self.engine, target_text, decoded, None, authorize, decode, caller
+            )
         if status == 200 and target in _EMPTY_ANSWERS:
             payload = b""
         start = {

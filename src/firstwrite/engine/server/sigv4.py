@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import DynamoDBError
 
-__all__ = ["DEFAULT_REGION", "SigV4Verifier", "region_from_authorization"]
+__all__ = ["DEFAULT_REGION", "SigV4Verifier", "access_key_of", "region_from_authorization"]
 
 DEFAULT_REGION = "us-east-1"
 
@@ -37,17 +37,30 @@ _BASIC_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z\Z")
 _SKEW_SECONDS = 15 * 60
 
 
-def region_from_authorization(header: bytes | str | None) -> str:
-    """The region of a SigV4 ``Authorization`` header's credential scope, unverified."""
+def _credential(header: bytes | str | None) -> list[str]:
+    """The ``/``-separated parts of a SigV4 ``Authorization`` header's Credential (key, date,
+    region, service, ``aws4_request``), unverified; empty without one."""
     if header is None:
-        return DEFAULT_REGION
+        return []
     text = header.decode("latin-1") if isinstance(header, bytes) else header
     start = text.find("Credential=")
     if start < 0:
-        return DEFAULT_REGION
+        return []
     end = text.find(",", start)
-    parts = text[start + 11 : end if end >= 0 else None].strip().split("/")
+    return text[start + 11 : end if end >= 0 else None].strip().split("/")
+
+
+def region_from_authorization(header: bytes | str | None) -> str:
+    """The region of a SigV4 ``Authorization`` header's credential scope, unverified."""
+    parts = _credential(header)
     return parts[2] if len(parts) >= 3 and parts[2] else DEFAULT_REGION
+
+
+def access_key_of(header: bytes | str | None) -> str | None:
+    """The access key of a SigV4 ``Authorization`` header's credential, unverified (None
+    without one): who the caller is once the signature is verified."""
+    parts = _credential(header)
+    return parts[0] or None if parts else None
 
 
 def _basic(ts: float) -> str:

@@ -15,12 +15,15 @@ from .history import AsOfReads, HistoryWrites
 from .indexes import AsOfIndexReads, IndexReads, IndexWrites
 from .replication import ReplicationReads, ReplicationWrites
 from .streams import StreamReads, StreamWrites
+from .transfers import TransferReads, TransferWrites
 from .ttl import TTLReads, TTLWrites
 
 __all__ = ["AsOfReader", "Reader", "Writer"]
 
 
-class Reader(CoreReads, IndexReads, TTLReads, StreamReads, ReplicationReads, BackupReads):
+class Reader(
+    CoreReads, IndexReads, TTLReads, StreamReads, ReplicationReads, BackupReads, TransferReads
+):
     """Read access over one connection; every method is one consistent SQLite snapshot, or
     part of the caller's (``Storage.snapshot`` / ``Storage.write``)."""
 
@@ -38,6 +41,7 @@ class Writer(
     ReplicationWrites,
     HistoryWrites,
     BackupWrites,
+    TransferWrites,
     Reader,
 ):
     """Read and write access inside one write transaction (see database.py)."""

@@ -18,11 +18,12 @@ They serve ``operations/backups.py``, ``operations/pitr.py`` and ``features/back
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..values import Item
-from .base import Statements, pack
+from .base import Statements, pack, unpack
 
 __all__ = ["BackupReads", "BackupRow", "BackupWrites"]
 
@@ -73,6 +74,27 @@ class BackupReads(Statements):
             "SELECT changed_at FROM pitr_changes ORDER BY seq LIMIT 1"
         ).fetchone()
         return None if row is None else float(row[0])
+
+    def pitr_items(self, table_id: int, instant: float) -> Iterator[Item]:
+        """Table ``table_id``'s items as they were at ``instant`` (the rule of the module
+        notes), in no particular order, read in one pass: the items no change after
+        ``instant`` touched, then the first pre-image of each key changed since (if present)."""
+        changed = (
+            "SELECT min(seq) FROM pitr_changes WHERE table_id = ? AND changed_at > ? "
+            "GROUP BY pk, sk"
+        )
+        cursor = self._conn.execute(
+            "SELECT body FROM items WHERE table_id = ? AND (pk, sk) NOT IN ("
+            "SELECT pk, sk FROM pitr_changes WHERE table_id = ? AND changed_at > ?) "
+            "UNION ALL "
+            f"SELECT body FROM pitr_changes WHERE seq IN ({changed}) AND body IS NOT NULL",
+            (table_id, table_id, instant, table_id, instant),
+        )
+        try:
+            for (body,) in cursor:
+                yield unpack(body)
+        finally:
+            cursor.close()
 
     def backups_expiring(self, now: float) -> bool:
         """Whether a backup has passed its expiry time."""

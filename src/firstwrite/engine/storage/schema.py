@@ -211,6 +211,20 @@ CREATE TABLE IF NOT EXISTS pitr_changes (
     body       BLOB
 );
 CREATE INDEX IF NOT EXISTS pitr_changes_by_time ON pitr_changes (table_id, changed_at);
+
+-- Exports to and imports from S3 (transfers.py): one row per ExportTableToPointInTime or
+-- ImportTable, its description as DescribeExport / DescribeImport show it. A file of an older
+-- engine gains the table (no version change: nothing else reads or writes it).
+CREATE TABLE IF NOT EXISTS transfers (
+    arn          TEXT PRIMARY KEY,
+    kind         TEXT NOT NULL,
+    region       TEXT NOT NULL,
+    table_arn    TEXT NOT NULL,
+    client_token TEXT,
+    started_at   REAL NOT NULL,
+    description  TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS transfers_by_time ON transfers (kind, region, started_at);
 """
 
 

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 from ...context import Context, Feature
 from ...errors import DynamoDBError
 from ...item_keys import item_key
+from ...operations._request_keys import hot_key_scope, tables_of
 from ...storage import TableRow, Writer
 from ...values import Item, item_size
-from .partitions import hot_key_scope, tables_of
 from .throughput import (
     THROUGHPUT_EXCEEDED,
     Ceiling,

@@ -23,8 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...consumed import want_capacity
 from ...errors import DynamoDBError
-from .partitions import partition_keys
+from ...operations._request_keys import READ_OPERATIONS, WRITE_OPERATIONS, partition_keys
 
 if TYPE_CHECKING:
     from ...context import Context, Host
@@ -57,10 +58,6 @@ HOT_KEY_THROTTLED = (
 )
 # DynamoDB's per-partition ceilings, units per second, whatever the billing mode.
 PARTITION_UNITS = {"read": 3000.0, "write": 1000.0}
-WRITE_OPERATIONS = frozenset(
-    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
-)
-READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 _PRUNE_AT = 4096  # buckets kept before full ones are dropped
 _REASON_SUFFIX = {
     "ProvisionedThroughputExceededException": "ProvisionedThroughputExceeded",
@@ -218,9 +215,7 @@ class TokenBuckets:
             raise key_range_error(self.engine, hot, ctx.operation)
         if not charged:
             return
-        asked = ctx.params.get("ReturnConsumedCapacity")
-        if asked not in ("TOTAL", "INDEXES"):
-            ctx.params = {**ctx.params, "ReturnConsumedCapacity": "TOTAL"}
+        want_capacity(ctx)  # the answer loses it again if the caller did not ask
 
         def charge(
             c: Context, response: dict[str, Any] | None, error: DynamoDBError | None
@@ -228,8 +223,6 @@ class TokenBuckets:
             with self._lock:
                 if response is not None:
                     consumed = response.get("ConsumedCapacity")
-                    if asked not in ("TOTAL", "INDEXES"):
-                        response.pop("ConsumedCapacity", None)
                     entries = consumed if isinstance(consumed, list) else [consumed]
                     units = {
                         entry.get("TableName"): float(entry.get("CapacityUnits", 0))

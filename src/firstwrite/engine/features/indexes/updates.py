@@ -284,7 +284,9 @@ def _create_gsi(
         for i in definition.get(member) or ()
     }
     if name in names:
-        raise invalid_parameters(f"Duplicate index name: {name}")
+        # ScyllaDB's test_gsi_updatetable.py (run against DynamoDB) pins "already exists", for
+        # a GSI's name and an LSI's alike; the wording is moto's for this refusal.
+        raise invalid_parameters(f"Global Secondary Index already exists: {name}")
     provided = params.get("AttributeDefinitions")
     if provided is None:
         raise validation(f"AttributeDefinitions is not specified for index: {name}")  # 162

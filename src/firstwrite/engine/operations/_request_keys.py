@@ -1,5 +1,7 @@
 """What a request names: the tables it touches and the partition keys of its items.
 
+For the throughput buckets and the ``hot_key`` fault, and for contributor insights' counts.
+
 Partition key values are compared as one string each (:func:`key_text`: ``S:abc``, ``N:12``),
 the form the throughput buckets and the ``hot_key`` fault key partitions by.
 """
@@ -11,7 +13,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["hot_key_scope", "key_text", "key_texts", "partition_keys", "tables_of"]
+__all__ = [
+    "READ_OPERATIONS",
+    "WRITE_OPERATIONS",
+    "hot_key_scope",
+    "key_text",
+    "key_texts",
+    "partition_keys",
+    "tables_of",
+]
+
+# The item reads and writes (the calls throughput is charged for).
+WRITE_OPERATIONS = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+)
+READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 
 
 def tables_of(operation: str, params: Mapping[str, Any]) -> list[str]:
