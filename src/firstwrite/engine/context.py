@@ -294,4 +294,5 @@ class Host(Protocol):
         region: str | None = None,
         wire: bool = False,
         service: Service = "dynamodb",
+        caller: str | None = None,
     ) -> dict[str, Any]: ...

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..errors import DynamoDBError
+from ..operations.account import SERVED_ADDRESS
 from ..wire import (
     JSON_CONTENT_TYPES,
     MAX_BODY_BYTES,
@@ -37,7 +38,6 @@ from ..wire import (
     response_headers,
     wire_call,
 )
-from ..operations.account import SERVED_ADDRESS
 from . import connection, control, runner
 from .asgi import ASGIApp, Message, Receive, Scope, Send, header, problem, respond
 from .bodies import BIG_BODY_BYTES, BodyReader
