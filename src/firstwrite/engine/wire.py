@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import DynamoDBError
+from .operations.account import SERVED_ADDRESS
 from .values import to_wire
 
 if TYPE_CHECKING:
@@ -285,6 +286,12 @@ class Answer:
 
     status: int
     payload: bytes
+
+
+def note_served_address(address: str | None) -> None:
+    """Answer DescribeEndpoints, in this thread or task, with ``address`` (the ``Host`` a call
+    reached); ``None``: DynamoDB's regional endpoint name."""
+    SERVED_ADDRESS.set(address)
 
 
 def wire_call(

@@ -12,10 +12,8 @@ runs, then COMPLETED with the result or FAILED (retryably, or for good after ``m
 * Long-running consumers: :class:`~.sqs_poller.SQSPoller` (boto3),
   :class:`~.async_sqs_poller.AsyncSQSPoller` (aiobotocore, extra ``firstwrite[async]``) and
   :class:`~.rabbitmq.RabbitMQConsumer` (pika, extra ``firstwrite[rabbitmq]``), imported from
-  their modules so that their clients stay optional; both SQS pollers follow
-  :class:`~.polling.SQSPolicy`. The consumer's decisions are effects (:mod:`.steps`: the
-  layer's guard steps, :mod:`firstwrite.idempotency.steps`, and running the handler), driven
-  synchronously or awaited (:class:`~.aio.AsyncConsumer`).
+  their modules so that their clients stay optional; both follow :class:`~.polling.SQSPolicy`.
+  Decisions are steps (:mod:`.steps`), driven or awaited (:class:`~.aio.AsyncConsumer`).
 
 See docs/events.md.
 """

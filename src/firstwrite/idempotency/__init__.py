@@ -1,31 +1,22 @@
 """Exactly-once request deduplication on DynamoDB conditional writes.
 
-See ``docs/guarantees.md`` for what is (and is not) exactly-once, ``docs/patterns.md`` for the
-three ways to use it, ``docs/idempotency-record.md`` for the record and its state machine.
+See ``docs/guarantees.md`` (what is exactly-once), ``docs/patterns.md`` (the three ways to use
+it), ``docs/idempotency-record.md`` (the record and its state machine). Public modules:
 
-Public modules (what this package exports comes from them; import from here or from them):
-* :mod:`.guard` (:class:`Idempotency`) and :mod:`.aio` (:class:`AsyncIdempotency`): the guards.
-* :mod:`.protocols`: :class:`Guard` and :class:`AsyncGuard`, what code built on a guard may
-  rely on (the HTTP middleware and the event consumers are typed against them).
-* :mod:`.steps`: a guard's calls as values (``ClaimKey``, ``CompleteClaim``, ``FailClaim``...)
-  and their drivers (``drive``, ``adrive``), for code that writes its decisions once as
-  generators over a guard (the middleware's and the consumers' decisions are).
-* :mod:`.decorators`: ``@idempotent`` and ``@idempotent_handler``.
-* :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`, :mod:`.router`.
-* :mod:`.outcomes` (:class:`Claim`, :class:`Replay`, ``UNSET``), :mod:`.keys` (how keys and
-  fingerprints are made), :mod:`.record` and :mod:`.requests` (the record's wire shape and every
-  request the layer makes, for tools that read the table), :mod:`.record_view` (a record decoded
-  for display), :mod:`.local` (the no-configuration local database).
-* The vocabulary the state machine shares with the modules above: :mod:`.effects` (the
-  DynamoDB calls a transition yields, and the one loop that performs effects),
-  :mod:`.verdicts`, :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
+* :mod:`.guard`, :mod:`.aio`: the guards; :mod:`.protocols`: what code built on them relies on.
+* :mod:`.steps`: a guard's calls as values and their drivers, for decisions written once as
+  generators (the middleware's and the consumers').
+* :mod:`.decorators`, :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`,
+  :mod:`.router`, :mod:`.outcomes`, :mod:`.keys`, :mod:`.record`, :mod:`.requests` (every
+  request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`,
+  :mod:`.result_cipher`.
+* Vocabulary shared with the state machine: :mod:`.effects`, :mod:`.verdicts`,
+  :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
 
-Internals live in the private :mod:`._machine` package, imported only by the guards and
-:mod:`.local`. **The state machine is
-:class:`firstwrite.idempotency._machine.machine.StateMachine`** (``_machine/machine.py``): every
-decision, no I/O; the guards only perform the effects it yields. Two levels of effects: a guard
-call (a step of :mod:`.steps`) runs one transition of the machine, whose effects are DynamoDB
-calls (:mod:`.effects`).
+**The state machine is** :class:`firstwrite.idempotency._machine.machine.StateMachine`, in the
+private :mod:`._machine` package (imported only by the guards and :mod:`.local`): every
+decision, no I/O. A guard call (a step of :mod:`.steps`) runs one transition of it, whose
+effects are DynamoDB calls (:mod:`.effects`).
 """
 
 from __future__ import annotations

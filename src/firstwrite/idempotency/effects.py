@@ -1,11 +1,10 @@
-"""What the state machine asks a driver to do, as plain values (h11's "events as data"), and
-the one loop that performs any generator of effects.
+"""The state machine's effects as plain values, and the one loop that performs them.
 
 A transition of the state machine (``_machine/machine.py``) is a generator: it yields a
 :class:`Call` (one DynamoDB request, built by :mod:`.requests`) or a :class:`Sleep`, is sent the
 answer (the response dict, or ``None`` after a sleep), and receives the client's exceptions
-through ``throw()``. The guards (:mod:`.guard`, :mod:`.aio`) perform these effects and nothing
-else, with :func:`perform` or :func:`aperform`.
+through ``throw()`` (h11's "events as data"). The guards (:mod:`.guard`, :mod:`.aio`) perform
+these effects and nothing else, with :func:`perform` or :func:`aperform`.
 
 The same loop runs the level above: code built on a guard yields guard calls
 (:mod:`.steps`: claim, complete, fail...), and each of those runs one transition whose

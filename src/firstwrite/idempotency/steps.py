@@ -1,11 +1,9 @@
 """A guard's calls as plain values, and the drivers that make them: for code built on a guard.
 
-Code that uses a guard to decide something (the HTTP middleware's claim -> store / release /
-settle, the event consumers' claim -> run -> complete or fail) writes each decision once, as a
-generator that yields these steps, is sent each call's result, and has a call's exception
-thrown in. It does no I/O, so one generator serves a synchronous and an asyncio caller alike:
-:func:`drive` makes the calls on a :class:`~.protocols.Guard`, :func:`adrive` awaits them on an
-:class:`~.protocols.AsyncGuard` (or runs a synchronous guard's calls in a worker thread).
+A decision made with a guard (the middleware's, a consumer's) is written once, as a generator
+that yields these steps, is sent each result and thrown each exception; :func:`drive` makes the calls on
+a :class:`~.protocols.Guard`, :func:`adrive` awaits them on an :class:`~.protocols.AsyncGuard`
+(or runs a synchronous guard's calls in a worker thread).
 
 =======================  ==================================================  ==================
 step                     guard call                                          answer
@@ -19,17 +17,15 @@ step                     guard call                                          ans
 :class:`ReadRecord`      ``get(key, scope=)``                                a Record or None
 :class:`ReadReplays`     ``replays(requests, scope=)``                       Replay or None each
 =======================  ==================================================  ==================
-
-Every step takes the call's ``budget`` too (``None``: the guard's own). A generator may yield
-effects of its own besides (an event consumer's "run the handler"): the drivers hand those to
-the ``other`` function they are given.
-
-Two levels of effects: a step here is one guard call; inside the guard, that call runs one
-transition of the layer's state machine, a generator of DynamoDB calls (:mod:`.effects`:
-:class:`~.effects.Call`, :class:`~.effects.Sleep`) that the guard performs on its client. Both
-levels run on the one effect loop of :mod:`.effects` (:func:`~.effects.perform`,
-:func:`~.effects.aperform`), so an exception is thrown into a generator the same way at both.
 """
+
+# Every step takes the call's ``budget`` too (``None``: the guard's own). A generator may yield
+# effects of its own besides (an event consumer's "run the handler"): the drivers hand those to
+# the ``other`` function they are given. Two levels of effects: a step here is one guard call;
+# inside the guard, that call runs one transition of the state machine, a generator of DynamoDB
+# calls (.effects: Call, Sleep) the guard performs on its client. Both levels run on the one
+# effect loop of .effects (perform, aperform), so an exception is thrown into a generator the
+# same way at both.
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The words of a sequence diagram: which lifeline a call goes to, and what its arrow says.
 
-Pure functions of what the stage recorded (:mod:`..scenarios.stage`); :mod:`.sequence` places
+Pure functions of what the stage recorded (:mod:`firstwrite.console.scenarios.stage`); :mod:`.sequence` places
 them. Every text here may hold user data: :mod:`.svg` cleans and escapes it where it is drawn.
 """
 

@@ -1,14 +1,11 @@
 """A scenario's run as a sequence diagram, drawn from what its stage recorded (any scenario).
 
-Lifelines, left to right: the actors in the order they first appear (workers, regions,
-requests; what happens outside any actor belongs to "the stage"), then the targets of the
-calls: one per table (per table and region when the run used several regions),
-``DynamoDB Streams`` for stream reads, ``DynamoDB`` for a call naming no single table.
-
-Rows, top to bottom, in the order they were recorded:
+Lifelines, left to right: the actors in order of appearance ("the stage" for what happens
+outside any), then one per table (and region), ``DynamoDB Streams``, ``DynamoDB``. Rows, in
+the order recorded:
 
 * each step's title, numbered as the list below the diagram numbers it;
-* one arrow per DynamoDB call (:class:`~..scenarios.stage.Exchange`), from its actor to its
+* one arrow per DynamoDB call (:class:`~firstwrite.console.scenarios.stage.Exchange`), from its actor to its
   target: the operation and its condition above, the answer below (status, error code, the
   record that came back with a failed condition, a cancellation's reasons, a throttle's
   reason), the whole answer in the arrow's ``<title>``;
@@ -19,8 +16,7 @@ Rows, top to bottom, in the order they were recorded:
 * the verdict's checks: under the step that proves each (``Stage.check(shown_by=step)``), the
   others at the end.
 
-What the layer logged is left to the list below (a throttling run logs dozens of lines).
-Each call is a ``<g class="call">`` and each step a ``<g class="seq-step">``, in order.
+Logs stay in the list below. Calls are ``<g class="call">``, steps ``<g class="seq-step">``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the answer mark: the winner's (one ``winner-mark``, its lane highlighted) or a l
 which a line points at the item it was handed (the winner's item where the engine wrote it,
 or the item stored before the race). Across all lanes: the moment the engine wrote the
 winning item inside its write transaction, under its write lock, when the race watched it
-(:attr:`~..race.RaceResult.writes`). Times are microseconds after the threads were released.
+(:attr:`~firstwrite.console.race.RaceResult.writes`). Times are microseconds after the threads were released.
 
 Lane height shrinks with N (26 px for a few threads, 12 px at 128) so that 2 and 128 claims
 both read at their natural size; every lane's whole story is in its ``<title>``.
@@ -43,7 +43,8 @@ def _nice_step(span: float, ticks: int = 6) -> float:
 
 
 def time_words(us: float, *, in_ms: bool | None = None) -> str:
-    """``812 µs`` below 10 ms, ``12.4 ms`` above (``in_ms``: one unit for a whole axis)."""
+    """Microseconds as words: whole microseconds for short spans, milliseconds with one
+    decimal for long ones (``in_ms``: one unit for a whole axis)."""
     if in_ms is None:
         in_ms = us >= 10_000
     return f"{us / 1000:.1f} ms" if in_ms else f"{us:.0f} µs"

@@ -1,12 +1,10 @@
 """How deep a PartiQL statement and its parameters nest, measured before anything recurses.
 
-lark's LALR parser builds a statement's tree without recursion; the statement builder
-(:mod:`.partiql`), the planner and the expression checks after it recurse over what it
-built, and so does every pass over a parameter. A statement of 500 nested lists or 1,000
-nested parentheses (far under DynamoDB's 8,192 characters) ran them out of stack. So the
-tree and the parameters are measured here first, with loops:
+lark builds a statement's tree without recursion, but the builder (:mod:`.partiql`), the
+planner and the expression checks recurse over it, as every pass over a parameter does; so
+the tree and the parameters are measured here first, with loops:
 
-* **Values.** A value nested deeper than DynamoDB's 32 levels (:data:`~..values.MAX_NESTING`)
+* **Values.** A value nested deeper than DynamoDB's 32 levels (:data:`~firstwrite.engine.values.MAX_NESTING`)
   is refused with DynamoDB's message for an item nested too deep (:data:`NESTING_TOO_DEEP`),
   the answer such a value gets from the item checks the statement runs into anyway. Levels
   are counted as for an item: an INSERT's tuple is the item, its attributes are level 1; any
@@ -16,12 +14,9 @@ tree and the parameters are measured here first, with loops:
   (:mod:`.parser`): over 300 operators, DynamoDB's ``The expression contains too many
   operators; operator count: 301``; else ``The expression has redundant parentheses;`` (the
   messages of the expression the ``WHERE`` becomes, without its ``Invalid ...Expression:``
-  prefix, as a statement's expression errors are worded). A chain of ``AND`` (or ``OR``) is
-  one level however long: the builder walks it with a loop, and its operators are the
-  expression's count to refuse.
+  prefix). A chain of ``AND`` (or ``OR``) is one level however long (walked with a loop).
 
-:data:`MAX_NESTING` keeps the recursive passes well inside Python's default recursion limit
-(about two frames a level in the builder, one in the planner), in any thread.
+:data:`MAX_NESTING` keeps the recursive passes inside Python's recursion limit in any thread.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ The data plane's hot path avoids frameworks: headers are picked out of the raw A
 the blocking part (JSON decode, signature check, :meth:`Engine.execute`, JSON encode, CRC32)
 runs as one job, so the event loop only moves bytes. Big bodies are decoded in a worker process
 first (:mod:`.screening`): this one decodes only those that must be.
+
+Size: one request's path through the data plane (host, origin, credentials before the body,
+pacing, lanes, the answer) is read in one place, in the order it runs.
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..errors import DynamoDBError
-from ..operations.account import SERVED_ADDRESS
 from ..wire import (
     JSON_CONTENT_TYPES,
     MAX_BODY_BYTES,
     Decode,
     dumps,
     new_request_id,
+    note_served_address,
     response_headers,
     wire_call,
 )
@@ -339,7 +342,7 @@ class EngineApp:
             # task) answering it, before every DescribeEndpoints the server answers: nothing
             # else reads it, so it is not reset.
             host = header(scope, b"host")
-            SERVED_ADDRESS.set(None if host is None else host.decode("latin-1"))
+            note_served_address(None if host is None else host.decode("latin-1"))
         if verifier is None:
             region = region_from_authorization(authorization)
             status, payload = wire_call(self.engine, target_text, decoded, region, decode=decode)

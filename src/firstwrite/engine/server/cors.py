@@ -1,14 +1,11 @@
-"""CORS on the DynamoDB endpoint: which page origins a browser app may call it from, and the
-headers DynamoDB answers them with.
+"""CORS on the DynamoDB endpoint: the origins a browser app may call it from, DynamoDB's headers.
 
 DynamoDB answers every origin, and a request carrying an ``Origin`` gets
 ``Access-Control-Allow-Origin: *`` and ``Access-Control-Expose-Headers:
 x-amzn-RequestId,x-amzn-ErrorType,x-amzn-ErrorMessage,Date``; a preflight (``OPTIONS``) also
 gets the method and headers it asked for, echoed as allowed, and ``Access-Control-Max-Age:
-172800``, with an empty 200 body; a request without ``Origin`` gets none of them. (The AWS JSON
-front end's recorded preflight answer, and ScyllaDB's Alternator, whose test_cors.py passes on
-DynamoDB and whose server notes the expose list as DynamoDB's.) There, a page still needs a
-signature: its caller's AWS credentials.
+172800``, with an empty 200 body; a request without ``Origin`` gets none of them (sources in
+docs/engine.md). There, a page still needs a signature: its caller's AWS credentials.
 
 A local engine without ``--require-auth`` takes any signature, so answering every origin would
 let any web page the developer opens read and wipe the tables. :class:`Cors` answers only the

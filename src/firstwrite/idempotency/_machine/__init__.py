@@ -1,26 +1,19 @@
 """The layer's internals: the state machine and the parts it is made of. Not public API.
 
 Only the guards' modules (``guard``, ``aio``) and ``local`` import from here
-(``tests/test_architecture.py`` enforces it); names here may change between releases without
-notice. The vocabulary the machine shares with the public modules lives beside them, one level
-up: :mod:`..effects` (the DynamoDB calls a transition yields), :mod:`..verdicts`,
-:mod:`..client_errors`, :mod:`..serialization` and :mod:`..typed_json`. Loading this package
-imports nothing.
+(``tests/test_architecture.py`` enforces it); names here may change without notice. What the
+machine shares with the public modules lives one level up (:mod:`firstwrite.idempotency.effects`,
+``verdicts``, ``client_errors``, ``serialization``, ``typed_json``). Loading this imports nothing.
 
-Two levels of effects: a transition here yields DynamoDB calls (:class:`..effects.Call`) that
-:mod:`.driving` performs on a client; one guard call (``claim``, ``complete``...) runs one
-transition. Code built *on* a guard (the HTTP middleware, the event consumers) yields guard
-calls instead, the steps of :mod:`..steps`, which its drivers perform on a guard.
+A transition here yields DynamoDB calls (:class:`firstwrite.idempotency.effects.Call`) that
+:mod:`.driving` performs; one guard call runs one transition. Code built *on* a guard yields
+guard calls instead (:mod:`firstwrite.idempotency.steps`).
 
-* :mod:`.machine`: the idempotency state machine, :class:`~.machine.StateMachine`, every
-  decision of ``claim``/``complete``/``fail``/``renew``/``get`` as a generator of effects, no I/O.
-* :mod:`.transactional`: the same for ``claim_with``/``complete_with`` (TransactWriteItems).
-* :mod:`.completion`: ``complete`` with its retries for up to one lease.
-* :mod:`.table_setup`: ``ensure_table`` as a transition.
-* :mod:`.cancellation`: a cancelled transaction's reasons, read.
-* :mod:`.driving`: performing effects on a blocking or an asyncio client (the guards' base).
-* :mod:`.retry`: the one retry loop (backoff, which errors are retried).
-* :mod:`.budget`: a call's deadline, and the client timeouts it must fit.
-* :mod:`.reporting`: every log record and metric of a transition.
-* :mod:`.cache`: the optional in-process replay cache.
+* :mod:`.machine`: :class:`~.machine.StateMachine`, every decision of ``claim``/``complete``/
+  ``fail``/``renew``/``get``; :mod:`.transactional`: ``claim_with``/``complete_with``.
+* :mod:`.completion`: ``complete`` retried for up to one lease; :mod:`.table_setup`:
+  ``ensure_table``; :mod:`.cancellation`: a cancelled transaction's reasons.
+* :mod:`.driving`: effects on a blocking or asyncio client; :mod:`.retry`: the one retry loop;
+  :mod:`.budget`: a call's deadline; :mod:`.reporting`: logs and metrics; :mod:`.cache`: the
+  optional replay cache.
 """

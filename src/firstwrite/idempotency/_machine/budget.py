@@ -3,7 +3,7 @@
 A guarded call (``run``, ``claim``, ``complete``... or a request through the middleware) gets
 one :class:`Deadline`, ``budget`` seconds after it starts on the guard's monotonic clock. The
 layer's retry loop (:func:`.retry.perform`) stops before a backoff that would end past it, and
-raises :class:`~..errors.DeadlineExceededError`.
+raises :class:`~firstwrite.idempotency.errors.DeadlineExceededError`.
 
 botocore retries inside a single call too (legacy mode, DynamoDB's default: up to 10 attempts,
 about 25 s of backoff). :func:`install` hooks the client's ``needs-retry`` event, which botocore

@@ -7,12 +7,12 @@ own item (the claim, or the fenced completion) is always first, the caller's ite
 reason                              on the layer's item   on one of the caller's items
 =================================== ===================== ===================================
 ``ConditionalCheckFailed``          duplicate / fence     the caller's business condition
-``TransactionConflict``,            retried with backoff, then :class:`~..errors.TransactionConflictError`
+``TransactionConflict``,            retried with backoff, then :class:`~firstwrite.idempotency.errors.TransactionConflictError`
 ``ThrottlingError``,
 ``ProvisionedThroughputExceeded``
-``ValidationError``                 :class:`~..errors.TransactionValidationError` (not retryable)
-``ItemCollectionSizeLimitExceeded`` :class:`~..errors.ItemCollectionSizeLimitError` (not retryable)
-anything else                       :class:`~..errors.TransactionCancelledError` (not retryable)
+``ValidationError``                 :class:`~firstwrite.idempotency.errors.TransactionValidationError` (not retryable)
+``ItemCollectionSizeLimitExceeded`` :class:`~firstwrite.idempotency.errors.ItemCollectionSizeLimitError` (not retryable)
+anything else                       :class:`~firstwrite.idempotency.errors.TransactionCancelledError` (not retryable)
 =================================== ===================== ===================================
 
 Several failures: a validation error wins, then the layer's condition (a duplicate is the

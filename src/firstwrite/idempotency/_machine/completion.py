@@ -4,7 +4,7 @@ A transition over a :class:`~.machine.StateMachine`, like those of :mod:`.transa
 side effect has happened, so a write that fails for a reason that may pass (throttling, 5xx, a
 lost connection) is tried again, with the claim's lease renewed meanwhile so that nobody takes
 the key over, for one lease length and never past the call's budget (the first attempt is
-always made); then :class:`~..errors.CompletionNotRecordedError`, which carries the result.
+always made); then :class:`~firstwrite.idempotency.errors.CompletionNotRecordedError`, which carries the result.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Performing a transition's effects: the blocking driver and the asyncio driver, side by side.
 
 The two drivers are the only place where sync and async differ (``await``, in the one effect
-loop of :mod:`..effects`, whose twins :func:`~..effects.perform` and :func:`~..effects.aperform`
+loop of :mod:`firstwrite.idempotency.effects`, whose twins :func:`~firstwrite.idempotency.effects.perform` and :func:`~firstwrite.idempotency.effects.aperform`
 throw a failed call's exception into the transition); everything they perform comes from the
 :class:`~.machine.StateMachine`. :class:`Driver` is what both public guards share around their
 machine: the configuration, the client, the key helpers.
@@ -29,7 +29,7 @@ def drive(
     sleep: Callable[[float], Any],
     deadline: Deadline | None = None,
 ) -> T:
-    """Perform ``steps``' effects with blocking calls (:func:`..effects.perform`: a client
+    """Perform ``steps``' effects with blocking calls (:func:`firstwrite.idempotency.effects.perform`: a client
     exception goes back into the transition, which turns answers into data and re-raises the
     rest). ``deadline`` is current (:data:`.budget.CURRENT`) meanwhile, so the client's own
     retries stay inside it."""
@@ -52,7 +52,7 @@ async def adrive(
     sleep: Callable[[float], Awaitable[Any]],
     deadline: Deadline | None = None,
 ) -> T:
-    """:func:`drive` with each effect awaited (:func:`..effects.aperform`)."""
+    """:func:`drive` with each effect awaited (:func:`firstwrite.idempotency.effects.aperform`)."""
 
     def answer(effect: Effect) -> Awaitable[Any]:
         if isinstance(effect, Call):
@@ -95,7 +95,7 @@ class Driver:
 
     @property
     def metrics(self) -> Metrics:
-        """The metrics sink (:class:`~..metrics.NullMetrics` unless one was given)."""
+        """The metrics sink (:class:`~firstwrite.idempotency.metrics.NullMetrics` unless one was given)."""
         return self._machine.metrics
 
     def record_id(self, key: str, *, scope: str | None = None) -> str:

@@ -3,15 +3,15 @@
 Every transition is written once, as a generator method of :class:`StateMachine` (``claim``,
 ``fail``, ``renew``, ``get``) or over one (the completion in :mod:`.completion`, the
 transactional variant's in :mod:`.transactional`, the table set-up in :mod:`.table_setup`). A
-transition yields the effects it needs (a :class:`~..effects.Call` built by :mod:`..requests`,
-or a :class:`~..effects.Sleep`), is sent their answers and receives the client's exceptions
+transition yields the effects it needs (a :class:`~firstwrite.idempotency.effects.Call` built by :mod:`firstwrite.idempotency.requests`,
+or a :class:`~firstwrite.idempotency.effects.Sleep`), is sent their answers and receives the client's exceptions
 through ``throw()``, as h11's connection is fed events. Retries are effects too
 (:func:`.retry.perform`), and every log record and metric goes through one
-:class:`~.reporting.Reporter`. The drivers, :class:`..guard.Idempotency` and
-:class:`..aio.AsyncIdempotency`, perform the effects with a blocking or an asyncio client, so
+:class:`~.reporting.Reporter`. The drivers, :class:`firstwrite.idempotency.guard.Idempotency` and
+:class:`firstwrite.idempotency.aio.AsyncIdempotency`, perform the effects with a blocking or an asyncio client, so
 both make exactly the same calls, choices, logs and metrics; a call's time budget reaches a
 transition as a :class:`~.budget.Deadline`. What a failed claim's stored record means is
-:func:`..verdicts.judge`, one ordered table of rules.
+:func:`firstwrite.idempotency.verdicts.judge`, one ordered table of rules.
 
 Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 1 write (the
 stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
@@ -108,7 +108,7 @@ class StateMachine:
 
     def read(self, item: Item) -> Record:
         """The record in a stored ``item`` (in the configuration's layout). An item of another
-        layout (or none) under the key raises :class:`~..errors.ConfigurationError`: the table
+        layout (or none) under the key raises :class:`~firstwrite.idempotency.errors.ConfigurationError`: the table
         holds records this configuration cannot read (docs/idempotency-record.md, "Moving
         records")."""
         try:

@@ -5,7 +5,7 @@ so the synchronous and asynchronous guards emit exactly the same records and sam
 records go to the ``firstwrite.idempotency`` logger with structured ``extra`` fields:
 ``idempotency_key`` (the caller's key), ``record_id`` (the item's partition key),
 ``operation`` and ``dynamo_error_code`` where a DynamoDB error is involved. Metric names are in
-:mod:`..metrics`.
+:mod:`firstwrite.idempotency.metrics`.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ retried here: the state machine reads it. Retrying a conditional write after a l
 safe because the state machine recognises its own earlier write by the owner token.
 
 :func:`perform` is *the* retry loop, and its reporting, for every request of the layer, sync or
-async: the retries are effects (a :class:`~..effects.Sleep`, then the same
-:class:`~..effects.Call` again), so the drivers have no retry code of their own.
+async: the retries are effects (a :class:`~firstwrite.idempotency.effects.Sleep`, then the same
+:class:`~firstwrite.idempotency.effects.Call` again), so the drivers have no retry code of their own.
 
-The client's errors are recognised by their shape (:mod:`..client_errors`): like the whole layer,
+The client's errors are recognised by their shape (:mod:`firstwrite.idempotency.client_errors`): like the whole layer,
 this module imports no botocore. These retries stack on botocore's own (legacy mode: up to 10
 attempts); pass a client built with ``Config(retries={"total_max_attempts": 1})`` to leave all
 retrying to this policy.
@@ -62,7 +62,7 @@ ANSWERS = frozenset({CONDITION_FAILED, "TransactionCanceledException"})
 
 def classify(exc: BaseException) -> Kind | None:
     """``"throttle"``, ``"transient"`` or ``None`` (not retryable: an answer or a bug). Errors
-    are told apart by their shape (:mod:`..client_errors`)."""
+    are told apart by their shape (:mod:`firstwrite.idempotency.client_errors`)."""
     response = response_of(exc)
     if response is not None:
         code = str(response["Error"].get("Code", ""))
