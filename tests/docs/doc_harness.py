@@ -25,6 +25,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
+from doc_requirements import Requires, tools_in
 from sybil import Document, Example, Region, Sybil
 from sybil.evaluators.python import pad
 from sybil.integration.pytest import SybilFile, SybilItem
@@ -32,6 +33,7 @@ from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipP
 from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer
 
 from engine_process import SERVER_START_TIMEOUT, start_server
+from tools import need_tools
 
 REPO = Path(__file__).resolve().parents[2]
 ENV_FIXTURE = "doc_env"
@@ -138,6 +140,8 @@ class DocEnvironment:
         self._runner: asyncio.Runner | None = None
         self.namespace: dict[str, Any] = {}  # the document's, set by its first item
         self.apps: list[tuple[re.Pattern[str], AppServer]] = []
+        self.rewrites: list[tuple[re.Pattern[str], str]] = []
+        self.cleanups: list[Callable[[], None]] = []
         bin_dir = os.path.dirname(sys.executable)
         self.variables = {
             "FIRSTWRITE_LOCAL_DB": str(self.local_db),
@@ -156,7 +160,31 @@ class DocEnvironment:
         source = DOC_ADDRESS.sub(self.server_address, source)
         for pattern, app in self.apps:
             source = pattern.sub(app.address, source)
+        for pattern, real in self.rewrites:
+            source = pattern.sub(real, source)
         return source
+
+    def rewrite_address(self, shown: str, real: str) -> None:
+        """``shown`` (``localhost:PORT`` as the text writes it) becomes ``real`` in every
+        later block."""
+        self.rewrites.append((_address(shown), real))
+
+    def set_variable(self, name: str, value: str) -> None:
+        """An environment variable for every later block (and this process, for Python)."""
+        self.variables[name] = value
+        previous = os.environ.get(name)
+        os.environ[name] = value
+        self.on_close(
+            lambda: (
+                os.environ.pop(name, None)
+                if previous is None
+                else os.environ.__setitem__(name, previous)
+            )
+        )
+
+    def on_close(self, cleanup: Callable[[], None]) -> None:
+        """Run ``cleanup`` when the document ends (last registered, first run)."""
+        self.cleanups.append(cleanup)
 
     def serve(self, app: Any, address: str) -> str:
         """Serve an ASGI or WSGI ``app`` for the rest of the document: ``address``
@@ -183,6 +211,8 @@ class DocEnvironment:
             app.stop()
         if self._runner is not None:
             self._runner.close()
+        for cleanup in reversed(self.cleanups):
+            cleanup()
         self.server.stop()
 
 
@@ -266,6 +296,7 @@ class ShellEvaluator:
     def __call__(self, example: Example) -> str | None:
         env = _env(example)
         script = "\n".join(translate(line) for line in _logical_lines(env.rewrite(example.parsed)))
+        need_tools(tools_in(script))
         result = _run_bash(script, env)
         if result.returncode != 0:
             return (
@@ -312,6 +343,7 @@ class ConsoleEvaluator:
             + "\n"
             for cmd, _ in steps
         )
+        need_tools(tools_in(script))
         result = _run_bash("exec 2>&1\n" + script, env)
         printed = result.stdout.split(_MARK)[1:]
         for index, (command, expected) in enumerate(steps):
@@ -395,6 +427,7 @@ def make_sybil() -> Sybil:
         CodeBlockParser(YAML, YamlEvaluator()),
         SkipParser(),
         SaveAs(),
+        Requires(_env),
     ]
     return Sybil(parsers=parsers, fixtures=[ENV_FIXTURE])
 
