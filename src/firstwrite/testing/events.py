@@ -1,34 +1,20 @@
 """Lambda events and a context for testing handlers, in the shapes of AWS's sample events.
 
-Build an event around your own bodies and call your handler with it, as Lambda would::
-
-    from firstwrite.testing.events import FakeContext, sqs_event
+``sqs_event(bodies)`` (a standard queue's batch, one record per JSON body),
+``fifo_event([(group, step), ...])`` (a FIFO queue's: ``MessageGroupId`` and a content-based
+``MessageDeduplicationId`` each), ``kinesis_event(datas)`` (base64 JSON data, sequence numbers in
+order) and ``http_event(shape, body, encoding)`` (API Gateway REST v1 and HTTP v2, ALB, Function
+URL: :data:`HTTP_SHAPES`; the body as JSON, base64 or base64+gzip: :data:`BODY_ENCODINGS`) build
+events as Lambda delivers them::
 
     event = sqs_event([{"order_id": "o-1"}, {"order_id": "o-1"}])   # a duplicate
     assert lambda_handler(event, FakeContext()) == {"batchItemFailures": []}
 
-``sqs_event(bodies)``
-    A standard queue's batch: one record per body (JSON-encoded), each with its own
-    ``messageId``, ``ApproximateReceiveCount`` 1.
-``fifo_event([(group, step), ...])``
-    A FIFO queue's batch (its ARN ends in ``.fifo``): bodies ``{"account": group, "step":
-    step}``, each with its ``MessageGroupId`` and a content-based ``MessageDeduplicationId``.
-``kinesis_event(datas)``
-    A Kinesis batch: each data JSON-encoded then base64, sequence numbers in order.
-``http_event(shape, body, encoding="json")``
-    An HTTP event of one of :data:`HTTP_SHAPES` (API Gateway REST v1 and HTTP v2, ALB, Function
-    URL) carrying ``body`` as JSON text, base64 or base64+gzip (:data:`BODY_ENCODINGS`).
-:class:`FakeContext`
-    Lambda's context object with ``remaining`` seconds (30 by default) counting down on the
-    real clock. The consumers use only ``get_remaining_time_in_millis()``; ``context=None``
-    works too (no deadline: leases are the configured ones).
-
-The events carry every field AWS sends; of an SQS record, ``SQSBatch`` reads ``messageId``,
-``body``, ``eventSourceARN`` (a FIFO queue's ends in ``.fifo``) and ``attributes`` (a dict:
-``ApproximateReceiveCount``, and on FIFO ``MessageGroupId`` and ``MessageDeduplicationId``,
-each optional).
-
-Needs nothing beyond the standard library.
+:class:`FakeContext` is Lambda's context with ``remaining`` seconds (30) on the real clock; the
+consumers use only ``get_remaining_time_in_millis()``, and ``context=None`` works too (no
+deadline). Of an SQS record, ``SQSBatch`` reads ``messageId``, ``body``, ``eventSourceARN`` (a
+FIFO queue's ends in ``.fifo``) and ``attributes`` (``ApproximateReceiveCount``; on FIFO
+``MessageGroupId``, ``MessageDeduplicationId``; each optional). Standard library only.
 """
 
 from __future__ import annotations
