@@ -113,6 +113,7 @@ SLOW_FILES = (
     "http/test_http_bench.py",
     # Measured at 0.3 s a test or more (-n 0): servers, scenario runs, brokers, sweeps.
     "docs/test_documents.py",
+    "docs/test_pasted.py",
     "console/test_scenarios.py",
     "console/test_api.py",
     "console/test_pages.py",

@@ -75,8 +75,18 @@ from pathlib import Path
 
 import pytest
 from doc_harness import REPO, DocumentSuite, doc_env
+from doc_pasted import PastedEnvironment, make_pasted_sybil
 
 __all__ = ["doc_env"]
+
+
+class PastedSuite(DocumentSuite):
+    """The same documents, visible blocks only, Python in a fresh interpreter per document
+    (``doc_pasted.py``)."""
+
+    environment = PastedEnvironment
+    make_sybil = staticmethod(make_pasted_sybil)
+    group = "pasted"
 
 HERE = Path(__file__).resolve().parent
 
@@ -88,4 +98,6 @@ def documents() -> list[Path]:
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.File | None:
     if module_path.resolve() == HERE / "test_documents.py":
         return DocumentSuite.from_parent(parent, path=module_path, documents=documents(), root=REPO)
+    if module_path.resolve() == HERE / "test_pasted.py":
+        return PastedSuite.from_parent(parent, path=module_path, documents=documents(), root=REPO)
     return None

@@ -16,23 +16,20 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
-from doc_requirements import Requires, tools_in
+from app_server import AppServer
+from doc_requirements import Requires, Serve, tools_in
 from sybil import Document, Example, Region, Sybil
 from sybil.evaluators.python import pad
 from sybil.integration.pytest import SybilFile, SybilItem
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer
 
-from engine_process import SERVER_START_TIMEOUT, start_server
+from engine_process import start_server
 from tools import need_tools
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,61 +65,6 @@ def _address(text: str) -> re.Pattern[str]:
     if host not in ("localhost", "127.0.0.1") or not port.isdigit():
         raise ValueError(f"expected localhost:PORT or 127.0.0.1:PORT, got {text!r}")
     return re.compile(rf"\b(?:localhost|127\.0\.0\.1):{port}\b")
-
-
-class AppServer:
-    """An ASGI app on uvicorn, or a WSGI app on a threading wsgiref server, served from a
-    thread on a free loopback port."""
-
-    def __init__(self, app: Any) -> None:
-        self._stop: Callable[[], None]
-        if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(type(app).__call__):
-            import uvicorn
-
-            server = uvicorn.Server(
-                uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-            )
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            deadline = time.monotonic() + SERVER_START_TIMEOUT
-            while not server.started:
-                if not thread.is_alive() or time.monotonic() > deadline:
-                    raise RuntimeError("the ASGI app did not start (see the captured log)")
-                time.sleep(0.01)
-            port = server.servers[0].sockets[0].getsockname()[1]
-
-            def stop() -> None:
-                server.should_exit = True
-                thread.join(SERVER_START_TIMEOUT)
-
-            self._stop = stop
-        else:
-            httpd = make_server(
-                "127.0.0.1", 0, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
-            )
-            # serve_forever looks for shutdown() every poll_interval (0.5 s by default)
-            threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True).start()
-            port = httpd.server_address[1]
-
-            def stop() -> None:
-                httpd.shutdown()
-                httpd.server_close()
-
-            self._stop = stop
-        self.address = f"127.0.0.1:{port}"
-        self.url = "http://" + self.address
-
-    def stop(self) -> None:
-        self._stop()
-
-
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 class DocEnvironment:
@@ -194,6 +136,10 @@ class DocEnvironment:
         self.apps.append((_address(address), server))
         return server.url
 
+    def serve_named(self, name: str, address: str, namespace: dict[str, Any]) -> None:
+        """The ``serve:`` directive: serve the blocks' ``name`` at ``address`` (rewritten)."""
+        self.serve(namespace[name], address)
+
     def run_coroutine(self, coroutine: Any) -> Any:
         """Top-level ``await`` runs on one event loop per document, as in ``python -m asyncio``."""
         if self._runner is None:
@@ -217,9 +163,14 @@ class DocEnvironment:
 
 
 @pytest.fixture(scope="module")
-def doc_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocEnvironment]:
-    """One :class:`DocEnvironment` per document (a document is a pytest module here)."""
-    env = DocEnvironment(tmp_path_factory.mktemp("doc"))
+def doc_env(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[DocEnvironment]:
+    """One environment per document (a document is a pytest module here), of the kind its
+    suite says (:attr:`DocumentSuite.environment`)."""
+    suite = request.node.getparent(DocumentSuite)
+    kind = suite.environment if suite is not None else DocEnvironment
+    env = kind(tmp_path_factory.mktemp("doc"))
     with pytest.MonkeyPatch.context() as patch:
         try:
             for name, value in env.variables.items():
@@ -428,6 +379,7 @@ def make_sybil() -> Sybil:
         SkipParser(),
         SaveAs(),
         Requires(_env),
+        Serve(_env),
     ]
     return Sybil(parsers=parsers, fixtures=[ENV_FIXTURE])
 
@@ -471,6 +423,10 @@ class DocumentSuite(pytest.File):
 
     documents: Sequence[Path] = ()
     root: Path = REPO
+    #: Where each document's blocks run, and how a document is parsed into them.
+    environment: type[DocEnvironment] = DocEnvironment
+    make_sybil: Callable[[], Sybil] = staticmethod(make_sybil)
+    group = "doc"  # the xdist group of a document's blocks: f"{group}:{document}"
 
     @classmethod
     def from_parent(  # type: ignore[override]
@@ -482,13 +438,13 @@ class DocumentSuite(pytest.File):
         return suite
 
     def collect(self) -> Iterator[pytest.Collector]:
-        sybil = make_sybil()
+        sybil = self.make_sybil()
         for document in self.documents:
             name = document.relative_to(self.root).as_posix()
             child = DocFile.from_parent(
                 self, path=document, sybils=[sybil], name=name, nodeid=f"{self.nodeid}::{name}"
             )
-            child.add_marker(pytest.mark.xdist_group(f"doc:{name}"))
+            child.add_marker(pytest.mark.xdist_group(f"{self.group}:{name}"))
             yield child
 
 

@@ -116,3 +116,24 @@ class Requires:
             for program in self.active.get(example.document, ()):
                 need_tool(program)
         raise NotEvaluated()
+
+
+class Serve:
+    """``<!-- serve: NAME localhost:PORT -->``: serve the ASGI or WSGI app the blocks so far
+    named ``NAME`` (on uvicorn, or a threaded wsgiref server) for the rest of the document, on
+    a free port that ``localhost:PORT`` in every later block is rewritten to. It stands in for
+    the reader's ``uvicorn app:app --port PORT`` in another terminal, which the text shows."""
+
+    def __init__(self, host_of: Callable[[Example], Any]) -> None:
+        self.lexer = DirectiveInHTMLCommentLexer("serve", arguments=r"\w+ [\w.]+:\d+")
+        self.host_of = host_of
+
+    def __call__(self, document: Document) -> Iterable[Region]:
+        for region in self.lexer(document):
+            region.parsed = region.lexemes["arguments"]
+            region.evaluator = self.evaluate
+            yield region
+
+    def evaluate(self, example: Example) -> None:
+        name, address = str(example.parsed).split()
+        self.host_of(example).serve_named(name, address, example.namespace)
