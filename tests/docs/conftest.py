@@ -88,6 +88,7 @@ class PastedSuite(DocumentSuite):
     make_sybil = staticmethod(make_pasted_sybil)
     group = "pasted"
 
+
 HERE = Path(__file__).resolve().parent
 
 

@@ -25,10 +25,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sybil import Document, Example, Region, Sybil
-from sybil.evaluators.python import pad
-from sybil.parsers.markdown import CodeBlockParser, SkipParser
-
 from doc_harness import (
     CONSOLE,
     ENV_FIXTURE,
@@ -43,6 +39,9 @@ from doc_harness import (
     _env,
 )
 from doc_requirements import Requires, Serve
+from sybil import Document, Example, Region, Sybil
+from sybil.evaluators.python import pad
+from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 HERE = Path(__file__).resolve().parent
 BLOCK_TIMEOUT = 300.0
@@ -181,7 +180,7 @@ def _visible(parser: Callable[[Document], Iterable[Region]]) -> Callable[..., It
 
     def parse(document: Document) -> Iterable[Region]:
         for region in parser(document):
-            if not document.text[region.start : region.start + 4] == "<!--":
+            if document.text[region.start : region.start + 4] != "<!--":
                 yield region
 
     return parse
