@@ -94,6 +94,7 @@ SLOW_FILES = (
     "proof/",
     "test_install.py",
     "docs/test_doc_harness.py",
+    "docs/test_doc_pasted_harness.py",
     "console/test_browser.py",
     "engine/server/security/test_browser_origin.py",
     "engine/server/test_aws_cli.py",

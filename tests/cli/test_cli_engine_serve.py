@@ -232,3 +232,10 @@ def test_server_construction_is_one_function(
     seen.clear()
     assert main(["engine", "serve", "--port", "0", "--no-console"]) == 0
     assert seen["mounts"] == {}
+
+
+def test_a_port_that_is_no_number_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["engine", "serve", "--port", "abc"])
+    assert info.value.code == 2
+    assert "argument --port: not a port number: 'abc'" in capsys.readouterr().err
