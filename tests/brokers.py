@@ -19,6 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools import tool_path
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -82,7 +84,7 @@ def start_moto(log_dir: Path) -> Broker:
 
 
 def rabbitmq_available() -> bool:
-    return shutil.which("rabbitmq-server") is not None or Path("/usr/sbin/rabbitmq-server").exists()
+    return tool_path("rabbitmq-server") is not None
 
 
 def start_rabbitmq() -> Broker:

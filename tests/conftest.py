@@ -34,6 +34,11 @@ the per-test engine and the ``firstwrite_*`` fixtures; this file adds the projec
     Playwright's sync API, started once per module, for the browser tests (``tests/browser.py``
     launches Debian's Chromium with it).
 
+Tests that need a program outside Python (node, wrk, valgrind, curl, Chromium, rabbitmq-server)
+call ``tools.need_tool`` or carry ``@pytest.mark.needs_tool("name", ...)``: where it is missing
+they skip with ``missing tool: <name> (install: ...)``, and the run ends with one line counting
+those skips (``FIRSTWRITE_REQUIRE_TOOLS=1``, set by ``.ci/run``, makes them failures).
+
 ``make test-fast`` (``-m "not slow"``) leaves out, besides the tests marked ``slow``, every test
 that kills a process (``crash``), every benchmark (the ``bench`` xdist group) and the files of
 :data:`SLOW_FILES`: child interpreters, browsers, real servers under load, the proofs. It also
@@ -63,6 +68,7 @@ from botocore.config import Config
 from hypothesis import settings
 
 from hypothesis_budget import FAST_PROFILE, SUITE_PROFILE
+from tools import need_tools, summary_line
 
 if TYPE_CHECKING:
     # Imported inside the fixtures: a broken engine module must fail the tests that use it,
@@ -88,6 +94,7 @@ SLOW_FILES = (
     "proof/",
     "test_install.py",
     "docs/test_doc_harness.py",
+    "docs/test_doc_pasted_harness.py",
     "console/test_browser.py",
     "engine/server/security/test_browser_origin.py",
     "engine/server/test_aws_cli.py",
@@ -107,6 +114,7 @@ SLOW_FILES = (
     "http/test_http_bench.py",
     # Measured at 0.3 s a test or more (-n 0): servers, scenario runs, brokers, sweeps.
     "docs/test_documents.py",
+    "docs/test_pasted.py",
     "console/test_scenarios.py",
     "console/test_api.py",
     "console/test_pages.py",
@@ -187,6 +195,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or any(m.args[:1] == ("bench",) for m in item.iter_markers("xdist_group"))
         ):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers("needs_tool"):
+        need_tools(marker.args)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: Any) -> Iterator[None]:
+    """One line listing the tests skipped for a missing tool (``tools.summary_line``), after
+    pytest's own short summary; under xdist the controller holds every worker's reports, so it
+    counts them all."""
+    yield
+    reasons = [
+        str(report.longrepr[2])
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3
+    ]
+    line = summary_line(reasons)
+    if line is not None:
+        terminalreporter.write_line(line, yellow=True)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ if str(ROOT) not in sys.path:  # `bench` is a top-level package beside `src/`, n
 from bench._calls import calls_alone  # noqa: E402
 
 from bench import _callgrind, _common, events, report  # noqa: E402
+from tools import need_tools, tools_required  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("bench")
 
@@ -26,6 +27,9 @@ TINY = _common.Settings(
 
 
 def test_events_bench_reports_per_record_ratios_and_poller_rates() -> None:
+    # Without valgrind or RabbitMQ the section says why (checked below); CI must measure both.
+    if tools_required():
+        need_tools(["valgrind", "rabbitmq-server"])
     section = events.run(TINY, lambda _m: None)
     assert section.error is None
     first, replay = section.tables[:2]

@@ -4,7 +4,6 @@ well-formed results. Not a timing assertion: numbers are only checked to be posi
 from __future__ import annotations
 
 import math
-import shutil
 import sys
 from pathlib import Path
 
@@ -121,6 +120,7 @@ def test_overhead() -> None:
     assert section.tables[0].get(overhead.BASELINE) is not None
 
 
+@pytest.mark.needs_tool("valgrind")  # its instruction tables are part of the section
 def test_idempotency() -> None:
     section = idempotency.run(TINY, _log)
     _check_section(section, {idempotency.OURS})
@@ -196,9 +196,7 @@ def test_report_names_an_unreachable_target_only_when_its_bound_misses_too() -> 
     assert "| 0.40x |" in bound_row
 
 
-@pytest.mark.skipif(
-    shutil.which("wrk") is None, reason="wrk not installed (.ci/run and make bench install it)"
-)
+@pytest.mark.needs_tool("wrk")
 def test_http_one_server() -> None:
     settings = _common.Settings(
         reps=1,
@@ -217,9 +215,7 @@ def test_http_one_server() -> None:
         assert series.values and series.values[0] > 0
 
 
-@pytest.mark.skipif(
-    shutil.which("wrk") is None, reason="wrk not installed (.ci/run and make bench install it)"
-)
+@pytest.mark.needs_tool("wrk")
 def test_durability() -> None:
     settings = _common.Settings(
         reps=1, duration=0.02, http_duration=1.0, http_reps=1, warmup=0.01, quick=True

@@ -13,6 +13,7 @@ if str(ROOT) not in sys.path:  # `bench` is a top-level package beside `src/`, n
     sys.path.insert(0, str(ROOT))
 
 from bench import _callgrind  # noqa: E402
+from tools import need_tool  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("bench")
 
@@ -35,8 +36,7 @@ print("done")
 
 
 def test_counts_each_measured_piece_in_order(tmp_path: Path) -> None:
-    if _callgrind.available() is not None:
-        pytest.fail(f"valgrind is needed (.ci/run installs it): {_callgrind.available()}")
+    need_tool("valgrind")
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(root=str(ROOT)))
     counts, out = _callgrind.count([str(script)], timeout=300)

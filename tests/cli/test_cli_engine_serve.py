@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -95,11 +96,67 @@ def test_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
             timeout=60,
+            env={**os.environ, "FIRSTWRITE_LOCAL_DB": str(tmp_path / "local.db")},
         )
     assert result.returncode == 1
     assert result.stderr.startswith("firstwrite: ")
-    assert "Traceback" not in result.stderr
-    assert f"cannot listen on 127.0.0.1:{port}: " in result.stderr  # which address is busy
+    assert "Traceback" not in result.stderr and "[Errno" not in result.stderr
+    # which address is busy, and which option moves it
+    assert f"cannot listen on 127.0.0.1:{port} (--port): " in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_without_db_it_serves_the_default_database_and_says_it_stopped(
+    tmp_path: Path, sig: int
+) -> None:
+    """The database every other command opens by default ($FIRSTWRITE_LOCAL_DB, made if its
+    directory is missing), not an in-memory one; a signal ends it with a line saying so."""
+    default = tmp_path / "home" / ".firstwrite" / "local.db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "firstwrite.cli", "engine", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FIRSTWRITE_LOCAL_DB": str(default), "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert ready.startswith("firstwrite engine listening on "), ready
+        assert f"(db {default}," in ready
+        url = ready.split()[4]
+        client(url).create_table(
+            TableName="kept",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        process.send_signal(sig)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert out.splitlines()[-1] == "firstwrite engine stopped"
+    from firstwrite.engine import Engine, local_client
+
+    with Engine(default) as engine:  # the table outlived the server, in that file
+        assert local_client(engine).list_tables()["TableNames"] == ["kept"]
+
+
+def test_db_memory_keeps_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    default = tmp_path / "local.db"
+    monkeypatch.setenv("FIRSTWRITE_LOCAL_DB", str(default))
+    seen: dict[str, Any] = {}
+
+    def fake_serve(engine: Any, host: str, port: int, **kwargs: Any) -> None:
+        seen["path"] = engine.path
+        kwargs["ready"]("http://127.0.0.1:1234")
+
+    monkeypatch.setattr("firstwrite.engine.server.app.serve", fake_serve)
+    assert main(["engine", "serve", "--port", "0", "--db", ":memory:"]) == 0
+    assert seen["path"] is None and not default.exists()
 
 
 @pytest.mark.parametrize(
@@ -155,10 +212,13 @@ def test_db_in_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
     ]
 
 
-def test_server_construction_is_one_function(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_construction_is_one_function(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Everything `engine serve` passes to the server goes through run_server (where the
     console mounts its routes): its arguments come from the command line."""
 
+    monkeypatch.setenv("FIRSTWRITE_LOCAL_DB", str(tmp_path / "local.db"))
     seen: dict[str, Any] = {}
 
     def fake_serve(engine: Any, host: str, port: int, **kwargs: Any) -> None:
@@ -172,3 +232,10 @@ def test_server_construction_is_one_function(monkeypatch: pytest.MonkeyPatch) ->
     seen.clear()
     assert main(["engine", "serve", "--port", "0", "--no-console"]) == 0
     assert seen["mounts"] == {}
+
+
+def test_a_port_that_is_no_number_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["engine", "serve", "--port", "abc"])
+    assert info.value.code == 2
+    assert "argument --port: not a port number: 'abc'" in capsys.readouterr().err

@@ -96,7 +96,39 @@ def test_missing_table(
     assert result.code == 1
     line = one_line_error(result)
     assert "table 'firstwrite-idempotency' does not exist" in line
-    assert "firstwrite table create" in line
+    # the command to paste creates that very table, where it was looked for
+    assert f"`firstwrite table create --table firstwrite-idempotency --db {db}`" in line
+
+
+def test_missing_table_named_by_the_user(
+    cli: Callable[..., Any], one_line_error: Callable[..., str], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "empty.db")
+    assert cli("table", "create", "--db", db, "--table", "other").code == 0
+    line = one_line_error(cli("keys", "list", "--db", db, "--table", "nope"))
+    assert f"`firstwrite table create --table nope --db {db}`" in line
+
+
+def test_the_ttl_hint_switches_ttl_on(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """A table without TTL: the problem names the command that enables it (--enable-ttl:
+    `table create` leaves an existing table's TTL alone otherwise)."""
+    from firstwrite.engine import Engine, local_client
+
+    db = str(tmp_path / "no-ttl.db")
+    with Engine(db) as engine:
+        local_client(engine).create_table(
+            TableName="plain",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    described = cli("table", "describe", "--db", db, "--table", "plain")
+    hint = f"run `firstwrite table create --table plain --db {db} --enable-ttl` to enable it"
+    assert hint in described.out + described.err
+    fixed = cli(*hint.split("`")[1].split()[1:])
+    assert fixed.code == 0
+    again = cli("table", "describe", "--db", db, "--table", "plain")
+    assert "TTL is not enabled" not in again.out + again.err
 
 
 def test_missing_database(

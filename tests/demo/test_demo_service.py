@@ -255,16 +255,22 @@ def test_sigterm_exits_cleanly_without_a_traceback(tmp_path: Path, signals: int)
     assert "Exception in" not in out and "firstwrite demo stopped" in out
 
 
-def test_a_busy_port_is_one_line_not_a_traceback(demo: Demo, tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", ["--port", "--engine-port"])
+def test_a_busy_port_is_one_line_not_a_traceback(demo: Demo, tmp_path: Path, which: str) -> None:
+    """One line, naming the address and whose port it is (the demo binds two), with the
+    option that moves it."""
     port = demo.url.rsplit(":", 1)[1]
+    other = "--engine-port" if which == "--port" else "--port"
     result = subprocess.run(
         [
             sys.executable,  # `make run`'s command: `firstwrite demo ...`
             "-m",
             "firstwrite.cli",
             "demo",
-            "--port",
+            which,
             port,
+            other,
+            "0",
             "--db",
             str(tmp_path / "busy.db"),
         ],
@@ -274,7 +280,13 @@ def test_a_busy_port_is_one_line_not_a_traceback(demo: Demo, tmp_path: Path) -> 
     )
     assert result.returncode == 1
     assert result.stderr.startswith("firstwrite:") and "Traceback" not in result.stderr
-    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "[Errno" not in result.stderr
+    whose = (
+        "for the demo (--port; make run PORT=...)"
+        if which == "--port"
+        else "for the demo's DynamoDB endpoint (--engine-port; make run ENGINE_PORT=...)"
+    )
+    assert f"cannot listen on 127.0.0.1:{port} {whose}: " in result.stderr
 
 
 def test_a_database_in_a_missing_directory_is_one_line(tmp_path: Path) -> None:

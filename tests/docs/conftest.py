@@ -9,9 +9,21 @@ Python (```python)
     names). Top-level ``await`` is allowed: it runs on one event loop per document, as in
     ``python -m asyncio``. ``>>>`` blocks run as doctests.
 
-Setup the reader need not see
-    ``<!-- invisible-code-block: python`` ... ``-->`` before a block: runs like a visible block
-    (stub side effects, create a table, assert what the example claims).
+Hidden blocks check results
+    ``<!-- invisible-code-block: python`` ... ``-->``: runs like a visible block, to assert what
+    the example claims. Visible code must run without them, as a reader pastes it:
+    ``test_pasted.py`` runs every page's visible blocks alone (``doc_pasted.py``: Python in one
+    fresh interpreter per page, nothing of tests/ importable, top-level ``await`` a
+    SyntaxError). So a stand-in for the reader's side effect is visible code, said to be one.
+
+What a page needs beyond Python (``doc_requirements.py``)
+    A shell block running ``curl`` (or another program of ``tests/tools.py``) is skipped where
+    it is missing, saying how to install it. ``<!-- requires: rabbitmq-server -->`` ...
+    ``<!-- requires: end -->`` around blocks that need a broker starts one for the page
+    (``localhost:5672`` rewritten to it; skipped with its install command where missing);
+    ``requires: sqs`` starts moto's SQS server (``AWS_ENDPOINT_URL_SQS``).
+    ``<!-- serve: app localhost:8080 -->`` serves the ASGI or WSGI app the blocks named ``app``
+    for the rest of the page, standing in for the reader's ``uvicorn`` in another terminal.
 
 Skipping
     ``<!-- skip: next -->`` skips the next block; only for a block that truly cannot run here
@@ -29,11 +41,10 @@ Console (```console)
     ELLIPSIS (``...`` matches anything) and NORMALIZE_WHITESPACE. No output shown: not
     compared.
 
-Serving your own app (a block that needs a server starts one)
-    An invisible block calls ``doc_env.serve(app, "localhost:8080")``: the ASGI app (on
-    uvicorn) or WSGI app (on a threaded wsgiref server) is served from a thread on a free port
-    until the document ends, and ``localhost:8080`` / ``127.0.0.1:8080`` in every later block is
-    rewritten to it, so a ``curl`` shown in the text reaches it.
+Serving your own app
+    ``serve:`` above; a hidden block may also call ``doc_env.serve(app, "localhost:8080")``
+    (all-blocks run only). ``localhost:8080`` / ``127.0.0.1:8080`` in every later block is
+    rewritten to the app's free port, so a ``curl`` shown in the text reaches it.
 
 Saving a file
     ``<!-- save-as: test_orders.py -->`` before a block writes that block to the named file
@@ -75,8 +86,19 @@ from pathlib import Path
 
 import pytest
 from doc_harness import REPO, DocumentSuite, doc_env
+from doc_pasted import PastedEnvironment, make_pasted_sybil
 
 __all__ = ["doc_env"]
+
+
+class PastedSuite(DocumentSuite):
+    """The same documents, visible blocks only, Python in a fresh interpreter per document
+    (``doc_pasted.py``)."""
+
+    environment = PastedEnvironment
+    make_sybil = staticmethod(make_pasted_sybil)
+    group = "pasted"
+
 
 HERE = Path(__file__).resolve().parent
 
@@ -88,4 +110,6 @@ def documents() -> list[Path]:
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.File | None:
     if module_path.resolve() == HERE / "test_documents.py":
         return DocumentSuite.from_parent(parent, path=module_path, documents=documents(), root=REPO)
+    if module_path.resolve() == HERE / "test_pasted.py":
+        return PastedSuite.from_parent(parent, path=module_path, documents=documents(), root=REPO)
     return None

@@ -16,22 +16,21 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
+from app_server import AppServer
+from doc_requirements import Requires, Serve, tools_in
 from sybil import Document, Example, Region, Sybil
 from sybil.evaluators.python import pad
 from sybil.integration.pytest import SybilFile, SybilItem
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer
 
-from engine_process import SERVER_START_TIMEOUT, start_server
+from engine_process import start_server
+from tools import need_tools
 
 REPO = Path(__file__).resolve().parents[2]
 ENV_FIXTURE = "doc_env"
@@ -68,61 +67,6 @@ def _address(text: str) -> re.Pattern[str]:
     return re.compile(rf"\b(?:localhost|127\.0\.0\.1):{port}\b")
 
 
-class AppServer:
-    """An ASGI app on uvicorn, or a WSGI app on a threading wsgiref server, served from a
-    thread on a free loopback port."""
-
-    def __init__(self, app: Any) -> None:
-        self._stop: Callable[[], None]
-        if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(type(app).__call__):
-            import uvicorn
-
-            server = uvicorn.Server(
-                uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-            )
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            deadline = time.monotonic() + SERVER_START_TIMEOUT
-            while not server.started:
-                if not thread.is_alive() or time.monotonic() > deadline:
-                    raise RuntimeError("the ASGI app did not start (see the captured log)")
-                time.sleep(0.01)
-            port = server.servers[0].sockets[0].getsockname()[1]
-
-            def stop() -> None:
-                server.should_exit = True
-                thread.join(SERVER_START_TIMEOUT)
-
-            self._stop = stop
-        else:
-            httpd = make_server(
-                "127.0.0.1", 0, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
-            )
-            # serve_forever looks for shutdown() every poll_interval (0.5 s by default)
-            threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True).start()
-            port = httpd.server_address[1]
-
-            def stop() -> None:
-                httpd.shutdown()
-                httpd.server_close()
-
-            self._stop = stop
-        self.address = f"127.0.0.1:{port}"
-        self.url = "http://" + self.address
-
-    def stop(self) -> None:
-        self._stop()
-
-
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 class DocEnvironment:
     """Where one document's blocks run: a working directory, a local database file, a served
     engine, and the environment a developer would have after ``make run`` and pointing the AWS
@@ -138,6 +82,8 @@ class DocEnvironment:
         self._runner: asyncio.Runner | None = None
         self.namespace: dict[str, Any] = {}  # the document's, set by its first item
         self.apps: list[tuple[re.Pattern[str], AppServer]] = []
+        self.rewrites: list[tuple[re.Pattern[str], str]] = []
+        self.cleanups: list[Callable[[], None]] = []
         bin_dir = os.path.dirname(sys.executable)
         self.variables = {
             "FIRSTWRITE_LOCAL_DB": str(self.local_db),
@@ -156,7 +102,31 @@ class DocEnvironment:
         source = DOC_ADDRESS.sub(self.server_address, source)
         for pattern, app in self.apps:
             source = pattern.sub(app.address, source)
+        for pattern, real in self.rewrites:
+            source = pattern.sub(real, source)
         return source
+
+    def rewrite_address(self, shown: str, real: str) -> None:
+        """``shown`` (``localhost:PORT`` as the text writes it) becomes ``real`` in every
+        later block."""
+        self.rewrites.append((_address(shown), real))
+
+    def set_variable(self, name: str, value: str) -> None:
+        """An environment variable for every later block (and this process, for Python)."""
+        self.variables[name] = value
+        previous = os.environ.get(name)
+        os.environ[name] = value
+        self.on_close(
+            lambda: (
+                os.environ.pop(name, None)
+                if previous is None
+                else os.environ.__setitem__(name, previous)
+            )
+        )
+
+    def on_close(self, cleanup: Callable[[], None]) -> None:
+        """Run ``cleanup`` when the document ends (last registered, first run)."""
+        self.cleanups.append(cleanup)
 
     def serve(self, app: Any, address: str) -> str:
         """Serve an ASGI or WSGI ``app`` for the rest of the document: ``address``
@@ -165,6 +135,10 @@ class DocEnvironment:
         server = AppServer(app)
         self.apps.append((_address(address), server))
         return server.url
+
+    def serve_named(self, name: str, address: str, namespace: dict[str, Any]) -> None:
+        """The ``serve:`` directive: serve the blocks' ``name`` at ``address`` (rewritten)."""
+        self.serve(namespace[name], address)
 
     def run_coroutine(self, coroutine: Any) -> Any:
         """Top-level ``await`` runs on one event loop per document, as in ``python -m asyncio``."""
@@ -183,13 +157,20 @@ class DocEnvironment:
             app.stop()
         if self._runner is not None:
             self._runner.close()
+        for cleanup in reversed(self.cleanups):
+            cleanup()
         self.server.stop()
 
 
 @pytest.fixture(scope="module")
-def doc_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocEnvironment]:
-    """One :class:`DocEnvironment` per document (a document is a pytest module here)."""
-    env = DocEnvironment(tmp_path_factory.mktemp("doc"))
+def doc_env(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[DocEnvironment]:
+    """One environment per document (a document is a pytest module here), of the kind its
+    suite says (:attr:`DocumentSuite.environment`)."""
+    suite = request.node.getparent(DocumentSuite)
+    kind = suite.environment if suite is not None else DocEnvironment
+    env = kind(tmp_path_factory.mktemp("doc"))
     with pytest.MonkeyPatch.context() as patch:
         try:
             for name, value in env.variables.items():
@@ -266,6 +247,7 @@ class ShellEvaluator:
     def __call__(self, example: Example) -> str | None:
         env = _env(example)
         script = "\n".join(translate(line) for line in _logical_lines(env.rewrite(example.parsed)))
+        need_tools(tools_in(script))
         result = _run_bash(script, env)
         if result.returncode != 0:
             return (
@@ -312,6 +294,7 @@ class ConsoleEvaluator:
             + "\n"
             for cmd, _ in steps
         )
+        need_tools(tools_in(script))
         result = _run_bash("exec 2>&1\n" + script, env)
         printed = result.stdout.split(_MARK)[1:]
         for index, (command, expected) in enumerate(steps):
@@ -395,6 +378,8 @@ def make_sybil() -> Sybil:
         CodeBlockParser(YAML, YamlEvaluator()),
         SkipParser(),
         SaveAs(),
+        Requires(_env),
+        Serve(_env),
     ]
     return Sybil(parsers=parsers, fixtures=[ENV_FIXTURE])
 
@@ -438,6 +423,10 @@ class DocumentSuite(pytest.File):
 
     documents: Sequence[Path] = ()
     root: Path = REPO
+    #: Where each document's blocks run, and how a document is parsed into them.
+    environment: type[DocEnvironment] = DocEnvironment
+    make_sybil: Callable[[], Sybil] = staticmethod(make_sybil)
+    group = "doc"  # the xdist group of a document's blocks: f"{group}:{document}"
 
     @classmethod
     def from_parent(  # type: ignore[override]
@@ -449,13 +438,13 @@ class DocumentSuite(pytest.File):
         return suite
 
     def collect(self) -> Iterator[pytest.Collector]:
-        sybil = make_sybil()
+        sybil = self.make_sybil()
         for document in self.documents:
             name = document.relative_to(self.root).as_posix()
             child = DocFile.from_parent(
                 self, path=document, sybils=[sybil], name=name, nodeid=f"{self.nodeid}::{name}"
             )
-            child.add_marker(pytest.mark.xdist_group(f"doc:{name}"))
+            child.add_marker(pytest.mark.xdist_group(f"{self.group}:{name}"))
             yield child
 
 

@@ -1,4 +1,5 @@
-"""Fixtures for firstwrite.events: the layer on the local engine, sample events, a Lambda context.
+"""Fixtures for firstwrite.events: the layer on the local engine, sample events (the Lambda
+context is :class:`firstwrite.testing.events.FakeContext`).
 
 ``guard`` is an :class:`~firstwrite.Idempotency` on a fresh engine database through a bound
 boto3 client (no sockets; the same client would be real DynamoDB), with its table created and
@@ -25,19 +26,6 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 HERE = Path(__file__).resolve().parent
 TABLE = "events-idem"
-
-
-class FakeContext:
-    """Lambda's context: ``remaining`` seconds left, counting down on the real clock."""
-
-    def __init__(self, remaining: float = 30.0) -> None:
-        import time
-
-        self._deadline = time.monotonic() + remaining
-        self._now = time.monotonic
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - self._now()) * 1000))
 
 
 @pytest.fixture
@@ -117,10 +105,10 @@ def queue_url(sqs: Any, request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def rabbitmq() -> Iterator[Any]:
     """Debian's rabbitmq-server, on a free loopback port, stopped with rabbitmqctl."""
-    from brokers import rabbitmq_available, start_rabbitmq
+    from brokers import start_rabbitmq
+    from tools import need_tool
 
-    if not rabbitmq_available():
-        pytest.skip("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+    need_tool("rabbitmq-server")
     broker = start_rabbitmq()
     yield broker
     broker.stop()

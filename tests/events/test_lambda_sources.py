@@ -23,8 +23,9 @@ from firstwrite.events import (
 )
 from firstwrite.events.attempts import AttemptLedger
 from firstwrite.idempotency import Idempotency, Status
+from firstwrite.testing.events import FakeContext
 
-from .conftest import FakeContext, sample
+from .conftest import sample
 
 
 class Flaky(Exception):

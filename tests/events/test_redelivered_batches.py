@@ -24,8 +24,9 @@ from firstwrite.idempotency import (
     Replay,
 )
 from firstwrite.idempotency.aio import ThreadedClient
+from firstwrite.testing.events import FakeContext
 
-from .conftest import FakeContext, sample
+from .conftest import sample
 
 TABLE = "events-idem"
 

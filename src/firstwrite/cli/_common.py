@@ -18,14 +18,14 @@ from firstwrite.shared.command_line import integer
 
 
 def positive_int(text: str) -> int:
-    value = integer(text, "integer")
+    value = integer(text, "an integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    value = integer(text, "integer")
+    value = integer(text, "an integer")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
     return value

@@ -2,7 +2,9 @@
 
 It prints one ready line, ``firstwrite engine listening on http://HOST:PORT (...)``, once it
 accepts requests (``--port 0`` picks a free port). SIGINT or SIGTERM shut it down cleanly:
-in-flight requests finish, the database is closed, exit status 0.
+in-flight requests finish, the database is closed, ``firstwrite engine stopped`` is printed,
+exit status 0. Without ``--db`` it serves the database every other command opens by default
+(``$FIRSTWRITE_LOCAL_DB`` or ``~/.firstwrite/local.db``); ``--db :memory:`` keeps nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
     from firstwrite.engine.api import Engine
 
 READY_PREFIX = "firstwrite engine listening on "
+STOPPED = "firstwrite engine stopped"
+MEMORY = ":memory:"
 
 
 def _credential(text: str) -> tuple[str, str]:
@@ -61,7 +65,11 @@ def add_commands(commands: Any) -> None:
         help="port to bind; 0 picks a free one (default: %(default)s)",
     )
     serve.add_argument(
-        "--db", metavar="PATH", default=None, help="SQLite database file (default: in memory)"
+        "--db",
+        metavar="PATH",
+        default=None,
+        help="SQLite database file (default: $FIRSTWRITE_LOCAL_DB or ~/.firstwrite/local.db, "
+        f"the database the other commands open by default; {MEMORY}: in memory, kept nowhere)",
     )
     serve.add_argument(
         "--allow-host",
@@ -144,18 +152,22 @@ def add_commands(commands: Any) -> None:
 def serve_command(args: argparse.Namespace) -> int:
     from firstwrite.engine.api import Engine
     from firstwrite.engine.features.ttl import TTLConfig
+    from firstwrite.idempotency.local import default_path
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     credentials = dict(args.require_auth) or None
-    if args.db is not None:
+    if args.db is None:  # the layer's own default, as every other command: made if missing
+        args.db = default_path()
+        os.makedirs(os.path.dirname(os.path.abspath(args.db)), exist_ok=True)
+    elif args.db != MEMORY:
         parent = os.path.dirname(os.path.abspath(args.db))
         if not os.path.isdir(parent):
             raise CLIError(f"--db {args.db}: directory {parent} does not exist")
 
     def ready(url: str) -> None:
-        where = args.db or ":memory:"
+        where = args.db
         auth = "SigV4 verified" if credentials else "any credentials"
         print(
             f"{READY_PREFIX}{url} (db {where}, durability {args.durability}, {auth})",
@@ -166,12 +178,20 @@ def serve_command(args: argparse.Namespace) -> int:
 
     ttl = TTLConfig(sweep_interval=args.ttl_sweep_interval or None, lag=args.ttl_lag)
     with Engine(
-        args.db,
+        None if args.db == MEMORY else args.db,
         durability=args.durability,
         ttl_config=ttl,
         enforce_throughput=args.enforce_throughput,
     ) as engine:
-        run_server(engine, args, credentials, ready)
+        try:
+            run_server(engine, args, credentials, ready)
+        except OSError as exc:  # the port: say which option moves it
+            from firstwrite.engine.server.runner import LISTEN_ERROR, listen_error
+
+            if not str(exc.strerror).startswith(LISTEN_ERROR):
+                raise
+            raise listen_error(args.host, args.port, exc.errno, "(--port)") from None
+    print(STOPPED, flush=True)
     return 0
 
 

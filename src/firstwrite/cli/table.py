@@ -15,6 +15,9 @@ it), and warns where the key layout concentrates writes.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -56,7 +59,10 @@ def ensure_table(guard: Any, client: Any, target: Target) -> tuple[bool, str | N
         if error_code(exc) != "ResourceNotFoundException":
             raise
         existed = False
-    created = guard.ensure_table()  # an endpoint that cannot enable TTL is logged, not raised
+    # An endpoint that cannot enable TTL is logged by the layer, not raised; the command says
+    # so itself (the warning returned here), so the layer's log line would say it twice.
+    with _without_layer_warnings():
+        created = guard.ensure_table()
     try:
         ttl = client.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
         enabled = ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")
@@ -69,6 +75,17 @@ def ensure_table(guard: Any, client: Any, target: Target) -> tuple[bool, str | N
     return created and not existed, NO_TTL_WARNING.format(
         where=target.describe(), attribute=guard.config.layout.expires
     )
+
+
+@contextlib.contextmanager
+def _without_layer_warnings() -> Iterator[None]:
+    layer = logging.getLogger("firstwrite.idempotency")
+    quiet = logging.Filter("firstwrite.idempotency.never")  # passes no record of the layer
+    layer.addFilter(quiet)
+    try:
+        yield
+    finally:
+        layer.removeFilter(quiet)
 
 
 def add_commands(commands: Any) -> None:
@@ -167,7 +184,7 @@ def create_command(args: argparse.Namespace) -> int:
         info = table_info(client, args.table, target, config.layout)
     if no_ttl is not None:
         info["warnings"].insert(0, no_ttl)
-        info["problems"] = _problems(info, ttl_settable=False)
+        info["problems"] = _problems(info)
     if args.json:
         print_json({"created": created, "changes": changes, **info})
     else:
@@ -288,7 +305,9 @@ def table_info(
     seen, how = (layout, "named") if layout is not None else _seen_layout(client, name, ttl)
     info["layout"] = {"name": None if seen is None else seen.name, "from": how}
     info["layout_names"] = (seen or DEFAULT).names()
-    info["problems"] = _problems(info)
+    info["problems"] = _problems(
+        info, fix_ttl=target.command("table create", name) + " --enable-ttl"
+    )
     info["warnings"] = _warnings(info)
     return info
 
@@ -313,7 +332,9 @@ def _warnings(info: dict[str, Any]) -> list[str]:
     return [HOT_PARTITION_WARNING.format(wcu=PARTITION_WCU, requests=PARTITION_WCU // 2)]
 
 
-def _problems(info: dict[str, Any], *, ttl_settable: bool = True) -> list[str]:
+def _problems(info: dict[str, Any], *, fix_ttl: str | None = None) -> list[str]:
+    """What is wrong for the layer; ``fix_ttl`` is the command that switches TTL on (None:
+    this endpoint cannot)."""
     problems = []
     for role in ("partition_key", "sort_key"):
         key = info[role]
@@ -321,11 +342,7 @@ def _problems(info: dict[str, Any], *, ttl_settable: bool = True) -> list[str]:
             problems.append(f"the {role.replace('_', ' ')} {key['name']!r} must be a string (S)")
     ttl = info["ttl"]
     if ttl["status"] not in ("ENABLED", "ENABLING"):
-        fix = (
-            "run `firstwrite table create` to enable it"
-            if ttl_settable
-            else "this endpoint cannot enable it"
-        )
+        fix = f"run `{fix_ttl}` to enable it" if fix_ttl else "this endpoint cannot enable it"
         problems.append(
             f"TTL is not enabled: expired records are never deleted and storage only grows ({fix})"
         )

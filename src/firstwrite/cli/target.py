@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +46,20 @@ class Target:
         from firstwrite.idempotency.local import default_path
 
         return os.path.abspath(os.path.expanduser(self.db or default_path()))
+
+    def options(self) -> str:
+        """The command-line options that select this target again (`` --db PATH``...), each
+        with its leading space; empty for the default database."""
+        if self.aws:
+            return " --aws" + (f" --region {shlex.quote(self.region)}" if self.region else "")
+        if self.endpoint_url:
+            region = f" --region {shlex.quote(self.region)}" if self.region else ""
+            return f" --endpoint-url {shlex.quote(self.endpoint_url)}{region}"
+        return f" --db {shlex.quote(self.db)}" if self.db else ""
+
+    def command(self, words: str, table: str) -> str:
+        """``firstwrite <words> --table TABLE <target options>``: a command to paste."""
+        return f"firstwrite {words} --table {shlex.quote(table)}{self.options()}"
 
     def describe(self) -> str:
         if self.local:
@@ -195,5 +210,5 @@ def key_schema(described: dict[str, Any]) -> dict[str, str]:
 def missing_table(table: str, target: Target) -> CLIError:
     return CLIError(
         f"table {table!r} does not exist at {target.describe()} "
-        "(create it with `firstwrite table create`)"
+        f"(create it with `{target.command('table create', table)}`)"
     )

@@ -80,6 +80,8 @@ class Pages:
                 "examples": seed.EXAMPLES,
                 "faults": engine.faults.describe(),
                 "max_n": race_module.MAX_N,
+                "scenarios": scenarios.SCENARIOS,
+                "scenario_count": scenarios.count_in_words(),
             }
 
         return await self.render(

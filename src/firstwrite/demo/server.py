@@ -64,7 +64,8 @@ def serve(
         folder = os.path.dirname(os.path.abspath(db))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"no directory {folder!r} for the database file {db!r}")
-    api_socket = runner.bind(host, port)  # a busy port: OSError naming the address
+    # A busy port: OSError naming the address and whose it is (the demo binds two).
+    api_socket = runner.bind(host, port, "for the demo (--port; make run PORT=...)")
     with contextlib.ExitStack() as stack:
         stack.callback(api_socket.close)
         if aws:
@@ -117,7 +118,13 @@ def _local(
 
     with Engine(db) as engine:
         server = ServerThread(engine, host, engine_port, allowed_hosts=allowed_hosts)
-        endpoint = server.start()
+        try:
+            endpoint = server.start()
+        except OSError as exc:
+            if not str(exc.strerror).startswith(runner.LISTEN_ERROR):
+                raise
+            what = "for the demo's DynamoDB endpoint (--engine-port; make run ENGINE_PORT=...)"
+            raise runner.listen_error(host, engine_port, exc.errno, what) from None
         try:
             yield engine, local_client(engine), endpoint
         finally:
@@ -189,8 +196,11 @@ def _print_banner(
             "",
         ]
     if console:
+        from firstwrite.console.scenarios import count_in_words
+
         lines += [
-            f"Console (tables, decoded records, a claim race, eight failure scenarios): {url}/console/",
+            f"Console (tables, decoded records, a claim race, {count_in_words()} failure "
+            f"scenarios): {url}/console/",
             "  The race, drawn as a timeline: one lane per thread, who sent first, the one that won,",
             f"  every loser pointing at the winner's item: {url}/console/race",
             "  The scenarios, each run drawn as a sequence diagram: every DynamoDB call and its",

@@ -6,6 +6,8 @@
   the same for aiobotocore (``async with local_aio_client(engine) as client``).
 - :func:`serve` / :class:`ServerThread` / :func:`create_app`: DynamoDB's JSON 1.0 protocol over
   HTTP, for any SDK or language.
+- What :class:`Engine` takes: :class:`Clock`, :class:`TTLConfig`, :class:`IndexConfig` and the
+  ``Durability`` names (``"full"``, ``"normal"``).
 
 Names are imported lazily, so ``import firstwrite.engine`` stays cheap (boto3 and uvicorn load
 only when used).
@@ -19,18 +21,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .api import Engine
     from .binding import bind, local_aio_client, local_client, local_resource, unbind
+    from .clock import Clock
+    from .context import Durability
     from .direct import DirectClient, client_error
     from .errors import DynamoDBError
+    from .features.indexes.maintenance import IndexConfig
+    from .features.ttl import TTLConfig
     from .server import EngineApp, Mounted, ServerThread, SigV4Verifier, create_app, serve
 
 __all__ = [
+    "Clock",
     "DirectClient",
+    "Durability",
     "DynamoDBError",
     "Engine",
     "EngineApp",
+    "IndexConfig",
     "Mounted",
     "ServerThread",
     "SigV4Verifier",
+    "TTLConfig",
     "bind",
     "client_error",
     "create_app",
@@ -43,6 +53,10 @@ __all__ = [
 
 _WHERE = {
     "Engine": "api",
+    "Clock": "clock",
+    "Durability": "context",
+    "IndexConfig": "features.indexes.maintenance",
+    "TTLConfig": "features.ttl",
     "DynamoDBError": "errors",
     "DirectClient": "direct",
     "client_error": "direct",

@@ -52,15 +52,16 @@ class CLIError(Exception):
 
 
 def integer(text: str, what: str) -> int:
-    """``text`` as an int (``_`` and ``,`` allowed as separators), else a usage error."""
+    """``text`` as an int (``_`` and ``,`` allowed as separators), else a usage error
+    (``not <what>: 'text'``; ``what`` carries its article: "an integer")."""
     try:
         return int(text.replace("_", "").replace(",", ""))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an {what}: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
 
 
 def port(text: str) -> int:
-    value = integer(text, "port number")
+    value = integer(text, "a port number")
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port must be 0-65535, not {value}")
     return value
@@ -112,8 +113,9 @@ def run(
         known = missing_extra(exc) or explain(exc, where() if where else "DynamoDB")
         if known is not None:
             return _fail(str(known), known.code)
-        if isinstance(exc, OSError):  # e.g. the port is taken
-            return _fail(str(exc), ExitCode.ERROR)
+        if isinstance(exc, OSError):  # e.g. the port is taken: its message, without [Errno N]
+            message = exc.strerror if exc.strerror and exc.filename is None else str(exc)
+            return _fail(message, ExitCode.ERROR)
         return _fail(
             f"unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)",
             ExitCode.ERROR,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -18,10 +17,7 @@ from npm_packages import npm_ci
 
 JS = Path(__file__).with_name("js")
 pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("node") is None or shutil.which("npm") is None,
-        reason="node and npm are not installed (.ci/run installs them)",
-    ),
+    pytest.mark.needs_tool("node", "npm"),
     pytest.mark.slow,
     pytest.mark.xdist_group("js-sdk"),  # one npm ci at a time in tests/engine/js
 ]

@@ -28,7 +28,7 @@ from . import (
 )
 from .stage import Outcome, Stage
 
-__all__ = ["SCENARIOS", "Outcome", "Scenario", "by_slug", "run"]
+__all__ = ["SCENARIOS", "Outcome", "Scenario", "by_slug", "count_in_words", "run"]
 
 log = logging.getLogger("firstwrite.console")
 
@@ -60,6 +60,14 @@ SCENARIOS: tuple[Scenario, ...] = (
     _scenario(8, "redelivered-batch", "A redelivered batch", redelivered_batch),
 )
 _BY_SLUG = {s.slug: s for s in SCENARIOS}
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def count_in_words() -> str:
+    """How many scenarios there are, as the text says it ("eight"): the one source of the
+    count for the demo's banner, the console's overview and the docs (tests/docs checks them)."""
+    n = len(SCENARIOS)
+    return _WORDS[n] if n < len(_WORDS) else str(n)
 
 
 def by_slug(slug: str) -> Scenario | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import threading
@@ -86,7 +87,18 @@ def config(app: ASGIApp, limits: Limits, threads: int, **where: Any) -> uvicorn.
     )
 
 
-def bind(host: str, port: int) -> socket.socket:
+LISTEN_ERROR = "cannot listen on "
+
+
+def listen_error(host: str, port: int, errno: int | None, what: str = "") -> OSError:
+    """``cannot listen on HOST:PORT[ what]: <reason>``: which address failed, and (``what``)
+    whose it is or which option moves it, for a server that binds more than one port."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    reason = os.strerror(errno) if errno else "cannot bind"
+    return OSError(errno, f"{LISTEN_ERROR}{where}{' ' + what if what else ''}: {reason}")
+
+
+def bind(host: str, port: int, what: str = "") -> socket.socket:
     # Bound here rather than by uvicorn, whose bind_socket() calls sys.exit() on failure.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -95,8 +107,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:  # e.g. the port is taken: say which address
         sock.close()
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise OSError(exc.errno, f"cannot listen on {where}: {exc.strerror}") from None
+        raise listen_error(host, port, exc.errno, what) from None
     except BaseException:
         sock.close()
         raise
