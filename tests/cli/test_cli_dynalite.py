@@ -7,7 +7,6 @@ missing item apart from any violation."""
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
