@@ -16,6 +16,9 @@ wrong tags, junk, lone surrogates).
 statements, and sometimes 0 or 26) and ExecuteTransaction. Statements name :data:`TABLE` (``pk``
 S + ``sk`` N, index :data:`INDEX` on ``v``) and keys from :data:`KEYS` often enough that reads
 find items and writes change them; the caller creates the table and its items.
+
+Size: one strategy per production of the grammar and per member of the three requests, kept
+together as hostile.py keeps its own.
 """
 
 from __future__ import annotations
@@ -131,15 +134,15 @@ value = st.recursive(
 def _depths(most: int) -> st.SearchStrategy[int]:
     """A depth up to ``most``: near the limits (32 levels, 300 operators, 400 levels) and far
     past them as often as anywhere (hypothesis alone favours small numbers)."""
-    marks = [n for n in (31, 33, 299, 301, 399, 401, 500, 1000) if n <= most] + [most]
+    marks = [n for n in (31, 33, 299, 301, 399, 401, 500, 700, 1000) if n <= most] + [most]
     return st.one_of(st.sampled_from(marks), st.integers(20, most))
 
 
 @st.composite
-def deep_values(draw: st.DrawFn) -> str:
+def deep_values(draw: st.DrawFn, past: bool = False) -> str:
     """A value nested 20 to 700 levels (DynamoDB stops an item at 32): lists, maps, or a
     pattern of both repeated."""
-    depth = draw(_depths(700))
+    depth = draw(st.integers(401, 700) if past else _depths(700))
     leaf = draw(_scalars)
     pattern = draw(st.lists(st.sampled_from(["[", "{'m':"]), min_size=1, max_size=3))
     opened = (pattern * depth)[:depth]
@@ -206,10 +209,10 @@ condition = st.recursive(
 
 
 @st.composite
-def deep_conditions(draw: st.DrawFn) -> str:
+def deep_conditions(draw: st.DrawFn, past: bool = False) -> str:
     """A condition nested or chained past the expression grammar's limits (and under them)."""
     inner = draw(predicate)
-    n = draw(_depths(1500))
+    n = draw(st.integers(401, 1500) if past else _depths(1500))
     shape = draw(
         st.sampled_from(["parens", "nots", "calls", "and-chain", "or-chain", "mixed", "value"])
     )
@@ -223,7 +226,7 @@ def deep_conditions(draw: st.DrawFn) -> str:
         joiner = " AND " if shape == "and-chain" else " OR "
         return joiner.join([inner] * min(n, 600))
     if shape == "value":
-        return f"v = {draw(deep_values())}"
+        return f"v = {draw(deep_values(past))}"
     pattern = draw(
         st.lists(
             st.sampled_from(["(", "NOT (", "size(", "begins_with(v, "]), min_size=1, max_size=3
@@ -350,6 +353,24 @@ reads = _weighted((5, select()), (1, exists))
 writes = st.one_of(insert(), update(), delete())
 statement = st.one_of(reads, writes)
 
+
+@st.composite
+def deep_statement(draw: st.DrawFn) -> str:
+    """A statement of the grammar with one part nested past 400 levels (issue 39's shapes: a
+    deep VALUE, SET value or WHERE), a few in every short run."""
+    table, key = _quote(TABLE), "pk = 'a' AND sk = 1"
+    shape = draw(st.sampled_from(["select", "insert", "update", "delete"]))
+    if shape == "select":
+        return f"SELECT * FROM {table} WHERE {key} AND {draw(deep_conditions(past=True))}"
+    if shape == "insert":
+        return (
+            f"INSERT INTO {table} VALUE {{'pk': 'd', 'sk': 1, 'v': {draw(deep_values(past=True))}}}"
+        )
+    if shape == "update":
+        return f"UPDATE {table} SET v = {draw(deep_values(past=True))} WHERE {key}"
+    return f"DELETE FROM {table} WHERE {key} AND ({draw(deep_conditions(past=True))})"
+
+
 _JUNK_TOKENS = (
     "(", ")", "[", "]", "{", "}", "<<", ">>", "'", '"', "?", ",", ";", ".", "*", "=", "--",
     "/*", "*/", "\x00", "\ud800", "💥", "SELECT", "WHERE", "AND", "NOT", "VALUE", "IS",
@@ -392,7 +413,13 @@ def mutated(draw: st.DrawFn, base: st.SearchStrategy[str] = statement) -> str:
     return text.lower() if draw(st.booleans()) else text.swapcase()
 
 
-statements = _weighted((14, statement), (4, mutated()), (1, st.just("")), (1, st.text(max_size=40)))
+statements = _weighted(
+    (14, statement),
+    (4, mutated()),
+    (3, deep_statement()),
+    (1, st.just("")),
+    (1, st.text(max_size=40)),
+)
 
 # --- parameters ----------------------------------------------------------------------------
 
