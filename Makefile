@@ -73,7 +73,8 @@ proof-race: $(STAMP)
 	$(PROOF_RUN) tests/engine/test_race.py
 
 proof-hostile: $(STAMP)
-	$(PROOF_RUN) tests/proof/test_hostile.py tests/proof/test_hostile_heads.py tests/proof/test_hostile_apps.py
+	$(PROOF_RUN) tests/proof/test_hostile.py tests/proof/test_hostile_heads.py tests/proof/test_hostile_apps.py \
+		tests/proof/test_hostile_partiql.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
