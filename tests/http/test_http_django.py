@@ -1,0 +1,257 @@
+"""The Django middleware and decorator in a real Django project (``django_project/``) served
+by a real server in a child process: wsgiref's threading server (WSGI) and uvicorn (ASGI).
+
+Each scenario counts the view's side effects through the project's ``/effects/<id>``; the
+same scenarios against the project without the middleware (``FIRSTWRITE_DJANGO_UNGUARDED``)
+must fail, which :func:`test_each_scenario_fails_without_the_middleware` checks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("django")
+pytest.importorskip("rest_framework")
+
+HERE = Path(__file__).resolve().parent
+PROBLEM_JSON = "application/problem+json"
+RACERS = 6
+
+
+@pytest.fixture(scope="module", params=["wsgi", "asgi"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with _serve(request.param, tmp_path_factory.mktemp("django"), unguarded=False) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def unguarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve("wsgi", tmp_path_factory.mktemp("django-bare"), unguarded=True) as url:
+        yield url
+
+
+class _serve:
+    """The project in a child process; its base URL while the ``with`` lasts."""
+
+    def __init__(self, kind: str, directory: Path, *, unguarded: bool) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            "FIRSTWRITE_LOCAL_DB": str(directory / "django.db"),
+            "FIRSTWRITE_DJANGO_UNGUARDED": "1" if unguarded else "0",
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "django_project.serve", kind],
+            cwd=directory,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def __enter__(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line.startswith("listening "), f"the project did not start: {line!r}"
+        url = f"http://127.0.0.1:{int(line.split()[1])}"
+        for _ in range(300):  # uvicorn listens a moment after the port is printed
+            try:
+                httpx.get(f"{url}/effects/none", timeout=5)
+                return url
+            except httpx.TransportError:
+                import time
+
+                time.sleep(0.05)
+        raise AssertionError("the project does not answer")
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+def effects(url: str, ident: str) -> int:
+    return int(httpx.get(f"{url}/effects/{ident}", timeout=30).json()["count"])
+
+
+def post(
+    url: str, path: str, body: dict[str, Any], key: str | None, tenant: str = "acme"
+) -> httpx.Response:
+    headers = {"X-Tenant": tenant}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return httpx.post(f"{url}{path}", json=body, headers=headers, timeout=30)
+
+
+def problem_type(response: httpx.Response) -> str:
+    assert response.headers["content-type"] == PROBLEM_JSON, response.text
+    return str(response.json()["type"])
+
+
+# -- the scenarios (each takes the base URL; an AssertionError is its failure) ------------
+
+
+def race(path: str, expected_status: int = 201, delay: float = 0.3) -> Callable[[str], None]:
+    def scenario(url: str) -> None:
+        ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+        body = {"id": ident, "delay": delay}
+        with concurrent.futures.ThreadPoolExecutor(RACERS) as pool:
+            answers = list(pool.map(lambda _: post(url, path, body, key), range(RACERS)))
+        assert effects(url, ident) == 1
+        ran = [a for a in answers if a.status_code == expected_status]
+        firsts = [a for a in ran if "idempotent-replayed" not in a.headers]
+        assert len(firsts) == 1, [a.status_code for a in answers]
+        for answer in answers:
+            if answer.status_code == 409:
+                assert problem_type(answer) == "urn:firstwrite:problem:request-in-progress"
+                assert int(answer.headers["retry-after"]) >= 1
+            else:
+                assert answer.status_code == expected_status
+                assert answer.content == firsts[0].content
+
+    return scenario
+
+
+def replay(url: str) -> None:
+    ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+    first = post(url, "/orders", {"id": ident}, key)
+    again = post(url, "/orders", {"id": ident}, f'"{key}"')  # the sf-string form: one key
+    assert first.status_code == again.status_code == 201
+    assert "idempotent-replayed" not in first.headers
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert again.content == first.content
+    assert again.headers["content-type"] == "application/json"
+    assert effects(url, ident) == 1
+
+
+def mismatch(url: str) -> None:
+    ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+    assert post(url, "/orders", {"id": ident}, key).status_code == 201
+    reused = post(url, "/orders", {"id": ident, "qty": 2}, key)
+    assert reused.status_code == 422
+    assert problem_type(reused) == "urn:firstwrite:problem:idempotency-key-reused"
+    assert effects(url, ident) == 1
+
+
+def missing_key(url: str) -> None:
+    ident = uuid.uuid4().hex
+    answer = post(url, "/orders", {"id": ident}, None)
+    assert answer.status_code == 400
+    assert problem_type(answer) == "urn:firstwrite:problem:idempotency-key-missing"
+    assert effects(url, ident) == 0
+
+
+def tenant_scope(url: str) -> None:
+    ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+    first = post(url, "/orders", {"id": ident}, key, tenant="acme")
+    other = post(url, "/orders", {"id": ident}, key, tenant="globex")
+    assert "idempotent-replayed" not in other.headers and other.content != first.content
+    anonymous = httpx.post(
+        f"{url}/orders", json={"id": ident}, headers={"Idempotency-Key": key}, timeout=30
+    )
+    assert anonymous.status_code == 401
+    assert problem_type(anonymous) == "urn:firstwrite:problem:principal-required"
+    assert post(url, "/orders", {"id": ident}, key, tenant="acme").content == first.content
+    assert effects(url, ident) == 2
+
+
+def drf(path: str, via: str) -> Callable[[str], None]:
+    def scenario(url: str) -> None:
+        ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+        first = post(url, path, {"id": ident}, key)
+        again = post(url, path, {"id": ident}, key)
+        assert first.status_code == again.status_code == 201, first.text
+        assert first.json()["via"] == via
+        assert again.headers.get("idempotent-replayed") == "true"
+        assert again.content == first.content  # the rendered JSON was stored
+        assert again.headers["content-type"] == "application/json"
+        assert post(url, path, {"id": ident}, None).status_code == 400  # require_key=True
+        assert effects(url, ident) == 1
+
+    return scenario
+
+
+def size_limit(url: str) -> None:
+    ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+    first = post(url, "/big", {"id": ident}, key)
+    assert first.status_code == 200 and len(first.content) == 10_000
+    assert first.headers.get("idempotency-replay-unavailable") == "size-exceeded"
+    again = post(url, "/big", {"id": ident}, key)
+    assert again.status_code == 409
+    assert problem_type(again) == "urn:firstwrite:problem:response-not-stored"
+    assert effects(url, ident) == 1
+
+
+def decorated_no_wait(url: str) -> None:
+    """The decorator's ``wait=0``: a twin gets 409 at once instead of waiting to replay."""
+    ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+    body = {"id": ident, "delay": 1.0}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(post, url, "/decorated", body, key)
+        import time
+
+        time.sleep(0.3)
+        twin = post(url, "/decorated", body, key)
+        assert twin.status_code == 409
+        assert problem_type(twin) == "urn:firstwrite:problem:request-in-progress"
+        assert slow.result().status_code == 202
+    assert effects(url, ident) == 1
+
+
+SCENARIOS: dict[str, Callable[[str], None]] = {
+    "race": race("/orders"),
+    "race-async-view": race("/async-orders"),
+    "replay": replay,
+    "mismatch": mismatch,
+    "missing-key": missing_key,
+    "tenant-scope": tenant_scope,
+    "drf-api-view": drf("/drf/function", "api_view"),
+    "drf-apiview-method": drf("/drf/class", "APIView"),
+    "size-limit": size_limit,
+    "decorated-no-wait": decorated_no_wait,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario(served: str, name: str) -> None:
+    SCENARIOS[name](served)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_each_scenario_fails_without_the_middleware(unguarded: str, name: str) -> None:
+    with pytest.raises(AssertionError):
+        SCENARIOS[name](unguarded)
+
+
+def test_settings_errors_are_improperly_configured() -> None:
+    """Bad ``FIRSTWRITE_IDEMPOTENCY`` values say what is wrong (run in a child: Django's
+    settings are the process's)."""
+    code = (
+        "from django.conf import settings; settings.configure();"
+        "from django.core.exceptions import ImproperlyConfigured;"
+        "from firstwrite.http.django import http_config\n"
+        "for bad in ({'WIAT': 1}, {'WAIT': -1}, {'SCOPE': 3}):\n"
+        "    try: http_config(bad)\n"
+        "    except ImproperlyConfigured as e: print(e)\n"
+        "print(http_config({'WAIT': 0, 'ROUTES': [{'path': '/a'}]}).routes[0].path)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines == [
+        "FIRSTWRITE_IDEMPOTENCY: unknown keys WIAT",
+        "FIRSTWRITE_IDEMPOTENCY: wait must be >= 0 seconds",
+        'FIRSTWRITE_IDEMPOTENCY["SCOPE"] is "user", a callable or its path',
+        "/a",
+    ], out.stdout + out.stderr
+    assert json.dumps(lines)
