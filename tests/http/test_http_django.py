@@ -9,10 +9,11 @@ must fail, which :func:`test_each_scenario_fails_without_the_middleware` checks.
 from __future__ import annotations
 
 import concurrent.futures
-import json
+import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,42 +44,44 @@ def unguarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-class _serve:
+@contextlib.contextmanager
+def _serve(kind: str, directory: Path, *, unguarded: bool) -> Iterator[str]:
     """The project in a child process; its base URL while the ``with`` lasts."""
-
-    def __init__(self, kind: str, directory: Path, *, unguarded: bool) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-            "FIRSTWRITE_LOCAL_DB": str(directory / "django.db"),
-            "FIRSTWRITE_DJANGO_UNGUARDED": "1" if unguarded else "0",
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "django_project.serve", kind],
-            cwd=directory,
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def __enter__(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "FIRSTWRITE_LOCAL_DB": str(directory / "django.db"),
+        "FIRSTWRITE_DJANGO_UNGUARDED": "1" if unguarded else "0",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "django_project.serve", kind],
+        cwd=directory,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
         assert line.startswith("listening "), f"the project did not start: {line!r}"
         url = f"http://127.0.0.1:{int(line.split()[1])}"
-        for _ in range(300):  # uvicorn listens a moment after the port is printed
-            try:
-                httpx.get(f"{url}/effects/none", timeout=5)
-                return url
-            except httpx.TransportError:
-                import time
+        _wait_for(url)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
 
-                time.sleep(0.05)
-        raise AssertionError("the project does not answer")
 
-    def __exit__(self, *exc: object) -> None:
-        self.process.terminate()
-        self.process.wait(30)
+def _wait_for(url: str) -> None:
+    """Until the server answers (uvicorn listens a moment after the port is printed)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{url}/effects/none", timeout=5)
+            return
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the project does not answer"
+            time.sleep(0.05)
 
 
 def effects(url: str, ident: str) -> int:
@@ -199,8 +202,6 @@ def decorated_no_wait(url: str) -> None:
     body = {"id": ident, "delay": 1.0}
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         slow = pool.submit(post, url, "/decorated", body, key)
-        import time
-
         time.sleep(0.3)
         twin = post(url, "/decorated", body, key)
         assert twin.status_code == 409
@@ -212,6 +213,8 @@ def decorated_no_wait(url: str) -> None:
 SCENARIOS: dict[str, Callable[[str], None]] = {
     "race": race("/orders"),
     "race-async-view": race("/async-orders"),
+    "race-decorated-async-view": race("/decorated-async"),
+    "race-transactional": race("/transfer"),
     "replay": replay,
     "mismatch": mismatch,
     "missing-key": missing_key,
@@ -254,4 +257,3 @@ def test_settings_errors_are_improperly_configured() -> None:
         'FIRSTWRITE_IDEMPOTENCY["SCOPE"] is "user", a callable or its path',
         "/a",
     ], out.stdout + out.stderr
-    assert json.dumps(lines)

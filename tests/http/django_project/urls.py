@@ -11,6 +11,8 @@ urlpatterns = [
     path("orders", views.create_order),
     path("async-orders", views.create_order_async),
     path("decorated", views.decorated),
+    path("decorated-async", views.decorated_async),
+    path("transfer", views.transfer),
     path("big", views.big),
     path("drf/function", views.drf_function),
     path("drf/class", views.DrfOrders.as_view()),

@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -16,6 +17,7 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from firstwrite.http.django import idempotency
 from firstwrite.http.django import idempotent as _idempotent
 
 _effects: collections.Counter[str] = collections.Counter()
@@ -59,6 +61,26 @@ async def create_order_async(request: HttpRequest) -> HttpResponse:
 def decorated(request: HttpRequest) -> HttpResponse:
     document = json.loads(request.body)
     return JsonResponse({"serial": _record(document)}, status=202)
+
+
+@idempotent(require_key=True)
+async def decorated_async(request: HttpRequest) -> HttpResponse:
+    document = json.loads(request.body)
+    with _lock:
+        _effects[document["id"]] += 1
+    await asyncio.sleep(float(document.get("delay", 0)))
+    return JsonResponse({"id": document["id"], "async": True}, status=201)
+
+
+@idempotent(require_key=True, transactional=True)
+def transfer(request: HttpRequest) -> HttpResponse:
+    """The key claimed with the view's own write (one TransactWriteItems)."""
+    document = json.loads(request.body)
+    write = {"Put": {"TableName": "django-tests", "Item": {"pk": {"S": f"t#{uuid.uuid4()}"}}}}
+    context = idempotency(request)
+    if context is not None and context.claim_with([write]) is None:
+        return HttpResponse()  # the key was taken: the middleware answers instead
+    return JsonResponse({"serial": _record(document)}, status=201)
 
 
 def big(request: HttpRequest) -> HttpResponse:
