@@ -194,6 +194,7 @@ class _Guarding:
         if isinstance(outcome, Claim):
             context.claim = outcome
             return None
+        _detach(request)  # answered: the answer is not the view's, nothing to store
         return _django_response(outcome)
 
     def begin(self, core: Core, request: DjangoRequest) -> HttpResponse | None:
@@ -217,7 +218,7 @@ class _Guarding:
         if context is None:
             return response
         core: Core = getattr(request, _CORE)
-        delattr(request, _CONTEXT)
+        _detach(request)
         if context.answer is not None:  # claim_with found the key taken
             return _django_response(context.answer)
         status = response.status_code
@@ -241,6 +242,12 @@ class _Guarding:
         for name, value in extra:
             response[name.decode("latin-1")] = value.decode("latin-1")
         return response
+
+
+def _detach(request: DjangoRequest) -> None:
+    """The request is no longer guarded (answered, or its response handled)."""
+    delattr(request, _CONTEXT)
+    delattr(request, _CORE)
 
 
 def _render(response: HttpResponseBase) -> None:
