@@ -244,16 +244,36 @@ def test_settings_errors_are_improperly_configured() -> None:
         "from django.conf import settings; settings.configure();"
         "from django.core.exceptions import ImproperlyConfigured;"
         "from firstwrite.http.django import http_config\n"
-        "for bad in ({'WIAT': 1}, {'WAIT': -1}, {'SCOPE': 3}):\n"
+        "for bad in ({'WIAT': 1}, {'WAIT': -1}, {'SCOPE': 3}, {'ROUTES': [{'path': 'x'}]}):\n"
         "    try: http_config(bad)\n"
         "    except ImproperlyConfigured as e: print(e)\n"
         "print(http_config({'WAIT': 0, 'ROUTES': [{'path': '/a'}]}).routes[0].path)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    lines = out.stdout.splitlines()
-    assert lines == [
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.splitlines() == [
         "FIRSTWRITE_IDEMPOTENCY: unknown keys WIAT",
         "FIRSTWRITE_IDEMPOTENCY: wait must be >= 0 seconds",
         'FIRSTWRITE_IDEMPOTENCY["SCOPE"] is "user", a callable or its path',
+        "FIRSTWRITE_IDEMPOTENCY: a route pattern starts with '/': 'x'",
         "/a",
     ], out.stdout + out.stderr
+
+
+def test_the_user_scope_is_the_authenticated_users_primary_key() -> None:
+    """``SCOPE: "user"``: an authenticated user's primary key; an anonymous caller has none
+    (the middleware answers 401)."""
+    code = (
+        "import django; from django.conf import settings\n"
+        "settings.configure(INSTALLED_APPS=['django.contrib.contenttypes', 'django.contrib.auth'])\n"
+        "django.setup()\n"
+        "from django.contrib.auth.models import AnonymousUser, User\n"
+        "from django.test import RequestFactory\n"
+        "from firstwrite.http.django import _View, http_config\n"
+        "principal = http_config({'SCOPE': 'user'}).principal\n"
+        "request = RequestFactory().post('/orders')\n"
+        "print(principal(_View(request)))\n"
+        "request.user = AnonymousUser(); print(principal(_View(request)))\n"
+        "request.user = User(pk=7, username='ann'); print(principal(_View(request)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.splitlines() == ["None", "None", "7"], out.stdout + out.stderr

@@ -68,10 +68,10 @@ def http_config(options: Mapping[str, Any]) -> HttpConfig:
     if unknown:
         raise ImproperlyConfigured(f"{SETTING}: unknown keys {', '.join(unknown)}")
     fields = {k.lower(): v for k, v in options.items() if k not in _OWN_KEYS}
-    if "routes" in fields:
-        fields["routes"] = [r if isinstance(r, Route) else Route(**r) for r in fields["routes"]]
     who = _principal(options.get("SCOPE"))
     try:
+        if "routes" in fields:
+            fields["routes"] = [r if isinstance(r, Route) else Route(**r) for r in fields["routes"]]
         return HttpConfig(**fields, principal=who)
     except (TypeError, ValueError) as bad:
         raise ImproperlyConfigured(f"{SETTING}: {bad}") from bad
