@@ -277,3 +277,28 @@ def test_the_user_scope_is_the_authenticated_users_primary_key() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.splitlines() == ["None", "None", "7"], out.stdout + out.stderr
+
+
+def test_idempotent_below_api_view_says_to_put_it_above() -> None:
+    """Below ``@api_view`` the decorator gets the framework's unrendered response with no
+    renderer: it refuses, naming the fix (docs/http.md)."""
+    code = (
+        "import django; from django.conf import settings\n"
+        "settings.configure(INSTALLED_APPS=['django.contrib.contenttypes',"
+        " 'django.contrib.auth'], FIRSTWRITE_IDEMPOTENCY={'METHODS': ['POST']})\n"
+        "django.setup()\n"
+        "from django.test import RequestFactory\n"
+        "from rest_framework.decorators import api_view\n"
+        "from rest_framework.response import Response\n"
+        "from firstwrite.http.django import idempotent\n"
+        "@api_view(['POST'])\n"
+        "@idempotent\n"
+        "def view(request): return Response({})\n"
+        "request = RequestFactory().post('/x', HTTP_IDEMPOTENCY_KEY='k')\n"
+        "try: view(request)\n"
+        "except TypeError as e: print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == (
+        "@idempotent goes above @api_view (it must see the rendered response)"
+    ), out.stdout + out.stderr

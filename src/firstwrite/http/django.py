@@ -303,7 +303,7 @@ class IdempotencyMiddleware:
 
     def __init__(self, get_response: Callable[[DjangoRequest], Any]) -> None:
         self.get_response = get_response
-        self.guarding = _guarding()
+        _guarding()  # a mistake in the settings is ImproperlyConfigured at startup
         self._async = iscoroutinefunction(get_response)
         if self._async:
             markcoroutinefunction(self)
@@ -313,15 +313,15 @@ class IdempotencyMiddleware:
             return self._acall(request)
         started = _now()
         response = self.get_response(request)
-        return guard_steps.drive(
-            self.guarding.finishing(request, response, started), self.guarding.guard
-        )
+        guarding = _guarding()
+        return guard_steps.drive(guarding.finishing(request, response, started), guarding.guard)
 
     async def _acall(self, request: DjangoRequest) -> HttpResponseBase:
         started = _now()
         response = await cast(Callable[[DjangoRequest], Awaitable[Any]], self.get_response)(request)
-        steps = self.guarding.finishing(request, response, started)
-        return await guard_steps.adrive(steps, self.guarding.guard)
+        guarding = _guarding()
+        steps = guarding.finishing(request, response, started)
+        return await guard_steps.adrive(steps, guarding.guard)
 
     def process_view(
         self, request: DjangoRequest, view: View, args: Any, kwargs: Any
@@ -329,7 +329,8 @@ class IdempotencyMiddleware:
         """Claim the key of a guarded request (a decorated view claims its own)."""
         if _decorated(view, request):
             return None
-        return self.guarding.begin(self.guarding.core, request)
+        guarding = _guarding()  # the settings' (again after override_settings)
+        return guarding.begin(guarding.core, request)
 
 
 def _decorated(view: View, request: DjangoRequest) -> bool:
