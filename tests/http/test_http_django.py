@@ -196,6 +196,18 @@ def size_limit(url: str) -> None:
     assert effects(url, ident) == 1
 
 
+def streaming(url: str) -> None:
+    """A streaming response passes through unstored; its key answers "not stored"."""
+    ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+    first = post(url, "/stream", {"id": ident}, key)
+    assert first.status_code == 200 and first.content == b"one,two"
+    assert first.headers.get("idempotency-replay-unavailable") == "streaming"
+    again = post(url, "/stream", {"id": ident}, key)
+    assert again.status_code == 409
+    assert problem_type(again) == "urn:firstwrite:problem:response-not-stored"
+    assert effects(url, ident) == 1
+
+
 def decorated_no_wait(url: str) -> None:
     """The decorator's ``wait=0``: a twin gets 409 at once instead of waiting to replay."""
     ident, key = uuid.uuid4().hex, uuid.uuid4().hex
@@ -222,6 +234,7 @@ SCENARIOS: dict[str, Callable[[str], None]] = {
     "drf-api-view": drf("/drf/function", "api_view"),
     "drf-apiview-method": drf("/drf/class", "APIView"),
     "size-limit": size_limit,
+    "streaming": streaming,
     "decorated-no-wait": decorated_no_wait,
 }
 

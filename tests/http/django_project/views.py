@@ -12,7 +12,7 @@ import time
 import uuid
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -81,6 +81,12 @@ def transfer(request: HttpRequest) -> HttpResponse:
     if context is not None and context.claim_with([write]) is None:
         return HttpResponse()  # the key was taken: the middleware answers instead
     return JsonResponse({"serial": _record(document)}, status=201)
+
+
+def stream(request: HttpRequest) -> StreamingHttpResponse:
+    document = json.loads(request.body)
+    _record(document)
+    return StreamingHttpResponse(iter([b"one,", b"two"]), content_type="text/csv")
 
 
 def big(request: HttpRequest) -> HttpResponse:
