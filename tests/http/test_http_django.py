@@ -257,7 +257,8 @@ def test_settings_errors_are_improperly_configured() -> None:
         "from django.conf import settings; settings.configure();"
         "from django.core.exceptions import ImproperlyConfigured;"
         "from firstwrite.http.django import http_config\n"
-        "for bad in ({'WIAT': 1}, {'WAIT': -1}, {'SCOPE': 3}, {'ROUTES': [{'path': 'x'}]}):\n"
+        "for bad in ({'WIAT': 1}, {'WAIT': -1}, {'SCOPE': 3}, {'ROUTES': [{'path': 'x'}]},"
+        " {'SCOPE': 'shop.nowhere'}):\n"
         "    try: http_config(bad)\n"
         "    except ImproperlyConfigured as e: print(e)\n"
         "print(http_config({'WAIT': 0, 'ROUTES': [{'path': '/a'}]}).routes[0].path)\n"
@@ -268,6 +269,7 @@ def test_settings_errors_are_improperly_configured() -> None:
         "FIRSTWRITE_IDEMPOTENCY: wait must be >= 0 seconds",
         'FIRSTWRITE_IDEMPOTENCY["SCOPE"] is "user", a callable or its path',
         "FIRSTWRITE_IDEMPOTENCY: a route pattern starts with '/': 'x'",
+        "FIRSTWRITE_IDEMPOTENCY[\"SCOPE\"]: No module named 'shop'",
         "/a",
     ], out.stdout + out.stderr
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
@@ -52,7 +52,6 @@ _CONTEXT = "_firstwrite_idempotency"  # the guarded request's context, on the Dj
 _CORE = "_firstwrite_idempotency_rules"  # and the rules it is guarded by
 _OWN_KEYS = frozenset({"GUARD", "TABLE", "SCOPE"})
 _FIELDS = frozenset(HttpConfig.__dataclass_fields__) - {"_key_regex", "principal"}
-T = TypeVar("T")
 View = Callable[..., Any]
 
 
@@ -83,7 +82,7 @@ def _principal(scope: Any) -> Callable[[HttpRequest], str | None] | None:
     if scope == "user":
         scope = _user
     elif isinstance(scope, str):
-        scope = import_string(scope)
+        scope = _imported("SCOPE", scope)
     if not callable(scope):
         raise ImproperlyConfigured(f'{SETTING}["SCOPE"] is "user", a callable or its path')
     chosen = cast(Callable[[DjangoRequest], Any], scope)
@@ -93,6 +92,13 @@ def _principal(scope: Any) -> Callable[[HttpRequest], str | None] | None:
         return None if who is None else str(who)
 
     return principal
+
+
+def _imported(key: str, path: str) -> Any:
+    try:
+        return import_string(path)
+    except ImportError as missing:
+        raise ImproperlyConfigured(f'{SETTING}["{key}"]: {missing}') from missing
 
 
 def _user(request: DjangoRequest) -> str | None:
@@ -108,7 +114,7 @@ def _guard(options: Mapping[str, Any]) -> Guard:
         table = options.get("TABLE")
         return Idempotency(None if table is None else IdempotencyConfig(table_name=table))
     if isinstance(chosen, str):
-        chosen = import_string(chosen)
+        chosen = _imported("GUARD", chosen)
     if isinstance(chosen, type) or (callable(chosen) and not hasattr(chosen, "claim")):
         chosen = chosen()
     if getattr(chosen, "is_async", True):
