@@ -317,3 +317,33 @@ def test_idempotent_below_api_view_says_to_put_it_above() -> None:
     assert out.stdout.strip() == (
         "@idempotent goes above @api_view (it must see the rendered response)"
     ), out.stdout + out.stderr
+
+
+def test_an_answered_request_makes_one_guard_call(tmp_path: Path) -> None:
+    """A replay (or a 409, a 422) answered before the view is not guarded on its way out: one
+    claim per request, never a second claim that could store the answer as the key's own."""
+    code = (
+        "import sys, types, django\n"
+        "from django.conf import settings\n"
+        "from firstwrite.idempotency import Idempotency\n"
+        "class Counting(Idempotency):\n"
+        "    claims = 0\n"
+        "    def claim(self, *args, **kwargs):\n"
+        "        Counting.claims += 1\n"
+        "        return super().claim(*args, **kwargs)\n"
+        "urls = sys.modules['counted_urls'] = types.ModuleType('counted_urls')\n"
+        "settings.configure(ROOT_URLCONF='counted_urls', ALLOWED_HOSTS=['testserver'],"
+        " MIDDLEWARE=['firstwrite.http.django.IdempotencyMiddleware'],"
+        " FIRSTWRITE_IDEMPOTENCY={'GUARD': Counting(), 'METHODS': ['POST']})\n"
+        "django.setup()\n"
+        "from django.http import JsonResponse\n"
+        "from django.test import Client\n"
+        "from django.urls import path\n"
+        "urls.urlpatterns = [path('orders', lambda request: JsonResponse({}, status=201))]\n"
+        "client = Client(headers={'Idempotency-Key': 'k-1'})\n"
+        "answers = [client.post('/orders').headers.get('Idempotent-Replayed') for _ in range(3)]\n"
+        "print(answers, Counting.claims)\n"
+    )
+    env = {**os.environ, "FIRSTWRITE_LOCAL_DB": str(tmp_path / "counted.db")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "[None, 'true', 'true'] 3", out.stdout + out.stderr
