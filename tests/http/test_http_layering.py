@@ -1,7 +1,8 @@
 """The middleware package is pure ASGI/WSGI: it imports the standard library, the idempotency
 layer's public API and the stored reply's format (``firstwrite.shared.http_reply``, itself pure
 standard library, shared with the CLI and the console that decode it), nothing else (no
-Starlette, no Flask, no engine, no layer internals)."""
+Starlette, no Flask, no engine, no layer internals). One exception: ``django.py``, the Django
+adapter (the ``django`` extra), imports Django and its ``asgiref``; nothing else imports it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "firstwrite" / "http"
 REPLY_FORMAT = PACKAGE.parent / "shared" / "http_reply.py"
 ALLOWED = {"firstwrite.idempotency", "firstwrite.shared.http_reply"}
+# The Django adapter's own framework (firstwrite.http.django, loaded only when named).
+DJANGO_ADAPTER = {"django.py": {"django", "asgiref"}}
 
 
 def _absolute_imports(path: Path) -> set[str]:
@@ -31,7 +34,9 @@ def test_only_the_standard_library_and_the_layers_public_api() -> None:
         bad = sorted(
             name
             for name in _absolute_imports(path)
-            if name.split(".")[0] not in sys.stdlib_module_names and name not in ALLOWED
+            if name.split(".")[0] not in sys.stdlib_module_names
+            and name not in ALLOWED
+            and name.split(".")[0] not in DJANGO_ADAPTER.get(path.name, set())
         )
         if bad:
             offenders[path.name] = bad
@@ -43,7 +48,8 @@ def test_only_the_standard_library_and_the_layers_public_api() -> None:
 def test_importing_it_loads_no_web_framework() -> None:
     code = (
         "import sys, firstwrite.http; "
-        "print(sorted(m for m in ('starlette', 'fastapi', 'flask', 'werkzeug', 'firstwrite.engine') "
+        "print(sorted(m for m in ('starlette', 'fastapi', 'flask', 'werkzeug', 'django', "
+        "'firstwrite.engine', 'firstwrite.http.django') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,0 +1,114 @@
+"""The test project's views: each POST records its side effect under the body's ``id`` (GET
+``/effects/<id>`` counts them) and sleeps ``delay`` seconds, so that twins race."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import threading
+import time
+import uuid
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from firstwrite.http.django import idempotency
+from firstwrite.http.django import idempotent as _idempotent
+
+_effects: collections.Counter[str] = collections.Counter()
+_lock = threading.Lock()
+
+
+def idempotent(*args: Any, **kwargs: Any) -> Any:
+    if os.environ.get("FIRSTWRITE_DJANGO_UNGUARDED") == "1":
+        return (lambda view: view) if not args else args[0]
+    return _idempotent(*args, **kwargs)
+
+
+def tenant(request: HttpRequest) -> str | None:
+    return request.headers.get("X-Tenant")
+
+
+def _record(document: dict[str, Any]) -> int:
+    with _lock:
+        _effects[document["id"]] += 1
+        count = sum(_effects.values())
+    time.sleep(float(document.get("delay", 0)))
+    return count
+
+
+def create_order(request: HttpRequest) -> HttpResponse:
+    document = json.loads(request.body)
+    serial = _record(document)
+    return JsonResponse({"serial": serial, **document}, status=201)
+
+
+async def create_order_async(request: HttpRequest) -> HttpResponse:
+    document = json.loads(request.body)
+    with _lock:
+        _effects[document["id"]] += 1
+        serial = sum(_effects.values())
+    await asyncio.sleep(float(document.get("delay", 0)))
+    return JsonResponse({"serial": serial, **document}, status=201)
+
+
+@idempotent(require_key=True, wait=0)
+def decorated(request: HttpRequest) -> HttpResponse:
+    document = json.loads(request.body)
+    return JsonResponse({"serial": _record(document)}, status=202)
+
+
+@idempotent(require_key=True)
+async def decorated_async(request: HttpRequest) -> HttpResponse:
+    document = json.loads(request.body)
+    with _lock:
+        _effects[document["id"]] += 1
+    await asyncio.sleep(float(document.get("delay", 0)))
+    return JsonResponse({"id": document["id"], "async": True}, status=201)
+
+
+@idempotent(require_key=True, transactional=True)
+def transfer(request: HttpRequest) -> HttpResponse:
+    """The key claimed with the view's own write (one TransactWriteItems)."""
+    document = json.loads(request.body)
+    write = {"Put": {"TableName": "django-tests", "Item": {"pk": {"S": f"t#{uuid.uuid4()}"}}}}
+    context = idempotency(request)
+    if context is not None and context.claim_with([write]) is None:
+        return HttpResponse()  # the key was taken: the middleware answers instead
+    return JsonResponse({"serial": _record(document)}, status=201)
+
+
+def stream(request: HttpRequest) -> StreamingHttpResponse:
+    document = json.loads(request.body)
+    _record(document)
+    return StreamingHttpResponse(iter([b"one,", b"two"]), content_type="text/csv")
+
+
+def big(request: HttpRequest) -> HttpResponse:
+    document = json.loads(request.body)
+    _record(document)
+    return HttpResponse(b"x" * 10_000, content_type="text/plain")
+
+
+@idempotent(require_key=True)
+@api_view(["POST"])
+def drf_function(request: Any) -> Response:
+    serial = _record(request.data)
+    return Response({"serial": serial, "via": "api_view"}, status=201)
+
+
+class DrfOrders(APIView):
+    @idempotent(require_key=True)
+    def post(self, request: Any) -> Response:
+        serial = _record(request.data)
+        return Response({"serial": serial, "via": "APIView"}, status=201)
+
+
+def effects(request: HttpRequest, ident: str) -> HttpResponse:
+    with _lock:
+        return JsonResponse({"count": _effects[ident]})
