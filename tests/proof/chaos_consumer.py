@@ -6,7 +6,8 @@ or ``rabbit_port`` and ``queue``), the ``effects`` file and its options.
 Each message's body is JSON: ``id`` (the idempotency key; a duplicate publish repeats it),
 ``work`` (seconds the handler works before its side effect) and ``poison`` (the handler
 raises, every time). The side effect is one line ``effect <id> <pid> <time>`` appended to the
-effects file with ``fsync``; a poison message appends ``attempt <id> <pid> <time>`` instead.
+effects file with ``fsync``; a poison message appends ``attempt <id> <pid> <time>`` instead,
+and the consumer appends ``ready <kind> <pid> <time>`` once it is about to consume.
 The consumer runs until SIGTERM (then it exits 0); its log (logger ``firstwrite.events``, INFO)
 goes to stderr.
 """
@@ -66,7 +67,9 @@ def run_sync(config: dict[str, Any], guard_config: IdempotencyConfig) -> None:
         return effect(config, body)
 
     sqs = client("sqs", config["sqs_url"])
-    SQSPoller(sqs, config["queue_url"], guard, handler, **config["options"]).run()
+    poller = SQSPoller(sqs, config["queue_url"], guard, handler, **config["options"])
+    record(config["effects"], "ready", config["kind"])
+    poller.run()
 
 
 def run_async(config: dict[str, Any], guard_config: IdempotencyConfig) -> None:
@@ -92,6 +95,7 @@ def run_async(config: dict[str, Any], guard_config: IdempotencyConfig) -> None:
             aws_secret_access_key="testing",
         ) as sqs:
             poller = AsyncSQSPoller(sqs, config["queue_url"], guard, handler, **config["options"])
+            record(config["effects"], "ready", config["kind"])
             await poller.run()
 
     asyncio.run(main())
@@ -112,6 +116,7 @@ def run_rabbitmq(config: dict[str, Any], guard_config: IdempotencyConfig) -> Non
     params = pika.ConnectionParameters("127.0.0.1", config["rabbit_port"], connection_attempts=1)
     consumer = RabbitMQConsumer(params, config["queue"], guard, handler, **config["options"])
     signal.signal(signal.SIGTERM, lambda signum, frame: consumer.stop())
+    record(config["effects"], "ready", config["kind"])
     consumer.run()
 
 
