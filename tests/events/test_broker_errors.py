@@ -343,3 +343,41 @@ def test_rabbitmq_consumer_reconnects_after_a_broker_restart(guard: Idempotency)
         assert depth == 0
     finally:
         broker.stop()
+
+
+def test_a_refused_visibility_extension_does_not_cost_the_claim(
+    guard: Idempotency, sqs: Any, queue_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Poller A's every extension is refused (``MessageNotInflight``), so the queue hands the
+    message to poller B after A's 1 s visibility while A's handler still works; A keeps
+    renewing its claim regardless, so B finds it in progress and never runs it."""
+    caplog.set_level(logging.INFO, logger="firstwrite.events")
+    message_id = sqs.send_message(QueueUrl=queue_url, MessageBody="slow")["MessageId"]
+    refusing = Refusing(sqs)
+    refused = sqs_error("AWS.SimpleQueueService.MessageNotInflight", "ChangeMessageVisibility")
+    refusing.refuse("change_message_visibility", *[refused] * 100)
+    ran: list[str] = []
+    b_outcomes: list[RecordOutcome] = []
+    started = threading.Event()
+
+    def slow(message: Any) -> None:
+        ran.append(threading.current_thread().name)
+        started.set()
+        deadline = time.monotonic() + 30  # until B met it in progress, past A's lease
+        while RecordOutcome.IN_PROGRESS not in b_outcomes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)  # B tries again meanwhile: the claim must still be A's
+
+    a = SQSPoller(refusing, queue_url, guard, slow, visibility=1, wait=1, retry_delay=0)
+    b = SQSPoller(sqs, queue_url, guard, slow, visibility=1, wait=1, retry_delay=0)
+    thread = threading.Thread(target=a.poll_once, name="A")
+    thread.start()
+    assert started.wait(15)
+    while thread.is_alive():
+        b_outcomes += [r.outcome for r in b.poll_once().results]
+    thread.join()
+    assert RecordOutcome.IN_PROGRESS in b_outcomes
+    assert RecordOutcome.PROCESSED not in b_outcomes
+    assert ran == ["A"]
+    refusals = failed_settles(caplog, "MessageNotInflight")
+    assert refusals and message_id in refusals[0]
