@@ -52,10 +52,22 @@ class Broker:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def restart(self) -> None:
+    def restart(self, *, node: bool = True) -> None:
         """Stop RabbitMQ (``rabbitmqctl stop``) and start it again on the same port and data
-        directory: durable queues and their persistent messages survive, connections do not."""
+        directory: durable queues and their persistent messages survive, connections do not.
+        ``node=False`` restarts the broker application inside its running Erlang node
+        (``rabbitmqctl stop_app``, ``start_app``): the same for clients, and faster."""
         assert self.kind == "rabbitmq" and self.base is not None
+        if not node:
+            for command in ("stop_app", "start_app"):
+                subprocess.run(
+                    ["rabbitmqctl", command],
+                    env=self.env,
+                    capture_output=True,
+                    timeout=120,
+                    check=True,
+                )
+            return
         self._halt()
         log = self.base / "server.log"
         with log.open("ab") as out:
