@@ -13,7 +13,7 @@ ENGINE_PORT ?= 8000
 DB     ?= firstwrite-local.db
 
 .PHONY: run test test-fast lint typecheck check bench screenshots lock clean \
-	proof proof-ci proof-linearizability proof-crash proof-hostile proof-race
+	proof proof-ci proof-linearizability proof-crash proof-hostile proof-race proof-consumers
 
 $(STAMP): requirements/dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,11 +51,11 @@ test: $(STAMP) lint typecheck
 test-fast: $(STAMP)
 	$(PYTEST) $(XDIST) -m "not slow" --hypothesis-profile=fast
 
-## proof-linearizability, proof-crash, proof-hostile, proof-race: the long forms of the proof
-## suites (docs/reliability.md; `make test` runs their short forms); `proof`: all four.
+## proof-linearizability, proof-crash, proof-hostile, proof-race, proof-consumers: the long forms
+## of the proof suites (docs/reliability.md; `make test` runs their short forms); `proof`: all.
 ## PROOF_REPORT=file.jsonl appends each suite's numbers to that file.
 PROOF_RUN = FIRSTWRITE_PROOF=long FIRSTWRITE_PROOF_REPORT=$(PROOF_REPORT) $(PYTEST) -n 0 -p no:randomly
-proof: proof-linearizability proof-crash proof-hostile proof-race
+proof: proof-linearizability proof-crash proof-hostile proof-race proof-consumers
 
 ## proof-ci: the subset of the long forms CI runs after `make test` (.ci/run), bounded to about
 ## 12 minutes by the suites' own deadlines: the linearizability proof on the engine (every
@@ -71,6 +71,9 @@ proof-crash: $(STAMP)
 
 proof-race: $(STAMP)
 	$(PROOF_RUN) tests/engine/test_race.py
+
+proof-consumers: $(STAMP)
+	$(PROOF_RUN) tests/proof/test_consumer_chaos.py
 
 proof-hostile: $(STAMP)
 	$(PROOF_RUN) tests/proof/test_hostile.py tests/proof/test_hostile_heads.py tests/proof/test_hostile_apps.py \

@@ -120,6 +120,7 @@ SLOW_FILES = (
     "console/test_pages.py",
     "events/test_sqs_poller.py",
     "events/test_rabbitmq.py",
+    "events/test_broker_errors.py",
     "events/test_lambda_sources.py",
     "engine/server/test_screening.py",
     "engine/server/test_request_heads.py",

@@ -80,6 +80,15 @@ def test_race() -> None:
     )
 
 
+def test_consumer_chaos() -> None:
+    sizes = forms(ROOT / "tests/proof/test_consumer_chaos.py")
+    (ks, kl), (cs, cl) = sizes["KILLS"], sizes["CHAOS_S"]
+    assert row("consumer chaos") == (
+        f"{ks} SIGKILLs in {cs:g} s, 1 RabbitMQ restart",
+        f"{kl} SIGKILLs in {cl:g} s, 1 RabbitMQ restart",
+    )
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [("X = scale(2, 20)", (2, 20)), ("X = 500 if FIRSTWRITE_PROOF else 100", (100, 500))],

@@ -45,16 +45,21 @@ class _Renewal:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopped.wait(), self.keepalive.every)
                 return
+            try:  # the claim first: a broker refusing the extension must not cost the lease
+                self.claim = await self.guard.renew(self.claim, self.keepalive.lease)
+            except LostClaimError:
+                return
+            except Exception:
+                LOG.warning("renewing a claim failed; retrying at the next beat", exc_info=True)
             try:
                 if self.keepalive.extend is not None:
                     extended = self.keepalive.extend()
                     if inspect.isawaitable(extended):
                         await extended
-                self.claim = await self.guard.renew(self.claim, self.keepalive.lease)
-            except LostClaimError:
-                return
             except Exception:
-                LOG.warning("keepalive failed; retrying at the next beat", exc_info=True)
+                LOG.warning(
+                    "a keepalive's extension failed; retrying at the next beat", exc_info=True
+                )
 
     async def finish(self) -> Claim:
         """Stop after the renewal in flight (so the claim returned is the latest)."""

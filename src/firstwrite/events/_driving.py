@@ -37,14 +37,19 @@ class _Renewer(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(self.keepalive.every):
-            try:
-                if self.keepalive.extend is not None:
-                    self.keepalive.extend()
+            try:  # the claim first: a broker refusing the extension must not cost the lease
                 self.claim = self.guard.renew(self.claim, self.keepalive.lease)
             except LostClaimError:
                 return
             except Exception:
-                LOG.warning("keepalive failed; retrying at the next beat", exc_info=True)
+                LOG.warning("renewing a claim failed; retrying at the next beat", exc_info=True)
+            try:
+                if self.keepalive.extend is not None:
+                    self.keepalive.extend()
+            except Exception:
+                LOG.warning(
+                    "a keepalive's extension failed; retrying at the next beat", exc_info=True
+                )
 
     def finish(self) -> Claim:
         self.stopped.set()

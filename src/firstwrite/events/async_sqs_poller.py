@@ -5,7 +5,8 @@ to do with each message (claim, keep the claim and the message's visibility aliv
 while the handler runs, delete only once done), here awaited on an aiobotocore ``sqs`` client
 with an asyncio guard (:class:`~firstwrite.idempotency.AsyncIdempotency`) and an async handler.
 :meth:`AsyncSQSPoller.run` stops cleanly on SIGTERM or SIGINT (or :meth:`AsyncSQSPoller.stop`):
-the message in hand is finished. Cancelling the task running it instead frees the key of the
+the message in hand is finished. SQS errors are handled as the sync poller handles them (one
+message's settle error is logged with its id; a failed receive is retried). Cancelling the task running it instead frees the key of the
 message in hand for its redelivery.
 """
 
@@ -65,23 +66,39 @@ class AsyncSQSPoller:
         return await method(**call.params)
 
     async def poll_once(self) -> BatchResult:
-        """Receive one batch, handle it, delete what is done."""
+        """Receive one batch, handle it, delete what is done (a receive that fails raises)."""
+        return await self._handle(await self._receive())
+
+    async def _receive(self) -> list[SQSMessage]:
         received = await self.sqs.receive_message(**self.policy.receive().params)
-        messages = received.get("Messages", [])
+        self.policy.received()
+        return received.get("Messages", [])
+
+    async def _handle(self, messages: list[SQSMessage]) -> BatchResult:
         batch = await self.consumer.consume(
             messages, self.handler, keepalive=self._keepalive if messages else None
         )
         for message, result in zip(messages, batch.results, strict=True):
             settle = self.policy.settle(message, result)
             if settle is not None:
-                await self._call(settle)
+                try:
+                    await self._call(settle)
+                except Exception as exc:  # this message's alone: the batch goes on
+                    self.policy.settle_failed(message, settle, exc)
         return batch
 
     def _keepalive(self, message: SQSMessage) -> Keepalive:
         return self.policy.keepalive(message, self._call)
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if :meth:`stop` is called meanwhile."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while not self._stop and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(min(0.1, seconds))
+
     async def run(self, *, handle_signals: bool = True) -> None:
-        """Poll until :meth:`stop`, SIGTERM or SIGINT (signals need the main thread's loop)."""
+        """Poll until :meth:`stop`, SIGTERM or SIGINT (signals need the main thread's loop); a
+        receive that fails is logged and retried, with a growing delay, until one succeeds."""
         loop = asyncio.get_running_loop()
         handled: list[signal.Signals] = []
         if handle_signals:
@@ -93,7 +110,12 @@ class AsyncSQSPoller:
                 handled.append(sig)
         try:
             while not self._stop:
-                await self.poll_once()
+                try:
+                    messages = await self._receive()
+                except Exception as exc:
+                    await self._pause(self.policy.receive_failed(exc))
+                    continue
+                await self._handle(messages)
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)

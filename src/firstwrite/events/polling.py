@@ -6,23 +6,32 @@ visibility extension a keepalive makes together with the claim's renewal, and wh
 handled message: delete it when it is done (ran now, ran before, or given up for good), make it
 visible again after ``retry_delay`` when it runs elsewhere or was held back, else leave it to
 reappear when its visibility ends. :class:`~.sqs_poller.SQSPoller` and
-:class:`~.async_sqs_poller.AsyncSQSPoller` only make these calls.
+:class:`~.async_sqs_poller.AsyncSQSPoller` only make these calls. A settle or a visibility
+extension that SQS refuses (a stale receipt handle, a message no longer in flight, a dropped
+connection) is logged with the message's id by :meth:`SQSPolicy.settle_failed` and touches no
+other message; a receive that fails is logged and retried after :meth:`SQSPolicy.receive_failed`'s
+delay (see :mod:`.broker_errors`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
 from firstwrite.idempotency import Metrics
 
+from .broker_errors import Backoff, settle_failed
 from .core import Consumer, Keepalive, Ordering, RecordOutcome, RecordResult
 from .guard import AnyEventGuard
 from .selectors import json_body, key_function, payload_function
 from .shapes import SQSMessage
 
 __all__ = ["PollerOptions", "SQSCall", "SQSPolicy", "message_key"]
+
+LOG = logging.getLogger("firstwrite.events")
 
 
 class PollerOptions(TypedDict, total=False):
@@ -109,6 +118,7 @@ class SQSPolicy:
             metrics=metrics,
             redelivered=_redelivered,
         )
+        self.backoff = Backoff()
 
     def receive(self) -> SQSCall:
         """The next receive."""
@@ -134,15 +144,47 @@ class SQSPolicy:
 
     def keepalive(self, message: SQSMessage, call: Callable[[SQSCall], object]) -> Keepalive:
         """The keepalive of ``message`` while its handler runs; ``call`` makes an SQS call
-        (the visibility extension)."""
+        (the visibility extension; under asyncio it returns an awaitable). An extension SQS
+        refuses is logged (:meth:`settle_failed`) and the claim's renewal goes on."""
         extend: Callable[[], object] | None = None
         if self.extend_visibility:
             request = self.visibility_call(message, self.visibility)
 
             def extend() -> object:
-                return call(request)
+                try:
+                    answer = call(request)
+                except Exception as exc:
+                    self.settle_failed(message, request, exc)
+                    return None
+                if inspect.isawaitable(answer):
+                    return self._logged(message, request, answer)
+                return answer
 
         return Keepalive(every=self.visibility / 3, lease=float(self.visibility), extend=extend)
+
+    async def _logged(self, message: SQSMessage, call: SQSCall, answer: Awaitable[object]) -> None:
+        try:
+            await answer
+        except Exception as exc:
+            self.settle_failed(message, call, exc)
+
+    def settle_failed(self, message: SQSMessage, call: SQSCall, exc: Exception) -> None:
+        """Log that ``call`` on ``message`` failed; the poller goes on with the next message
+        (the message, unless deleted meanwhile, comes back when its visibility ends)."""
+        settle_failed(message["MessageId"], call.method, exc)
+
+    def receive_failed(self, exc: Exception) -> float:
+        """Log a receive that failed (a connection refused or dropped, the queue's server
+        restarting, ...); the seconds to wait before the next receive."""
+        delay = self.backoff.failed()
+        LOG.error(
+            "receiving from %s failed; retrying in %.2fs", self.queue_url, delay, exc_info=exc
+        )
+        return delay
+
+    def received(self) -> None:
+        """A receive succeeded: the next failure waits the shortest delay again."""
+        self.backoff.succeeded()
 
     def settle(self, message: SQSMessage, result: RecordResult) -> SQSCall | None:
         """What to do with a handled message: delete it, show it again soon, or nothing."""

@@ -7,11 +7,16 @@ renewed while the handler runs, and the delivery is acked only when it is done (
 before, or given up for good after ``max_attempts``). Anything else (failed, running in another
 consumer, no key) is nacked with ``requeue=True`` after ``retry_delay``, so RabbitMQ delivers it
 again, to this consumer or another. It is what the SQS consumers do, and proof that the core
-fits any broker: the broker-specific part is how to read a key and how to ack.
+fits any broker: the broker-specific part is how to read a key and how to ack. A broker that
+restarts or drops the connection does not stop :meth:`RabbitMQConsumer.run`: it reconnects;
+an ack or nack that fails is logged with the message's id (the broker delivers the message
+again, and its record settles it without running the handler twice).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -19,14 +24,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import pika
+import pika.exceptions
 
 from firstwrite.idempotency import Metrics
 
+from .broker_errors import Backoff, settle_failed
 from .core import Consumer, Keepalive, RecordResult
 from .guard import EventGuard
 from .selectors import json_body, key_function, payload_function
 
 __all__ = ["Delivery", "Properties", "RabbitMQConsumer"]
+
+LOG = logging.getLogger("firstwrite.events")
 
 
 class Properties(Protocol):
@@ -115,16 +124,39 @@ class RabbitMQConsumer:
         return self.consumer.process(delivery, self.handler, lease=self.lease, keepalive=keepalive)
 
     def run(self) -> None:
+        """Consume until :meth:`stop`. A connection that cannot be made or is lost (a broker
+        restarting, a dropped socket, a closed channel) is logged and made again after a
+        growing delay (:class:`~.broker_errors.Backoff`); the deliveries unacked on it are the
+        broker's to deliver again, and their records settle them then."""
+        backoff = Backoff()
+        while not self._stop.is_set():
+            try:
+                self._consume(backoff)
+            except (pika.exceptions.AMQPError, OSError) as exc:
+                delay = backoff.failed()
+                LOG.error(
+                    "consuming %s: the connection failed or was lost; reconnecting in %.2fs",
+                    self.queue,
+                    delay,
+                    exc_info=exc,
+                )
+                self._stop.wait(delay)
+
+    def _consume(self, backoff: Backoff) -> None:
         connection = pika.BlockingConnection(self.parameters)
         try:
             channel = connection.channel()
             channel.basic_qos(prefetch_count=self.prefetch)
             channel.basic_consume(self.queue, self._on_message, auto_ack=False)
+            backoff.succeeded()
             while not self._stop.is_set():
                 connection.process_data_events(time_limit=0.1)
+                if not channel.is_open:
+                    raise pika.exceptions.ChannelWrongStateError("the channel was closed")
         finally:
             if connection.is_open:
-                connection.close()
+                with contextlib.suppress(pika.exceptions.AMQPError, OSError):
+                    connection.close()
 
     def _on_message(
         self,
@@ -138,8 +170,13 @@ class RabbitMQConsumer:
         )
         result = self.handle(delivery)
         self.results = [*self.results[-99:], result]
-        if result.acknowledged:
-            channel.basic_ack(method.delivery_tag)
-        else:
-            time.sleep(self.retry_delay)
-            channel.basic_nack(method.delivery_tag, requeue=True)
+        action = "basic_ack" if result.acknowledged else "basic_nack"
+        try:
+            if result.acknowledged:
+                channel.basic_ack(method.delivery_tag)
+            else:
+                time.sleep(self.retry_delay)
+                channel.basic_nack(method.delivery_tag, requeue=True)
+        except (pika.exceptions.AMQPError, OSError) as exc:  # the channel or connection is gone
+            message_id = properties.message_id or f"(delivery tag {method.delivery_tag})"
+            settle_failed(message_id, action, exc)

@@ -6,7 +6,9 @@ neither the queue nor the table hands the message to another consumer meanwhile.
 deleted only once it is done (ran now, ran before, or given up for good after
 ``max_attempts``); one that failed or is running elsewhere is left to reappear when its
 visibility ends. What to do with each message is :class:`~.polling.SQSPolicy`'s decision (the
-asyncio poller, :mod:`.async_sqs_poller`, shares it); this module makes the calls.
+asyncio poller, :mod:`.async_sqs_poller`, shares it); this module makes the calls. An SQS
+error settling one message is logged with its id and the poller goes on; so is a receive that
+fails, retried with backoff.
 :meth:`SQSPoller.run` stops cleanly on SIGTERM or SIGINT (or :meth:`SQSPoller.stop`): the
 message in hand is finished.
 """
@@ -67,23 +69,33 @@ class SQSPoller:
         return method(**call.params)
 
     def poll_once(self) -> BatchResult:
-        """Receive one batch, handle it, delete what is done."""
+        """Receive one batch, handle it, delete what is done (a receive that fails raises)."""
+        return self._handle(self._receive())
+
+    def _receive(self) -> list[SQSMessage]:
         received = self.sqs.receive_message(**self.policy.receive().params)
-        messages = received.get("Messages", [])
+        self.policy.received()
+        return received.get("Messages", [])
+
+    def _handle(self, messages: list[SQSMessage]) -> BatchResult:
         batch = self.consumer.consume(
             messages, self.handler, keepalive=self._keepalive if messages else None
         )
         for message, result in zip(messages, batch.results, strict=True):
             settle = self.policy.settle(message, result)
             if settle is not None:
-                self._call(settle)
+                try:
+                    self._call(settle)
+                except Exception as exc:  # this message's alone: the batch goes on
+                    self.policy.settle_failed(message, settle, exc)
         return batch
 
     def _keepalive(self, message: SQSMessage) -> Keepalive:
         return self.policy.keepalive(message, self._call)
 
     def run(self, *, handle_signals: bool = True) -> None:
-        """Poll until :meth:`stop`, SIGTERM or SIGINT (signals only from the main thread)."""
+        """Poll until :meth:`stop`, SIGTERM or SIGINT (signals only from the main thread); a
+        receive that fails is logged and retried, with a growing delay, until one succeeds."""
         previous: dict[signal.Signals, Callable[[int, FrameType | None], object] | int | None] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():
 
@@ -94,7 +106,12 @@ class SQSPoller:
                 previous[sig] = signal.signal(sig, on_signal)
         try:
             while not self._stop.is_set():
-                self.poll_once()
+                try:
+                    messages = self._receive()
+                except Exception as exc:
+                    self._stop.wait(self.policy.receive_failed(exc))
+                    continue
+                self._handle(messages)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
