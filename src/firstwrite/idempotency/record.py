@@ -16,16 +16,19 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
   record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
 These are the default layout's names; :meth:`Record.from_item` reads any
-:class:`~.layout.RecordLayout` (an explicit ``status``, as seed 001's, is read when present).
+:class:`~.layout.RecordLayout` (an explicit ``status``, as seed 001's, is read when present, in
+either vocabulary). A layout with an explicit status also reads a *hand-built* row (no
+``owner``): see :func:`foreign_record`.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any, NamedTuple
 
 from . import requests as q
-from .layout import DEFAULT, RecordLayout, layout_of
+from .layout import DEFAULT, VOCABULARIES, FinalValue, RecordLayout, layout_of
 
 # The item's wire names and owner-token helpers live with the requests (:mod:`.requests`);
 # re-exported here, where older code imported them from.
@@ -70,6 +73,7 @@ __all__ = [
     "claimed_at_of",
     "convert_item",
     "fence",
+    "foreign_record",
     "millis",
     "same_request",
     "split_fence",
@@ -81,6 +85,15 @@ class Status(enum.Enum):
     PENDING = "PENDING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
+
+
+# Every status word of every vocabulary (:data:`.layout.VOCABULARIES`), to its status.
+_WORDS = {
+    word: status
+    for words in VOCABULARIES.values()
+    for word, status in zip(words, (Status.PENDING, Status.COMPLETED, Status.FAILED), strict=True)
+}
+NEVER = 2**53  # the expiry of a hand-built row without ``expiresAt``: it never expires
 
 
 def _integer(number: str) -> int:
@@ -142,8 +155,17 @@ class Record(NamedTuple):
         return self.removed_at is not None
 
     @property
+    def foreign(self) -> bool:
+        """A hand-built row (no ``owner``): see :func:`foreign_record`."""
+        return self.owner[:1] == q.FOREIGN
+
+    @property
     def claimed_at(self) -> float | None:
-        """The claim time (epoch seconds), from the owner token."""
+        """The claim time (epoch seconds), from the owner token (a hand-built row's
+        ``claimedAt``)."""
+        if self.owner[:1] == q.FOREIGN:
+            claimed = q.foreign_seen_parts(self.owner)[1]
+            return None if claimed is None else float(claimed)
         return token_time(self.owner)
 
     def expired(self, now: float) -> bool:
@@ -173,12 +195,15 @@ class Record(NamedTuple):
         error = get(a_err)
         region = get(a_reg)
         removed = get(a_rem)
-        token, _, version = item[a_own]["S"].rpartition(":")
         explicit = None if a_st is None else get(a_st)
+        owner = get(a_own)
+        if owner is None and explicit is not None:
+            return foreign_record(item, layout)
+        token, _, version = owner["S"].rpartition(":")  # type: ignore[index]
         if removed is not None:
             status = Status(item[a_rem_st]["S"])
         elif explicit is not None:
-            status = Status(explicit["S"])
+            status = _WORDS[explicit["S"]]
         elif result is not None:
             status = Status.COMPLETED
         elif error is not None:
@@ -197,6 +222,72 @@ class Record(NamedTuple):
             None if region is None else region["S"],
             None if removed is None else _integer(removed["N"]),
         )
+
+
+def foreign_record(item: dict[str, Any], layout: RecordLayout) -> Record:
+    """A hand-built row of seed 001's model (``status``, ``resultId``, ``claimedAt``,
+    ``expiresAt``, no ``owner``) as a :class:`Record`; raises ``KeyError`` for an unknown status
+    word and ``ValueError`` for an in-progress row with no end (no ``expiresAt``, and no
+    ``claimedAt`` with ``layout.hold``).
+
+    * in progress: a claim held until its ``expiresAt``, or ``claimedAt + layout.hold`` when
+      earlier (``lease_expires_at``), then taken over under the as-seen condition
+      (:func:`.requests.foreign_seen`);
+    * succeeded: replayed; its ``resultId`` is the result as stored (a string, a number, bytes);
+    * failed: reclaimable at once (lease ``0``), unless ``layout.final`` marks it final.
+
+    ``owner`` is the as-seen identity (``~`` + status word, ``claimedAt``, ``expiresAt``,
+    ``version``), so the machine's replace path takes such a row over only as it was seen."""
+    word = item[layout.status or ""]["S"]
+    status = _WORDS[word]
+    claimed = item.get(layout.claimed_at or "")
+    expires = item.get(layout.expires)
+    version = item.get(layout.version or "")
+    expires_at = NEVER if expires is None else _integer(expires["N"])
+    lease: int | None = None
+    if status is Status.PENDING:
+        ends = [] if expires is None else [expires_at * 1000]
+        if claimed is not None and layout.hold is not None:
+            ends.append(int((float(claimed["N"]) + layout.hold) * 1000))
+        if not ends:
+            raise ValueError("an in-progress row with no expiresAt (and no claimedAt + hold)")
+        lease = min(ends)
+    elif status is Status.FAILED and not _marked_final(item, layout.final):
+        lease = 0
+    result = item.get(layout.result)
+    raw: str | bytes | None = None
+    if result is not None and status is Status.COMPLETED:
+        if "S" in result:
+            raw = json.dumps(result["S"], ensure_ascii=False)
+        elif "N" in result:
+            raw = result["N"]
+        elif "B" in result:
+            raw = b"\x02" + bytes(result["B"])  # serialization's raw-bytes tag
+    fp = item.get(layout.fingerprint)
+    error = item.get(layout.error)
+    seen = q.foreign_seen(
+        word,
+        None if claimed is None else claimed["N"],
+        None if expires is None else expires["N"],
+        None if version is None else version["N"],
+    )
+    return Record(
+        status,
+        0 if version is None else _integer(version["N"]),
+        seen,
+        lease,
+        expires_at,
+        None if fp is None else fp.get("S"),
+        raw,
+        None if error is None else error.get("S"),
+    )
+
+
+def _marked_final(item: dict[str, Any], final: tuple[str, FinalValue] | None) -> bool:
+    if final is None:
+        return False
+    name, value = final
+    return item.get(name) == q.attribute_value(value)
 
 
 def _raw(value: dict[str, Any]) -> str | bytes:

@@ -213,6 +213,7 @@ class StateMachine:
             rec.error,
             rec.expires_at,
             attempt.idempotency_key,
+            self.config.load_result if rec.owner[:1] == q.FOREIGN else None,
         )
         self.report.claim(
             "replayed_completed" if rec.status is Status.COMPLETED else "replayed_failed"
@@ -244,6 +245,8 @@ class StateMachine:
         value = serialization.encode(
             result, threshold=cfg.compress_threshold, level=cfg.compression_level
         )
+        if self.layout.explicit:  # seed 001's resultId is a string whatever the result
+            value = serialization.as_text(value)
         size = serialization.value_size(value)
         if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
             item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
