@@ -263,3 +263,14 @@ def test_the_seed_layout_keeps_result_id_a_string(
     text = item["resultId"]["S"]
     assert text.startswith("b64:") and base64.b64decode(text[4:])  # documented form
     assert guard.run("k", lambda: pytest.fail("ran")) == result
+
+
+def test_the_console_and_keys_views_name_a_hand_built_row() -> None:
+    from firstwrite.idempotency import record_view
+
+    now = time.time()
+    view = record_view.decode(hand_row("v", "failed", claimed=now, expires=now + 60))
+    assert view is not None and view.layout.name == "seed-001"
+    assert view.state == "FAILED (retryable, hand-built)" and view.owner_short == "hand-built"
+    done = record_view.decode(hand_row("d", "COMPLETED", claimed=now, expires=now + 60))
+    assert done is not None and done.state == "COMPLETED (hand-built)"

@@ -329,8 +329,20 @@ def as_seen(item: dict[str, Any], layout: RecordLayout | None = None) -> dict[st
     the stored record is as ``item`` shows it: the same owner and version, the same lease, and
     the same outcome attributes present. Every transition changes one of them (completing keeps
     the owner and version but removes the lease and adds the result), so a write under it never
-    undoes a claim, completion, failure or renewal made since."""
+    undoes a claim, completion, failure or renewal made since. A hand-built row (no owner) is
+    held to its status word, ``claimedAt``, ``expiresAt`` and ``version``, and to having no
+    owner (:func:`.requests.foreign_takeover_condition`)."""
     n = layout or layout_of(item) or DEFAULT
+    if n.owner not in item and n.status is not None and n.claimed_at is not None:
+        rec = foreign_record(item, n)  # a hand-built row: as seen, still without an owner
+        condition, foreign_names, foreign_values = q.foreign_takeover_condition(
+            rec.owner, n.status, n.claimed_at, n.expires, n.version
+        )
+        return {
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#own": n.owner, **foreign_names},
+            "ExpressionAttributeValues": foreign_values,
+        }
     names = {"#own": n.owner, "#lease": n.lease, "#res": n.result, "#err": n.error}
     values = {":own": item[n.owner]}
     parts = ["#own = :own"]
