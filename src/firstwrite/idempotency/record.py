@@ -303,11 +303,17 @@ def convert_item(
     """``item`` (a record or tombstone written in ``source``; ``None``: the layout its
     attributes show) rewritten in ``target``: every layout attribute renamed, ``status`` and
     ``claimedAt`` written or dropped as ``target`` has them, every other attribute (the key
-    included) kept. Raises ``ValueError`` for an item of no known layout."""
+    included) kept. A hand-built row (no owner) is returned as it is for a ``target`` with a
+    status (which reads it). Raises ``ValueError`` for an item of no known layout, or a
+    hand-built row and a ``target`` without a status."""
     from_ = source or layout_of(item)
     if from_ is None:
         raise ValueError("not an idempotency record of a known layout")
     record = Record.from_item(item, from_)  # also checks that it is one
+    if record.foreign:  # a hand-built row: read as it is by any layout with a status
+        if target.status is None or target.claimed_at is None:
+            raise ValueError("a hand-built row (no owner) needs a layout with a status")
+        return dict(item)
     roles = from_.names()
     derived = {roles.get("status"), roles.get("claimed_at")}
     renamed = {name: role for role, name in roles.items()}
