@@ -13,13 +13,10 @@ This audit is the defence when that promise does not hold (docs/guarantees.md, "
 2. The removal is also noted in an :class:`AuditStore` (in memory, or a DynamoDB table); a fresh
    claim of that key within ``window`` of the removal is a late retry detected after the fact:
    counted, logged, and passed to ``on_detect``.
-3. Every TTL ``REMOVE`` of a record is observed in the ``dynamo_ttl_remove_age_seconds``
-   histogram (label ``record``: its status, lower case): the event's time less the claim time
-   of the last request that wrote the key.
+3. Each TTL ``REMOVE``'s age against the key's last request: ``dynamo_ttl_remove_age_seconds``.
 
-Feed it GetRecords responses' ``Records`` or a Lambda DynamoDB-stream event's ``Records`` (both
-casings of ``userIdentity``); the stream needs the old image (``OLD_IMAGE`` or
-``NEW_AND_OLD_IMAGES``).
+Feed it GetRecords' or a Lambda DynamoDB-stream event's ``Records`` (either ``userIdentity``
+casing); the stream needs the old image (``OLD_IMAGE`` or ``NEW_AND_OLD_IMAGES``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The idempotency record: the DynamoDB item <-> :class:`Record`, and its :class:`Status`.
 
-The item is kept as small as the guarantees allow, because every attribute is paid for on every
-request (botocore validates, serialises and parses each one, DynamoDB bills item size):
+The item is as small as the guarantees allow (every attribute is paid for on every request):
 
 * ``owner`` is the fence and carries the claim's version: ``<token>:<version>``. The token is
   32 hex digits, the first 12 of which are the claim time in epoch milliseconds (so
@@ -16,9 +15,8 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
   record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
 These are the default layout's names; :meth:`Record.from_item` reads any
-:class:`~.layout.RecordLayout` (an explicit ``status``, as seed 001's, is read when present, in
-either vocabulary). A layout with an explicit status also reads a *hand-built* row (no
-``owner``): see :func:`foreign_record`.
+:class:`~.layout.RecordLayout` (an explicit ``status`` in either vocabulary; with one, also a
+*hand-built* row without ``owner``: :func:`foreign_record`).
 """
 
 from __future__ import annotations
