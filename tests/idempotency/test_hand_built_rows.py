@@ -274,3 +274,38 @@ def test_the_console_and_keys_views_name_a_hand_built_row() -> None:
     assert view.state == "FAILED (retryable, hand-built)" and view.owner_short == "hand-built"
     done = record_view.decode(hand_row("d", "COMPLETED", claimed=now, expires=now + 60))
     assert done is not None and done.state == "COMPLETED (hand-built)"
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_the_claim_condition_and_its_mirror_agree_on_hand_built_rows(
+    refuse: bool, make_ddb: Callable[..., Any]
+) -> None:
+    """A hand-built row has no lease attribute: only the retention branch (``expiresAt`` past)
+    lets a claim through directly; the mirror must say the same for every state."""
+    client = make_ddb("inprocess")
+    table = seed_table(client)
+    layout = RecordLayout.seed_001(hold=HOLD)
+    config = IdempotencyConfig(table_name=table, layout=layout, refuse_late_retries=refuse)
+    requests = q.Requests(config)
+    now = time.time()
+    cases = 0
+    accepted_any = rejected_any = False
+    for word in (*VOCABULARIES["upper"], *VOCABULARIES["lower"]):
+        for expires in (now - 100, now + 3600, None):
+            for fp in ("fp-a", q.NO_FINGERPRINT):
+                cases += 1
+                key = f"c{cases}"
+                row = hand_row(key, word, claimed=now - 600, expires=expires)
+                client.put_item(TableName=table, Item=row)
+                rec = Record.from_item(row, layout)
+                item = requests.claim_item({"pk": row["pk"]}, q.new_token(now), fp, now, 60)
+                try:
+                    client.put_item(**requests.put_claim(item, fp, now).params)
+                    accepted = True
+                except client.exceptions.ConditionalCheckFailedException:
+                    accepted = False
+                mirror = q.claim_allows(rec, fp, now, retention_branch=not refuse)
+                assert accepted is mirror, (word, expires, fp)
+                accepted_any |= accepted
+                rejected_any |= not accepted
+    assert rejected_any and (accepted_any or refuse)
