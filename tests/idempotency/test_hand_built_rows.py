@@ -309,3 +309,20 @@ def test_the_claim_condition_and_its_mirror_agree_on_hand_built_rows(
                 accepted_any |= accepted
                 rejected_any |= not accepted
     assert rejected_any and (accepted_any or refuse)
+
+
+def test_an_unreadable_hand_built_row_is_a_clear_configuration_error(
+    make_ddb: Callable[..., Any],
+) -> None:
+    from firstwrite.idempotency import ConfigurationError
+
+    client = make_ddb("inprocess")
+    table = seed_table(client)
+    row = hand_row("n", "in_progress", claimed=time.time(), expires=None)
+    client.put_item(TableName=table, Item=row)
+    guard = Idempotency(
+        IdempotencyConfig(table_name=table, layout=RecordLayout.seed_001("lower")), client=client
+    )
+    with pytest.raises(ConfigurationError, match=r"seed_001\(hold=seconds\)"):
+        guard.run("n", lambda: pytest.fail("ran"))
+    assert client.get_item(TableName=table, Key={"pk": row["pk"]})["Item"] == row  # untouched

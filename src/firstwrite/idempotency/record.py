@@ -248,7 +248,10 @@ def foreign_record(item: dict[str, Any], layout: RecordLayout) -> Record:
         if claimed is not None and layout.hold is not None:
             ends.append(int((float(claimed["N"]) + layout.hold) * 1000))
         if not ends:
-            raise ValueError("an in-progress row with no expiresAt (and no claimedAt + hold)")
+            raise ValueError(
+                "an in-progress row without expiresAt needs claimedAt and the layout's hold "
+                "(RecordLayout.seed_001(hold=seconds))"
+            )
         lease = min(ends)
     elif status is Status.FAILED and not _marked_final(item, layout.final):
         lease = 0

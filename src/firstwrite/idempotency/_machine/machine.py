@@ -115,6 +115,11 @@ class StateMachine:
             return Record.from_item(item, self.layout)
         except (KeyError, ValueError, TypeError) as exc:
             found = layout_of(item)
+            if found is not None and found.name == self.layout.name:  # e.g. a hand-built row
+                raise ConfigurationError(
+                    f"the item stored under this key cannot be read in the {found.name!r} "
+                    f"layout: {exc} (docs/idempotency-record.md, Adopting a table filled by hand)"
+                ) from exc
             what = "no known layout" if found is None else f"the {found.name!r} layout"
             raise ConfigurationError(
                 f"the item stored under this key is in {what}, not this configuration's "
