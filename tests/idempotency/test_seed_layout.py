@@ -321,6 +321,7 @@ def test_convert_item_round_trips_every_state(seeded: tuple[Any, str, OffsetCloc
         assert as_seed == as_default
         assert seed["status"] == {"S": as_default.status.value}
         assert int(seed["claimedAt"]["N"]) == int(as_default.claimed_at or 0)
+        assert seed["version"] == {"N": str(as_default.version)}  # what fenced writes expect
         assert convert_item(seed, DEFAULT) == item
     with pytest.raises(ValueError, match="known layout"):
         convert_item({"pk": {"S": "x"}}, SEED)

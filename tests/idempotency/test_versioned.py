@@ -100,3 +100,22 @@ def test_racing_writers_of_one_version_move_it_on_once(client: Any) -> None:
     assert sorted(o.value for o in outcomes) == ["conflict"] * 7 + ["updated"]
     item = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
     assert item["version"] == {"N": "2"}
+
+
+def test_a_live_claim_moved_into_the_seed_layout_still_completes(client: Any) -> None:
+    """convert_item writes Variant 2's version, so the versioned fence holds after a move."""
+    from firstwrite.idempotency.record import convert_item
+
+    table = seed_table(client)
+    old = Idempotency(IdempotencyConfig(table_name=table), client=client)
+    claim = old.claim("moving")
+    assert isinstance(claim, Claim)
+    key = {"pk": {"S": "IDEMPOTENCY#moving"}}
+    item = client.get_item(TableName=table, Key=key)["Item"]
+    client.put_item(TableName=table, Item=convert_item(item, RecordLayout.seed_001()))
+    new = Idempotency(
+        IdempotencyConfig(table_name=table, layout=RecordLayout.seed_001()), client=client
+    )
+    new.complete(claim, {"moved": True})
+    assert new.run("moving", lambda: pytest.fail("ran")) == {"moved": True}
+    assert client.get_item(TableName=table, Key=key)["Item"]["version"] == {"N": "2"}

@@ -302,8 +302,8 @@ def convert_item(
     item: dict[str, Any], target: RecordLayout, source: RecordLayout | None = None
 ) -> dict[str, Any]:
     """``item`` (a record or tombstone written in ``source``; ``None``: the layout its
-    attributes show) rewritten in ``target``: every layout attribute renamed, ``status`` and
-    ``claimedAt`` written or dropped as ``target`` has them, every other attribute (the key
+    attributes show) rewritten in ``target``: every layout attribute renamed, ``status``,
+    ``claimedAt`` and ``version`` written or dropped as ``target`` has them, every other attribute (the key
     included) kept. A hand-built row (no owner) is returned as it is for a ``target`` with a
     status (which reads it). Raises ``ValueError`` for an item of no known layout, or a
     hand-built row and a ``target`` without a status."""
@@ -316,7 +316,7 @@ def convert_item(
             raise ValueError("a hand-built row (no owner) needs a layout with a status")
         return dict(item)
     roles = from_.names()
-    derived = {roles.get("status"), roles.get("claimed_at")}
+    derived = {roles.get("status"), roles.get("claimed_at"), roles.get("version")}
     renamed = {name: role for role, name in roles.items()}
     out: dict[str, Any] = {}
     for name, value in item.items():
@@ -325,6 +325,9 @@ def convert_item(
         out[target.names()[renamed[name]] if name in renamed else name] = value
     if target.status is not None and not record.removed:
         out[target.status] = {"S": record.status.value}
+    if target.version is not None and not record.removed:
+        # Variant 2's version: the owner's while the claim is live (what fenced writes expect)
+        out[target.version] = {"N": str(record.version)}
     claimed = claimed_at_of(item, from_)
     if target.claimed_at is not None and not record.removed and claimed is not None:
         out[target.claimed_at] = {"N": str(int(claimed))}
