@@ -47,9 +47,13 @@ def test_failed_conditional_writes_and_transactions_are_charged() -> None:
     plain = model.plan(model.Workload(peak_rps=1000, duplicate_ratio=0.5))
     assert plain.lines[2].rate == 500 and plain.lines[2].wcu == 500
     all_tx = model.plan(model.Workload(peak_rps=1000, duplicate_ratio=0.5, transactional_share=1))
-    assert all_tx.wcu == 2 * plain.wcu
+    # The claims (new and duplicate) are TransactWriteItems actions: twice; the completion is a
+    # plain UpdateItem (guard.complete, as in seed 001's example): once.
+    claims = plain.lines[0].wcu + plain.lines[2].wcu
+    assert all_tx.wcu == plain.wcu + claims == 4000
+    assert all_tx.lines[1].wcu == plain.lines[1].wcu == 1000
     half = model.plan(model.Workload(peak_rps=1000, duplicate_ratio=0.5, transactional_share=0.5))
-    assert half.wcu == 1.5 * plain.wcu
+    assert half.wcu == plain.wcu + 0.5 * claims
 
 
 def test_in_progress_polls_are_read_units() -> None:
@@ -270,6 +274,20 @@ def test_gsis_take_an_index_write_per_claim_and_completion() -> None:
     # The indexes have partitions of their own: the table's count stays.
     assert two.table_wcu == plain.wcu
     assert two.partitions_for_throughput == plain.partitions_for_throughput
+
+
+def test_gsis_are_counted_in_the_storage_figure() -> None:
+    w = {"peak_rps": 1000, "result_bytes": 2000, "average_rps": 1000}
+    plain = model.plan(model.Workload(**w))
+    two = model.plan(model.Workload(**w, gsis=2))
+    # Each index keeps a copy of every projected record (+100 B): 3x the table's bytes, billed.
+    assert two.index_storage_bytes == 2 * plain.storage_bytes
+    assert two.storage_bytes == 3 * plain.storage_bytes
+    assert two.on_demand.storage == pytest.approx(3 * plain.on_demand.storage)
+    # ... on the indexes' own partitions: the table's storage partitions stay.
+    assert two.table_storage_bytes == plain.storage_bytes
+    assert two.partitions_for_storage == plain.partitions_for_storage
+    assert two.to_dict()["storage"]["index_bytes"] == two.index_storage_bytes
 
 
 def test_business_items_in_transactions_are_charged_twice() -> None:

@@ -226,7 +226,7 @@ def test_metrics_page_uses_the_layers_names(
             "firstwrite_claims_total",
             "firstwrite_dynamodb_retries_total",
             "firstwrite_dynamodb_throttles_total",
-            "transact_write_cancellation_reason_total",
+            "transact_write_cancellations_total",
             "dynamo_ttl_delete_before_retry_total",
         ):
             assert f'data-metric="{name}"' in page

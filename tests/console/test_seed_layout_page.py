@@ -43,3 +43,36 @@ def test_the_table_page_decodes_seed_and_default_records(
     ]
     assert "ch_seed" in page  # the result, read from resultId
     assert "4 of the 4 items on this page are idempotency records" in page
+
+
+def test_the_table_page_shows_hand_built_rows(http: httpx.Client, console_server: Server) -> None:
+    import time
+
+    client = local_client(console_server.engine)
+    client.create_table(
+        TableName="by-hand",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    now = int(time.time())
+    for key, word in (("a", "succeeded"), ("b", "in_progress"), ("c", "FAILED")):
+        client.put_item(
+            TableName="by-hand",
+            Item={
+                "pk": {"S": f"IDEMPOTENCY#{key}"},
+                "status": {"S": word},
+                "claimedAt": {"N": str(now)},
+                "expiresAt": {"N": str(now + 3600)},
+                **({"resultId": {"S": "receipt-77"}} if key == "a" else {}),
+            },
+        )
+    page = http.get("/tables/by-hand").text
+    rows = re.findall(r'data-state="([^"]+)" data-layout="([^"]+)"', page)
+    assert sorted(rows) == [
+        ("COMPLETED (hand-built)", "seed-001"),
+        ("FAILED (retryable, hand-built)", "seed-001"),
+        ("PENDING (hand-built)", "seed-001"),
+    ]
+    assert "receipt-77" in page
+    assert "3 of the 3 items on this page are idempotency records" in page

@@ -90,9 +90,12 @@ def assert_pending(item: dict[str, Any], claim: Claim, now: float) -> None:
         "claimedAt",
         "expiresAt",
         "fingerprint",
+        "version",
     }
     assert item["status"] == {"S": "PENDING"}
     assert item["owner"] == {"S": f"{claim.owner}:{claim.version}"}
+    # Variant 2's version: 1 at claim, +1 on every transition
+    assert item["version"] == {"N": str(claim.version)}
     claimed = int(item["claimedAt"]["N"])
     assert claimed == int(claim.claimed_at) and abs(claimed - now) <= 2
     assert int(item["expiresAt"]["N"]) == int(claim.claimed_at + RETENTION)
@@ -132,10 +135,12 @@ def test_the_whole_state_machine_on_a_table_built_from_the_seed_model(
         "expiresAt",
         "fingerprint",
         "resultId",
+        "version",
     }
     assert item["status"] == {"S": "COMPLETED"}
     assert json.loads(item["resultId"]["S"]) == {"receipt": "r-1"}
     assert item["owner"] == {"S": f"{renewed.owner}:2"}
+    assert item["version"] == {"N": "3"}  # claim 1, renew 2, complete 3
 
     # replay: the stored result, the function not run
     assert guard.run("order-1", lambda: pytest.fail("ran twice"), {"amount": 5}) == {
@@ -151,7 +156,7 @@ def test_the_whole_state_machine_on_a_table_built_from_the_seed_model(
     item = stored(client, table, "IDEMPOTENCY#order-2")
     assert item["status"] == {"S": "FAILED"} and item["leaseExpiresAt"] == {"N": "0"}
     assert json.loads(item["error"]["S"])["message"] == "gateway timeout"
-    assert item["owner"] == {"S": f"{flaky.owner}:2"}
+    assert item["owner"] == {"S": f"{flaky.owner}:2"} and item["version"] == {"N": "2"}
     again = guard.claim("order-2", payload={"n": 2})
     assert isinstance(again, Claim) and again.previous is Status.FAILED
     assert_pending(stored(client, table, "IDEMPOTENCY#order-2"), again, clock.now())
@@ -316,6 +321,7 @@ def test_convert_item_round_trips_every_state(seeded: tuple[Any, str, OffsetCloc
         assert as_seed == as_default
         assert seed["status"] == {"S": as_default.status.value}
         assert int(seed["claimedAt"]["N"]) == int(as_default.claimed_at or 0)
+        assert seed["version"] == {"N": str(as_default.version)}  # what fenced writes expect
         assert convert_item(seed, DEFAULT) == item
     with pytest.raises(ValueError, match="known layout"):
         convert_item({"pk": {"S": "x"}}, SEED)

@@ -28,7 +28,7 @@ from firstwrite.idempotency.metrics import MemoryMetrics
 from .conftest import TABLE, Backend
 from .faults import cancel_transaction
 
-CANCELLATIONS = "transact_write_cancellation_reason_total"
+CANCELLATIONS = "transact_write_cancellations_total"
 
 
 def put_order(order: str, state: str = "new") -> dict[str, Any]:
@@ -79,7 +79,10 @@ def test_business_condition_failure_leaves_no_claim(backend: Backend, table: str
     assert list(info.value.reasons) == [0]
     assert info.value.reasons[0]["Code"] == "ConditionalCheckFailed"
     assert guard.get("t2") is None  # nothing orphaned: the key is still free
-    assert metrics.total(CANCELLATIONS, reason="business_condition_failed") == 1
+    assert (
+        metrics.total(CANCELLATIONS, transact_write_cancellation_reason="business_condition_failed")
+        == 1
+    )
     assert guard.run("t2", lambda: "later") == "later"
 
 
@@ -91,7 +94,7 @@ def test_duplicate_reported_as_duplicate_not_business_failure(backend: Backend, 
     # The business write would fail too now, but the duplicate is what the caller must hear.
     with pytest.raises(InProgressError):
         guard.claim_with("t3", [put_order("3")], {"order": 3})
-    assert metrics.total(CANCELLATIONS, reason="duplicate") == 1
+    assert metrics.total(CANCELLATIONS, transact_write_cancellation_reason="duplicate") == 1
     with pytest.raises(PayloadMismatchError):
         guard.claim_with("t3", [put_order("3")], {"other": True})
 
@@ -108,8 +111,8 @@ def test_transactional_completion_is_fenced(backend: Backend, table: str) -> Non
     with pytest.raises(LostClaimError):
         guard.complete_with(stale, [set_state("4", "new", "paid-by-stale")], "stale")
     assert order_state(guard.client, "4") == "new"  # the business write was not applied either
-    assert metrics.total(CANCELLATIONS, reason="fence") == 1
-    assert metrics.total(CANCELLATIONS, reason="duplicate") == 0
+    assert metrics.total(CANCELLATIONS, transact_write_cancellation_reason="fence") == 1
+    assert metrics.total(CANCELLATIONS, transact_write_cancellation_reason="duplicate") == 0
     guard.complete_with(fresh, [set_state("4", "new", "paid")], "fresh")
     assert order_state(guard.client, "4") == "paid"
     assert guard.run("t4", lambda: "again") == "fresh"
@@ -175,7 +178,7 @@ def test_conflict_or_throttling_that_persists_is_a_retryable_error(
     assert info.value.items == {0: reason}  # keyed by the caller's item index
     assert len(sleeps) == 3  # four attempts, backing off between them
     assert guard.get("r2") is None and order_state(guard.client, "r2") is None
-    assert metrics.total(CANCELLATIONS, reason=reason["Code"]) == 4
+    assert metrics.total(CANCELLATIONS, transact_write_cancellation_reason=reason["Code"]) == 4
 
 
 def test_conflict_on_the_claim_item_is_retried_then_a_duplicate_is_answered(

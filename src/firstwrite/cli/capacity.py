@@ -281,10 +281,13 @@ def render(p: model.Plan) -> str:
         f"partitions: {p.partitions}",
         f"  throughput: {number(p.table_wcu)} WCU / 1,000 + {number(p.table_rcu)} RCU / 3,000 "
         f"-> {p.partitions_for_throughput}",
-        f"  storage: {p.storage_gib:,.1f} GiB / 10 GiB -> {p.partitions_for_storage}",
+        f"  storage: {p.table_storage_bytes / model.GIB:,.1f} GiB / 10 GiB -> "
+        f"{p.partitions_for_storage}",
     ]
+    copies = f" x {1 + w.gsis} (the table and {w.gsis} GSI(s))" if w.gsis else ""
     storage = [
-        f"storage: {p.storage_gib:,.1f} GiB = {number(p.items_stored)} records x {p.item_bytes} B",
+        f"storage: {p.storage_gib:,.1f} GiB = {number(p.items_stored)} records x "
+        f"{p.item_bytes} B{copies}",
         f"  {number(w.average, 2)} new requests/s, each kept {number(w.retention_hours, 2)} h "
         f"(retention) + {number(w.ttl_lag_hours, 2)} h (TTL lag)",
         "  record + result + 100 B per-item overhead",

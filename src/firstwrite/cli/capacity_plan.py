@@ -5,8 +5,9 @@ storage and monthly cost of the idempotency table for a :class:`Workload`.
 
 Pure arithmetic, no I/O. It applies DynamoDB's capacity rules to the layer's request mix (a
 claim and a completion per new request, a charged failed claim per duplicate, optional
-strongly consistent polls, double writes through variant 3, the business items those
-transactions write at 2x, an index write per claim and completion for each GSI); docs/operating-on-aws.md
+strongly consistent polls, the claim written twice through variant 3 (its completion is a plain
+UpdateItem), the business items those transactions write at 2x, an index write per claim and
+completion for each GSI, and each GSI's copy of every record in the storage); docs/operating-on-aws.md
 ("Planning capacity") lists each rule with its source and shows a worked example that a test
 checks against the command's output.
 """
@@ -194,6 +195,12 @@ class Plan:
     on_demand: Cost
     provisioned: Cost
     notes: tuple[str, ...] = field(default=())
+    index_storage_bytes: int = 0  # the GSIs' copies, part of storage_bytes
+
+    @property
+    def table_storage_bytes(self) -> int:
+        """The idempotency table's own storage (what its partitions hold)."""
+        return self.storage_bytes - self.index_storage_bytes
 
     @property
     def partitions(self) -> int:
@@ -241,6 +248,7 @@ class Plan:
                 "items": self.items_stored,
                 "item_bytes": self.item_bytes,
                 "bytes": self.storage_bytes,
+                "index_bytes": self.index_storage_bytes,
                 "gib": _round(self.storage_gib),
             },
             "monthly_cost_usd": {
@@ -257,7 +265,9 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
     """The capacity plan for ``workload`` at ``prices`` (default: :class:`Prices`)."""
     w = workload
     prices = prices or Prices()
-    tx = 1 + w.transactional_share  # the transactional share pays twice
+    # The transactional share pays twice for its claim (a TransactWriteItems action); its
+    # completion is a plain UpdateItem (guard.complete), as in seed 001's example.
+    tx = 1 + w.transactional_share
     completed = w.record_bytes + w.result_bytes
     duplicates = w.peak_rps * w.duplicate_ratio
     lines: tuple[Line, ...] = (
@@ -266,7 +276,7 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
             "completion",
             f"UpdateItem, record + result = {completed} B",
             w.peak_rps,
-            write_units(completed) * tx,
+            float(write_units(completed)),
             0.0,
         ),
         Line(
@@ -311,7 +321,10 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
 
     item_bytes = completed + ITEM_OVERHEAD_BYTES
     items = _whole(w.average * (w.retention_hours + w.ttl_lag_hours) * 3600)
-    storage_bytes = items * item_bytes
+    # Each GSI projecting the record keeps its own copy (+100 B overhead): billed storage, on
+    # the index's own partitions.
+    index_storage_bytes = w.gsis * items * item_bytes
+    storage_bytes = items * item_bytes + index_storage_bytes
     storage_cost = storage_bytes / GIB * prices.gb_month
 
     scale = w.average / w.peak_rps  # on-demand pays for what is used, on average
@@ -361,12 +374,15 @@ def plan(workload: Workload, prices: Prices | None = None) -> Plan:
                 + sum(line.rcu for line in lines if line.on_table) / PARTITION_RCU
             ),
         ),
-        partitions_for_storage=max(1, math.ceil(storage_bytes / PARTITION_BYTES)),
+        partitions_for_storage=max(
+            1, math.ceil((storage_bytes - index_storage_bytes) / PARTITION_BYTES)
+        ),
         provisioned_wcu=provisioned_wcu,
         provisioned_rcu=provisioned_rcu,
         on_demand=on_demand,
         provisioned=provisioned,
         notes=tuple(notes),
+        index_storage_bytes=index_storage_bytes,
     )
 
 

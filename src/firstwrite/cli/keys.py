@@ -174,8 +174,9 @@ def decode(
         "layout": rec.layout.name,
         "retryable": rec.retryable if rec.status is Status.FAILED else None,
         "expired": rec.expired(now),
-        "owner": rec.owner,
-        "owner_short": rec.owner_short,
+        "owner": None if rec.record.foreign else rec.owner,
+        "owner_short": "-" if rec.record.foreign else rec.owner_short,
+        "hand_built": rec.record.foreign,  # a row without owner (seed 001's model, by hand)
         "version": rec.version,
         "claimed_at": _iso(claimed),
         "claimed_ago_s": None if claimed is None else round(now - claimed, 3),
@@ -225,7 +226,7 @@ def render_record(view: dict[str, Any]) -> str:
         ("scope", view["scope"] or "(none)"),
         ("state", _state(view)),
         ("layout", view["layout"]),
-        ("owner", view["owner"]),
+        ("owner", view["owner"] or "none (a hand-built row: taken over as seen once free)"),
         ("version", view["version"]),
         (
             "claimed",

@@ -1,7 +1,6 @@
 """``firstwrite table create|describe``: the idempotency table.
 
 ``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
-``create`` is the layer's own ``ensure_table()`` (on-demand, string partition key, TTL on
 the layout's expiry attribute: ``expires_at``, or seed 001's ``expiresAt``); on an endpoint
 without ``UpdateTimeToLive`` (dynalite) the table is kept without TTL, with a warning
 (:func:`ensure_table`). On an existing table it lists every change it would make and switches
@@ -9,7 +8,8 @@ TTL on only with ``--enable-ttl`` or when the table is empty and has the layer's
 TTL deletes any item whose expiry attribute is past, not only records. ``describe`` shows
 DescribeTable and DescribeTimeToLive, checks what the layer needs from the table, says which
 record layout it sees (from the TTL attribute, else from a few items, or as ``--layout`` names
-it), and warns where the key layout concentrates writes.
+it) and, for seed 001's layout, the status vocabulary of its first items (hand-built rows
+included), and warns where the key layout concentrates writes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from firstwrite.idempotency.layout import DEFAULT, LAYOUTS, RecordLayout, layout_of, named
+from firstwrite.idempotency.layout import (
+    DEFAULT,
+    LAYOUTS,
+    VOCABULARIES,
+    RecordLayout,
+    layout_of,
+    named,
+    vocabulary_of,
+)
 from firstwrite.shared.command_line import CLIError, ExitCode, error_code
 
 from ._common import add_json_flag, fields, number, print_json, size
@@ -305,6 +313,7 @@ def table_info(
     seen, how = (layout, "named") if layout is not None else _seen_layout(client, name, ttl)
     info["layout"] = {"name": None if seen is None else seen.name, "from": how}
     info["layout_names"] = (seen or DEFAULT).names()
+    info["vocabulary"] = _vocabulary(client, name, seen)
     info["problems"] = _problems(
         info, fix_ttl=target.command("table create", name) + " --enable-ttl"
     )
@@ -323,6 +332,32 @@ def _seen_layout(client: Any, name: str, ttl: dict[str, Any]) -> tuple[RecordLay
         if found is not None:
             return found, "items"
     return None, "nothing: TTL is off and no record found"
+
+
+def _vocabulary(client: Any, name: str, layout: RecordLayout | None) -> dict[str, Any] | None:
+    """For a layout with an explicit status: the status words the first items use (one Scan
+    page of 10) and whether any of them is a hand-built row (no ``owner``); ``None`` for the
+    default layout (which writes no status)."""
+    if layout is None or not layout.explicit:
+        return None
+    words: list[str] = []
+    hand_built = 0
+    for item in client.scan(TableName=name, Limit=10).get("Items", []):
+        found = vocabulary_of(item, layout)
+        if found is None:
+            continue
+        if found not in words:
+            words.append(found)
+        hand_built += layout.owner not in item
+    return {"words": words, "hand_built": hand_built}
+
+
+def _vocabulary_text(vocabulary: dict[str, Any]) -> str:
+    if not vocabulary["words"]:
+        return "none seen (writes PENDING/COMPLETED/FAILED unless configured)"
+    shown = " and ".join("/".join(VOCABULARIES[w]) for w in vocabulary["words"])
+    rows = vocabulary["hand_built"]
+    return shown + (f" ({rows} hand-built row(s) without owner seen)" if rows else "")
 
 
 def _warnings(info: dict[str, Any]) -> list[str]:
@@ -379,6 +414,11 @@ def render(info: dict[str, Any]) -> str:
         ("billing", billing),
         ("TTL", f"{ttl['status']}" + (f" on {ttl['attribute']}" if ttl["attribute"] else "")),
         ("layout", _layout_text(info)),
+        *(
+            [("vocabulary", _vocabulary_text(info["vocabulary"]))]
+            if info.get("vocabulary") is not None
+            else []
+        ),
         ("stream", info["stream"] or "off"),
         (
             "items",

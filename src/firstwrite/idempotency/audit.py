@@ -13,10 +13,10 @@ This audit is the defence when that promise does not hold (docs/guarantees.md, "
 2. The removal is also noted in an :class:`AuditStore` (in memory, or a DynamoDB table); a fresh
    claim of that key within ``window`` of the removal is a late retry detected after the fact:
    counted, logged, and passed to ``on_detect``.
+3. Each TTL ``REMOVE``'s age against the key's last request: ``dynamo_ttl_remove_age_seconds``.
 
-Feed it GetRecords responses' ``Records`` or a Lambda DynamoDB-stream event's ``Records`` (both
-casings of ``userIdentity``); the stream needs the old image (``OLD_IMAGE`` or
-``NEW_AND_OLD_IMAGES``).
+Feed it GetRecords' or a Lambda DynamoDB-stream event's ``Records`` (either ``userIdentity``
+casing); the stream needs the old image (``OLD_IMAGE`` or ``NEW_AND_OLD_IMAGES``).
 """
 
 from __future__ import annotations
@@ -192,14 +192,23 @@ class TtlAudit:
 
     def _removed(self, keys: Mapping[str, Any], old: dict[str, Any], data: Any) -> None:
         n = self.layout
-        if n.owner not in old or n.expires not in old or n.removed_at in old:
+        if n.expires not in old or n.removed_at in old:
             return  # not an idempotency record, or a tombstone expiring in turn
-        rec = r.Record.from_item(old, n)
+        try:
+            rec = r.Record.from_item(old, n)
+        except (KeyError, ValueError):
+            return  # not an idempotency record of this layout
+        removed_at = _epoch(data.get("ApproximateCreationDateTime"))
+        claimed = rec.claimed_at
+        if claimed is not None and self.metrics.enabled:
+            self.metrics.observe(
+                "dynamo_ttl_remove_age_seconds",
+                max(0.0, removed_at - claimed),
+                record=rec.status.value.lower(),
+            )
         if not rec.finished:
             return  # PENDING or retryable FAILED: running the request again is the answer
         record_id, _ = self._ids(keys)
-        removed_at = _epoch(data.get("ApproximateCreationDateTime"))
-        claimed = rec.claimed_at
         claimed_at = int(removed_at if claimed is None else claimed)
         removal = Removal(
             record_id,
@@ -210,7 +219,8 @@ class TtlAudit:
             rec.status.value,
         )
         self.store.note(removal)
-        if self.client is not None and self._requests is not None:
+        # A hand-built row (no owner) leaves no tombstone: a tombstone is fenced by an owner.
+        if self.client is not None and self._requests is not None and not rec.foreign:
             call = self._requests.tombstone(
                 dict(keys),
                 old[n.owner]["S"],

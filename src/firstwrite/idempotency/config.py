@@ -170,6 +170,9 @@ class IdempotencyConfig:
 
     ``layout`` names the record's attributes: :class:`~.layout.RecordLayout` (the default) or
     ``RecordLayout.seed_001()`` for seed 001's item (see ``docs/idempotency-record.md``).
+    ``load_result(result_id)`` turns the ``resultId`` of a succeeded *hand-built* row (one
+    without ``owner``) into the replayed value (default: the ``resultId`` as stored); called in
+    the caller's thread each time such a replay is answered.
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -199,6 +202,7 @@ class IdempotencyConfig:
     on_replay: Callable[[str, Any], Any] | None = None
     disabled: bool = False
     layout: RecordLayout = DEFAULT
+    load_result: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):
@@ -259,6 +263,8 @@ class IdempotencyConfig:
             )
         if self.on_replay is not None and not callable(self.on_replay):
             raise ConfigurationError("on_replay must be a function of (key, value)")
+        if self.load_result is not None and not callable(self.load_result):
+            raise ConfigurationError("load_result must be a function of (result_id)")
 
     def with_(self, **changes: Any) -> IdempotencyConfig:
         """A copy with ``changes`` applied (and validated)."""

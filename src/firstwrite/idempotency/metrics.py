@@ -54,9 +54,9 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Calls stopped at their time budget while DynamoDB kept failing",
         ("operation", "dynamo_error_code"),
     ),
-    "transact_write_cancellation_reason_total": (
+    "transact_write_cancellations_total": (
         "Transaction cancellation reasons, one per failing item",
-        ("reason",),
+        ("transact_write_cancellation_reason",),
     ),
     "dynamo_ttl_delete_before_retry_total": (
         "Requests for a key after TTL removed its finished record",
@@ -74,7 +74,31 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "firstwrite_operation_seconds": ("Idempotency operation latency", ("operation",)),
+    # The TTL audit: how long after the last request for a key (its record's claim) the TTL
+    # service's Streams REMOVE came. Near the retention is normal; far past it is TTL lag.
+    "dynamo_ttl_remove_age_seconds": (
+        "Age of a TTL REMOVE stream event against the last request for its key",
+        ("record",),
+    ),
 }
+BUCKETS: dict[str, tuple[float, ...]] = {
+    # seconds: 1 min .. 7 days (TTL removes up to about 48 hours late)
+    "dynamo_ttl_remove_age_seconds": (
+        60.0,
+        300.0,
+        900.0,
+        3600.0,
+        6 * 3600.0,
+        12 * 3600.0,
+        24 * 3600.0,
+        36 * 3600.0,
+        48 * 3600.0,
+        72 * 3600.0,
+        7 * 24 * 3600.0,
+        float("inf"),
+    ),
+}
+"""Histogram buckets where Prometheus' default (5 ms .. 10 s) does not fit."""
 
 
 class Metrics:
@@ -190,7 +214,13 @@ class PrometheusMetrics(Metrics):
                         for n, (doc, labels) in COUNTERS.items()
                     },
                     {
-                        n: prom.Histogram(n, doc, labels, **kw)
+                        n: prom.Histogram(
+                            n,
+                            doc,
+                            labels,
+                            buckets=BUCKETS.get(n, prom.Histogram.DEFAULT_BUCKETS),
+                            **kw,
+                        )
                         for n, (doc, labels) in HISTOGRAMS.items()
                     },
                 )

@@ -92,6 +92,8 @@ class Replay:
     error: str | None
     expires_at: int
     idempotency_key: str | None = None  # the caller's key, as given to claim()
+    # A hand-built row's ``resultId`` goes through the configuration's ``load_result``.
+    load: Callable[[Any], Any] | None = None
 
     @property
     def completed(self) -> bool:
@@ -100,6 +102,8 @@ class Replay:
     def value(self, result_type: Any = None) -> Any:
         """The replayed result, or :class:`ReplayedFailureError` for a stored failure."""
         if self.status is Status.COMPLETED:
+            if self.load is not None:
+                return self.load(serialization.decode(self.raw_result))
             return serialization.decode(self.raw_result, result_type)
         error_type, message, data = serialization.read_error(self.error)
         raise ReplayedFailureError(

@@ -1,7 +1,6 @@
 """The idempotency record: the DynamoDB item <-> :class:`Record`, and its :class:`Status`.
 
-The item is kept as small as the guarantees allow, because every attribute is paid for on every
-request (botocore validates, serialises and parses each one, DynamoDB bills item size):
+The item is as small as the guarantees allow (every attribute is paid for on every request):
 
 * ``owner`` is the fence and carries the claim's version: ``<token>:<version>``. The token is
   32 hex digits, the first 12 of which are the claim time in epoch milliseconds (so
@@ -16,16 +15,18 @@ request (botocore validates, serialises and parses each one, DynamoDB bills item
   record's ``owner``, ``fingerprint`` and status (``removed_status``), and ``removed_at``.
 
 These are the default layout's names; :meth:`Record.from_item` reads any
-:class:`~.layout.RecordLayout` (an explicit ``status``, as seed 001's, is read when present).
+:class:`~.layout.RecordLayout` (an explicit ``status`` in either vocabulary; with one, also a
+*hand-built* row without ``owner``: :func:`foreign_record`).
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any, NamedTuple
 
 from . import requests as q
-from .layout import DEFAULT, RecordLayout, layout_of
+from .layout import DEFAULT, VOCABULARIES, FinalValue, RecordLayout, layout_of
 
 # The item's wire names and owner-token helpers live with the requests (:mod:`.requests`);
 # re-exported here, where older code imported them from.
@@ -70,6 +71,7 @@ __all__ = [
     "claimed_at_of",
     "convert_item",
     "fence",
+    "foreign_record",
     "millis",
     "same_request",
     "split_fence",
@@ -81,6 +83,15 @@ class Status(enum.Enum):
     PENDING = "PENDING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
+
+
+# Every status word of every vocabulary (:data:`.layout.VOCABULARIES`), to its status.
+_WORDS = {
+    word: status
+    for words in VOCABULARIES.values()
+    for word, status in zip(words, (Status.PENDING, Status.COMPLETED, Status.FAILED), strict=True)
+}
+NEVER = 2**53  # the expiry of a hand-built row without ``expiresAt``: it never expires
 
 
 def _integer(number: str) -> int:
@@ -142,8 +153,17 @@ class Record(NamedTuple):
         return self.removed_at is not None
 
     @property
+    def foreign(self) -> bool:
+        """A hand-built row (no ``owner``): see :func:`foreign_record`."""
+        return self.owner[:1] == q.FOREIGN
+
+    @property
     def claimed_at(self) -> float | None:
-        """The claim time (epoch seconds), from the owner token."""
+        """The claim time (epoch seconds), from the owner token (a hand-built row's
+        ``claimedAt``)."""
+        if self.owner[:1] == q.FOREIGN:
+            claimed = q.foreign_seen_parts(self.owner)[1]
+            return None if claimed is None else float(claimed)
         return token_time(self.owner)
 
     def expired(self, now: float) -> bool:
@@ -173,12 +193,15 @@ class Record(NamedTuple):
         error = get(a_err)
         region = get(a_reg)
         removed = get(a_rem)
-        token, _, version = item[a_own]["S"].rpartition(":")
         explicit = None if a_st is None else get(a_st)
+        owner = get(a_own)
+        if owner is None and explicit is not None:
+            return foreign_record(item, layout)
+        token, _, version = owner["S"].rpartition(":")  # type: ignore[index]
         if removed is not None:
             status = Status(item[a_rem_st]["S"])
         elif explicit is not None:
-            status = Status(explicit["S"])
+            status = _WORDS[explicit["S"]]
         elif result is not None:
             status = Status.COMPLETED
         elif error is not None:
@@ -199,6 +222,75 @@ class Record(NamedTuple):
         )
 
 
+def foreign_record(item: dict[str, Any], layout: RecordLayout) -> Record:
+    """A hand-built row of seed 001's model (``status``, ``resultId``, ``claimedAt``,
+    ``expiresAt``, no ``owner``) as a :class:`Record`; raises ``KeyError`` for an unknown status
+    word and ``ValueError`` for an in-progress row with no end (no ``expiresAt``, and no
+    ``claimedAt`` with ``layout.hold``).
+
+    * in progress: a claim held until its ``expiresAt``, or ``claimedAt + layout.hold`` when
+      earlier (``lease_expires_at``), then taken over under the as-seen condition
+      (:func:`.requests.foreign_seen`);
+    * succeeded: replayed; its ``resultId`` is the result as stored (a string, a number, bytes);
+    * failed: reclaimable at once (lease ``0``), unless ``layout.final`` marks it final.
+
+    ``owner`` is the as-seen identity (``~`` + status word, ``claimedAt``, ``expiresAt``,
+    ``version``), so the machine's replace path takes such a row over only as it was seen."""
+    word = item[layout.status or ""]["S"]
+    status = _WORDS[word]
+    claimed = item.get(layout.claimed_at or "")
+    expires = item.get(layout.expires)
+    version = item.get(layout.version or "")
+    expires_at = NEVER if expires is None else _integer(expires["N"])
+    lease: int | None = None
+    if status is Status.PENDING:
+        ends = [] if expires is None else [expires_at * 1000]
+        if claimed is not None and layout.hold is not None:
+            ends.append(int((float(claimed["N"]) + layout.hold) * 1000))
+        if not ends:
+            raise ValueError(
+                "an in-progress row without expiresAt needs claimedAt and the layout's hold "
+                "(RecordLayout.seed_001(hold=seconds))"
+            )
+        lease = min(ends)
+    elif status is Status.FAILED and not _marked_final(item, layout.final):
+        lease = 0
+    result = item.get(layout.result)
+    raw: str | bytes | None = None
+    if result is not None and status is Status.COMPLETED:
+        if "S" in result:
+            raw = json.dumps(result["S"], ensure_ascii=False)
+        elif "N" in result:
+            raw = result["N"]
+        elif "B" in result:
+            raw = b"\x02" + bytes(result["B"])  # serialization's raw-bytes tag
+    fp = item.get(layout.fingerprint)
+    error = item.get(layout.error)
+    seen = q.foreign_seen(
+        word,
+        None if claimed is None else claimed["N"],
+        None if expires is None else expires["N"],
+        None if version is None else version["N"],
+    )
+    return Record(
+        status,
+        0 if version is None else _integer(version["N"]),
+        seen,
+        lease,
+        expires_at,
+        None if fp is None else fp.get("S"),
+        raw,
+        None if error is None else error.get("S"),
+    )
+
+
+def _marked_final(item: dict[str, Any], final: tuple[str, FinalValue] | None) -> bool:
+    if final is None:
+        return False
+    name, value = final
+    return item.get(name) == q.attribute_value(value)
+
+
 def _raw(value: dict[str, Any]) -> str | bytes:
     if "S" in value:
         return str(value["S"])
@@ -210,15 +302,21 @@ def convert_item(
     item: dict[str, Any], target: RecordLayout, source: RecordLayout | None = None
 ) -> dict[str, Any]:
     """``item`` (a record or tombstone written in ``source``; ``None``: the layout its
-    attributes show) rewritten in ``target``: every layout attribute renamed, ``status`` and
-    ``claimedAt`` written or dropped as ``target`` has them, every other attribute (the key
-    included) kept. Raises ``ValueError`` for an item of no known layout."""
+    attributes show) rewritten in ``target``: every layout attribute renamed, ``status``,
+    ``claimedAt`` and ``version`` written or dropped as ``target`` has them, every other attribute (the key
+    included) kept. A hand-built row (no owner) is returned as it is for a ``target`` with a
+    status (which reads it). Raises ``ValueError`` for an item of no known layout, or a
+    hand-built row and a ``target`` without a status."""
     from_ = source or layout_of(item)
     if from_ is None:
         raise ValueError("not an idempotency record of a known layout")
     record = Record.from_item(item, from_)  # also checks that it is one
+    if record.foreign:  # a hand-built row: read as it is by any layout with a status
+        if target.status is None or target.claimed_at is None:
+            raise ValueError("a hand-built row (no owner) needs a layout with a status")
+        return dict(item)
     roles = from_.names()
-    derived = {roles.get("status"), roles.get("claimed_at")}
+    derived = {roles.get("status"), roles.get("claimed_at"), roles.get("version")}
     renamed = {name: role for role, name in roles.items()}
     out: dict[str, Any] = {}
     for name, value in item.items():
@@ -227,6 +325,9 @@ def convert_item(
         out[target.names()[renamed[name]] if name in renamed else name] = value
     if target.status is not None and not record.removed:
         out[target.status] = {"S": record.status.value}
+    if target.version is not None and not record.removed:
+        # Variant 2's version: the owner's while the claim is live (what fenced writes expect)
+        out[target.version] = {"N": str(record.version)}
     claimed = claimed_at_of(item, from_)
     if target.claimed_at is not None and not record.removed and claimed is not None:
         out[target.claimed_at] = {"N": str(int(claimed))}
@@ -238,8 +339,20 @@ def as_seen(item: dict[str, Any], layout: RecordLayout | None = None) -> dict[st
     the stored record is as ``item`` shows it: the same owner and version, the same lease, and
     the same outcome attributes present. Every transition changes one of them (completing keeps
     the owner and version but removes the lease and adds the result), so a write under it never
-    undoes a claim, completion, failure or renewal made since."""
+    undoes a claim, completion, failure or renewal made since. A hand-built row (no owner) is
+    held to its status word, ``claimedAt``, ``expiresAt`` and ``version``, and to having no
+    owner (:func:`.requests.foreign_takeover_condition`)."""
     n = layout or layout_of(item) or DEFAULT
+    if n.owner not in item and n.status is not None and n.claimed_at is not None:
+        rec = foreign_record(item, n)  # a hand-built row: as seen, still without an owner
+        condition, foreign_names, foreign_values = q.foreign_takeover_condition(
+            rec.owner, n.status, n.claimed_at, n.expires, n.version
+        )
+        return {
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#own": n.owner, **foreign_names},
+            "ExpressionAttributeValues": foreign_values,
+        }
     names = {"#own": n.owner, "#lease": n.lease, "#res": n.result, "#err": n.error}
     values = {":own": item[n.owner]}
     parts = ["#own = :own"]

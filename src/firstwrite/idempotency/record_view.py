@@ -111,7 +111,8 @@ class RecordView:
 
     @property
     def owner_short(self) -> str:
-        return short_owner(self.record.owner)
+        """The owner token shortened; ``hand-built`` for a row without owner."""
+        return "hand-built" if self.record.foreign else short_owner(self.record.owner)
 
     @property
     def fingerprint(self) -> str | None:
@@ -153,9 +154,10 @@ class RecordView:
         tombstone says so."""
         if self.record.removed:
             return f"{self.status.value} (tombstone)"
+        hand = ", hand-built" if self.record.foreign else ""
         if self.status is Status.FAILED:
-            return "FAILED (retryable)" if self.retryable else "FAILED (final)"
-        return str(self.status.value)
+            return ("FAILED (retryable" if self.retryable else "FAILED (final") + hand + ")"
+        return str(self.status.value) + (" (hand-built)" if hand else "")
 
     @property
     def kind(self) -> str:

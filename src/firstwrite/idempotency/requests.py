@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from .config import IdempotencyConfig
 from .effects import Call
-from .layout import DEFAULT
+from .layout import DEFAULT, FinalValue
 
 # -- the item -----------------------------------------------------------------------------------
 
@@ -82,6 +82,36 @@ def token_time(token: str) -> float | None:
         return int(token[:TOKEN_TIME_DIGITS], 16) / 1000
     except ValueError:
         return None
+
+
+# A hand-built row (no ``owner``, :func:`.record.foreign_record`) is identified by what a
+# takeover must find unchanged: ``~`` + its status word, ``claimedAt``, ``expiresAt`` and
+# ``version`` (empty when absent), ``|``-separated. It stands where an owner token would.
+FOREIGN = "~"
+
+
+def foreign_seen(word: str, claimed: str | None, expires: str | None, version: str | None) -> str:
+    """The as-seen identity of a hand-built row (its status word and number attributes)."""
+    return FOREIGN + "|".join((word, claimed or "", expires or "", version or ""))
+
+
+def foreign_seen_parts(seen: str) -> tuple[str, str | None, str | None, str | None]:
+    """:func:`foreign_seen`'s parts back (``seen`` may carry the ``:<version>`` suffix that
+    :func:`fence` adds)."""
+    body = seen[1:].split("|")
+    if len(body) == 4 and ":" in body[3]:
+        body[3] = body[3].rpartition(":")[0]
+    word, claimed, expires, version = body
+    return word, claimed or None, expires or None, version or None
+
+
+def attribute_value(value: FinalValue) -> dict[str, Any]:
+    """A Python ``bool``/``int``/``str`` as a DynamoDB AttributeValue."""
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int):
+        return {"N": str(value)}
+    return {"S": value}
 
 
 class Stored(Protocol):
@@ -142,30 +172,66 @@ CLAIM_CONDITION_LIVE_ANY = "attribute_not_exists(#pk) OR #lease < :now_ms"
 def claim_allows(
     stored: Stored | None, fingerprint: str, now: float, *, retention_branch: bool = True
 ) -> bool:
-    """Mirror of the claim condition (``retention_branch=False``: the ``_LIVE`` variants)."""
+    """Mirror of the claim condition (``retention_branch=False``: the ``_LIVE`` variants). A
+    hand-built row has no ``#lease`` attribute (its ``lease_expires_at`` is derived), so only
+    the retention branch can accept it."""
     if stored is None:
         return True
     if retention_branch and past_retention(stored.expires_at, now):
         return True
-    return lease_passed(stored.lease_expires_at, now) and same_request(
-        stored.fingerprint, fingerprint
+    return (
+        lease_passed(stored.lease_expires_at, now)
+        and stored.owner[:1] != FOREIGN
+        and same_request(stored.fingerprint, fingerprint)
     )
 
 
 # Replace a record exactly as it was seen (a tombstone, or a record past retention when the
-# retention branch is off): its owner value is unique to it.
+# retention branch is off): its owner value is unique to it. A hand-built row (``seen`` from
+# :func:`foreign_seen`) is taken over only while it still has no owner and the same status word,
+# claimedAt, expiresAt and version (:func:`foreign_takeover_condition`), each ``= :s..`` or
+# ``attribute_not_exists`` as seen: e.g. ``attribute_not_exists(#own) AND #st = :sst AND
+# #ca = :sca AND #exp = :sexp AND attribute_not_exists(#ver)``.
 REPLACE_CONDITION = "#own = :seen"
 
 
 def replace_allows(stored: Stored | None, seen: str) -> bool:
-    """Mirror of REPLACE_CONDITION; ``seen`` is the owner value (``fence(token, version)``)."""
+    """Mirror of REPLACE_CONDITION and of :func:`foreign_takeover_condition`; ``seen`` is the
+    owner value (``fence(token, version)``), of a hand-built row its :func:`foreign_seen`."""
     return stored is not None and fence(stored.owner, stored.version) == seen
+
+
+def foreign_takeover_condition(
+    seen: str, status: str, claimed_at: str, expires: str, version: str | None
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """(condition, names, values) that hold only while the hand-built row is as ``seen``
+    (``status`` ... ``version``: the layout's attribute names; the owner's is ``#own``)."""
+    word, claimed, expires_value, version_value = foreign_seen_parts(seen)
+    parts = ["attribute_not_exists(#own)", "#st = :sst"]
+    names = {"#st": status}
+    values: dict[str, Any] = {":sst": {"S": word}}
+    checks = [("#ca", claimed_at, claimed), ("#exp", expires, expires_value)]
+    if version is not None:
+        checks.append(("#ver", version, version_value))
+    for alias, name, value in checks:
+        names[alias] = name
+        if value is None:
+            parts.append(f"attribute_not_exists({alias})")
+        else:
+            parts.append(f"{alias} = :s{alias[1:]}")
+            values[f":s{alias[1:]}"] = {"N": value}
+    return " AND ".join(parts), names, values
 
 
 # The fence: requiring the lease makes COMPLETED and final FAILED records immune to any later
 # fenced write; renew and fail bump the version, so a copy of the claim from before them is
 # refused too. Completion is terminal and keeps the version.
 FENCE = "#own = :own AND attribute_exists(#lease)"
+# A layout with a ``version`` attribute (seed 001's Variant 2) also conditions every fenced
+# write on it and sets it one higher (:func:`_with_version`), completion included. While a record
+# is PENDING (or a retryable FAILED) the layer keeps it equal to the owner's version, so the
+# mirror is :func:`fence_allows` unchanged.
+FENCE_VERSIONED = FENCE + " AND #ver = :ver"
 
 
 def fence_allows(stored: Stored | None, owner: str, version: int) -> bool:
@@ -198,7 +264,7 @@ RENEW_UPDATE = "SET #lease = :lease, #own = :nown, #exp = :exp"
 _SET_STATUS = "SET #st = :st, "
 
 _ZERO = {"N": "0"}
-_PENDING, _COMPLETED, _FAILED = {"S": "PENDING"}, {"S": "COMPLETED"}, {"S": "FAILED"}
+_ONE = {"N": "1"}
 
 
 class Requests:
@@ -211,10 +277,13 @@ class Requests:
         "_complete_update",
         "_fail_names",
         "_fail_updates",
+        "_fence",
         "_names",
         "_pk_names",
         "_renew_names",
+        "_renew_update",
         "_replace_names",
+        "_words",
         "capacity",
         "claim_conditions",
         "config",
@@ -240,6 +309,7 @@ class Requests:
             else (CLAIM_CONDITION, CLAIM_CONDITION_ANY)
         )
         self.layout = n = config.layout
+        self._words = tuple({"S": word} for word in n.words)  # pending, completed, failed
         # The item's names, in the order :meth:`new_item` writes them.
         self._names = (n.owner, n.lease, n.expires, n.fingerprint, n.region, n.status, n.claimed_at)
         self._pk_names = {"#pk": config.partition_key}
@@ -254,14 +324,19 @@ class Requests:
         self._replace_names = {"#own": n.owner}
         fenced = {"#own": n.owner, "#lease": n.lease}
         status = {} if n.status is None else {"#st": n.status}
-        self._complete_names = fenced | {"#res": n.result} | status
-        self._fail_names = fenced | {"#err": n.error} | status
-        self._renew_names = fenced | {"#exp": n.expires}
-        self._complete_update = _with_status(COMPLETE_UPDATE, bool(status))
-        self._fail_updates = (
-            _with_status(FAIL_UPDATE, bool(status)),
-            _with_status(FAIL_RETRYABLE_UPDATE, bool(status)),
+        versioned = {} if n.version is None else {"#ver": n.version}
+        self._complete_names = fenced | {"#res": n.result} | status | versioned
+        self._fail_names = fenced | {"#err": n.error} | status | versioned
+        self._renew_names = fenced | {"#exp": n.expires} | versioned
+        self._complete_update = _with_version(
+            _with_status(COMPLETE_UPDATE, bool(status)), bool(versioned)
         )
+        self._fail_updates = (
+            _with_version(_with_status(FAIL_UPDATE, bool(status)), bool(versioned)),
+            _with_version(_with_status(FAIL_RETRYABLE_UPDATE, bool(status)), bool(versioned)),
+        )
+        self._renew_update = _with_version(RENEW_UPDATE, bool(versioned))
+        self._fence = FENCE_VERSIONED if versioned else FENCE
 
     # -- items -----------------------------------------------------------------------------------
 
@@ -287,9 +362,11 @@ class Requests:
         if self.region is not None:
             item[a_region] = self.region
         if a_status is not None:  # seed 001: the status, and the claim time in epoch seconds
-            item[a_status] = _PENDING
+            item[a_status] = self._words[0]
             if a_claimed is not None:
                 item[a_claimed] = {"N": str(int(owner[:TOKEN_TIME_DIGITS], 16) // 1000)}
+        if self.layout.version is not None:
+            item[self.layout.version] = _ONE
         return item
 
     def _claim_condition(
@@ -325,6 +402,19 @@ class Requests:
         return Call("PutItem", params)
 
     def _replace(self, item: Item, seen: str) -> dict[str, Any]:
+        n = self.layout
+        if seen[:1] == FOREIGN and n.status is not None and n.claimed_at is not None:
+            condition, names, values = foreign_takeover_condition(
+                seen, n.status, n.claimed_at, n.expires, n.version
+            )
+            return {
+                "TableName": self.table,
+                "Item": item,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {**self._replace_names, **names},
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
         return {
             "TableName": self.table,
             "Item": item,
@@ -364,11 +454,13 @@ class Requests:
     ) -> dict[str, Any]:
         values = {":own": {"S": fence(owner, version)}, ":res": result}
         if self.layout.status is not None:
-            values[":st"] = _COMPLETED
+            values[":st"] = self._words[1]
+        if self.layout.version is not None:
+            values.update(_versions(version))
         return {
             "TableName": self.table,
             "Key": key,
-            "ConditionExpression": FENCE,
+            "ConditionExpression": self._fence,
             "UpdateExpression": self._complete_update,
             "ExpressionAttributeNames": self._complete_names,
             "ExpressionAttributeValues": values,
@@ -396,13 +488,15 @@ class Requests:
         if retryable:
             values[":zero"] = _ZERO
         if self.layout.status is not None:
-            values[":st"] = _FAILED
+            values[":st"] = self._words[2]
+        if self.layout.version is not None:
+            values.update(_versions(version))
         return Call(
             "UpdateItem",
             {
                 "TableName": self.table,
                 "Key": key,
-                "ConditionExpression": FENCE,
+                "ConditionExpression": self._fence,
                 "UpdateExpression": self._fail_updates[retryable],
                 "ExpressionAttributeNames": self._fail_names,
                 "ExpressionAttributeValues": values,
@@ -412,20 +506,23 @@ class Requests:
         )
 
     def renew(self, key: Key, owner: str, version: int, lease_ms: int, now: float) -> Call:
+        values = {
+            ":own": {"S": fence(owner, version)},
+            ":nown": {"S": fence(owner, version + 1)},
+            ":lease": {"N": str(lease_ms)},
+            ":exp": {"N": str(int(now + self.retention))},
+        }
+        if self.layout.version is not None:
+            values.update(_versions(version))
         return Call(
             "UpdateItem",
             {
                 "TableName": self.table,
                 "Key": key,
-                "ConditionExpression": FENCE,
-                "UpdateExpression": RENEW_UPDATE,
+                "ConditionExpression": self._fence,
+                "UpdateExpression": self._renew_update,
                 "ExpressionAttributeNames": self._renew_names,
-                "ExpressionAttributeValues": {
-                    ":own": {"S": fence(owner, version)},
-                    ":nown": {"S": fence(owner, version + 1)},
-                    ":lease": {"N": str(lease_ms)},
-                    ":exp": {"N": str(int(now + self.retention))},
-                },
+                "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 **self.capacity,
             },
@@ -517,6 +614,16 @@ class Requests:
 def _with_status(update: str, explicit: bool) -> str:
     """``update`` also setting ``#st = :st`` when the layout writes its status."""
     return _SET_STATUS + update[4:] if explicit else update
+
+
+def _with_version(update: str, versioned: bool) -> str:
+    """``update`` also setting ``#ver = :nver`` when the layout has a version attribute."""
+    return "SET #ver = :nver, " + update[4:] if versioned else update
+
+
+def _versions(version: int) -> dict[str, dict[str, str]]:
+    """``:ver`` (the version the write expects) and ``:nver`` (the one it writes)."""
+    return {":ver": {"N": str(version)}, ":nver": {"N": str(version + 1)}}
 
 
 def tables_of(call: Call) -> list[str]:

@@ -16,6 +16,7 @@ Replaying into a type (a dataclass, a pydantic model, ``list[Model]``...) uses p
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as _dt
 import decimal
@@ -170,10 +171,29 @@ def _loads(text: str) -> Any:
     return value
 
 
+TEXT_PREFIX = "b64:"
+"""A binary stored value written as text (:func:`as_text`): never the start of JSON."""
+
+
+def as_text(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` (from :func:`encode`) as a string AttributeValue: a ``B`` value becomes
+    ``b64:`` + the base64 of its bytes (tag included), which :func:`decode` reads back. For
+    layouts whose result attribute must stay a string (seed 001's ``resultId``)."""
+    if "B" not in value:
+        return value
+    return {"S": TEXT_PREFIX + base64.b64encode(value["B"]).decode("ascii")}
+
+
 def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
-    """The value stored by :func:`encode`, rebuilt as ``result_type`` when one is given."""
+    """The value stored by :func:`encode` (or :func:`as_text`), rebuilt as ``result_type``
+    when one is given."""
     if raw is None:
         return None
+    if isinstance(raw, str) and raw.startswith(TEXT_PREFIX):
+        try:
+            raw = base64.b64decode(raw[len(TEXT_PREFIX) :], validate=True)
+        except ValueError as exc:
+            raise SerializationError(f"stored result is corrupt: {exc}") from exc
     try:
         if isinstance(raw, str):
             value: Any = _loads(raw)
@@ -201,6 +221,12 @@ def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
 def stored_format(raw: str | bytes) -> str:
     """The stored form of a ``result`` value, in words (``"JSON"``, ``"bytes, zlib-compressed"``
     ...), ``"unknown"`` for a tag :func:`decode` does not know."""
+    if isinstance(raw, str) and raw.startswith(TEXT_PREFIX):
+        try:
+            inner = base64.b64decode(raw[len(TEXT_PREFIX) :], validate=True)
+        except ValueError:
+            return "unknown"
+        return stored_format(inner) + ", as base64 text" if inner else "unknown"
     if isinstance(raw, str):
         return "JSON"
     return _FORMATS.get(raw[0], "unknown") if raw else "unknown"

@@ -37,6 +37,8 @@ def judge(
     retention that the claim condition left to us          same request), else REPLACE
     claimable by the claim condition now                   CLAIMABLE
     a different fingerprint                                MISMATCH
+    a hand-built row (no owner) in progress past its hold, REPLACE (as seen:
+    or failed and not final                                :func:`.requests.replace_allows`)
     finished (COMPLETED, or FAILED for good)               REPLAY
     PENDING with a live lease                              IN_PROGRESS
     ====================================================== ======================
@@ -55,6 +57,8 @@ def judge(
         return Verdict.CLAIMABLE
     if not q.same_request(rec.fingerprint, fp):
         return Verdict.MISMATCH
+    if rec.owner[:1] == q.FOREIGN and q.lease_passed(rec.lease_expires_at, now):
+        return Verdict.REPLACE
     if rec.finished:
         return Verdict.REPLAY
     return Verdict.IN_PROGRESS

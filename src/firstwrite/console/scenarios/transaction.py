@@ -21,7 +21,7 @@ TABLE = "payments-idempotency"
 ACCOUNTS = "accounts"
 ACCOUNT = {"pk": {"S": "acct-1"}}
 BALANCE = 100
-REASONS_METRIC = "transact_write_cancellation_reason_total"
+REASONS_METRIC = "transact_write_cancellations_total"
 
 
 def debit(amount: int) -> dict[str, Any]:
@@ -155,8 +155,12 @@ def run(stage: Stage) -> str:
     )
     stage.check(
         f"{REASONS_METRIC} counted business_condition_failed and duplicate",
-        stage.metrics.total(REASONS_METRIC, reason="business_condition_failed") == 1
-        and stage.metrics.total(REASONS_METRIC, reason="duplicate") == 1,
+        stage.metrics.total(
+            REASONS_METRIC, transact_write_cancellation_reason="business_condition_failed"
+        )
+        == 1
+        and stage.metrics.total(REASONS_METRIC, transact_write_cancellation_reason="duplicate")
+        == 1,
     )
     return (
         "The transaction held: a failed business condition cancelled the claim with it (nothing "

@@ -65,7 +65,7 @@ class Cancellation:
 
 def read(reasons: list[dict[str, Any]], own_label: str) -> Cancellation:
     """Read ``CancellationReasons``; ``own_label`` names a failed condition on the layer's item
-    in the ``transact_write_cancellation_reason_total`` metric (``duplicate``, ``fence``)."""
+    in the ``transact_write_cancellations_total`` metric (``duplicate``, ``fence``)."""
     codes = [r.get("Code") for r in reasons]
     business = {
         i - 1: r

@@ -115,6 +115,11 @@ class StateMachine:
             return Record.from_item(item, self.layout)
         except (KeyError, ValueError, TypeError) as exc:
             found = layout_of(item)
+            if found is not None and found.name == self.layout.name:  # e.g. a hand-built row
+                raise ConfigurationError(
+                    f"the item stored under this key cannot be read in the {found.name!r} "
+                    f"layout: {exc} (docs/idempotency-record.md, Adopting a table filled by hand)"
+                ) from exc
             what = "no known layout" if found is None else f"the {found.name!r} layout"
             raise ConfigurationError(
                 f"the item stored under this key is in {what}, not this configuration's "
@@ -213,6 +218,7 @@ class StateMachine:
             rec.error,
             rec.expires_at,
             attempt.idempotency_key,
+            self.config.load_result if rec.owner[:1] == q.FOREIGN else None,
         )
         self.report.claim(
             "replayed_completed" if rec.status is Status.COMPLETED else "replayed_failed"
@@ -244,6 +250,8 @@ class StateMachine:
         value = serialization.encode(
             result, threshold=cfg.compress_threshold, level=cfg.compression_level
         )
+        if self.layout.explicit:  # seed 001's resultId is a string whatever the result
+            value = serialization.as_text(value)
         size = serialization.value_size(value)
         if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
             item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)

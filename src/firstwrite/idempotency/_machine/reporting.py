@@ -319,7 +319,9 @@ class Reporter:
         (``operation``: ``claim`` or ``complete``)."""
         if self.enabled:
             for label in labels:
-                self.metrics.count("transact_write_cancellation_reason_total", reason=label)
+                self.metrics.count(
+                    "transact_write_cancellations_total", transact_write_cancellation_reason=label
+                )
         log.log(
             level,
             "transaction %s for %r cancelled: %s",
