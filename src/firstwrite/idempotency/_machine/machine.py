@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import requests as q
 from .. import serialization
@@ -50,6 +50,9 @@ from .budget import Deadline
 from .cache import ReplayCache
 from .reporting import Reporter
 from .retry import perform
+
+if TYPE_CHECKING:
+    from .migration import Migrating
 
 Clock = Callable[[], float]
 """The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""
@@ -103,6 +106,12 @@ class StateMachine:
         self._fingerprint = (
             fingerprinter(config.hash_function) if config.payload_validation else None
         )
+        self.migration: Migrating | None = None
+        if config.key_migration is not None:  # the window's claim replaces the plain one
+            from .migration import Migrating
+
+            self.migration = Migrating(self, config.key_migration)
+            self.claim = self.migration.claim  # type: ignore[method-assign]
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -393,6 +402,8 @@ class StateMachine:
         deadline: Deadline | None = None,
     ) -> Steps[None]:
         info = serialization.error_info(error, data)
+        if self.migration is not None:
+            yield from self.migration.fail(claim, info, retryable, deadline)
         request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
         key = key_of(claim)
         ok, old = yield from self.conditional(request, key, claim.record_id, deadline)
@@ -419,6 +430,8 @@ class StateMachine:
         now = self.clock()
         lease_ms = millis(now + (self.config.lease if lease is None else lease))
         expires = int(now + self.config.retention)  # as in the renew request
+        if self.migration is not None:
+            yield from self.migration.renew(claim, lease_ms, now, deadline)
         request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
         key = key_of(claim)
         ok, old = yield from self.conditional(request, key, claim.record_id, deadline)
