@@ -56,6 +56,7 @@ from .errors import (
     TransactionValidationError,
 )
 from .guard import Idempotency
+from .key_migration import KeyMigration, KeyScheme
 from .keys import canonical_json, fingerprint
 from .layout import RecordLayout
 from .metrics import (
@@ -93,6 +94,8 @@ __all__ = [
     "InFlight",
     "InProgressError",
     "ItemCollectionSizeLimitError",
+    "KeyMigration",
+    "KeyScheme",
     "LateRetryError",
     "LostClaimError",
     "MemoryAuditStore",
