@@ -56,7 +56,9 @@ class Versions:
         self.metrics = MemoryMetrics()
         base = BASE.with_(**config)
         Idempotency(base, client=backend.client).ensure_table()
-        old_config = base.with_(key_prefix=scheme.key_prefix, scope=scheme.scope, layout=scheme.layout)
+        old_config = base.with_(
+            key_prefix=scheme.key_prefix, scope=scheme.scope, layout=scheme.layout
+        )
         self.old = backend.guard(old_config)
         if scheme.empty_scope_part:  # the version before the unscoped key lost its empty part
             self.old._machine.keys = old_keys(scheme)  # type: ignore[assignment]

@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import requests as q
 from .. import serialization
@@ -51,8 +51,21 @@ from .cache import ReplayCache
 from .reporting import Reporter
 from .retry import perform
 
-if TYPE_CHECKING:
-    from .migration import Migrating
+
+class OldKeys(Protocol):
+    """A key migration's writes of a claim's old keys (:class:`.migration.Migrating`), made
+    before the same write of its new key."""
+
+    def complete(
+        self, claim: Claim, result: Any, value: dict[str, Any], deadline: Deadline | None
+    ) -> Steps[None]: ...
+    def fail(
+        self, claim: Claim, info: str, retryable: bool, deadline: Deadline | None
+    ) -> Steps[None]: ...
+    def renew(
+        self, claim: Claim, lease_ms: int, now: float, deadline: Deadline | None
+    ) -> Steps[None]: ...
+
 
 Clock = Callable[[], float]
 """The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""
@@ -106,12 +119,8 @@ class StateMachine:
         self._fingerprint = (
             fingerprinter(config.hash_function) if config.payload_validation else None
         )
-        self.migration: Migrating | None = None
-        if config.key_migration is not None:  # the window's claim replaces the plain one
-            from .migration import Migrating
-
-            self.migration = Migrating(self, config.key_migration)
-            self.claim = self.migration.claim  # type: ignore[method-assign]
+        # A key migration's old-key writes (:func:`.migration.install`, by the drivers).
+        self.migration: OldKeys | None = None
 
     # -- pure helpers ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import requests as q
 from ..client_errors import error_code, is_sdk_error
@@ -42,11 +42,9 @@ from ..requests import Item, Key, Requests
 from ..verdicts import Verdict, fenced_outcome
 from .budget import Deadline
 from .cancellation import TRANSIENT_REASONS
+from .machine import StateMachine
 from .retry import backoff, budget_spent
 from .transactional import transact
-
-if TYPE_CHECKING:
-    from .machine import StateMachine
 
 _MAX_ROUNDS = 64  # as the plain claim's
 
@@ -387,6 +385,17 @@ def _legacy_claim(claim: Claim, legacy: tuple[tuple[int, Key], ...]) -> LegacyCl
         c.idempotency_key,
         legacy,
     )
+
+
+def install(m: StateMachine) -> StateMachine:
+    """``m`` with its configuration's key migration in place (the drivers call it on their
+    machine): the window's claim replaces the plain one, and the old keys are written on
+    completion, failure and renewal. Without ``key_migration``, ``m`` unchanged."""
+    migration = m.config.key_migration
+    if migration is not None:
+        m.migration = migrating = Migrating(m, migration)
+        m.claim = migrating.claim  # type: ignore[method-assign]
+    return m
 
 
 def _label(index: int, code: object) -> str:
