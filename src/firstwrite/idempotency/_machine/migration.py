@@ -10,8 +10,10 @@ so both versions replay it. Interleavings: an old version's live or finished cla
 only) refuses the new version's transaction, which answers "in progress" or replays it (polls
 re-run the transaction); a new version's claim writes the old key too, so an old version's
 plain claim meets it and waits or replays; a lease run out on one key is taken over as always,
-and the loser's fenced old-key write raises :class:`~..errors.LostClaimError`. Past the window a
-claim writes the new key alone (a plain call); a claim made inside it still finishes both keys.
+and the loser's fenced old-key write raises
+:class:`~firstwrite.idempotency.errors.LostClaimError`. Past the window a claim writes the new
+key alone (a plain call); a claim made inside it still finishes both keys. Every interleaving,
+side by side: docs/migrations.md, "Who sees what".
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ _MAX_ROUNDS = 64  # as the plain claim's
 
 @dataclass(frozen=True, slots=True)
 class LegacyClaim(Claim):
-    """A :class:`~..outcomes.Claim` made inside the window: it also holds ``legacy``, the old
+    """A :class:`~firstwrite.idempotency.outcomes.Claim` made inside the window: it also holds ``legacy``, the old
     keys claimed with it (``(scheme index, Key)``), which its completion, failure and renewal
     write first."""
 
@@ -295,7 +297,7 @@ class Migrating:
         self, claim: Claim, result: Any, value: dict[str, Any], deadline: Deadline | None
     ) -> Steps[None]:
         """Complete ``claim``'s old keys (before its new one); a write that fails for a reason
-        that may pass gives :class:`~..errors.CompletionNotRecordedError` with ``result``."""
+        that may pass gives :class:`~firstwrite.idempotency.errors.CompletionNotRecordedError` with ``result``."""
         if not isinstance(claim, LegacyClaim):
             return
         try:
