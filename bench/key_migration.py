@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _callgrind
+from ._common import Section, Series, Settings, Table
 
 BASE = os.environ.get("KEY_MIGRATION_BASE", "48f5cde")
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,8 +72,8 @@ def _child(requests: int, reps: int) -> None:
     print(json.dumps(pieces))
 
 
-def _timed(requests: int) -> dict[tuple[str, str], float]:
-    """Median microseconds per request."""
+def _timed(requests: int, reps: int = 5) -> dict[tuple[str, str], list[float]]:
+    """Microseconds per request, one value per repetition."""
     found = {}
     with tempfile.TemporaryDirectory(prefix="bench-migration-") as directory:
         for name, guard in _guards(directory).items():
@@ -81,12 +82,12 @@ def _timed(requests: int) -> dict[tuple[str, str], float]:
                 for i in range(50):
                     op(10**6 + i)
                 runs = []
-                for rep in range(5):
+                for rep in range(reps):
                     start = time.perf_counter()
                     for i in range(requests):
                         op(rep * requests + i)
                     runs.append((time.perf_counter() - start) / requests * 1e6)
-                found[scenario, name] = statistics.median(runs)
+                found[scenario, name] = runs
     return found
 
 
@@ -112,7 +113,7 @@ def _base_sources(directory: Path) -> Path:
 
 
 def main(requests: int) -> None:
-    timed = _timed(requests)
+    timed = {k: statistics.median(v) for k, v in _timed(requests).items()}
     print(f"Time per request, µs (median of 5 runs of {requests}, bound boto3 client):\n")
     print("| scenario | no key_migration | inside a migration window | ratio |")
     print("|---|---|---|---|")
@@ -132,6 +133,35 @@ def main(requests: int) -> None:
     for s in SCENARIOS:
         b, p, w = base[s, "plain"], counted[s, "plain"], counted[s, "window"]
         print(f"| {s} | {b:.1f} | {p:.1f} | {(p - b) / b * 100:+.2f}% | {w:.1f} |")
+
+
+def run(settings: Settings, log: Callable[[str], None]) -> Section:
+    """The time tables, for ``python -m bench`` (the instruction counts: run this module)."""
+    section = Section(
+        key="key_migration",
+        title="A key migration's window vs no migration (issue 37)",
+        method=[
+            "The engine in process (durability normal), through a boto3 client bound to it. "
+            "**plain**: a guard without `key_migration`; **window**: a guard inside a "
+            "migration window with one previous scheme (`KeyScheme.old_unscoped()`).",
+            f"{settings.reps} repetitions of 200 requests each, after 50 uncounted. "
+            "Instructions per request, and the no-migration path against the code before the "
+            "migration existed: `python -m bench.key_migration` (callgrind).",
+        ],
+    )
+    timed = _timed(200, settings.reps)
+    for scenario in SCENARIOS:
+        table = Table(
+            title=f"{scenario}, boto3 bound in process",
+            series=[
+                Series("plain", timed[scenario, "plain"], unit="µs/request"),
+                Series("window", timed[scenario, "window"], unit="µs/request"),
+            ],
+            ours=["plain", "window"],
+        )
+        log(f"    {scenario}: " + ", ".join(f"{s.name}={s.median:,.0f} µs" for s in table.series))
+        section.tables.append(table)
+    return section
 
 
 if __name__ == "__main__":
