@@ -31,6 +31,7 @@ from . import (
     events,
     idempotency,
     install_size,
+    key_migration,
     middleware,
     overhead,
     plugin,
@@ -66,6 +67,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "transfers": transfers.run,
     "budget": budget.run,
     "events": events.run,
+    "key_migration": key_migration.run,
 }
 
 

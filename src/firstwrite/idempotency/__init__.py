@@ -47,6 +47,7 @@ from .errors import (
     TransactionValidationError,
 )
 from .guard import Idempotency
+from .key_migration import KeyMigration, KeyScheme
 from .keys import canonical_json, fingerprint
 from .layout import RecordLayout
 from .metrics import (
@@ -84,6 +85,8 @@ __all__ = [
     "InFlight",
     "InProgressError",
     "ItemCollectionSizeLimitError",
+    "KeyMigration",
+    "KeyScheme",
     "LateRetryError",
     "LostClaimError",
     "MemoryAuditStore",

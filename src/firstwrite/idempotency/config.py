@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from .errors import ConfigurationError
+from .key_migration import KeyMigration
 from .layout import DEFAULT, RecordLayout
 
 MissingKeyMode = Literal["raise", "run-unguarded"]
@@ -173,6 +174,10 @@ class IdempotencyConfig:
     ``load_result(result_id)`` turns the ``resultId`` of a succeeded *hand-built* row (one
     without ``owner``) into the replayed value (default: the ``resultId`` as stored); called in
     the caller's thread each time such a replay is answered.
+
+    ``key_migration`` (:class:`~.key_migration.KeyMigration`) names the previous key schemes
+    whose keys are also claimed, completed and failed until its window ends
+    (``docs/migrations.md``); ``None``, the default, writes this configuration's key alone.
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -203,6 +208,7 @@ class IdempotencyConfig:
     disabled: bool = False
     layout: RecordLayout = DEFAULT
     load_result: Callable[[Any], Any] | None = None
+    key_migration: KeyMigration | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):
@@ -265,6 +271,25 @@ class IdempotencyConfig:
             raise ConfigurationError("on_replay must be a function of (key, value)")
         if self.load_result is not None and not callable(self.load_result):
             raise ConfigurationError("load_result must be a function of (result_id)")
+        if self.key_migration is not None:
+            self._check_migration(self.key_migration)
+
+    def _check_migration(self, migration: KeyMigration) -> None:
+        if not isinstance(migration, KeyMigration):
+            raise ConfigurationError("key_migration must be a KeyMigration (or None)")
+        keys = {self.partition_key, self.sort_key}
+        for scheme in migration.previous:
+            if keys & set(scheme.layout.names().values()):
+                raise ConfigurationError(
+                    "the key attributes must differ from the previous scheme's layout's names"
+                )
+            same_key = scheme.key_prefix == self.key_prefix and scheme.scope == self.scope
+            if same_key and (not scheme.empty_scope_part or self.sort_key is not None):
+                raise ConfigurationError(
+                    f"the previous key scheme {scheme.name!r} writes the same keys as this "
+                    "configuration: a layout alone cannot be dual-written (one item per key), "
+                    "change the key_prefix with it (docs/migrations.md)"
+                )
 
     def with_(self, **changes: Any) -> IdempotencyConfig:
         """A copy with ``changes`` applied (and validated)."""

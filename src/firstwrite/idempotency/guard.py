@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._machine import completion, table_setup, transactional
+from ._machine import completion, migration, table_setup, transactional
 from ._machine.budget import Deadline
 from ._machine.driving import Driver, drive
 from ._machine.machine import Clock, Monotonic, StateMachine
@@ -63,13 +63,15 @@ class Idempotency(Driver):
         rng: Callable[[], float] = random.random,
         monotonic: Monotonic = time.monotonic,
     ) -> None:
-        machine = StateMachine(
-            from_environment(config),
-            clock=clock,
-            metrics=metrics,
-            non_retryable=non_retryable,
-            rng=rng,
-            monotonic=monotonic,
+        machine = migration.install(
+            StateMachine(
+                from_environment(config),
+                clock=clock,
+                metrics=metrics,
+                non_retryable=non_retryable,
+                rng=rng,
+                monotonic=monotonic,
+            )
         )
         if client is None:
             from .local import default_client

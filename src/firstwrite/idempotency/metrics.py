@@ -62,6 +62,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Requests for a key after TTL removed its finished record",
         (),
     ),
+    "firstwrite_legacy_key_hits_total": (
+        "Claims answered by a record under a previous key scheme (a key migration's window)",
+        ("scheme",),
+    ),
     "dynamo_cross_region_duplicate_detected_total": (
         "Records claimed in another region than the one serving the request",
         ("region",),

@@ -37,6 +37,8 @@ def complete(
     except SerializationError as exc:
         yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
         raise
+    if m.migration is not None:  # a key-scheme change's window: the old keys first
+        yield from m.migration.complete(claim, result, value, deadline)
     lease = m.config.lease
     started = m.monotonic()
     attempt = 0

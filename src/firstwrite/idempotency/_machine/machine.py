@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from .. import requests as q
 from .. import serialization
@@ -50,6 +50,22 @@ from .budget import Deadline
 from .cache import ReplayCache
 from .reporting import Reporter
 from .retry import perform
+
+
+class OldKeys(Protocol):
+    """A key migration's writes of a claim's old keys (:class:`.migration.Migrating`), made
+    before the same write of its new key."""
+
+    def complete(
+        self, claim: Claim, result: Any, value: dict[str, Any], deadline: Deadline | None
+    ) -> Steps[None]: ...
+    def fail(
+        self, claim: Claim, info: str, retryable: bool, deadline: Deadline | None
+    ) -> Steps[None]: ...
+    def renew(
+        self, claim: Claim, lease_ms: int, now: float, deadline: Deadline | None
+    ) -> Steps[None]: ...
+
 
 Clock = Callable[[], float]
 """The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""
@@ -103,6 +119,8 @@ class StateMachine:
         self._fingerprint = (
             fingerprinter(config.hash_function) if config.payload_validation else None
         )
+        # A key migration's old-key writes (:func:`.migration.install`, by the drivers).
+        self.migration: OldKeys | None = None
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -401,6 +419,8 @@ class StateMachine:
         deadline: Deadline | None = None,
     ) -> Steps[None]:
         info = serialization.error_info(error, data)
+        if self.migration is not None:
+            yield from self.migration.fail(claim, info, retryable, deadline)
         request = self.requests.fail(claim.key, claim.owner, claim.version, info, retryable)
         key = key_of(claim)
         ok, old = yield from self.conditional(request, key, claim.record_id, deadline)
@@ -427,6 +447,8 @@ class StateMachine:
         now = self.clock()
         lease_ms = millis(now + (self.config.lease if lease is None else lease))
         expires = int(now + self.config.retention)  # as in the renew request
+        if self.migration is not None:
+            yield from self.migration.renew(claim, lease_ms, now, deadline)
         request = self.requests.renew(claim.key, claim.owner, claim.version, lease_ms, now)
         key = key_of(claim)
         ok, old = yield from self.conditional(request, key, claim.record_id, deadline)

@@ -194,6 +194,10 @@ class Reporter:
         if self.enabled:
             self.metrics.count("firstwrite_claims_total", outcome=outcome)
 
+    def legacy_hit(self, scheme: str) -> None:
+        if self.enabled:
+            self.metrics.count("firstwrite_legacy_key_hits_total", scheme=scheme)
+
     def cache_hit(self) -> None:
         if self.enabled:
             self.metrics.count("firstwrite_cache_hits_total")

@@ -1,0 +1,407 @@
+"""A key-scheme change's window: claims under the new key and every previous one, in one transaction.
+
+The new record is authoritative; an old-scheme record decides only where no new one refuses.
+Claim: one ``TransactWriteItems``, the new key's claim ``Put`` first, then a ``Put`` under each
+old key in the old item shape (same owner token, lease and expiry) with the claim condition.
+A refusal is judged on the first refusing item (``ALL_OLD``), counted in
+``firstwrite_legacy_key_hits_total{scheme}`` when on an old key. Completion, failure and renewal
+write the old key first (fenced), then the new: a crash between leaves the old key finished,
+so both versions replay it. Interleavings: an old version's live or finished claim (old key
+only) refuses the new version's transaction, which answers "in progress" or replays it (polls
+re-run the transaction); a new version's claim writes the old key too, so an old version's
+plain claim meets it and waits or replays; a lease run out on one key is taken over as always,
+and the loser's fenced old-key write raises
+:class:`~firstwrite.idempotency.errors.LostClaimError`. Past the window a claim writes the new
+key alone (a plain call); a claim made inside it still finishes both keys. Every interleaving,
+side by side: docs/migrations.md, "Who sees what".
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from .. import requests as q
+from ..client_errors import error_code, is_sdk_error
+from ..config import IdempotencyConfig
+from ..effects import Sleep, Steps
+from ..errors import (
+    CompletionNotRecordedError,
+    ConfigurationError,
+    DeadlineExceededError,
+    InProgressError,
+    MissingKeyError,
+    TransactionConflictError,
+    TransactionValidationError,
+)
+from ..key_migration import KeyMigration, KeyScheme
+from ..keys import KeyBuilder
+from ..layout import layout_of
+from ..outcomes import Attempt, Claim, Outcome, key_of
+from ..record import Record, Status
+from ..requests import Item, Key, Requests
+from ..verdicts import Verdict, fenced_outcome
+from .budget import Deadline
+from .cancellation import TRANSIENT_REASONS
+from .machine import StateMachine
+from .retry import backoff, budget_spent
+from .transactional import transact
+
+_MAX_ROUNDS = 64  # as the plain claim's
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyClaim(Claim):
+    """A :class:`~firstwrite.idempotency.outcomes.Claim` made inside the window: it also holds ``legacy``, the old
+    keys claimed with it (``(scheme index, Key)``), which its completion, failure and renewal
+    write first."""
+
+    legacy: tuple[tuple[int, Key], ...] = ()
+
+
+class SchemeKeys:
+    """The DynamoDB key a :class:`KeyScheme` gives a caller's key (on the table's key
+    attributes), as the version that used it wrote it."""
+
+    __slots__ = ("_builder", "_double_hash", "_prefix")
+
+    def __init__(
+        self,
+        scheme: KeyScheme,
+        *,
+        partition_key: str,
+        sort_key: str | None,
+        max_key_length: int,
+        hash_function: str,
+    ) -> None:
+        self._builder = KeyBuilder(
+            prefix=scheme.key_prefix,
+            scope=scheme.scope,
+            partition_key=partition_key,
+            sort_key=sort_key,
+            max_key_length=max_key_length,
+            hash_function=hash_function,
+        )
+        # The old shape differs only for a partition key alone and no scope at all.
+        self._double_hash = scheme.empty_scope_part and sort_key is None and not scheme.scope
+        self._prefix = scheme.key_prefix
+
+    def key(self, key: str, scope: str | None = None) -> tuple[Key, str]:
+        """The ``Key`` dict and a printable record id, as :meth:`.keys.KeyBuilder.key`."""
+        dkey, record_id = self._builder.key(key, scope)
+        if self._double_hash and not scope:
+            if not isinstance(key, str) or not key:
+                raise MissingKeyError("the idempotency key must be a non-empty string")
+            ((name, value),) = dkey.items()
+            record_id = f"{self._prefix}##{value['S'][len(self._prefix) + 1 :]}"
+            dkey = {name: {"S": record_id}}
+        return dkey, record_id
+
+
+class _Scheme:
+    """A previous scheme's keys and request builders, and its metric label."""
+
+    __slots__ = ("keys", "label", "layout", "requests")
+
+    def __init__(self, scheme: KeyScheme, config: IdempotencyConfig) -> None:
+        self.keys = SchemeKeys(
+            scheme,
+            partition_key=config.partition_key,
+            sort_key=config.sort_key,
+            max_key_length=config.max_key_length,
+            hash_function=config.hash_function,
+        )
+        old = config.with_(
+            key_prefix=scheme.key_prefix,
+            scope=scheme.scope,
+            layout=scheme.layout,
+            key_migration=None,
+        )
+        self.requests = Requests(old)
+        self.layout = scheme.layout
+        self.label = scheme.name
+
+    def read(self, item: Item) -> Record:
+        try:
+            return Record.from_item(item, self.layout)
+        except (KeyError, ValueError, TypeError) as exc:
+            found = layout_of(item)
+            what = "no known layout" if found is None else f"the {found.name!r} layout"
+            raise ConfigurationError(
+                f"the item stored under the previous scheme's key ({self.label}) is in {what}, "
+                f"not that scheme's {self.layout.name!r} layout: fix KeyScheme.layout"
+            ) from exc
+
+
+class Migrating:
+    """The window's transitions over one :class:`~.machine.StateMachine` (see the module
+    docstring); the machine's ``claim`` is this object's while a migration is configured."""
+
+    __slots__ = ("ends_at", "m", "schemes")
+
+    def __init__(self, m: StateMachine, migration: KeyMigration) -> None:
+        self.m = m
+        self.ends_at = migration.ends_at(m.config.retention)
+        self.schemes = [_Scheme(s, m.config) for s in migration.previous]
+
+    def legacy_keys(self, key: str, scope: str | None, dkey: Key) -> list[tuple[int, Key]]:
+        """The old keys of ``key`` (those that differ from the new key ``dkey``)."""
+        found: list[tuple[int, Key]] = []
+        for i, scheme in enumerate(self.schemes):
+            old, _ = scheme.keys.key(key, scope)
+            if old != dkey and all(old != k for _, k in found):
+                found.append((i, old))
+        return found
+
+    # -- the claim -------------------------------------------------------------------------------
+
+    def claim(
+        self,
+        key: str,
+        payload: Any,
+        scope: str | None,
+        lease: float | None,
+        wait: float | None,
+        deadline: Deadline | None = None,
+    ) -> Steps[Outcome]:
+        """The machine's ``claim``: both schemes inside the window, the plain claim after."""
+        m = self.m
+        dkey, record_id = m.keys.key(key, scope)
+        legacy = self.legacy_keys(key, scope, dkey) if m.clock() < self.ends_at else []
+        if not legacy:
+            return (yield from type(m).claim(m, key, payload, scope, lease, wait, deadline))
+        fp = m.fingerprint_of(payload)
+        hit = m.cached(record_id, fp)
+        if hit is not None:
+            return hit
+        budget = m.config.in_progress_wait if wait is None else wait
+        waiting_until: float | None = None
+        interval = m.config.poll_interval
+        seen: list[str | None] = [None] * (1 + len(legacy))  # replace as seen, by item
+        transient = 0
+        for _ in range(_MAX_ROUNDS):
+            trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
+            actions = [self._put(m.requests, item, fp, now, seen[0])]
+            for j, (i, old_key) in enumerate(legacy, 1):
+                builder = self.schemes[i].requests
+                old_item = self._old_item(builder, old_key, trying)
+                actions.append(self._put(builder, old_item, fp, now, seen[j]))
+            call = m.requests.transact(actions, trying.owner)
+            reasons = yield from transact(m, call, key, record_id, deadline)
+            if reasons is None:
+                return _legacy_claim(m.claimed(trying, None), tuple(legacy))
+            codes = [r.get("Code") for r in reasons]
+            labels = [_label(n, c) for n, c in enumerate(codes) if c not in (None, "None")]
+            m.report.cancellation(key, record_id, "claim", reasons, labels, logging.INFO)
+            if "ValidationError" in codes:
+                raise TransactionValidationError(key, reasons, record_id=record_id)
+            refused = next((n for n, c in enumerate(codes) if c == "ConditionalCheckFailed"), None)
+            if refused is None:
+                transient = yield from self._back_off(reasons, key, record_id, transient, deadline)
+                continue
+            rec = yield from self._refusing_record(
+                reasons, refused, dkey, legacy, key, record_id, deadline
+            )
+            if rec is None:
+                seen[refused] = None
+                continue
+            if refused:
+                m.report.legacy_hit(self.schemes[legacy[refused - 1][0]].label)
+            now = m.clock()
+            verdict = m.on_conflict(trying, rec, now)
+            if verdict is Verdict.REPLAY:
+                return m.replay_of(trying, rec)
+            if verdict is Verdict.IN_PROGRESS:
+                if budget <= 0:
+                    raise m.in_progress(trying, rec, now)
+                if waiting_until is None:
+                    waiting_until = m.monotonic() + budget
+                remaining = waiting_until - m.monotonic()
+                if deadline is not None:
+                    remaining = min(remaining, deadline.left())
+                lease_left = (rec.lease_expires_at or 0) / 1000 - now
+                if remaining <= 0 or lease_left <= 0:
+                    raise m.in_progress(trying, rec, now)
+                yield Sleep(min(interval, remaining, lease_left))
+                interval = min(interval * 2, 0.5)
+                m.report.poll()
+                continue
+            if verdict is Verdict.LATE:
+                m.late(trying, rec, now, refuse=m.config.refuse_late_retries)
+            replaced = verdict is Verdict.LATE or verdict is Verdict.REPLACE
+            seen[refused] = q.fence(rec.owner, rec.version) if replaced else None
+        raise InProgressError(key, m.config.poll_interval, record_id=record_id)  # churn
+
+    @staticmethod
+    def _put(
+        builder: Requests, item: Item, fp: str, now: float, seen: str | None
+    ) -> dict[str, Any]:
+        if seen is None:
+            return builder.transact_claim(item, fp, now)
+        return builder.transact_replace_claim(item, seen)
+
+    @staticmethod
+    def _old_item(builder: Requests, old_key: Key, trying: Attempt) -> Item:
+        return builder.new_item(
+            old_key, trying.owner, trying.fingerprint, trying.lease_expires_at, trying.expires_at
+        )
+
+    def _refusing_record(
+        self,
+        reasons: list[dict[str, Any]],
+        refused: int,
+        dkey: Key,
+        legacy: list[tuple[int, Key]],
+        key: str,
+        record_id: str,
+        deadline: Deadline | None,
+    ) -> Steps[Record | None]:
+        """The record that refused item ``refused`` (``ALL_OLD``, or one consistent read from an
+        endpoint that does not return it); ``None``: nothing stored any more."""
+        m = self.m
+        item = reasons[refused].get("Item")
+        where = dkey if refused == 0 else legacy[refused - 1][1]
+        if not isinstance(item, dict):
+            item = (yield from m.call(m.requests.get(where), key, record_id, deadline)).get("Item")
+            if item is None:
+                return None
+        return m.read(item) if refused == 0 else self.schemes[legacy[refused - 1][0]].read(item)
+
+    def _back_off(
+        self,
+        reasons: list[dict[str, Any]],
+        key: str,
+        record_id: str,
+        attempt: int,
+        deadline: Deadline | None,
+    ) -> Steps[int]:
+        """A conflict or throttling on some item: sleep before the next round (its number)."""
+        m = self.m
+        codes = {str(r.get("Code")) for r in reasons} - {"None"}
+        attempt += 1
+        if not codes <= TRANSIENT_REASONS or attempt >= m.config.retry.max_attempts:
+            raise TransactionConflictError(key, reasons, record_id=record_id)
+        delay = backoff(m.config.retry, attempt, m.rng)
+        if deadline is not None and deadline.left() <= delay:
+            code = next(iter(sorted(codes)), "TransactionCanceledException")
+            raise budget_spent(
+                "TransactWriteItems", code, delay, key, record_id, deadline, m.report
+            )
+        yield Sleep(delay)
+        return attempt
+
+    # -- the old keys' share of complete, fail and renew ----------------------------------------
+
+    def complete(
+        self, claim: Claim, result: Any, value: dict[str, Any], deadline: Deadline | None
+    ) -> Steps[None]:
+        """Complete ``claim``'s old keys (before its new one); a write that fails for a reason
+        that may pass gives :class:`~firstwrite.idempotency.errors.CompletionNotRecordedError` with ``result``."""
+        if not isinstance(claim, LegacyClaim):
+            return
+        try:
+            for i, old_key in claim.legacy:
+                call = self.schemes[i].requests.complete(old_key, claim.owner, claim.version, value)
+                yield from self._fenced(
+                    claim, i, old_key, call, Status.COMPLETED, "complete", deadline
+                )
+        except Exception as exc:
+            if not (is_sdk_error(exc) or isinstance(exc, DeadlineExceededError)):
+                raise
+            code = (
+                exc.dynamo_error_code if isinstance(exc, DeadlineExceededError) else error_code(exc)
+            )
+            self.m.report.completion_not_recorded(key_of(claim), claim.record_id, code, 0.0)
+            raise CompletionNotRecordedError(
+                key_of(claim),
+                result,
+                claim,
+                tried_for=0.0,
+                lease_expires_at=claim.lease_expires_at / 1000,
+                reason=code,
+                record_id=claim.record_id,
+            ) from exc
+
+    def fail(
+        self, claim: Claim, info: str, retryable: bool, deadline: Deadline | None
+    ) -> Steps[None]:
+        """Fail ``claim``'s old keys (before its new one)."""
+        if not isinstance(claim, LegacyClaim):
+            return
+        for i, old_key in claim.legacy:
+            call = self.schemes[i].requests.fail(
+                old_key, claim.owner, claim.version, info, retryable
+            )
+            yield from self._fenced(claim, i, old_key, call, Status.FAILED, "fail", deadline)
+
+    def renew(
+        self, claim: Claim, lease_ms: int, now: float, deadline: Deadline | None
+    ) -> Steps[None]:
+        """Renew ``claim``'s old keys (before its new one)."""
+        if not isinstance(claim, LegacyClaim):
+            return
+        for i, old_key in claim.legacy:
+            call = self.schemes[i].requests.renew(
+                old_key, claim.owner, claim.version, lease_ms, now
+            )
+            yield from self._fenced(claim, i, old_key, call, Status.PENDING, "renew", deadline)
+
+    def _fenced(
+        self,
+        claim: Claim,
+        index: int,
+        old_key: Key,
+        call: Any,
+        status: Status,
+        operation: str,
+        deadline: Deadline | None,
+    ) -> Steps[None]:
+        m = self.m
+        key = key_of(claim)
+        ok, old = yield from m.conditional(call, key, claim.record_id, deadline)
+        if ok:
+            return
+        if old is None:
+            get = self.schemes[index].requests.get(old_key)
+            old = (yield from m.call(get, key, claim.record_id, deadline)).get("Item")
+        rec = None if old is None else self.schemes[index].read(old)
+        if not fenced_outcome(rec, claim, status):
+            raise m.lost(claim, rec, operation)
+
+
+def _legacy_claim(claim: Claim, legacy: tuple[tuple[int, Key], ...]) -> LegacyClaim:
+    """``claim`` holding its old keys too."""
+    c = claim
+    return LegacyClaim(
+        c.record_id,
+        c.key,
+        c.owner,
+        c.version,
+        c.fingerprint,
+        c.claimed_at,
+        c.lease_expires_at,
+        c.previous,
+        c.region,
+        c.expires_at,
+        c.idempotency_key,
+        legacy,
+    )
+
+
+def install(m: StateMachine) -> StateMachine:
+    """``m`` with its configuration's key migration in place (the drivers call it on their
+    machine): the window's claim replaces the plain one, and the old keys are written on
+    completion, failure and renewal. Without ``key_migration``, ``m`` unchanged."""
+    migration = m.config.key_migration
+    if migration is not None:
+        m.migration = migrating = Migrating(m, migration)
+        m.claim = migrating.claim  # type: ignore[method-assign]
+    return m
+
+
+def _label(index: int, code: object) -> str:
+    """A cancelled claim's reason, as ``transact_write_cancellation_reason_total`` counts it."""
+    if code == "ConditionalCheckFailed":
+        return "duplicate" if index == 0 else "legacy_duplicate"
+    return str(code)
