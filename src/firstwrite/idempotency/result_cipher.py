@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from .client_errors import client_error_code
 from .errors import ConfigurationError, ResultDecryptionError
 
 MAGIC = b"FWS\x01"
@@ -253,14 +254,14 @@ class KmsEnvelopeCipher:
         return _open_with(key, kind, wrapped, nonce, body, context)
 
     def _unwrap(self, wrapped: bytes, context: EncryptionContext) -> bytes:
-        from botocore.exceptions import ClientError
-
         try:
             answer = self.kms.decrypt(
                 CiphertextBlob=wrapped, EncryptionContext=self._kms_context(context)
             )
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
+        except Exception as exc:
+            code = client_error_code(exc)
+            if code is None:
+                raise  # not an answer of KMS's (a dropped connection...): not a refusal
             raise ResultDecryptionError(
                 f"AWS KMS refused to unwrap the result's data key ({code}): the key is "
                 "disabled or not yours to use, or the result was sealed for another "

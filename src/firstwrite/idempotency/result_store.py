@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .client_errors import client_error_code, is_sdk_error
 from .errors import ResultIntegrityError, ResultStoreConflictError, ResultStoreError
 
 CHUNK = 1 << 20
@@ -224,8 +225,6 @@ class S3ResultStore:
         self.prefix = prefix
 
     def put(self, address: ResultAddress, body: bytes) -> StoredResult:
-        from botocore.exceptions import ClientError
-
         location = self.prefix + address.object_name()
         pointer = pointer_for(location, body)
         try:
@@ -236,9 +235,10 @@ class S3ResultStore:
                 IfNoneMatch="*",
                 Metadata={"firstwrite-record": _encode_record(address.record_id)},
             )
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            if code not in ("PreconditionFailed", "ConditionalRequestConflict"):
+        except Exception as exc:
+            if not is_sdk_error(exc):
+                raise
+            if client_error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
                 raise ResultStoreError(f"cannot store the result at {location!r}: {exc}") from exc
             try:
                 _check(pointer, self._get(location))
@@ -250,12 +250,12 @@ class S3ResultStore:
         return bytes(self._open(location)["Body"].read())
 
     def _open(self, location: str) -> dict[str, Any]:
-        from botocore.exceptions import ClientError
-
         try:
             return self.client.get_object(Bucket=self.bucket, Key=location)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+        except Exception as exc:
+            if not is_sdk_error(exc):
+                raise
+            if client_error_code(exc) in ("NoSuchKey", "404"):
                 raise ResultStoreError(f"the stored result {location!r} is gone") from None
             raise ResultStoreError(f"cannot read the stored result {location!r}: {exc}") from exc
 
