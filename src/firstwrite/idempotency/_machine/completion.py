@@ -32,11 +32,7 @@ def complete(
     """Record ``result`` for ``claim`` (see the module docstring); the :class:`Replay` of it
     when ``answer`` is true or the local cache keeps one, else ``None``."""
     key = key_of(claim)
-    try:
-        value = m.encode_result(claim, result)
-    except SerializationError as exc:
-        yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
-        raise
+    value = yield from stored_value(m, claim, result, deadline)
     lease = m.config.lease
     started = m.monotonic()
     attempt = 0
@@ -91,6 +87,39 @@ def complete(
     if answer or m.cache is not None:
         return m.completed(claim, value)
     return None
+
+
+def stored_value(
+    m: StateMachine, claim: Claim, result: Any, deadline: Deadline | None
+) -> Steps[dict[str, Any]]:
+    """The AttributeValue to record for ``result`` (:func:`placed`); a result that cannot be
+    stored (not serialisable, too big with no result store) fails the key for good and is
+    raised."""
+    try:
+        return (yield from placed(m, claim, result, m.encode_result(claim, result)))
+    except SerializationError as exc:
+        yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
+        raise
+
+
+def placed(
+    m: StateMachine, claim: Claim, result: Any, value: dict[str, Any]
+) -> Steps[dict[str, Any]]:
+    """``value`` (``result``'s stored form), sealed and/or moved to the result store when one
+    is configured (:class:`~..effects.PlaceResult`). A store or cipher that fails (the work
+    ran) raises :class:`~..errors.CompletionNotRecordedError` with the result."""
+    place = m.place(claim, value)
+    if place is None:
+        return value
+    started = m.monotonic()
+    try:
+        answer: dict[str, Any] = yield place
+    except SerializationError:
+        raise
+    except Exception as exc:
+        spent = m.monotonic() - started
+        raise _not_recorded(m, claim, result, spent, type(exc).__name__, False) from exc
+    return answer
 
 
 def answered(

@@ -30,7 +30,7 @@ from typing import Any
 from .. import requests as q
 from .. import serialization
 from ..config import IdempotencyConfig
-from ..effects import Call, Sleep, Steps
+from ..effects import Call, PlaceResult, Sleep, Steps
 from ..errors import (
     ConfigurationError,
     InProgressError,
@@ -45,6 +45,7 @@ from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
+from ..result_placement import Placement
 from ..verdicts import Verdict, fenced_outcome, judge
 from .budget import Deadline
 from .cache import ReplayCache
@@ -103,6 +104,17 @@ class StateMachine:
         self._fingerprint = (
             fingerprinter(config.hash_function) if config.payload_validation else None
         )
+        self.placement = (
+            None
+            if config.result_store is None and config.result_cipher is None
+            else Placement(
+                config.table_name,
+                config.result_store,
+                config.result_cipher,
+                config.result_store_threshold,
+            )
+        )
+        self.status_only = config.replay == "status-only"
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -213,6 +225,7 @@ class StateMachine:
             rec.error,
             rec.expires_at,
             attempt.idempotency_key,
+            self.placement,
         )
         self.report.claim(
             "replayed_completed" if rec.status is Status.COMPLETED else "replayed_failed"
@@ -240,19 +253,41 @@ class StateMachine:
         return hit
 
     def encode_result(self, claim: Claim, result: Any) -> dict[str, Any]:
+        """The plain stored form of ``result`` (:func:`..serialization.encode`); one too big
+        for the record raises :class:`~..errors.ResultTooLargeError`, unless a result store
+        is configured (:meth:`place` then moves it there)."""
         cfg = self.config
+        if self.status_only:
+            result = {
+                "status": Status.COMPLETED.value,
+                "idempotency_key": key_of(claim),
+                "record_id": claim.record_id,
+            }
         value = serialization.encode(
             result, threshold=cfg.compress_threshold, level=cfg.compression_level
         )
         size = serialization.value_size(value)
         if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
-            item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
-            total = (
-                size + len(self.layout.result) + serialization.item_size(item) + 24
-            )  # digits grow
-            if total > cfg.max_item_size:
+            total = size + cfg.max_item_size - self.room(claim)
+            if total > cfg.max_item_size and (
+                self.placement is None or self.placement.store is None
+            ):
                 raise ResultTooLargeError(key_of(claim), total, cfg.max_item_size)
         return value
+
+    def room(self, claim: Claim) -> int:
+        """How many bytes ``claim``'s record has for its result's value."""
+        item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
+        # the attribute's name, the other attributes, and room for their digits to grow
+        used = len(self.layout.result) + serialization.item_size(item) + 24
+        return self.config.max_item_size - used
+
+    def place(self, claim: Claim, value: dict[str, Any]) -> PlaceResult | None:
+        """The effect that seals and/or stores ``value`` elsewhere, or ``None`` when no
+        result store or cipher is configured (``value`` is then recorded as it is)."""
+        if self.placement is None:
+            return None
+        return PlaceResult(self.placement, value, claim.record_id, claim.owner, self.room(claim))
 
     def lost(self, claim: Claim, rec: Record | None, operation: str) -> LostClaimError:
         self.report.lost(key_of(claim), claim.record_id, operation, rec.owner if rec else None)
@@ -268,7 +303,13 @@ class StateMachine:
         """The replay of a completion just stored (remembered when the local cache is on)."""
         raw = value.get("S", value.get("B"))
         replay = Replay(
-            claim.record_id, Status.COMPLETED, raw, None, claim.expires_at, claim.idempotency_key
+            claim.record_id,
+            Status.COMPLETED,
+            raw,
+            None,
+            claim.expires_at,
+            claim.idempotency_key,
+            self.placement,
         )
         if self.cache is not None:
             fp = None if claim.fingerprint == NO_FINGERPRINT else claim.fingerprint
