@@ -75,7 +75,8 @@ def store_kind(store: ResultStore) -> str:
 def inner_bytes(value: dict[str, Any]) -> bytes:
     """The inner form of a stored AttributeValue (``{"S": ...}`` or ``{"B": ...}``)."""
     if "S" in value:
-        return bytes((JSON_BYTES,)) + value["S"].encode("utf-8")
+        text: str = value["S"]
+        return bytes((JSON_BYTES,)) + text.encode("utf-8")
     return bytes(value["B"])
 
 
