@@ -41,9 +41,10 @@ def streamed(replay: Replay) -> StreamedReply | None:
     placement, raw = replay.placement, replay.raw_result
     if placement is None or not isinstance(raw, bytes) or replay.status.value != "COMPLETED":
         return None
-    chunks = placement.stream(raw, replay.record_id, CHUNK)
-    if chunks is None:
+    found = placement.stream(raw, replay.record_id, CHUNK)
+    if found is None:
         return None
+    size, chunks = found
     first = next(chunks, b"")
     if not first or first[0] not in (_RAW, _ZRAW):
         raise SerializationError(f"record {replay.record_id} does not hold an HTTP response")
@@ -58,14 +59,8 @@ def streamed(replay: Replay) -> StreamedReply | None:
         reply = http_reply.decode(meta + sep)
     except ValueError as exc:
         raise SerializationError(str(exc)) from exc
-    length = _declared_size(raw) - 1 - len(meta) - 1 if first[0] == _RAW else None
+    length = size - 1 - len(meta) - 1 if first[0] == _RAW else None
     return StreamedReply(reply.status, reply.reason, reply.headers, _chained(rest, body), length)
-
-
-def _declared_size(raw: bytes) -> int:
-    from firstwrite.idempotency.result_placement import Pointer
-
-    return Pointer.from_bytes(raw).stored.size
 
 
 def _chained(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

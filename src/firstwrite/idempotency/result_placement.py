@@ -158,16 +158,16 @@ class Placement:
 
     def stream(
         self, raw: bytes, record_id: str, chunk_size: int = 1 << 20
-    ) -> Iterator[bytes] | None:
-        """The inner form of an unsealed pointer's object as chunks straight from the store
-        (size checked before the first, digest after the last), or ``None`` when ``raw`` is
-        not such a pointer (then use :meth:`inner`)."""
+    ) -> tuple[int, Iterator[bytes]] | None:
+        """The size and the chunks of an unsealed pointer's object (its inner form) straight
+        from the store (size checked before the first chunk, digest after the last), or
+        ``None`` when ``raw`` is not such a pointer (then use :meth:`inner`)."""
         if not raw or raw[0] != POINTER:
             return None
         pointer = Pointer.from_bytes(bytes(raw))
         if pointer.sealed or self.store is None:
             return None
-        return self.store.stream(pointer.stored, chunk_size)
+        return pointer.stored.size, self.store.stream(pointer.stored, chunk_size)
 
 
 def describe(raw: str | bytes) -> dict[str, Any]:
