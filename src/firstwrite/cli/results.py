@@ -10,9 +10,9 @@ store's objects whose record is gone or points elsewhere (``--delete`` removes t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import base64
 import binascii
+import dataclasses
 from typing import Any
 
 from firstwrite.idempotency import record_view
