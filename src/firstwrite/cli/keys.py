@@ -241,10 +241,10 @@ def render_record(view: dict[str, Any]) -> str:
         pairs.append(("region", view["region"]))
     if view["removed_at"]:
         pairs.append(("removed", f"{view['removed_at']} by TTL (a tombstone of the audit)"))
-    if view.get("result_at"):
-        at = view["result_at"]
+    at = view.get("result_at")
+    if at and (at["where"] == "store" or at["sealed"]):  # plain inline: the result line says it
         place = f"{at['store']} store, {at['location']}" if at["where"] == "store" else "inline"
-        pairs.append(("result at", f"{place} ({at['size']} B{', sealed' if at['sealed'] else ''})"))
+        pairs.append(("stored in", f"{place} ({at['size']} B{', sealed' if at['sealed'] else ''})"))
     if view["result"]:
         result = view["result"]
         stored = f"(stored as {result['format']}, {result['stored_bytes']} B)"

@@ -30,14 +30,13 @@ from typing import Any
 from .. import requests as q
 from .. import serialization
 from ..config import IdempotencyConfig
-from ..effects import Call, PlaceResult, Sleep, Steps
+from ..effects import Call, Sleep, Steps
 from ..errors import (
     ConfigurationError,
     InProgressError,
     LateRetryError,
     LostClaimError,
     PayloadMismatchError,
-    ResultTooLargeError,
 )
 from ..keys import KeyBuilder, fingerprinter
 from ..layout import layout_of
@@ -251,43 +250,6 @@ class StateMachine:
         if hit is not None:
             self.report.cache_hit()
         return hit
-
-    def encode_result(self, claim: Claim, result: Any) -> dict[str, Any]:
-        """The plain stored form of ``result`` (:func:`..serialization.encode`); one too big
-        for the record raises :class:`~..errors.ResultTooLargeError`, unless a result store
-        is configured (:meth:`place` then moves it there)."""
-        cfg = self.config
-        if self.status_only:
-            result = {
-                "status": Status.COMPLETED.value,
-                "idempotency_key": key_of(claim),
-                "record_id": claim.record_id,
-            }
-        value = serialization.encode(
-            result, threshold=cfg.compress_threshold, level=cfg.compression_level
-        )
-        size = serialization.value_size(value)
-        if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
-            total = size + cfg.max_item_size - self.room(claim)
-            if total > cfg.max_item_size and (
-                self.placement is None or self.placement.store is None
-            ):
-                raise ResultTooLargeError(key_of(claim), total, cfg.max_item_size)
-        return value
-
-    def room(self, claim: Claim) -> int:
-        """How many bytes ``claim``'s record has for its result's value."""
-        item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
-        # the attribute's name, the other attributes, and room for their digits to grow
-        used = len(self.layout.result) + serialization.item_size(item) + 24
-        return self.config.max_item_size - used
-
-    def place(self, claim: Claim, value: dict[str, Any]) -> PlaceResult | None:
-        """The effect that seals and/or stores ``value`` elsewhere, or ``None`` when no
-        result store or cipher is configured (``value`` is then recorded as it is)."""
-        if self.placement is None:
-            return None
-        return PlaceResult(self.placement, value, claim.record_id, claim.owner, self.room(claim))
 
     def lost(self, claim: Claim, rec: Record | None, operation: str) -> LostClaimError:
         self.report.lost(key_of(claim), claim.record_id, operation, rec.owner if rec else None)
