@@ -112,8 +112,9 @@ def placed(
     m: StateMachine, claim: Claim, result: Any, value: dict[str, Any]
 ) -> Steps[dict[str, Any]]:
     """``value`` (``result``'s stored form), sealed and/or moved to the result store when one
-    is configured (:class:`~..effects.PlaceResult`). A store or cipher that fails (the work
-    ran) raises :class:`~..errors.CompletionNotRecordedError` with the result."""
+    is configured (:class:`~firstwrite.idempotency.effects.PlaceResult`). A store or cipher that fails (the work
+    ran) raises :class:`~firstwrite.idempotency.errors.CompletionNotRecordedError` with the
+    result."""
     effect = place(m, claim, value)
     if effect is None:
         return value
@@ -129,8 +130,8 @@ def placed(
 
 
 def encode_result(m: StateMachine, claim: Claim, result: Any) -> dict[str, Any]:
-    """The plain stored form of ``result`` (:func:`..serialization.encode`); one too big
-    for the record raises :class:`~..errors.ResultTooLargeError`, unless a result store
+    """The plain stored form of ``result`` (:func:`firstwrite.idempotency.serialization.encode`); one too big
+    for the record raises :class:`~firstwrite.idempotency.errors.ResultTooLargeError`, unless a result store
     is configured (:func:`place` then moves it there)."""
     cfg = m.config
     if m.status_only:
