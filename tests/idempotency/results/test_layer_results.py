@@ -4,6 +4,7 @@ sealed results bound to their record, a wrong key refused, a race on one big res
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import threading
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from firstwrite.idempotency import IdempotencyConfig
+from firstwrite.idempotency import AsyncIdempotency, IdempotencyConfig
 from firstwrite.idempotency.errors import (
     CompletionNotRecordedError,
     InProgressError,
@@ -264,3 +265,41 @@ def test_the_s3_store_and_kms_cipher_through_the_layer(
     listed = s3.list_objects_v2(Bucket=bucket)["Contents"]
     assert len(listed) == 1
     assert body[:4096] not in s3.get_object(Bucket=bucket, Key=listed[0]["Key"])["Body"].read()
+
+
+class _AsyncClient:
+    """An asyncio facade over the engine's boto3 client (each call in a worker thread)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.meta = client.meta
+        self.exceptions = client.exceptions
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        async def call(**kwargs: Any) -> Any:
+            return await asyncio.to_thread(lambda: method(**kwargs))
+
+        return call
+
+
+def test_the_async_guard_stores_and_replays_a_big_sealed_result(
+    backend: Backend, table: str, tmp_path: Path
+) -> None:
+    store = DirectoryResultStore(tmp_path / "results")
+    config = _config(result_store=store, result_cipher=_cipher())
+    body = os.urandom(3 * MB)
+    work = Counted(body)
+
+    async def twice() -> list[bytes]:
+        guard = AsyncIdempotency(config, client=_AsyncClient(backend.client), clock=backend.now)
+
+        async def fn() -> bytes:
+            return work()  # type: ignore[no-any-return]
+
+        return [await guard.run("async-1", fn), await guard.run("async-1", fn)]
+
+    assert asyncio.run(twice()) == [body, body]
+    assert work.runs == 1
+    assert len(list(store.objects())) == 1
