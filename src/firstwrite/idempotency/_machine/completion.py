@@ -38,7 +38,14 @@ def complete(
     """Record ``result`` for ``claim`` (see the module docstring); the :class:`Replay` of it
     when ``answer`` is true or the local cache keeps one, else ``None``."""
     key = key_of(claim)
-    value = yield from stored_value(m, claim, result, deadline)
+    if m.placement is None:  # no result store, no cipher: no generator of their own
+        try:
+            value = encode_result(m, claim, result)
+        except SerializationError as exc:
+            yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
+            raise
+    else:
+        value = yield from stored_value(m, claim, result, deadline)
     lease = m.config.lease
     started = m.monotonic()
     attempt = 0
