@@ -303,3 +303,26 @@ def test_the_async_guard_stores_and_replays_a_big_sealed_result(
     assert asyncio.run(twice()) == [body, body]
     assert work.runs == 1
     assert len(list(store.objects())) == 1
+
+
+def test_the_record_view_describes_sealed_and_stored_results_never_their_bytes(
+    backend: Backend, table: str, tmp_path: Path
+) -> None:
+    from firstwrite.idempotency import record_view
+
+    store = DirectoryResultStore(tmp_path / "results")
+    guard = backend.guard(_config(result_store=store, result_cipher=_cipher()))
+    guard.run("small", Counted({"token": "tok_small"}))
+    guard.run("big", Counted(os.urandom(MB)))
+    sealed = record_view.stored_result(_stored_result(backend, guard, "small")["B"])
+    assert sealed.format == "sealed (encrypted)"
+    assert sealed.summary.startswith("<sealed result: ") and "tok_small" not in sealed.summary
+    stored = record_view.stored_result(_stored_result(backend, guard, "big")["B"])
+    assert stored.format == "in a result store"
+    location = next(iter(store.objects())).location
+    assert stored.summary == (
+        # the inner form (tag + bytes) sealed: magic 4, kind 1, key id length 2 + "k1",
+        # nonce 12, GCM tag 16
+        f"<sealed (encrypted), {1 + MB + 4 + 1 + 2 + 2 + 12 + 16} B in the directory result store "
+        f"at {location!r}>"
+    )
