@@ -44,6 +44,7 @@ def test_every_issue_command_exists() -> None:
         ("keys", "get"),
         ("keys", "list"),
         ("keys", "delete"),
+        ("results", "orphans"),
         ("race",),
         ("capacity",),
         ("console", "export-diagram"),

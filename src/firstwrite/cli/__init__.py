@@ -1,7 +1,7 @@
 """The ``firstwrite`` command: one module per command group.
 
 ``demo`` (:mod:`.demo`), ``engine serve`` (:mod:`.engine`), ``table create|describe``
-(:mod:`.table`), ``keys get|list|delete`` (:mod:`.keys`), ``race`` (:mod:`.race`), ``capacity``
+(:mod:`.table`), ``keys get|list|delete`` (:mod:`.keys`), ``results orphans`` (:mod:`.results`), ``race`` (:mod:`.race`), ``capacity``
 (:mod:`.capacity`), ``console export-diagram`` (:mod:`.console`). Every failure the user can act on is one line on stderr,
 ``firstwrite: <why>``, never a traceback (``--debug`` shows it); exit statuses are listed by
 ``firstwrite --help``. Both come from :mod:`firstwrite.shared.command_line`, which
@@ -16,7 +16,7 @@ from importlib import metadata
 
 from firstwrite.shared.command_line import EXIT_CODES_HELP, ExitCode, run
 
-from . import capacity, console, demo, engine, keys, race, table
+from . import capacity, console, demo, engine, keys, race, results, table
 from .engine import READY_PREFIX
 from .target import target_of
 
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of an unexpected error"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in (demo, engine, table, keys, race, capacity, console):
+    for group in (demo, engine, table, keys, results, race, capacity, console):
         group.add_commands(commands)
     return parser
 

@@ -20,9 +20,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from firstwrite.idempotency import IdempotencyConfig, Status, record_view
-from firstwrite.idempotency.layout import LAYOUTS, RecordLayout, layout_of, named
+from firstwrite.idempotency.layout import DEFAULT, LAYOUTS, RecordLayout, layout_of, named
 from firstwrite.shared.command_line import CLIError, ExitCode, error_code
 
+from . import results
 from ._common import add_json_flag, duration, fields, non_negative_int, print_json, table
 from .progress import Progress
 from .target import Target, add_target_args, connect, describe_table, key_schema, target_of
@@ -49,6 +50,7 @@ def add_commands(commands: Any) -> None:
         "scopes that hold the key, for the --scope it was missing.",
     )
     _address_args(get)
+    results.add_store_args(get, keys=True)
     add_json_flag(get)
     get.set_defaults(handler=get_command)
 
@@ -240,6 +242,10 @@ def render_record(view: dict[str, Any]) -> str:
         pairs.append(("region", view["region"]))
     if view["removed_at"]:
         pairs.append(("removed", f"{view['removed_at']} by TTL (a tombstone of the audit)"))
+    at = view.get("result_at")
+    if at and (at["where"] == "store" or at["sealed"]):  # plain inline: the result line says it
+        place = f"{at['store']} store, {at['location']}" if at["where"] == "store" else "inline"
+        pairs.append(("stored in", f"{place} ({at['size']} B{', sealed' if at['sealed'] else ''})"))
     if view["result"]:
         result = view["result"]
         stored = f"(stored as {result['format']}, {result['stored_bytes']} B)"
@@ -356,6 +362,7 @@ def get_command(args: argparse.Namespace) -> int:
             scopes = scopes_of(client, args, keys) if args.key is not None else None
             return _absent(args, key, scopes)
     view = decode(item, keys, time.time(), _layout(args))
+    view = results.opened(args, view, item, (_layout(args) or layout_of(item) or DEFAULT).result)
     if args.json:
         print_json({"found": True, **view})
     else:

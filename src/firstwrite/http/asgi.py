@@ -31,8 +31,9 @@ from firstwrite.idempotency import steps as guard_steps
 from . import guarding
 from .config import HttpConfig
 from .context import CONTEXT_KEY, AsyncRequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan
+from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan, Response
 from .request import HttpRequest
+from .streamed_replies import StreamedReply
 
 __all__ = ["IdempotencyMiddleware"]
 
@@ -72,6 +73,7 @@ class IdempotencyMiddleware:
         self.core = Core(self.config)
         self.guard: Guard | AsyncGuard = guard if guard is not None else AsyncIdempotency()
         self._disabled = self.guard.config.disabled  # FIRSTWRITE_IDEMPOTENCY_DISABLED
+        self._held_limit = self.core.held_limit(self.guard.config.result_store is not None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self._disabled:
@@ -136,14 +138,14 @@ class IdempotencyMiddleware:
         outcome = await self._drive(guarding.claim(self.core, plan, payload))
         if isinstance(outcome, Claim):
             return outcome
-        await _respond(send, *outcome)
+        await _answer(send, outcome)
         return None
 
     async def _run(
         self, scope: Scope, receive: Receive, send: Send, context: AsyncRequestIdempotency
     ) -> None:
         core = self.core
-        capture = _Capture(send, core, self.config.max_stored_response)
+        capture = _Capture(send, core, self._held_limit)
         started = time.monotonic()
         try:
             await self.app(scope, receive, capture.send)
@@ -154,7 +156,7 @@ class IdempotencyMiddleware:
                 await asyncio.shield(self._drive(unstored))
             raise
         if context.answer is not None:  # claim_with found the key taken
-            await _respond(send, *context.answer)
+            await _answer(send, context.answer)
             return
         status = capture.status
         if capture.passing:  # already on its way to the client, unstored
@@ -172,7 +174,7 @@ class IdempotencyMiddleware:
             guarding.finish(core, context, status, capture.headers, capture.body(), None, started)
         )
         if answer is not None:
-            await _respond(send, *answer)
+            await _answer(send, answer)
             return
         await capture.flush(extra)
 
@@ -233,9 +235,31 @@ def _headers(
     return found[0], found[1]
 
 
+async def _answer(send: Send, answer: Response | StreamedReply) -> None:
+    """Send an answer: ``(status, headers, body)``, or a :class:`StreamedReply` whose
+    chunks are read in a worker thread (the store's reads block) and sent as they come."""
+    if isinstance(answer, StreamedReply):
+        await _respond_streamed(send, answer)
+    else:
+        await _respond(send, *answer)
+
+
 async def _respond(send: Send, status: int, headers: Headers, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _respond_streamed(send: Send, reply: StreamedReply) -> None:
+    headers = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in reply.headers]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    chunks = reply.chunks
+    while True:
+        chunk = await asyncio.to_thread(next, chunks, None)
+        if chunk is None:
+            break
+        if chunk:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class _Capture(HeldBody):

@@ -127,6 +127,7 @@ class HttpConfig:
     stream_types: Iterable[str] = ("text/event-stream",)
     max_request_body: int = 1024 * 1024
     max_stored_response: int = 256 * 1024
+    max_result_store_response: int = 1 << 30
     lease: float | None = None
     wait: float | None = None
     budget: float | None = None
@@ -160,7 +161,7 @@ class HttpConfig:
         object.__setattr__(
             self, "_key_regex", None if self.key_pattern is None else re.compile(self.key_pattern)
         )
-        if self.max_request_body < 0 or self.max_stored_response < 0:
+        if min(self.max_request_body, self.max_stored_response, self.max_result_store_response) < 0:
             raise ValueError("size limits must be >= 0")
         if self.lease is not None and self.lease <= 0:
             raise ValueError("lease must be > 0 seconds")

@@ -28,6 +28,7 @@ from firstwrite.idempotency import steps as guard_steps
 
 from .core import Core, Plan
 from .problems import ProblemResponse
+from .streamed_replies import StreamedReply
 
 __all__ = ["CONTEXT_KEY", "AsyncRequestIdempotency", "RequestIdempotency", "idempotency"]
 
@@ -48,7 +49,7 @@ class Context:
         """What the layer fingerprints for this request."""
         self.claim: Claim | None = None
         """The claim this request holds (its ``fencing_token`` can go downstream)."""
-        self.answer: ProblemResponse | None = None
+        self.answer: ProblemResponse | StreamedReply | None = None
         """Set when ``claim_with`` found the key taken: what the client gets instead."""
 
     @property

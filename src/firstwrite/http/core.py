@@ -39,6 +39,7 @@ from .key import InvalidKey, parse_key
 from .problems import Problem, ProblemResponse, render
 from .request import HttpRequest
 from .routes import INHERIT, Fingerprint, Route
+from .streamed_replies import StreamedReply, streamed
 
 log = logging.getLogger("firstwrite.http")
 
@@ -237,9 +238,17 @@ class Core:
         context = RetryAfterContext(label, self.durations.expected(label), error.retry_after)
         return float(policy(context))
 
-    def replay(self, replay: Replay) -> Response | Replayed:
+    def replay(self, replay: Replay) -> Response | Replayed | StreamedReply:
         """The stored response (byte for byte) with the replay marker, or the problem saying
-        the first response was not stored."""
+        the first response was not stored. A response in the guard's result store comes as a
+        :class:`~.streamed_replies.StreamedReply` (its body read in chunks)."""
+        if replay.placement is not None:
+            chunked = streamed(replay)
+            if chunked is not None:
+                chunked.headers.append((self.config.replayed_header, "true"))
+                if chunked.length is not None and chunked.status not in (204, 304):
+                    chunked.headers.append(("content-length", str(chunked.length)))
+                return chunked
         try:
             raw = replay.value()
         except ReplayedFailureError as failure:
@@ -266,6 +275,15 @@ class Core:
         return replayed
 
     # -- storing -----------------------------------------------------------------------------
+
+    def held_limit(self, has_store: bool) -> int:
+        """How big a response is held to be stored: ``max_stored_response``, or with a
+        result store on the guard ``max_result_store_response`` (stored there, replayed in
+        chunks)."""
+        config = self.config
+        if not has_store:
+            return config.max_stored_response
+        return max(config.max_stored_response, config.max_result_store_response)
 
     def verdict(self, status: int) -> Verdict:
         return Verdict.STORE if self.config.stores(status) else Verdict.RELEASE

@@ -23,13 +23,16 @@ from firstwrite.idempotency import steps as guard_steps
 
 from .context import Context
 from .core import UNSTORED_HEADER, Core, Headers, Plan, Response, Verdict
+from .streamed_replies import StreamedReply
 
 __all__ = ["claim", "finish", "keeps", "release", "settle_unstored"]
 
 log = logging.getLogger("firstwrite.http")
 
 
-def claim(core: Core, plan: Plan, payload: Any) -> guard_steps.Steps[Claim | Response]:
+def claim(
+    core: Core, plan: Plan, payload: Any
+) -> guard_steps.Steps[Claim | Response | StreamedReply]:
     """Claim the request's key: the claim, or the answer to send instead (the replay, or the
     problem an error answers); an error the client is not to hear about propagates."""
     try:
@@ -60,7 +63,7 @@ def finish(
     body: bytes,
     reason: str | None,
     started: float,
-) -> guard_steps.Steps[tuple[Response | None, Headers]]:
+) -> guard_steps.Steps[tuple[Response | StreamedReply | None, Headers]]:
     """A complete response (``status``, ``headers``, ``body``; ``reason``: the status line's
     phrase, WSGI only) of a handler started at ``started`` (``time.monotonic()``): store it,
     or release or settle the key, as its status says. Returns ``(answer, extra)``: the answer

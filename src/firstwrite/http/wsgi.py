@@ -28,6 +28,7 @@ from .config import HttpConfig
 from .context import CONTEXT_KEY, RequestIdempotency
 from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan, Replayed
 from .request import HttpRequest, wsgi_pairs
+from .streamed_replies import StreamedReply
 
 __all__ = ["WSGIIdempotencyMiddleware"]
 
@@ -55,6 +56,7 @@ class WSGIIdempotencyMiddleware:
         self.app = app
         self.config = config or HttpConfig()
         self.core = Core(self.config)
+        self._held_limit = self.core.held_limit(self.guard.config.result_store is not None)
         self._environ_header = "HTTP_" + self.config.header.upper().replace("-", "_")
         self._disabled = self.guard.config.disabled  # FIRSTWRITE_IDEMPOTENCY_DISABLED
 
@@ -92,7 +94,9 @@ class WSGIIdempotencyMiddleware:
             context.claim = outcome
         return self._run(environ, start_response, context)
 
-    def _claim(self, plan: Plan, payload: Any) -> Claim | tuple[int, Headers, bytes]:
+    def _claim(
+        self, plan: Plan, payload: Any
+    ) -> Claim | tuple[int, Headers, bytes] | StreamedReply:
         """The claim, or the answer instead (a replay or an error)."""
         return guard_steps.drive(guarding.claim(self.core, plan, payload), self.guard)
 
@@ -105,7 +109,7 @@ class WSGIIdempotencyMiddleware:
         self, environ: dict[str, Any], start_response: StartResponse, context: RequestIdempotency
     ) -> Iterable[bytes]:
         core = self.core
-        capture = _Capture(self.config.max_stored_response)
+        capture = _Capture(self._held_limit)
         started = time.monotonic()
         result: Iterable[bytes] | None = None
         try:
@@ -227,8 +231,16 @@ def _read(stream: Any, length: int) -> bytes:
     return b"".join(chunks)
 
 
-def _respond(start_response: StartResponse, answer: tuple[int, Headers, bytes]) -> list[bytes]:
-    """Send an answer; a replay keeps the first answer's reason phrase."""
+def _respond(
+    start_response: StartResponse, answer: tuple[int, Headers, bytes] | StreamedReply
+) -> Iterable[bytes]:
+    """Send an answer; a replay keeps the first answer's reason phrase, and one from the
+    result store is the iterable of its chunks."""
+    if isinstance(answer, StreamedReply):
+        start_response(
+            f"{answer.status} {answer.reason or standard_phrase(answer.status)}", answer.headers
+        )
+        return answer.chunks
     status, headers, body = answer
     reason = answer.reason if isinstance(answer, Replayed) else None
     start_response(

@@ -19,9 +19,13 @@ from typing import Any, Literal, NamedTuple
 from .errors import ConfigurationError
 from .key_migration import KeyMigration
 from .layout import DEFAULT, RecordLayout
+from .result_cipher import ResultCipher
+from .result_store import ResultStore
 
 MissingKeyMode = Literal["raise", "run-unguarded"]
 MISSING_KEY_MODES: tuple[MissingKeyMode, ...] = ("raise", "run-unguarded")
+ReplayMode = Literal["full", "status-only"]
+REPLAY_MODES: tuple[ReplayMode, ...] = ("full", "status-only")
 DISABLED_ENV = "FIRSTWRITE_IDEMPOTENCY_DISABLED"
 """Set to ``1`` (or ``true``, ``yes``, ``on``) to make every guard built afterwards call its
 functions directly: for local runs only (duplicates then run twice)."""
@@ -169,6 +173,13 @@ class IdempotencyConfig:
     makes ``run`` and the decorators call the function directly; the guards set it when
     ``FIRSTWRITE_IDEMPOTENCY_DISABLED`` is set (:func:`from_environment`).
 
+    ``result_store`` (:mod:`.result_store`) takes results whose stored form is over
+    ``result_store_threshold`` bytes, or over what the record can hold, and the record keeps a
+    pointer; ``result_cipher`` (:mod:`.result_cipher`) seals every stored result to its record
+    (``docs/results.md``). ``replay="status-only"`` records no result at all, only that the
+    call completed: a replay answers ``{"status": "COMPLETED", "idempotency_key": ...,
+    "record_id": ...}`` (for calls whose result is a secret minted once).
+
     ``layout`` names the record's attributes: :class:`~.layout.RecordLayout` (the default) or
     ``RecordLayout.seed_001()`` for seed 001's item (see ``docs/idempotency-record.md``).
     ``load_result(result_id)`` turns the ``resultId`` of a succeeded *hand-built* row (one
@@ -209,6 +220,10 @@ class IdempotencyConfig:
     layout: RecordLayout = DEFAULT
     load_result: Callable[[Any], Any] | None = None
     key_migration: KeyMigration | None = None
+    result_store: ResultStore | None = None
+    result_store_threshold: int = 64 * 1024
+    result_cipher: ResultCipher | None = None
+    replay: ReplayMode = "full"
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):
@@ -267,6 +282,14 @@ class IdempotencyConfig:
             raise ConfigurationError(
                 f"on_missing_key must be one of {', '.join(map(repr, MISSING_KEY_MODES))}"
             )
+        if self.result_store is not None and not isinstance(self.result_store, ResultStore):
+            raise ConfigurationError("result_store must be a ResultStore (docs/results.md)")
+        if self.result_cipher is not None and not isinstance(self.result_cipher, ResultCipher):
+            raise ConfigurationError("result_cipher must be a ResultCipher (docs/results.md)")
+        if self.result_store_threshold < 0:
+            raise ConfigurationError("result_store_threshold must be >= 0 bytes")
+        if self.replay not in REPLAY_MODES:
+            raise ConfigurationError(f"replay must be one of {', '.join(map(repr, REPLAY_MODES))}")
         if self.on_replay is not None and not callable(self.on_replay):
             raise ConfigurationError("on_replay must be a function of (key, value)")
         if self.load_result is not None and not callable(self.load_result):

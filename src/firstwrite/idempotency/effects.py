@@ -1,7 +1,8 @@
 """The state machine's effects as plain values, and the one loop that performs them.
 
 A transition of the state machine (``_machine/machine.py``) is a generator: it yields a
-:class:`Call` (one DynamoDB request, built by :mod:`.requests`) or a :class:`Sleep`, is sent the
+:class:`Call` (one DynamoDB request, built by :mod:`.requests`), a :class:`Sleep` or a
+:class:`PlaceResult` (result store and cipher only), is sent the
 answer (the response dict, or ``None`` after a sleep), and receives the client's exceptions
 through ``throw()`` (h11's "events as data"). The guards (:mod:`.guard`, :mod:`.aio`) perform
 these effects and nothing else, with :func:`perform` or :func:`aperform`.
@@ -15,7 +16,10 @@ the only difference between them an ``await``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from .result_placement import Placement
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -35,7 +39,22 @@ class Sleep(NamedTuple):
     seconds: float
 
 
-Effect = Call | Sleep
+class PlaceResult(NamedTuple):
+    """Seal a completed result and/or write it to the result store
+    (:meth:`.result_placement.Placement.place`, the cipher's and the store's I/O), only when
+    one is configured. Answer: the AttributeValue to record."""
+
+    placement: Placement
+    value: dict[str, Any]
+    record_id: str
+    owner: str
+    room: int  # bytes the record has for the result
+
+    def run(self) -> dict[str, Any]:
+        return self.placement.place(self.value, self.record_id, self.owner, self.room)
+
+
+Effect = Call | Sleep | PlaceResult
 Steps = Generator[Effect, Any, T]
 """A transition: yields effects, is sent their answers, returns its outcome."""
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import serialization
 from .errors import ReplayedFailureError
 from .record import Status
 from .requests import Key
+
+if TYPE_CHECKING:
+    from .result_placement import Placement
 
 
 class _Unset(enum.Enum):
@@ -94,17 +97,23 @@ class Replay:
     idempotency_key: str | None = None  # the caller's key, as given to claim()
     # A hand-built row's ``resultId`` goes through the configuration's ``load_result``.
     load: Callable[[Any], Any] | None = None
+    placement: Placement | None = None  # the result store and cipher, when configured
 
     @property
     def completed(self) -> bool:
         return self.status is Status.COMPLETED
 
     def value(self, result_type: Any = None) -> Any:
-        """The replayed result, or :class:`ReplayedFailureError` for a stored failure."""
+        """The replayed result, or :class:`ReplayedFailureError` for a stored failure. A
+        result in a result store is read from it (size and digest checked) and a sealed one
+        opened (:mod:`.result_placement`); their errors are raised as they are."""
         if self.status is Status.COMPLETED:
             if self.load is not None:
                 return self.load(serialization.decode(self.raw_result))
-            return serialization.decode(self.raw_result, result_type)
+            if self.placement is None:
+                return serialization.decode(self.raw_result, result_type)
+            raw = self.placement.inner(serialization.from_text(self.raw_result), self.record_id)
+            return serialization.decode(raw, result_type)
         error_type, message, data = serialization.read_error(self.error)
         raise ReplayedFailureError(
             self.idempotency_key or self.record_id,

@@ -20,6 +20,7 @@ from .errors import SerializationError
 from .layout import DEFAULT, RecordLayout, layout_of
 from .record import Record, Status
 from .requests import NO_FINGERPRINT
+from .result_placement import describe
 from .verdicts import Verdict, judge
 
 SUMMARY_CHARS = 120
@@ -59,7 +60,12 @@ class StoredFailure:
 
 
 def stored_result(raw: str | bytes, limit: int = SUMMARY_CHARS) -> StoredResult:
+    """How ``raw`` (a record's ``result``) is stored, and its value in a line. A sealed
+    result, or one kept in a result store, is described (where, how big, sealed), never
+    shown: its bytes are ciphertext or a pointer (:func:`.result_placement.describe`)."""
     stored = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
+    if isinstance(raw, bytes) and raw and raw[0] in (serialization.SEALED, serialization.POINTER):
+        return _placed(raw, stored)
     try:
         value = serialization.decode(raw)
     except SerializationError as exc:  # corrupt or foreign: say so, never fail the display
@@ -68,6 +74,22 @@ def stored_result(raw: str | bytes, limit: int = SUMMARY_CHARS) -> StoredResult:
     return StoredResult(
         serialization.stored_format(raw), stored, shown.summary(limit), shown.detail
     )
+
+
+def _placed(raw: bytes, stored: int) -> StoredResult:
+    try:
+        where = describe(raw)
+    except SerializationError as exc:
+        return StoredResult("unreadable", stored, str(exc))
+    sealed = "sealed (encrypted), " if where["sealed"] else ""
+    if where["where"] == "inline":
+        summary = f"<sealed result: {where['size']} B of ciphertext, not shown>"
+    else:
+        summary = (
+            f"<{sealed}{where['size']} B in the {where['store']} result store at "
+            f"{where['location']!r}>"
+        )
+    return StoredResult(serialization.stored_format(raw), stored, summary, ())
 
 
 def stored_failure(text: str | None) -> StoredFailure:

@@ -8,7 +8,10 @@ Stored forms (the ``result`` attribute):
 * ``B`` with a one-byte tag: ``0x01`` zlib-compressed JSON, ``0x02`` raw bytes, ``0x03`` zlib-
   compressed raw bytes, ``0x04`` typed JSON (:mod:`.typed_json`: a result holding values plain
   JSON would replay as another type), ``0x05`` zlib-compressed typed JSON. Compression is used
-  above ``compress_threshold`` bytes and only when it actually shrinks the value.
+  above ``compress_threshold`` bytes and only when it actually shrinks the value;
+* ``B`` with tag ``0x06`` (sealed: an encrypted inner form) or ``0x07`` (a pointer to a result
+  store's object), made and undone by :mod:`.result_placement`; ``0x08`` (JSON text as UTF-8)
+  occurs only inside those.
 
 Replaying into a type (a dataclass, a pydantic model, ``list[Model]``...) uses pydantic's
 ``TypeAdapter`` when pydantic is installed, else a small dataclass builder.
@@ -37,12 +40,18 @@ _RAW = 2
 _ZRAW = 3
 _TJSON = 4
 _ZTJSON = 5
+SEALED = 6
+POINTER = 7
+JSON_BYTES = 8
 _FORMATS = {
     _ZJSON: "JSON, zlib-compressed",
     _RAW: "bytes",
     _ZRAW: "bytes, zlib-compressed",
     _TJSON: "typed JSON",
     _ZTJSON: "typed JSON, zlib-compressed",
+    SEALED: "sealed (encrypted)",
+    POINTER: "in a result store",
+    JSON_BYTES: "JSON",
 }
 
 _dumps = json.JSONEncoder(
@@ -184,16 +193,22 @@ def as_text(value: dict[str, Any]) -> dict[str, Any]:
     return {"S": TEXT_PREFIX + base64.b64encode(value["B"]).decode("ascii")}
 
 
+def from_text(raw: str | bytes | None) -> str | bytes | None:
+    """``raw`` with an :func:`as_text` form turned back into its bytes (others as they are)."""
+    if isinstance(raw, str) and raw.startswith(TEXT_PREFIX):
+        try:
+            return base64.b64decode(raw[len(TEXT_PREFIX) :], validate=True)
+        except ValueError as exc:
+            raise SerializationError(f"stored result is corrupt: {exc}") from exc
+    return raw
+
+
 def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
     """The value stored by :func:`encode` (or :func:`as_text`), rebuilt as ``result_type``
     when one is given."""
     if raw is None:
         return None
-    if isinstance(raw, str) and raw.startswith(TEXT_PREFIX):
-        try:
-            raw = base64.b64decode(raw[len(TEXT_PREFIX) :], validate=True)
-        except ValueError as exc:
-            raise SerializationError(f"stored result is corrupt: {exc}") from exc
+    raw = from_text(raw)
     try:
         if isinstance(raw, str):
             value: Any = _loads(raw)
@@ -209,6 +224,14 @@ def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
                 value = typed_json.loads(body)
             elif tag == _ZTJSON:
                 value = typed_json.loads(zlib.decompress(body))
+            elif tag == JSON_BYTES:
+                value = _loads(body.decode("utf-8"))
+            elif tag in (SEALED, POINTER):
+                where = "sealed (encrypted)" if tag == SEALED else "kept in a result store"
+                raise SerializationError(
+                    f"the stored result is {where}: configure the result_cipher and "
+                    "result_store that stored it (docs/results.md)"
+                )
             else:
                 raise SerializationError(f"unknown stored result format {tag}")
     except (ValueError, zlib.error, IndexError) as exc:

@@ -12,9 +12,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from .. import serialization
 from ..client_errors import error_code, is_sdk_error
-from ..effects import Sleep, Steps
-from ..errors import CompletionNotRecordedError, DeadlineExceededError, SerializationError
+from ..effects import PlaceResult, Sleep, Steps
+from ..errors import (
+    CompletionNotRecordedError,
+    DeadlineExceededError,
+    ResultTooLargeError,
+    SerializationError,
+)
 from ..outcomes import Claim, Replay, key_of
 from ..record import Status
 from ..requests import millis
@@ -32,11 +38,14 @@ def complete(
     """Record ``result`` for ``claim`` (see the module docstring); the :class:`Replay` of it
     when ``answer`` is true or the local cache keeps one, else ``None``."""
     key = key_of(claim)
-    try:
-        value = m.encode_result(claim, result)
-    except SerializationError as exc:
-        yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
-        raise
+    if m.placement is None:  # no result store, no cipher: no generator of their own
+        try:
+            value = encode_result(m, claim, result)
+        except SerializationError as exc:
+            yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
+            raise
+    else:
+        value = yield from stored_value(m, claim, result, deadline)
     if m.migration is not None:  # a key-scheme change's window: the old keys first
         yield from m.migration.complete(claim, result, value, deadline)
     lease = m.config.lease
@@ -93,6 +102,82 @@ def complete(
     if answer or m.cache is not None:
         return m.completed(claim, value)
     return None
+
+
+def stored_value(
+    m: StateMachine, claim: Claim, result: Any, deadline: Deadline | None
+) -> Steps[dict[str, Any]]:
+    """The AttributeValue to record for ``result`` (:func:`placed`); a result that cannot be
+    stored (not serialisable, too big with no result store) fails the key for good and is
+    raised."""
+    try:
+        return (yield from placed(m, claim, result, encode_result(m, claim, result)))
+    except SerializationError as exc:
+        yield from m.fail(claim, exc, retryable=False, data=None, deadline=deadline)
+        raise
+
+
+def placed(
+    m: StateMachine, claim: Claim, result: Any, value: dict[str, Any]
+) -> Steps[dict[str, Any]]:
+    """``value`` (``result``'s stored form), sealed and/or moved to the result store when one
+    is configured (:class:`~firstwrite.idempotency.effects.PlaceResult`). A store or cipher that fails (the work
+    ran) raises :class:`~firstwrite.idempotency.errors.CompletionNotRecordedError` with the
+    result."""
+    effect = place(m, claim, value)
+    if effect is None:
+        return value
+    started = m.monotonic()
+    try:
+        answer: dict[str, Any] = yield effect
+        if m.layout.explicit:  # seed 001's resultId is always a string
+            answer = serialization.as_text(answer)
+    except SerializationError:
+        raise
+    except Exception as exc:
+        spent = m.monotonic() - started
+        raise _not_recorded(m, claim, result, spent, type(exc).__name__, False) from exc
+    return answer
+
+
+def encode_result(m: StateMachine, claim: Claim, result: Any) -> dict[str, Any]:
+    """The plain stored form of ``result`` (:func:`firstwrite.idempotency.serialization.encode`); one too big
+    for the record raises :class:`~firstwrite.idempotency.errors.ResultTooLargeError`, unless a result store
+    is configured (:func:`place` then moves it there)."""
+    cfg = m.config
+    if m.status_only:
+        result = {
+            "status": Status.COMPLETED.value,
+            "idempotency_key": key_of(claim),
+            "record_id": claim.record_id,
+        }
+    value = serialization.encode(
+        result, threshold=cfg.compress_threshold, level=cfg.compression_level
+    )
+    if m.layout.explicit and m.placement is None:  # seed 001's resultId is always a string
+        value = serialization.as_text(value)
+    size = serialization.value_size(value)
+    if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
+        total = size + cfg.max_item_size - room(m, claim)
+        if total > cfg.max_item_size and (m.placement is None or m.placement.store is None):
+            raise ResultTooLargeError(key_of(claim), total, cfg.max_item_size)
+    return value
+
+
+def room(m: StateMachine, claim: Claim) -> int:
+    """How many bytes ``claim``'s record has for its result's value."""
+    item = m.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
+    # the attribute's name, the other attributes, and room for their digits to grow
+    used = len(m.layout.result) + serialization.item_size(item) + 24
+    return m.config.max_item_size - used
+
+
+def place(m: StateMachine, claim: Claim, value: dict[str, Any]) -> PlaceResult | None:
+    """The effect that seals and/or stores ``value`` elsewhere, or ``None`` when no
+    result store or cipher is configured (``value`` is then recorded as it is)."""
+    if m.placement is None:
+        return None
+    return PlaceResult(m.placement, value, claim.record_id, claim.owner, room(m, claim))
 
 
 def answered(

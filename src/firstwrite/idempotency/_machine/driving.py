@@ -9,11 +9,12 @@ machine: the configuration, the client, the key helpers.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..config import IdempotencyConfig
-from ..effects import Call, Effect, Steps, aperform, perform
+from ..effects import Call, Effect, Sleep, Steps, aperform, perform
 from ..metrics import Metrics
 from ..requests import Key
 from . import budget
@@ -37,7 +38,9 @@ def drive(
     def answer(effect: Effect) -> Any:
         if isinstance(effect, Call):
             return methods[effect.operation](**effect.params)
-        return sleep(effect.seconds)
+        if isinstance(effect, Sleep):
+            return sleep(effect.seconds)
+        return effect.run()
 
     token = CURRENT.set(deadline)
     try:
@@ -57,7 +60,9 @@ async def adrive(
     def answer(effect: Effect) -> Awaitable[Any]:
         if isinstance(effect, Call):
             return methods[effect.operation](**effect.params)  # type: ignore[no-any-return]
-        return sleep(effect.seconds)
+        if isinstance(effect, Sleep):
+            return sleep(effect.seconds)
+        return asyncio.to_thread(effect.run)  # the store's and the cipher's blocking I/O
 
     token = CURRENT.set(deadline)
     try:

@@ -37,7 +37,6 @@ from ..errors import (
     LateRetryError,
     LostClaimError,
     PayloadMismatchError,
-    ResultTooLargeError,
 )
 from ..keys import KeyBuilder, fingerprinter
 from ..layout import layout_of
@@ -45,6 +44,7 @@ from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
+from ..result_placement import Placement
 from ..verdicts import Verdict, fenced_outcome, judge
 from .budget import Deadline
 from .cache import ReplayCache
@@ -121,6 +121,17 @@ class StateMachine:
         )
         # A key migration's old-key writes (:func:`.migration.install`, by the drivers).
         self.migration: OldKeys | None = None
+        self.placement = (
+            None
+            if config.result_store is None and config.result_cipher is None
+            else Placement(
+                config.table_name,
+                config.result_store,
+                config.result_cipher,
+                config.result_store_threshold,
+            )
+        )
+        self.status_only = config.replay == "status-only"
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -237,6 +248,7 @@ class StateMachine:
             rec.expires_at,
             attempt.idempotency_key,
             self.config.load_result if rec.owner[:1] == q.FOREIGN else None,
+            placement=self.placement,
         )
         self.report.claim(
             "replayed_completed" if rec.status is Status.COMPLETED else "replayed_failed"
@@ -263,23 +275,6 @@ class StateMachine:
             self.report.cache_hit()
         return hit
 
-    def encode_result(self, claim: Claim, result: Any) -> dict[str, Any]:
-        cfg = self.config
-        value = serialization.encode(
-            result, threshold=cfg.compress_threshold, level=cfg.compression_level
-        )
-        if self.layout.explicit:  # seed 001's resultId is a string whatever the result
-            value = serialization.as_text(value)
-        size = serialization.value_size(value)
-        if size > cfg.max_item_size - 4096:  # only near the limit is the exact size worth it
-            item = self.requests.claim_item(claim.key, claim.owner, claim.fingerprint, 0.0, 0.0)
-            total = (
-                size + len(self.layout.result) + serialization.item_size(item) + 24
-            )  # digits grow
-            if total > cfg.max_item_size:
-                raise ResultTooLargeError(key_of(claim), total, cfg.max_item_size)
-        return value
-
     def lost(self, claim: Claim, rec: Record | None, operation: str) -> LostClaimError:
         self.report.lost(key_of(claim), claim.record_id, operation, rec.owner if rec else None)
         return LostClaimError(
@@ -294,7 +289,13 @@ class StateMachine:
         """The replay of a completion just stored (remembered when the local cache is on)."""
         raw = value.get("S", value.get("B"))
         replay = Replay(
-            claim.record_id, Status.COMPLETED, raw, None, claim.expires_at, claim.idempotency_key
+            claim.record_id,
+            Status.COMPLETED,
+            raw,
+            None,
+            claim.expires_at,
+            claim.idempotency_key,
+            placement=self.placement,
         )
         if self.cache is not None:
             fp = None if claim.fingerprint == NO_FINGERPRINT else claim.fingerprint

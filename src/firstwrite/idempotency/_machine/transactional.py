@@ -26,6 +26,7 @@ from ..record import Status
 from ..verdicts import Verdict, fenced_outcome
 from .budget import Deadline
 from .cancellation import Cancellation, Kind, read
+from .completion import encode_result, placed
 from .machine import StateMachine
 from .retry import backoff, budget_spent
 
@@ -162,7 +163,7 @@ def complete_with(
 ) -> Steps[Replay]:
     key = key_of(claim)
     _fits(key, transact_items, "complete_with")
-    value = m.encode_result(claim, result)
+    value = yield from placed(m, claim, result, encode_result(m, claim, result))
     attempt = 0
     while True:
         own = m.requests.transact_complete(claim.key, claim.owner, claim.version, value)
