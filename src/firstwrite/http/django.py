@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.http import HttpRequest as DjangoRequest
-from django.http import HttpResponse, HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.module_loading import import_string
 
 from firstwrite.idempotency import UNSET, Claim, Guard, Idempotency, IdempotencyConfig
@@ -43,6 +43,7 @@ from .context import RequestIdempotency
 from .core import UNSTORED_HEADER, Core, Headers, Plan, Replayed, Response
 from .request import HttpRequest
 from .routes import INHERIT, Fingerprint, Route
+from .streamed_replies import StreamedReply
 
 __all__ = ["SETTING", "IdempotencyMiddleware", "http_config", "idempotency", "idempotent"]
 
@@ -186,7 +187,7 @@ class _Guarding:
 
     def starting(
         self, core: Core, request: DjangoRequest, plan: Plan | Response | None
-    ) -> guard_steps.Steps[HttpResponse | None]:
+    ) -> guard_steps.Steps[HttpResponseBase | None]:
         """Claim the key of a request planned by :meth:`prepare`: ``None`` to run the view,
         or the answer to send instead (a replay, a problem)."""
         if plan is None:
@@ -203,12 +204,12 @@ class _Guarding:
         _detach(request)  # answered: the answer is not the view's, nothing to store
         return _django_response(outcome)
 
-    def begin(self, core: Core, request: DjangoRequest) -> HttpResponse | None:
+    def begin(self, core: Core, request: DjangoRequest) -> HttpResponseBase | None:
         """:meth:`starting`, its guard calls made."""
         steps = self.starting(core, request, self.prepare(core, request))
         return guard_steps.drive(steps, self.guard)
 
-    async def abegin(self, core: Core, request: DjangoRequest) -> HttpResponse | None:
+    async def abegin(self, core: Core, request: DjangoRequest) -> HttpResponseBase | None:
         """:meth:`starting` for an async view (a ``SCOPE`` callable runs in a thread)."""
         if self.config.principal is not None:
             plan = await sync_to_async(self.prepare)(core, request)
@@ -264,8 +265,17 @@ def _render(response: HttpResponseBase) -> None:
         render()
 
 
-def _django_response(answer: Response) -> HttpResponse:
-    """A replay or a problem as a Django response (headers as given, nothing added)."""
+def _django_response(answer: Response | StreamedReply) -> HttpResponseBase:
+    """A replay or a problem as a Django response (headers as given, nothing added); a replay
+    streamed from a result store as a ``StreamingHttpResponse``."""
+    if isinstance(answer, StreamedReply):
+        streaming = StreamingHttpResponse(answer.chunks, status=answer.status, reason=answer.reason)
+        del streaming["Content-Type"]
+        for key, text in answer.headers:
+            streaming[key] = text
+        if answer.length is not None:
+            streaming["Content-Length"] = str(answer.length)
+        return streaming
     status, headers, body = answer
     reason = answer.reason if isinstance(answer, Replayed) else None
     response = HttpResponse(body, status=status, reason=reason)

@@ -206,9 +206,9 @@ def from_text(raw: str | bytes | None) -> str | bytes | None:
 def decode(raw: str | bytes | None, result_type: Any = None) -> Any:
     """The value stored by :func:`encode` (or :func:`as_text`), rebuilt as ``result_type``
     when one is given."""
+    raw = from_text(raw)
     if raw is None:
         return None
-    raw = from_text(raw)
     try:
         if isinstance(raw, str):
             value: Any = _loads(raw)
