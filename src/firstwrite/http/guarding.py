@@ -18,7 +18,13 @@ import logging
 import time
 from typing import Any
 
-from firstwrite.idempotency import Claim, LostClaimError, Replay, SerializationError
+from firstwrite.idempotency import (
+    Claim,
+    IdempotencyError,
+    LostClaimError,
+    Replay,
+    SerializationError,
+)
 from firstwrite.idempotency import steps as guard_steps
 
 from .context import Context
@@ -31,7 +37,7 @@ log = logging.getLogger("firstwrite.http")
 
 def claim(core: Core, plan: Plan, payload: Any) -> guard_steps.Steps[Claim | Response]:
     """Claim the request's key: the claim, or the answer to send instead (the replay, or the
-    problem an error answers); an error the client is not to hear about propagates."""
+    problem an error of the claim or of the replay answers)."""
     try:
         outcome = yield guard_steps.ClaimKey(
             plan.key,
@@ -42,14 +48,22 @@ def claim(core: Core, plan: Plan, payload: Any) -> guard_steps.Steps[Claim | Res
             plan.budget_left(),
         )
     except Exception as exc:
-        answer = core.answer_error(plan, exc)
-        if answer is None:
-            raise
-        return answer
+        return _answered(core, plan, exc)
     if isinstance(outcome, Replay):
-        return core.replay(outcome)
+        try:
+            return core.replay(outcome)
+        except IdempotencyError as exc:  # a stored response that cannot be replayed
+            return _answered(core, plan, exc)
     assert isinstance(outcome, Claim)
     return outcome
+
+
+def _answered(core: Core, plan: Plan, error: Exception) -> Response:
+    """The problem ``error`` answers (every ``Exception`` has one: :meth:`.core.Core.answer_error`)."""
+    answer = core.answer_error(plan, error)
+    if answer is None:
+        raise error
+    return answer
 
 
 def finish(
