@@ -200,9 +200,7 @@ def answer_for(error: BaseException, header: str = "Idempotency-Key") -> Answer 
             "is free",
         )
     if isinstance(error, (errors.TransactionCancelledError, errors.TooManyTransactItemsError)):
-        return Answer(
-            Problem.WRITES_REFUSED, f"nothing was written and the key is free: {error}"
-        )
+        return Answer(Problem.WRITES_REFUSED, f"nothing was written and the key is free: {error}")
     if isinstance(error, errors.ReplayedFailureError):
         return Answer(Problem.RESPONSE_NOT_STORED, _NOT_REPLAYED.format(error.message))
     if isinstance(
