@@ -86,14 +86,15 @@ def _abandoned(deadline: Deadline) -> AttemptAbandoned:
 
 def held(method: Callable[..., Any], slowest: float | None) -> Callable[..., Any]:
     """``method`` ending at the current deadline (:data:`.budget.CURRENT`); ``slowest``: the
-    client's longest attempt (``None``: unknown, always held)."""
+    client's longest attempt (``None``: the client declares no timeouts, as the engine's direct
+    client: called directly)."""
 
     def call(**params: Any) -> Any:
         deadline = CURRENT.get()
         if deadline is None:
             return method(**params)
         left = deadline.left()
-        if left <= 0 or (slowest is not None and slowest < left):
+        if slowest is None or left <= 0 or slowest < left:
             return method(**params)  # past the deadline: a completion's one attempt
         future = _POOL.submit(method, params)
         try:
@@ -113,7 +114,7 @@ def aheld(method: Callable[..., Awaitable[Any]], slowest: float | None) -> Calla
         if deadline is None:
             return await method(**params)
         left = deadline.left()
-        if left <= 0 or (slowest is not None and slowest < left):
+        if slowest is None or left <= 0 or slowest < left:
             return await method(**params)  # past the deadline: a completion's one attempt
         try:
             return await asyncio.wait_for(method(**params), timeout=left)
