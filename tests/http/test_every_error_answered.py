@@ -23,13 +23,13 @@ from typing import Any
 from wsgiref.util import setup_testing_defaults
 
 import pytest
+from tests.event_samples import http_event
 
 from firstwrite.engine import Engine, local_client
 from firstwrite.http import HttpConfig, IdempotencyMiddleware, WSGIIdempotencyMiddleware
 from firstwrite.http.lambda_proxy import Shape, shape_of
 from firstwrite.http.problems import PROBLEM_CONTENT_TYPE, answer_for
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, errors, idempotent_handler
-from tests.event_samples import http_event
 
 _REASON = {"Code": "ConditionalCheckFailed", "Message": "no"}
 _NOT_FOUND = {"Error": {"Code": "ResourceNotFoundException", "Message": "no table"}}
@@ -289,7 +289,7 @@ def test_a_late_retry_is_410_not_500(server: str) -> None:
         app = WSGIIdempotencyMiddleware(_wsgi_app, guard=guard, config=HttpConfig())
         post = wsgi_post
     assert post(app, "late-1")[0] == 201
-    status, headers, replay = post(app, "late-1")
+    status, headers, _ = post(app, "late-1")
     assert status == 201 and headers["idempotent-replayed"] == "true"
     engine.clock.advance(3600 + 10)  # past retention; the record is still in the table
     status, headers, body = post(app, "late-1")

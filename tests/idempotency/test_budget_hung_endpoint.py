@@ -83,6 +83,7 @@ def _ran_never(guard: Idempotency, key: str, ran: list[str]) -> float:
     return took
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [2.0, 10.0])
 def test_a_default_client_against_a_silent_endpoint_ends_within_the_budget(
     silent: Silent, budget: float, caplog: pytest.LogCaptureFixture
@@ -111,6 +112,7 @@ def _rss_kb() -> int:
     return int(line.split()[1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc (Linux)")
 def test_a_hundred_abandoned_calls_leave_no_thread_socket_or_memory_behind(
     silent: Silent,
@@ -118,7 +120,7 @@ def test_a_hundred_abandoned_calls_leave_no_thread_socket_or_memory_behind(
     """Each call is abandoned at its deadline; the abandoned attempts hold at most the pool's
     threads (and their sockets) until their own timeouts: the counts after a warm-up of a
     pool's worth of calls do not grow over the next 100."""
-    budget = 0.2
+    budget = 0.3
     guard = _guard(default_client(silent.port), budget)
     ran: list[str] = []
     for i in range(abandon.WORKERS + 2):  # warm-up: the pool and botocore's connection pool
@@ -126,8 +128,39 @@ def test_a_hundred_abandoned_calls_leave_no_thread_socket_or_memory_behind(
     threads, fds, rss = threading.active_count(), _fds(), _rss_kb()
     for i in range(100):
         took = _ran_never(guard, f"order-{i}", ran)
-        assert took <= budget * 1.1 + 0.05, took
+        assert took <= budget + 0.2, took  # the budget's precision: the 2 s and 10 s test
     assert ran == []
     assert threading.active_count() <= threads
     assert _fds() <= fds
     assert _rss_kb() - rss < 8 * 1024, "more than 8 MB of RSS growth after 100 calls"
+
+
+@pytest.mark.slow
+def test_a_30s_latency_fault_on_the_engine_does_not_hold_the_claim_past_the_budget(
+    cli_server: Any,
+) -> None:
+    """The engine served over HTTP (its own process), a 30 s latency on every call to the
+    table (docs/testing-with-faults.md): the claim gives up at the 2 s budget, the function
+    does not run; without the fault, the key is then claimed and run."""
+    import json
+    import urllib.request
+
+    server = cli_server()
+    client = default_client(int(server.url.rsplit(":", 1)[1]))
+    guard = _guard(client, 2.0)
+    guard.ensure_table()
+    body = json.dumps({"kind": "latency", "latency": 30, "table": "hung"}).encode()
+    request = urllib.request.Request(
+        server.url + "/_firstwrite/faults",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=5).read()
+    ran: list[str] = []
+    took = _ran_never(guard, "slow-1", ran)
+    assert took <= 2.0 * 1.1 and ran == []
+    clear = urllib.request.Request(server.url + "/_firstwrite/faults", method="DELETE")
+    urllib.request.urlopen(clear, timeout=5).read()
+    fresh = _guard(client, 60.0)  # the abandoned claim may have landed: its lease then ends
+    assert fresh.run("slow-2", lambda: "ran") == "ran"

@@ -5,13 +5,14 @@ than what is left of the current deadline could hold a guarded call past its bud
 attempt (botocore's defaults: 60 s each). :func:`held` wraps each client method: while the
 deadline leaves room for the slowest attempt, the method is called directly; otherwise the
 attempt runs on a small pool of daemon threads (:data:`WORKERS`), the caller waits until the
-deadline, and then abandons it with :class:`~..client_errors.AttemptAbandoned`, a transport
-error: the retry loop turns it into :class:`~..errors.DeadlineExceededError`. The abandoned
-attempt's late answer is dropped, like a lost one (a claim it wrote stays under its lease). An
-attempt still queued at the deadline never starts. An attempt made once the deadline has passed
-(a completion's first attempt is always made: the function ran) is called directly. The asyncio form awaits the call with the
-same limit (:func:`aheld`). ``docs/patterns.md`` (Time budget) says why this was chosen over
-rebuilding the client with smaller timeouts.
+deadline and then abandons it with
+:class:`~firstwrite.idempotency.client_errors.AttemptAbandoned`, a transport error the retry
+loop turns into :class:`~firstwrite.idempotency.errors.DeadlineExceededError`. The abandoned
+attempt's late answer is dropped like a lost one (a claim it wrote stays under its lease); an
+attempt still queued at the deadline never starts. An attempt made once the deadline has
+passed (a completion's first attempt is always made: the function ran) is called directly.
+:func:`aheld` is the asyncio form. ``docs/patterns.md`` (Time budget) says why this was chosen
+over rebuilding the client with smaller timeouts.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A guarded call (``run``, ``claim``, ``complete``... or a request through the middleware) gets
 one :class:`Deadline`, ``budget`` seconds after it starts on the guard's monotonic clock. The
 layer's retry loop (:func:`.retry.perform`) stops before a backoff that would end past it, and
-raises :class:`~..errors.DeadlineExceededError`.
+raises :class:`~firstwrite.idempotency.errors.DeadlineExceededError`.
 
 botocore retries inside a single call too (legacy mode, DynamoDB's default: up to 10 attempts,
 about 25 s of backoff). :func:`install` hooks the client's ``needs-retry`` event, which botocore
@@ -14,11 +14,9 @@ as long as the last one, would reach the deadline; botocore then raises the erro
 last attempt. The client is read by duck typing (``client.meta.events.register_first``,
 ``client.meta.config``), like everything else the layer knows of a client: no botocore import.
 
-What the hook cannot shorten is one attempt that hangs: the client's ``connect_timeout`` and
-``read_timeout`` bound that. :func:`slowest_attempt` reads them; when they exceed what is left
-of the deadline, the attempt is abandoned at the deadline (:mod:`.abandon`), and
-:func:`check_timeouts` warns once per guard. A claim made with its budget already spent is not
-run on (:func:`spent_before_run`).
+One attempt that hangs is bounded by the client's timeouts (:func:`slowest_attempt`); longer
+than what is left, it is abandoned at the deadline (:mod:`.abandon`; :func:`check_timeouts`
+warns). A claim back with the budget spent is not run on (:func:`spent_before_run`).
 """
 
 from __future__ import annotations
