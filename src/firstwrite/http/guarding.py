@@ -20,6 +20,7 @@ from typing import Any
 
 from firstwrite.idempotency import (
     Claim,
+    DeadlineExceededError,
     IdempotencyError,
     LostClaimError,
     Replay,
@@ -35,9 +36,13 @@ __all__ = ["claim", "finish", "keeps", "release", "settle_unstored"]
 log = logging.getLogger("firstwrite.http")
 
 
-def claim(core: Core, plan: Plan, payload: Any) -> guard_steps.Steps[Claim | Response]:
+def claim(
+    core: Core, plan: Plan, payload: Any, *, before_run: bool = True
+) -> guard_steps.Steps[Claim | Response]:
     """Claim the request's key: the claim, or the answer to send instead (the replay, or the
-    problem an error of the claim or of the replay answers)."""
+    problem an error of the claim or of the replay answers). ``before_run``: the handler has
+    not run yet, so a claim that comes back with the route's budget spent is released and
+    answered 503 (the handler never starts; a retry can take the key at once)."""
     try:
         outcome = yield guard_steps.ClaimKey(
             plan.key,
@@ -55,6 +60,19 @@ def claim(core: Core, plan: Plan, payload: Any) -> guard_steps.Steps[Claim | Res
         except IdempotencyError as exc:  # a stored response that cannot be replayed
             return _answered(core, plan, exc)
     assert isinstance(outcome, Claim)
+    left = plan.budget_left()
+    if before_run and left is not None and left <= 0:
+        yield from release(outcome, "the request's time budget was spent before it ran")
+        budget = plan.route.budget or 0.0
+        spent = DeadlineExceededError(
+            plan.key,
+            retry_after=1.0,
+            budget=budget,
+            elapsed=budget - left,
+            operation="claim",
+            dynamo_error_code="BudgetSpentBeforeRun",
+        )
+        return _answered(core, plan, spent)
     return outcome
 
 
@@ -85,7 +103,7 @@ def finish(
     if context.claim is None and verdict is Verdict.STORE:
         # A transactional handler that made no claim (a 4xx before any write): claim now so
         # the answer is stored; a twin that got there first is answered instead.
-        outcome = yield from claim(core, context.plan, context.payload)
+        outcome = yield from claim(core, context.plan, context.payload, before_run=False)
         if not isinstance(outcome, Claim):
             return outcome, []
         context.claim = outcome

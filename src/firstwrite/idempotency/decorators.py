@@ -274,6 +274,7 @@ async def _sync_guard_async_fn(
 
     started = time.monotonic()
     whole = guard.config.budget if budget is None else budget
+    deadline = guard._deadline(whole)
 
     def left() -> float | None:
         return None if whole is None else whole - (time.monotonic() - started)
@@ -282,6 +283,7 @@ async def _sync_guard_async_fn(
     outcome = await asyncio.to_thread(claim)
     if isinstance(outcome, Replay):
         return outcome.answer(result_type, guard.config.on_replay)
+    await asyncio.to_thread(guard._check_left, outcome, deadline)  # budget spent: never run fn
     try:
         result = await fn()
     except BaseException as exc:
