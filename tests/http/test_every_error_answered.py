@@ -18,6 +18,7 @@ import inspect
 import io
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from wsgiref.util import setup_testing_defaults
@@ -26,7 +27,7 @@ import pytest
 from tests.event_samples import http_event
 
 from firstwrite.engine import Engine, local_client
-from firstwrite.http import HttpConfig, IdempotencyMiddleware, WSGIIdempotencyMiddleware
+from firstwrite.http import HttpConfig, IdempotencyMiddleware, Route, WSGIIdempotencyMiddleware
 from firstwrite.http.lambda_proxy import Shape, shape_of
 from firstwrite.http.problems import PROBLEM_CONTENT_TYPE, answer_for
 from firstwrite.idempotency import Idempotency, IdempotencyConfig, errors, idempotent_handler
@@ -337,3 +338,45 @@ def test_lambda_in_progress_is_409_with_retry_after_and_a_replay_is_marked(shape
     status, headers, _ = _proxy_parts(replay, shape)
     assert status == 201 and headers["idempotent-replayed"] == "true"
     assert runs == [1]
+
+
+class Slow(Idempotency):
+    """A real guard whose claims come back after ``delay`` seconds (an answer at the edge of
+    the route's budget)."""
+
+    delay = 0.0
+
+    def claim(self, *args: Any, **kwargs: Any) -> Any:
+        outcome = super().claim(*args, **kwargs)
+        time.sleep(self.delay)
+        return outcome
+
+
+@pytest.mark.parametrize("server", ["asgi", "wsgi"])
+def test_a_claim_back_after_the_route_budget_does_not_run_the_handler(server: str) -> None:
+    engine = Engine()
+    guard = Slow(IdempotencyConfig(table_name="edge"), client=local_client(engine))
+    guard.ensure_table()
+    config = HttpConfig(routes=[Route("/pay", budget=0.2)])
+    calls: list[int] = []
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(1)
+        await _app(scope, receive, send)
+
+    def wsgi_counted(environ: Any, start_response: Any) -> list[bytes]:
+        calls.append(1)
+        return _wsgi_app(environ, start_response)
+
+    if server == "asgi":
+        app: Any = IdempotencyMiddleware(counted, guard=guard, config=config)
+        post = asgi_post
+    else:
+        app = WSGIIdempotencyMiddleware(wsgi_counted, guard=guard, config=config)
+        post = wsgi_post
+    guard.delay = 0.3
+    status, headers, body = post(app, "edge-1")
+    assert status == 503 and int(headers["retry-after"]) >= 1 and calls == []
+    assert json.loads(body)["type"] == "urn:firstwrite:problem:idempotency-store-unavailable"
+    guard.delay = 0.0
+    assert post(app, "edge-1")[0] == 201 and calls == [1]  # released: the retry runs at once
