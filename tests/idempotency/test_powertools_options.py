@@ -51,8 +51,16 @@ def test_a_request_without_a_key_raises_by_default(backend: Backend, table: str)
     def handler(event: dict[str, Any], context: Any) -> None:
         runs.append(1)
 
+    answer = handler(http_event("api_gateway_v2", {"amount": 5}), FakeContext())
+    assert answer["statusCode"] == 400  # an HTTP event: answered as the middleware does
+    assert "idempotency-key-missing" in answer["body"]
+
+    @idempotent_handler(guard, key="body.order_id", on_error="raise")
+    def raising(event: dict[str, Any], context: Any) -> None:
+        runs.append(1)
+
     with pytest.raises(MissingKeyError):
-        handler(http_event("api_gateway_v2", {"amount": 5}), FakeContext())
+        raising(http_event("api_gateway_v2", {"amount": 5}), FakeContext())
     assert runs == [] and metrics.total(UNGUARDED) == 0
 
 

@@ -25,18 +25,15 @@ from urllib.parse import quote
 import firstwrite.shared.http_reply as http_reply
 from firstwrite.idempotency import (
     DeadlineExceededError,
-    IdempotencyError,
     InProgressError,
-    PayloadMismatchError,
     Replay,
     ReplayedFailureError,
     SerializationError,
-    TableNotFoundError,
 )
 
 from .config import HttpConfig, RetryAfterContext
 from .key import InvalidKey, parse_key
-from .problems import Problem, ProblemResponse, render
+from .problems import Problem, ProblemResponse, render, render_error
 from .request import HttpRequest
 from .routes import INHERIT, Fingerprint, Route
 from .streamed_replies import StreamedReply, streamed
@@ -49,6 +46,7 @@ Response = tuple[int, Headers, bytes]
 UNSTORED_HEADER = b"idempotency-replay-unavailable"  # on a first response that was not stored
 # What quote() leaves alone: a principal made only of these is its own quoted form.
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]+", re.ASCII)
+_UNAVAILABLE_DETAIL = "the request was not run: its key could not be checked; retry"
 MAX_SCOPE_LENGTH = 512  # longer scopes are hashed: DynamoDB keys hold 2,048 bytes
 
 
@@ -198,38 +196,26 @@ class Core:
     # -- answers -----------------------------------------------------------------------------
 
     def answer_error(self, plan: Plan, error: BaseException) -> ProblemResponse | None:
-        """The answer to an error from claiming, or ``None`` when it is not the client's to
-        hear about (a bug: let it propagate)."""
+        """The answer to an error from claiming or replaying (:func:`.problems.answer_for`,
+        with the route's ``Retry-After`` policy for "in progress"); a failure of the store
+        that is not the layer's own error (the SDK's connection errors...) is a 503 too.
+        ``None`` only for what cannot be answered (``BaseException`` that is not an
+        ``Exception``: let it propagate)."""
         if isinstance(error, InProgressError):
-            return render(
-                Problem.IN_PROGRESS,
-                "a request with this key is still being processed; retry after the delay to "
-                "get its response",
-                retry_after=self.retry_after(plan.route.label, error),
+            return render_error(
+                error, self.config.header, retry_after=self.retry_after(plan.route.label, error)
             )
-        if isinstance(error, PayloadMismatchError):
-            return render(
-                Problem.KEY_REUSED,
-                f"this {self.config.header} was used for a different request (method, path, "
-                "query or body differ); use a new key for a new request",
-            )
-        if isinstance(error, DeadlineExceededError):  # logged by the layer, with its error code
-            return render(
-                Problem.STORE_UNAVAILABLE,
-                "the request was not run: the idempotency store kept failing for the request's "
-                "whole time budget; retry after the delay",
-                retry_after=error.retry_after,
-            )
-        # A missing table is the store being unavailable to this request (503, nothing run);
-        # its message (which table, how to create it) goes to the log below.
-        if isinstance(error, IdempotencyError) and not isinstance(error, TableNotFoundError):
+        answered = render_error(error, self.config.header)
+        if answered is not None:
+            if answered[0] >= 500 and not isinstance(error, DeadlineExceededError):
+                # Logged here with its message (which table, how to create it...); a spent
+                # budget is logged by the layer, with its error code.
+                log.error("idempotency store unavailable for %s", plan.request, exc_info=error)
+            return answered
+        if not isinstance(error, Exception):
             return None
         log.error("idempotency store unavailable for %s", plan.request, exc_info=error)
-        return render(
-            Problem.STORE_UNAVAILABLE,
-            "the request was not run: its key could not be checked; retry",
-            retry_after=1.0,
-        )
+        return render(Problem.STORE_UNAVAILABLE, _UNAVAILABLE_DETAIL, retry_after=1.0)
 
     def retry_after(self, label: str, error: InProgressError) -> float:
         policy = self.config.retry_after

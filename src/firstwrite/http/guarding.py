@@ -18,7 +18,14 @@ import logging
 import time
 from typing import Any
 
-from firstwrite.idempotency import Claim, LostClaimError, Replay, SerializationError
+from firstwrite.idempotency import (
+    Claim,
+    DeadlineExceededError,
+    IdempotencyError,
+    LostClaimError,
+    Replay,
+    SerializationError,
+)
 from firstwrite.idempotency import steps as guard_steps
 
 from .context import Context
@@ -31,10 +38,12 @@ log = logging.getLogger("firstwrite.http")
 
 
 def claim(
-    core: Core, plan: Plan, payload: Any
+    core: Core, plan: Plan, payload: Any, *, before_run: bool = True
 ) -> guard_steps.Steps[Claim | Response | StreamedReply]:
     """Claim the request's key: the claim, or the answer to send instead (the replay, or the
-    problem an error answers); an error the client is not to hear about propagates."""
+    problem an error of the claim or of the replay answers). ``before_run``: the handler has
+    not run yet, so a claim that comes back with the route's budget spent is released and
+    answered 503 (the handler never starts; a retry can take the key at once)."""
     try:
         outcome = yield guard_steps.ClaimKey(
             plan.key,
@@ -45,14 +54,35 @@ def claim(
             plan.budget_left(),
         )
     except Exception as exc:
-        answer = core.answer_error(plan, exc)
-        if answer is None:
-            raise
-        return answer
+        return _answered(core, plan, exc)
     if isinstance(outcome, Replay):
-        return core.replay(outcome)
+        try:
+            return core.replay(outcome)
+        except IdempotencyError as exc:  # a stored response that cannot be replayed
+            return _answered(core, plan, exc)
     assert isinstance(outcome, Claim)
+    left = plan.budget_left()
+    if before_run and left is not None and left <= 0:
+        yield from release(outcome, "the request's time budget was spent before it ran")
+        budget = plan.route.budget or 0.0
+        spent = DeadlineExceededError(
+            plan.key,
+            retry_after=1.0,
+            budget=budget,
+            elapsed=budget - left,
+            operation="claim",
+            dynamo_error_code="BudgetSpentBeforeRun",
+        )
+        return _answered(core, plan, spent)
     return outcome
+
+
+def _answered(core: Core, plan: Plan, error: Exception) -> Response:
+    """The problem ``error`` answers (every ``Exception`` has one: :meth:`.core.Core.answer_error`)."""
+    answer = core.answer_error(plan, error)
+    if answer is None:
+        raise error
+    return answer
 
 
 def finish(
@@ -74,7 +104,7 @@ def finish(
     if context.claim is None and verdict is Verdict.STORE:
         # A transactional handler that made no claim (a 4xx before any write): claim now so
         # the answer is stored; a twin that got there first is answered instead.
-        outcome = yield from claim(core, context.plan, context.payload)
+        outcome = yield from claim(core, context.plan, context.payload, before_run=False)
         if not isinstance(outcome, Claim):
             return outcome, []
         context.claim = outcome

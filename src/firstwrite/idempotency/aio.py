@@ -22,8 +22,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._machine import completion, migration, table_setup, transactional
-from ._machine.budget import Deadline
+from ._machine import abandon, completion, migration, table_setup, transactional
+from ._machine.budget import Deadline, release_grace, slowest_attempt, spent_before_run
 from ._machine.driving import Driver, adrive
 from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig, from_environment
@@ -90,7 +90,8 @@ class AsyncIdempotency(Driver):
 
             client = ThreadedClient(default_client(machine.config))
         super().__init__(machine, client)
-        self._methods = bind(client)
+        slowest = slowest_attempt(client)
+        self._methods = {op: abandon.aheld(m, slowest) for op, m in bind(client).items()}
         self._sleep = sleep
 
     async def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
@@ -169,6 +170,12 @@ class AsyncIdempotency(Driver):
         if isinstance(outcome, Replay):
             value: T = outcome.answer(result_type, machine.config.on_replay)
             return value
+        late = spent_before_run(outcome.idempotency_key or key, outcome.record_id, deadline)
+        if late is not None:  # the budget is spent: release the claim, never start fn
+            assert deadline is not None
+            grace = release_grace(deadline)
+            await self._drive(machine.fail_quietly(outcome, late, grace), grace)
+            raise late
         try:
             result = await fn()
         except BaseException as exc:

@@ -13,7 +13,8 @@ client); what it needs of their errors is said here once.
   carry no response to read, so they are recognised by the qualified names of the classes they
   derive from (``botocore.exceptions.BotoCoreError``...): a name is not an import.
 * A **transport error**, retried as transient, is one of botocore's ``ConnectionError`` and
-  ``HTTPClientError`` families (the request may or may not have reached DynamoDB).
+  ``HTTPClientError`` families (the request may or may not have reached DynamoDB), and the
+  layer's own :class:`AttemptAbandoned` (an attempt given up at the call's deadline).
 
 Any other exception is not the client's: the layer lets it through untouched.
 """
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 __all__ = [
+    "AttemptAbandoned",
     "ClientErrorLike",
     "client_error_code",
     "error_code",
@@ -32,10 +34,17 @@ __all__ = [
     "response_of",
 ]
 
-_SDK_BASES = frozenset({"botocore.exceptions.BotoCoreError"})
+_ABANDONED = "firstwrite.idempotency.client_errors.AttemptAbandoned"
+_SDK_BASES = frozenset({"botocore.exceptions.BotoCoreError", _ABANDONED})
 _TRANSPORT_BASES = frozenset(
-    {"botocore.exceptions.ConnectionError", "botocore.exceptions.HTTPClientError"}
+    {"botocore.exceptions.ConnectionError", "botocore.exceptions.HTTPClientError", _ABANDONED}
 )
+
+
+class AttemptAbandoned(Exception):
+    """An attempt the layer stopped waiting for at the call's deadline, its client's own
+    timeouts being longer: a transport error (the request may or may not have reached
+    DynamoDB), whose late answer is dropped like a lost one."""
 
 
 class ClientErrorLike(Protocol):

@@ -28,11 +28,11 @@ import logging
 import time
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import serialization
 from .aio import AsyncIdempotency
-from .errors import MissingKeyError
+from .errors import IdempotencyError, MissingKeyError
 from .guard import UNSET, Idempotency
 from .keys import Selector, key_from, key_path, select, walk
 
@@ -274,6 +274,7 @@ async def _sync_guard_async_fn(
 
     started = time.monotonic()
     whole = guard.config.budget if budget is None else budget
+    deadline = guard._deadline(whole)
 
     def left() -> float | None:
         return None if whole is None else whole - (time.monotonic() - started)
@@ -282,6 +283,7 @@ async def _sync_guard_async_fn(
     outcome = await asyncio.to_thread(claim)
     if isinstance(outcome, Replay):
         return outcome.answer(result_type, guard.config.on_replay)
+    await asyncio.to_thread(guard._check_left, outcome, deadline)  # budget spent: never run fn
     try:
         result = await fn()
     except BaseException as exc:
@@ -328,6 +330,8 @@ def idempotent_handler(
     payload: Selector | bool | None = None,
     scope: str | Callable[[dict[str, Any]], str] | None = None,
     lease_margin: float = 1.0,
+    on_error: Literal["answer", "raise"] = "answer",
+    header: str = "Idempotency-Key",
 ) -> Callable[[F], F]:
     """The AWS Lambda form: ``handler(event, context)``, key and payload selected from the
     event (JMESPath or callable; ``payload`` defaults to the whole event).
@@ -337,7 +341,19 @@ def idempotent_handler(
     free for the retry right away instead of blocking it for a full lease. The same remaining
     time minus ``lease_margin`` is the call's time budget: the store's retries stop before
     Lambda would kill the invocation (:class:`~.errors.DeadlineExceededError`). Without a
-    context that says, the guard's ``config.budget`` applies."""
+    context that says, the guard's ``config.budget`` applies.
+
+    Behind API Gateway (v1, v2), an ALB or a Function URL (:mod:`firstwrite.http.lambda_proxy`
+    tells the event shapes apart), an error of the layer is answered with the proxy response
+    the middleware would send (409 + ``Retry-After`` in progress, 410 late retry, 422 mismatch,
+    400 no key, 503 + ``Retry-After`` budget spent...), and a replayed proxy response carries
+    ``Idempotent-Replayed: true``; ``on_error="raise"`` raises the errors instead (and marks no
+    replay). ``header`` names the key header in the problems' details. Other events (SQS, a
+    direct call) get the errors raised, as before. A completion that fails after the function
+    returned gives the function's response (logged; a retry after the lease may run it again),
+    as the middleware does."""
+    if on_error not in ("answer", "raise"):
+        raise ValueError(f"on_error must be 'answer' or 'raise', not {on_error!r}")
 
     def decorate(fn: F) -> F:
         binding = _Binding(lambda event, context=None: None, guard, None, key, None, (), scope)
@@ -375,49 +391,75 @@ def idempotent_handler(
                 return None
             return None if hint in (None, type(None), Any) else hint
 
+        answers = on_error == "answer"
+
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def async_handler(event: Any, context: Any = None) -> Any:
+                run = _invocation(fn, event, context)
+                try:
+                    g = binding.guard
+                    found = _keyed(g, identify, event, fn)
+                    if found is None:
+                        return await fn(event, context)
+                    k, p, s = found
+                    if isinstance(g, Idempotency):
+                        result = await _sync_guard_async_fn(
+                            g,
+                            k,
+                            run.acall,
+                            p,
+                            s,
+                            result_type(),
+                            lease_for(context),
+                            budget_for(context),
+                        )
+                    else:
+                        result = await g.run(
+                            k,
+                            run.acall,
+                            p,
+                            scope=s,
+                            result_type=result_type(),
+                            lease=lease_for(context),
+                            budget=budget_for(context),
+                        )
+                except IdempotencyError as error:
+                    return run.answer(error, answers, header)
+                return run.replied(result)
+
+            return typing.cast(F, async_handler)
+
+        @functools.wraps(fn)
+        def handler(event: Any, context: Any = None) -> Any:
+            run = _invocation(fn, event, context)
+            try:
                 g = binding.guard
                 found = _keyed(g, identify, event, fn)
                 if found is None:
-                    return await fn(event, context)
+                    return fn(event, context)
                 k, p, s = found
-                call = functools.partial(fn, event, context)
-                if isinstance(g, Idempotency):
-                    return await _sync_guard_async_fn(
-                        g, k, call, p, s, result_type(), lease_for(context), budget_for(context)
-                    )
-                return await g.run(
+                result = g.run(
                     k,
-                    call,
+                    run.call,
                     p,
                     scope=s,
                     result_type=result_type(),
                     lease=lease_for(context),
                     budget=budget_for(context),
                 )
-
-            return typing.cast(F, async_handler)
-
-        @functools.wraps(fn)
-        def handler(event: Any, context: Any = None) -> Any:
-            g = binding.guard
-            found = _keyed(g, identify, event, fn)
-            if found is None:
-                return fn(event, context)
-            k, p, s = found
-            return g.run(
-                k,
-                functools.partial(fn, event, context),
-                p,
-                scope=s,
-                result_type=result_type(),
-                lease=lease_for(context),
-                budget=budget_for(context),
-            )
+            except IdempotencyError as error:
+                return run.answer(error, answers, header)
+            return run.replied(result)
 
         return typing.cast(F, handler)
 
     return decorate
+
+
+def _invocation(fn: Callable[..., Any], event: Any, context: Any) -> Any:
+    """:class:`firstwrite.http.lambda_proxy.Invocation` of ``fn`` for one event."""
+    from firstwrite.http import lambda_proxy  # deferred: the HTTP package imports this one
+
+    return lambda_proxy.Invocation(fn, event, context)

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._machine import completion, migration, table_setup, transactional
-from ._machine.budget import Deadline
+from ._machine import abandon, completion, migration, table_setup, transactional
+from ._machine.budget import Deadline, release_grace, slowest_attempt, spent_before_run
 from ._machine.driving import Driver, drive
 from ._machine.machine import Clock, Monotonic, StateMachine
 from .config import IdempotencyConfig, from_environment
@@ -78,7 +78,8 @@ class Idempotency(Driver):
 
             client = default_client(machine.config)
         super().__init__(machine, client)
-        self._methods = bind(client)
+        slowest = slowest_attempt(client)
+        self._methods = {op: abandon.held(m, slowest) for op, m in bind(client).items()}
         self._sleep = sleep
 
     def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
@@ -183,6 +184,7 @@ class Idempotency(Driver):
         if isinstance(outcome, Replay):
             value: T = outcome.answer(result_type, config.on_replay)
             return value
+        self._check_left(outcome, deadline)
         try:
             result = fn()
         except BaseException as exc:
@@ -197,6 +199,18 @@ class Idempotency(Driver):
         self, claim: Claim, exc: BaseException, deadline: Deadline | None = None
     ) -> None:
         self._drive(self._machine.fail_quietly(claim, exc, deadline), deadline)
+
+    def _check_left(self, claim: Claim, deadline: Deadline | None) -> None:
+        """Raise :class:`~.errors.DeadlineExceededError` when ``claim`` came back with the
+        budget spent: the function must not start; the claim is released first, so a retry
+        can take the key at once."""
+        late = spent_before_run(claim.idempotency_key or claim.record_id, claim.record_id, deadline)
+        if late is None:
+            return
+        assert deadline is not None
+        grace = release_grace(deadline)
+        self._drive(self._machine.fail_quietly(claim, late, grace), grace)
+        raise late
 
     # -- variant 3: with the caller's business writes --------------------------------------------
 

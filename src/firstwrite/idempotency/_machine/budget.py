@@ -14,9 +14,9 @@ as long as the last one, would reach the deadline; botocore then raises the erro
 last attempt. The client is read by duck typing (``client.meta.events.register_first``,
 ``client.meta.config``), like everything else the layer knows of a client: no botocore import.
 
-What the hook cannot shorten is one attempt that hangs: the client's ``connect_timeout`` and
-``read_timeout`` bound that. :func:`slowest_attempt` reads them, and ``docs/patterns.md`` (Time
-budget) says how to build a client whose timeouts fit the budget.
+One attempt that hangs is bounded by the client's timeouts (:func:`slowest_attempt`); longer
+than what is left, it is abandoned at the deadline (:mod:`.abandon`; :func:`check_timeouts`
+warns). A claim back with the budget spent is not run on (:func:`spent_before_run`).
 """
 
 from __future__ import annotations
@@ -26,13 +26,17 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
+from ..errors import DeadlineExceededError
+
 __all__ = [
     "CURRENT",
     "Deadline",
     "check_timeouts",
     "deadline_for",
     "install",
+    "release_grace",
     "slowest_attempt",
+    "spent_before_run",
 ]
 
 log = logging.getLogger("firstwrite.idempotency")
@@ -148,17 +152,48 @@ def install(client: Any) -> bool:
 
 
 def check_timeouts(client: Any, budget: float | None) -> bool:
-    """``False`` (and an INFO log naming the settings) when one hung attempt of ``client`` can
-    outlast ``budget``: its connect and read timeouts add up to more."""
+    """``False`` (and a WARNING naming the numbers) when one hung attempt of ``client`` can
+    outlast ``budget``: its connect and read timeouts add up to more. The budget still holds
+    (such an attempt is abandoned at the deadline, :mod:`.abandon`), at the cost of a thread
+    held by the abandoned attempt until its own timeouts end it."""
     slowest = slowest_attempt(client)
     if budget is None or slowest is None or slowest <= budget:
         return True
-    log.info(
-        "a DynamoDB call that hangs can take %.0fs (connect_timeout + read_timeout) on this "
-        "client, more than the %.1fs budget: build the client with smaller timeouts (see "
-        "docs/patterns.md, Time budget)",
+    config = client.meta.config
+    log.warning(
+        "a DynamoDB call that hangs can take %.1fs on this client (connect_timeout %.1fs + "
+        "read_timeout %.1fs), more than the %.1fs budget: such an attempt is abandoned at the "
+        "deadline, holding a thread until its timeouts end it; build the client with "
+        "firstwrite.idempotency.dynamodb_client() or smaller timeouts (docs/patterns.md, Time "
+        "budget)",
         slowest,
+        float(config.connect_timeout),
+        float(config.read_timeout),
         budget,
         extra={"budget": budget, "slowest_attempt": slowest},
     )
     return False
+
+
+def spent_before_run(
+    key: str, record_id: str, deadline: Deadline | None
+) -> DeadlineExceededError | None:
+    """The error of a call whose claim came back with its budget already spent (the function
+    must not start: the caller releases the claim and raises it), else ``None``."""
+    if deadline is None or deadline.left() > 0:
+        return None
+    return DeadlineExceededError(
+        key,
+        retry_after=1.0,
+        budget=deadline.budget,
+        elapsed=deadline.elapsed(),
+        operation="claim",
+        dynamo_error_code="BudgetSpentBeforeRun",
+        record_id=record_id,
+    )
+
+
+def release_grace(deadline: Deadline) -> Deadline:
+    """The deadline of releasing a claim made too late: a twentieth of the budget, so the
+    release cannot hold the call much past it."""
+    return deadline_for(deadline.budget / 20, deadline.monotonic)  # type: ignore[return-value]
