@@ -129,6 +129,13 @@ def test_keepalive_extends_the_visibility_while_the_handler_runs(
     first = SQSPoller(counted, queue_url, guard, slow, visibility=3, wait=1)
     t = threading.Thread(target=first.poll_once)
     t.start()
+    # Ask the queue only once the poller holds the message: a receive racing the poller's own
+    # first receive could take the message first (and, with VisibilityTimeout=0, leave it
+    # visible), which says nothing of the keepalive.
+    deadline = time.monotonic() + 30
+    while not runs and t.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runs, "the poller never received the message"
     seen: list[Any] = []
     while t.is_alive():
         answer = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1, VisibilityTimeout=0)
