@@ -6,8 +6,7 @@ transactional variant's in :mod:`.transactional`, the table set-up in :mod:`.tab
 transition yields the effects it needs (a :class:`~firstwrite.idempotency.effects.Call` built by :mod:`firstwrite.idempotency.requests`,
 or a :class:`~firstwrite.idempotency.effects.Sleep`), is sent their answers and receives the client's exceptions
 through ``throw()``, as h11's connection is fed events. Retries are effects too
-(:func:`.retry.perform`), and every log record and metric goes through one
-:class:`~.reporting.Reporter`. The drivers, :class:`firstwrite.idempotency.guard.Idempotency` and
+(:func:`.retry.perform`), logs and metrics go through :class:`~.reporting.Reporter`. The drivers, :class:`firstwrite.idempotency.guard.Idempotency` and
 :class:`firstwrite.idempotency.aio.AsyncIdempotency`, perform the effects with a blocking or an asyncio client, so
 both make exactly the same calls, choices, logs and metrics; a call's time budget reaches a
 transition as a :class:`~.budget.Deadline`. What a failed claim's stored record means is
