@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from firstwrite.engine.api import Engine
 from firstwrite.engine.direct.client import DirectClient
 from firstwrite.engine.features.ttl import TTLConfig
-from firstwrite.engine.server.lanes import ByteBudget, Lane
+from firstwrite.engine.server.lanes import ByteBudget, Lane, Pending
 
 TABLE = {
     "TableName": "lane",
@@ -88,6 +90,68 @@ def test_a_batch_waits_for_its_scope_on_another_thread_while_the_lane_goes_on(
         asyncio.run(main())
     finally:
         release.set()
+        lane.close()
+        engine.close()
+
+
+class _SyncedRightAfterLook:
+    """A call's real wait (storage.Pending), but every "needed" answered True is followed at once
+    by the real fsync, as when the fsync another thread runs ends just after the lane's look."""
+
+    def __init__(self, real: Pending) -> None:
+        self.real = real
+
+    def needed(self) -> bool:
+        answer = self.real.needed()
+        if answer:
+            self.real.wait()
+        return answer
+
+    def wait(self) -> None:
+        self.real.wait()
+
+    def split(self) -> Pending:
+        return _SyncedRightAfterLook(self.real.split())
+
+
+class _SplitsSyncRightAfterLook(_SyncedRightAfterLook):
+    """The batch's own wait, looked at plainly; what each of its calls depends on (split)
+    syncs right after the lane's look."""
+
+    def needed(self) -> bool:
+        return self.real.needed()
+
+
+def test_a_call_whose_fsync_ends_while_the_lane_sorts_its_batch_is_answered(
+    tmp_path: Path,
+) -> None:
+    # Found by the linearizability proof (durability full, a loaded machine): the lane looked
+    # at each call's wait twice, once for "ready" and once for "left"; an fsync of another
+    # thread ending between the two looks put the call in neither list, and its request got
+    # no answer at all (the client's 30 s read timeout), while every other call was answered.
+    engine = Engine(tmp_path / "full.db", durability="full", ttl_config=TTLConfig(None))
+    client = DirectClient(engine)
+    client.create_table(**TABLE)
+    storage = engine.storage
+
+    @contextlib.contextmanager
+    def scope() -> Iterator[Pending | None]:
+        with storage.deferred() as pending:
+            yield None if pending is None else _SplitsSyncRightAfterLook(pending)
+
+    lane = Lane(scope=scope)
+    try:
+
+        async def main() -> None:
+            for n in range(5):
+                item = {"pk": {"S": f"k{n}"}}
+                put = lane.submit(lambda item=item: client.put_item(TableName="lane", Item=item))
+                await asyncio.wait_for(put, 10)
+                got = client.get_item(TableName="lane", Key=item, ConsistentRead=True)
+                assert got["Item"] == item
+
+        asyncio.run(main())
+    finally:
         lane.close()
         engine.close()
 

@@ -130,12 +130,16 @@ class Lane:
             self.busy_since = None
             if pending is not None and pending.needed():
                 # Each call waits for what it depends on only: a read of another table is
-                # not held back by a write of the same batch whose fsync is slow.
-                ready = [r for r, wait in zip(results, waits, strict=True) if not wait.needed()]
+                # not held back by a write of the same batch whose fsync is slow. Each wait
+                # is looked at once: an fsync on another thread may end between two looks,
+                # and a result counted in neither list would never be answered.
+                ready: list[_Result] = []
+                left: list[_Result] = []
+                for result, wait in zip(results, waits, strict=True):
+                    (left if wait.needed() else ready).append(result)
                 if ready:
                     self._hand_back(ready)
-                if len(ready) < len(results):
-                    left = [r for r, wait in zip(results, waits, strict=True) if wait.needed()]
+                if left:
                     self._settle(pending, left)
             else:
                 self._hand_back(results)
