@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from firstwrite.engine import Engine, local_client
-from firstwrite.idempotency import MemoryMetrics
+from firstwrite.idempotency import IdempotencyConfig, MemoryMetrics, sdk_settings
 
 from . import race as race_module
 from . import scenarios, seed
@@ -51,7 +51,14 @@ class Console:
         """A boto3 client bound to the engine in process (created once, thread-safe)."""
         with self._client_lock:
             if self._client is None:
-                self._client = local_client(self.engine, region=self.region)
+                # Built as the layer builds its clients (idempotency/clients.py): timeouts
+                # within the guards' budget.
+                from botocore.config import Config
+
+                settings = sdk_settings(IdempotencyConfig().budget)
+                self._client = local_client(
+                    self.engine, region=self.region, config=Config(**settings)
+                )
             return self._client
 
     def clock(self) -> ClockView:

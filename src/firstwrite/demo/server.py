@@ -115,6 +115,8 @@ def _local(
 ) -> Iterator[tuple[Any, Any, str]]:
     """The engine on ``db``, a client bound to it, and its HTTP endpoint on ``engine_port``."""
     from firstwrite.engine import Engine, ServerThread, local_client
+    from firstwrite.idempotency import IdempotencyConfig
+    from firstwrite.idempotency.clients import configured
 
     with Engine(db) as engine:
         server = ServerThread(engine, host, engine_port, allowed_hosts=allowed_hosts)
@@ -126,15 +128,18 @@ def _local(
             what = "for the demo's DynamoDB endpoint (--engine-port; make run ENGINE_PORT=...)"
             raise runner.listen_error(host, engine_port, exc.errno, what) from None
         try:
-            yield engine, local_client(engine), endpoint
+            # Built as the layer builds its own clients (idempotency/clients.py): one attempt a
+            # call, timeouts within the guard's budget, so no call needs the budget's pool.
+            client = configured(lambda **kw: local_client(engine, **kw), IdempotencyConfig().budget)
+            yield engine, client, endpoint
         finally:
             server.stop()
 
 
 def _aws_client() -> Any:
-    import boto3
+    from firstwrite.idempotency import dynamodb_client
 
-    return boto3.client("dynamodb")
+    return dynamodb_client()
 
 
 def _run(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:

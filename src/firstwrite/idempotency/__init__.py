@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from .aio import AsyncIdempotency
 from .audit import DynamoAuditStore, MemoryAuditStore, TtlAudit
+from .clients import dynamodb_client, sdk_settings
 from .config import IdempotencyConfig, InFlight, RetryAfter, RetryPolicy
 from .decorators import idempotent, idempotent_handler
 from .errors import (
@@ -116,7 +117,9 @@ __all__ = [
     "TransactionValidationError",
     "TtlAudit",
     "canonical_json",
+    "dynamodb_client",
     "fingerprint",
     "idempotent",
     "idempotent_handler",
+    "sdk_settings",
 ]

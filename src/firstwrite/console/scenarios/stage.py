@@ -37,11 +37,14 @@ from firstwrite.idempotency import (
     MultiMetrics,
     Record,
     record_view,
+    sdk_settings,
 )
 
 from ..records import key_text, pretty, relative, wire_json
 
-ONE_ATTEMPT = Config(retries={"total_max_attempts": 1})
+# One attempt a call, and timeouts within the guards' budget, as the layer builds its own
+# clients (idempotency/clients.py): no call needs the budget's pool of abandonable attempts.
+ONE_ATTEMPT = Config(**sdk_settings(IdempotencyConfig().budget))
 _CONTEXT_KEY = "firstwrite.console.call"
 # The layer's loggers. What they log while a scenario runs belongs on its page, not in the
 # server's log: a throttling scenario alone logs a hundred warnings on purpose.

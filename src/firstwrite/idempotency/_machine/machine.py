@@ -16,7 +16,7 @@ Costs (DynamoDB calls): first request 2 writes; duplicate of a finished request 
 stored record comes back with the failed condition, ``ALL_OLD``); duplicate of a live request 1
 write, plus one consistent read per poll while it waits (``in_progress_wait``); with the local
 cache on, a duplicate of a finished request costs nothing.
-Size: every decision of the state machine in one module (h11's ``_state.py``).
+Size: one concept, every decision of the state machine in one module (h11's ``_state.py``).
 """
 
 from __future__ import annotations
