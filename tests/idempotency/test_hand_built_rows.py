@@ -14,6 +14,7 @@ import decimal
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -283,7 +284,16 @@ def test_the_claim_condition_and_its_mirror_agree_on_hand_built_rows(
     """A hand-built row has no lease attribute: only the retention branch (``expiresAt`` past)
     lets a claim through directly; the mirror must say the same for every state."""
     client = make_ddb("inprocess")
-    table = seed_table(client)
+    # Seed 001's table without its TTL: rows staged past their expiresAt would otherwise race
+    # the engine's TTL sweeper (a row swept between its put and the claim is no row at all,
+    # which the mirror, judging the row as staged, does not see).
+    table = f"seed-{uuid.uuid4().hex[:10]}"
+    client.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
     layout = RecordLayout.seed_001(hold=HOLD)
     config = IdempotencyConfig(table_name=table, layout=layout, refuse_late_retries=refuse)
     requests = q.Requests(config)
