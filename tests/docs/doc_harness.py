@@ -171,6 +171,9 @@ def doc_env(
     suite = request.node.getparent(DocumentSuite)
     kind = suite.environment if suite is not None else DocEnvironment
     env = kind(tmp_path_factory.mktemp("doc"))
+    # A block may set os.environ or sys.path as a reader's script does (docs/http.md sets
+    # DJANGO_SETTINGS_MODULE): the document's changes end with it, not in later tests.
+    environ, path = dict(os.environ), list(sys.path)
     with pytest.MonkeyPatch.context() as patch:
         try:
             for name, value in env.variables.items():
@@ -179,6 +182,9 @@ def doc_env(
             yield env
         finally:
             env.close()
+            os.environ.clear()
+            os.environ.update(environ)
+            sys.path[:] = path
 
 
 def _env(example: Example) -> DocEnvironment:

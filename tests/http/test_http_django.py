@@ -51,6 +51,7 @@ def _serve(kind: str, directory: Path, *, unguarded: bool) -> Iterator[str]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
         "FIRSTWRITE_LOCAL_DB": str(directory / "django.db"),
+        "DJANGO_SETTINGS_MODULE": "django_project.settings",
         "FIRSTWRITE_DJANGO_UNGUARDED": "1" if unguarded else "0",
     }
     process = subprocess.Popen(

@@ -82,9 +82,13 @@ PLAIN_UVICORN = {"console-app": "the user's plain uvicorn"}
 PLAIN_UVICORN_LIMITS: dict[str, dict[str, tuple[KnownLimit, KnownLimit]]] = {
     "console-app": {
         # heads: RSS +265 MiB over ~1,500 requests and +26 over 99 (short), +509 over 183,000
-        # (long, 2026-12-05): at most 0.26 MiB a request, and saturating
+        # (long, 2026-12-05): at most 0.26 MiB a request, and saturating. p99 in the short
+        # form, whose p99 is one of a few slowest calls, on a loaded machine (2026-12-07):
+        # 4.4x the baseline in CI's full run (bound 4.4x), 2.5-5.3x quiet with two busy
+        # loops beside it: uvicorn parses each 100 KiB head on its event loop; the long
+        # form's 2x held
         "heads": (
-            KnownLimit(rss_growth_mib=600, rss_mib_per_request=1.0),
+            KnownLimit(rss_growth_mib=600, rss_mib_per_request=1.0, p99_over_baseline=10),
             KnownLimit(rss_growth_mib=1024, rss_mib_per_request=1.0),
         ),
         # chunks: p99 7.1x the baseline (long: 44.9x quiet, machine 6.3x), 8.5x and 12.8x

@@ -109,11 +109,17 @@ def target_of(args: argparse.Namespace) -> Target:
 
 
 def _client_config(pool: int, attempts: int) -> Any:
+    """The commands' client: ``attempts`` in botocore's standard mode, each within the
+    timeouts the layer gives its own clients (:func:`firstwrite.idempotency.sdk_settings` for
+    the default budget), so the guards the commands build (race, table, keys) fit their budget."""
     from botocore.config import Config
 
+    from firstwrite.idempotency import IdempotencyConfig, sdk_settings
+
+    timeouts = sdk_settings(IdempotencyConfig().budget)
     return Config(
-        connect_timeout=5,
-        read_timeout=30,
+        connect_timeout=timeouts.get("connect_timeout", 5),
+        read_timeout=timeouts.get("read_timeout", 30),
         max_pool_connections=max(10, pool),
         retries={"total_max_attempts": attempts, "mode": "standard"},
     )

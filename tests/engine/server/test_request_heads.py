@@ -9,6 +9,7 @@ chunks cost the event loop a Python call per byte (another client's p99 went fro
 from __future__ import annotations
 
 import gc
+import re
 import socket
 import threading
 import time
@@ -261,10 +262,24 @@ def _latencies(url: str, stop: threading.Event, out: list[float]) -> None:
             started = time.perf_counter()
             sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
             data = b""
-            while not data.endswith(b"}"):
-                data += sock.recv(4096)
+            while b"\r\n\r\n" not in data:
+                data += _received(sock)
+            head, _, body = data.partition(b"\r\n\r\n")
+            found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+            assert found is not None, head
+            length = int(found[1])
+            while len(body) < length:
+                body += _received(sock)
+            assert body.startswith(b"healthy: "), body
             out.append(time.perf_counter() - started)
             time.sleep(0.002)
+
+
+def _received(sock: socket.socket) -> bytes:
+    data = sock.recv(4096)
+    if not data:
+        raise ConnectionError("the server closed the measuring connection")
+    return data
 
 
 def _percentile(samples: list[float], q: float) -> float:
