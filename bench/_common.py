@@ -383,6 +383,21 @@ def run_quiet(cmd: Sequence[str], *, timeout: float, cwd: Path | None = None) ->
     return proc.returncode, proc.stdout[-2000:]
 
 
+def guard_client_config() -> Any:
+    """A botocore ``Config`` whose timeouts fit firstwrite's default budget, as docs/patterns.md
+    (Time budget) asks of a guard's client: with botocore's 60 s ones the layer hands every call
+    to a thread it can abandon, and callgrind, counting one thread, would miss the calls."""
+    from botocore.config import Config
+
+    from firstwrite.idempotency import IdempotencyConfig
+    from firstwrite.idempotency.clients import sdk_settings  # also in key_migration's BASE
+
+    timeouts = sdk_settings(IdempotencyConfig().budget)
+    return Config(
+        connect_timeout=timeouts["connect_timeout"], read_timeout=timeouts["read_timeout"]
+    )
+
+
 def dummy_aws_env() -> None:
     """Static fake credentials and region so that no SDK looks at the real environment."""
     os.environ["AWS_ACCESS_KEY_ID"] = "AKIDBENCH"

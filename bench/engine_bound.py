@@ -15,6 +15,7 @@ from ._common import (
     Settings,
     Table,
     Target,
+    guard_client_config,
     package_version,
     profile_contender,
     run_interleaved,
@@ -49,9 +50,6 @@ def boto3_client() -> Any:
     """
     import boto3
     import botocore.session
-    from botocore.config import Config
-
-    from firstwrite.idempotency import IdempotencyConfig, sdk_settings
 
     session = botocore.session.Session(profile=None)
     for name, value in (
@@ -62,13 +60,8 @@ def boto3_client() -> Any:
     ):
         session.set_config_variable(name, value)
     session.set_credentials("AKIDBENCH", "bench-secret")
-    # Timeouts within firstwrite's default budget, as docs/patterns.md (Time budget) asks of a
-    # guard's client: with botocore's 60 s ones the layer would hand every call to a thread
-    # it can abandon, and callgrind, counting one thread, would miss the calls' instructions.
-    timeouts = sdk_settings(IdempotencyConfig().budget)
-    del timeouts["retries"]
     return boto3.session.Session(botocore_session=session).client(
-        "dynamodb", region_name="us-east-1", config=Config(**timeouts)
+        "dynamodb", region_name="us-east-1", config=guard_client_config()
     )
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _callgrind
-from ._common import Section, Series, Settings, Table
+from ._common import Section, Series, Settings, Table, guard_client_config
 
 BASE = os.environ.get("KEY_MIGRATION_BASE", "48f5cde")
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,10 @@ def _guards(directory: str) -> dict[str, Any]:
     from firstwrite.engine.binding.sync import local_client
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
-    client = local_client(Engine(os.path.join(directory, "bench.db"), durability="normal"))
+    client = local_client(
+        Engine(os.path.join(directory, "bench.db"), durability="normal"),
+        config=guard_client_config(),
+    )
     config = IdempotencyConfig(table_name="bench-migration")
     guards = {"plain": Idempotency(config, client=client)}
     guards["plain"].ensure_table()
