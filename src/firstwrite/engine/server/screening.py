@@ -136,15 +136,21 @@ class Screener:
         """The worker's verdict on ``body`` (blocks the calling thread, not the GIL)."""
         with self._lock:
             verdict = DECODE
-            if not self._closed and sys.executable and self._failing < MAX_FAILURES:
+            # A worker that died since the last body (killed: its death may not show yet) fails
+            # this exchange: one more, on a fresh worker, before the body is decoded here.
+            tries = 2 if self._process is not None else 1
+            while tries and not self._closed and sys.executable and self._failing < MAX_FAILURES:
+                tries -= 1
                 try:
                     verdict = self._exchange(body, target, keys)
                     self._failing = 0
+                    break
                 except (OSError, EOFError, ValueError, pickle.UnpicklingError):
-                    log.warning("the screening worker failed; the body is decoded by the server")
                     self.failures += 1
                     self._failing += 1
                     self._stop()
+                    if not tries:
+                        log.warning("the screening worker failed; the server decodes the body")
             self.counts[verdict.kind] += 1
         return verdict
 
