@@ -1,7 +1,8 @@
 """Variant 3: what a cancelled ``TransactWriteItems`` means, read item by item (pure).
 
 DynamoDB answers a cancelled transaction with one reason per item, in request order; the layer's
-own item (the claim, or the fenced completion) is always first, the caller's items follow:
+own items come first (the claim, or the fenced completion, under the current key; inside a key
+migration's window, then the same under each previous scheme's key), the caller's items follow:
 
 =================================== ===================== ===================================
 reason                              on the layer's item   on one of the caller's items
@@ -16,7 +17,8 @@ anything else                       :class:`~firstwrite.idempotency.errors.Trans
 =================================== ===================== ===================================
 
 Several failures: a validation error wins, then the layer's condition (a duplicate is the
-answer even when the caller's failed too), a caller's condition, the size limit, then the rest.
+answer even when the caller's failed too; the first refusing own item is the one judged), a
+caller's condition, the size limit, then the rest.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ TRANSIENT_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
 _NONE = (None, "None")
+_FAILED = "ConditionalCheckFailed"
 
 
 class Kind(enum.Enum):
@@ -44,17 +47,23 @@ class Kind(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Cancellation:
     """One cancelled transaction, read. ``business`` maps the caller's item index (0-based) to
-    its reason, for the caller's failed conditions."""
+    its reason, for the caller's failed conditions; ``own`` is how many items were the layer's
+    (the first ones); ``refused`` the first of them whose condition failed (0: the current
+    key; ``n``: the ``n``-th previous scheme's key), ``None`` when none did."""
 
     kind: Kind
     reasons: list[dict[str, Any]]
     business: dict[int, dict[str, Any]]
     labels: list[str]  # one metric label per failing item
+    own: int = 1
+    refused: int | None = None
 
     @property
     def own_item(self) -> dict[str, Any] | None:
-        """The layer's item as stored (``ALL_OLD``), when its condition failed."""
-        item = self.reasons[0].get("Item") if self.reasons else None
+        """The refusing own item as stored (``ALL_OLD``), when its condition failed."""
+        if self.refused is None or self.refused >= len(self.reasons):
+            return None
+        item = self.reasons[self.refused].get("Item")
         return item if isinstance(item, dict) else None
 
     @property
@@ -63,27 +72,36 @@ class Cancellation:
         return logging.INFO if self.kind in (Kind.OWN_CONDITION, Kind.BUSINESS) else logging.WARNING
 
 
-def read(reasons: list[dict[str, Any]], own_label: str) -> Cancellation:
-    """Read ``CancellationReasons``; ``own_label`` names a failed condition on the layer's item
-    in the ``transact_write_cancellations_total`` metric (``duplicate``, ``fence``)."""
+def read(reasons: list[dict[str, Any]], own_label: str, own: int = 1) -> Cancellation:
+    """Read ``CancellationReasons`` of a transaction whose first ``own`` items are the layer's;
+    ``own_label`` names a failed condition on the current key's item in the
+    ``transact_write_cancellations_total`` metric (``duplicate``, ``fence``), ``legacy_`` before
+    it on a previous scheme's key."""
     codes = [r.get("Code") for r in reasons]
     business = {
-        i - 1: r
+        i - own: r
         for i, r in enumerate(reasons)
-        if i > 0 and r.get("Code") == "ConditionalCheckFailed"
+        if i >= own and r.get("Code") == "ConditionalCheckFailed"
     }
+    refused = next((i for i in range(min(own, len(codes))) if codes[i] == _FAILED), None)
     labels = []
     for i, code in enumerate(codes):
         if code in _NONE:
             continue
-        if code == "ConditionalCheckFailed":
-            labels.append(own_label if i == 0 else "business_condition_failed")
+        if code == _FAILED:
+            labels.append(
+                own_label
+                if i == 0
+                else f"legacy_{own_label}"
+                if i < own
+                else "business_condition_failed"
+            )
         else:
             labels.append(str(code))
     failing = {c for c in codes if c not in _NONE}
     if "ValidationError" in failing:
         kind = Kind.VALIDATION
-    elif codes and codes[0] == "ConditionalCheckFailed":
+    elif refused is not None:
         kind = Kind.OWN_CONDITION
     elif business:
         kind = Kind.BUSINESS
@@ -93,4 +111,4 @@ def read(reasons: list[dict[str, Any]], own_label: str) -> Cancellation:
         kind = Kind.TRANSIENT
     else:
         kind = Kind.UNKNOWN
-    return Cancellation(kind, list(reasons), business, labels)
+    return Cancellation(kind, list(reasons), business, labels, own, refused)
