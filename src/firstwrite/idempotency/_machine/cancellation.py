@@ -1,8 +1,7 @@
 """Variant 3: what a cancelled ``TransactWriteItems`` means, read item by item (pure).
 
-DynamoDB answers a cancelled transaction with one reason per item, in request order; the layer's
-own items come first (the claim, or the fenced completion, under the current key; inside a key
-migration's window, then the same under each previous scheme's key), the caller's items follow:
+One reason per item, in request order: the layer's own items first (the claim, or the fenced
+completion, under the current key, then under each old key in a key migration's window):
 
 =================================== ===================== ===================================
 reason                              on the layer's item   on one of the caller's items
@@ -16,9 +15,8 @@ reason                              on the layer's item   on one of the caller's
 anything else                       :class:`~firstwrite.idempotency.errors.TransactionCancelledError` (not retryable)
 =================================== ===================== ===================================
 
-Several failures: a validation error wins, then the layer's condition (a duplicate is the
-answer even when the caller's failed too; the first refusing own item is the one judged), a
-caller's condition, the size limit, then the rest.
+Several failures: a validation error wins, then the layer's condition (the first refusing own
+item is judged, even when the caller's failed too), a caller's condition, the size limit, the rest.
 """
 
 from __future__ import annotations
