@@ -317,6 +317,32 @@ def test_after_the_window_claim_with_writes_the_new_key_alone(versions: Versions
     assert counter(client, "late") == 1
 
 
+@pytest.mark.asyncio
+async def test_the_asyncio_guard_carries_the_old_keys_the_same_way(backend: Backend) -> None:
+    from firstwrite.idempotency import AsyncIdempotency
+    from firstwrite.idempotency.aio import ThreadedClient
+
+    versions = Versions(backend, SCHEMES["prefix"])
+    client = backend.client
+    guard = AsyncIdempotency(
+        BASE.with_(key_migration=versions.migration),
+        client=ThreadedClient(client),
+        clock=backend.now,
+    )
+    claim = await guard.claim_with("a", [increment("a")], {"k": "a"})
+    assert isinstance(claim, LegacyClaim)
+    with pytest.raises(InProgressError):
+        versions.old.claim("a", {"k": "a"}, wait=0)
+    with CallCounter(client) as calls:
+        await guard.complete_with(claim, [ledger_entry("a", "new")], "async")
+    assert dict(calls.by_operation) == {"TransactWriteItems": 1}
+    assert versions.old.run("a", lambda: "again", {"k": "a"}) == "async"
+    versions.old.run("b", lambda: "old b", {"k": "b"})
+    replay = await guard.claim_with("b", [increment("b")], {"k": "b"})
+    assert isinstance(replay, Replay) and replay.value() == "old b"
+    assert counter(client, "a") == 1 and counter(client, "b") == 0
+
+
 def test_cancellation_reasons_are_read_by_item_role() -> None:
     """The layer's own items first (the current key, then each old key), the caller's after."""
     legacy = read([NONE, FAILED, NONE, NONE], "duplicate", own=3)

@@ -1,7 +1,9 @@
 """Variant 3's transitions.
 
 The claim, or the completion, in one ``TransactWriteItems`` with the caller's business writes. Generators of effects over a :class:`~.machine.StateMachine`, like its
-own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`.
+own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`. Inside a
+key migration's window the layer's own items are one per key, the current one and each old one
+(:mod:`.migration`): claimed, or completed, in the same transaction.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def _refused_record(
     deadline: Deadline | None,
 ) -> Steps[Record | None]:
     """The record under the first own item that refused (the current key's, or an old
-    scheme's read in its layout, counted as a legacy hit); ``None``: nothing stored any more."""
+    scheme's, read in that scheme's layout); ``None``: nothing stored any more."""
     refused = cancelled.refused or 0
     if refused == 0 or m.migration is None:
         item = yield from m.refused_item(cancelled.own_item, current, key, record_id, deadline)
