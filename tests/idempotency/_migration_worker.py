@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from typing import Any
@@ -89,6 +90,34 @@ def with_business(spec: dict[str, Any], guard: Idempotency, client: Any) -> dict
                 break
             except InProgressError:
                 time.sleep(0.01)
+    return answers
+
+
+def race(db: str, table: str, keys: list[str], roles: tuple[str, str], effects: str) -> list[Any]:
+    """The parent's side: four workers on ``db`` from one start instant, two of each role
+    (``roles``: old, new), the old ones meeting the keys in order, the new ones in reverse;
+    what each printed."""
+    start = time.time() + 4.0  # after every interpreter has started
+    procs = []
+    for n in range(4):
+        spec = {
+            "db": db,
+            "table": table,
+            "role": roles[n % 2 == 0],
+            "keys": keys if n % 2 else keys[::-1],  # half meet each key first, half last
+            "start": start,
+            "effects": effects,
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, __file__, json.dumps(spec)], stdout=subprocess.PIPE, text=True
+            )
+        )
+    answers = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        answers.append(json.loads(out))
     return answers
 
 

@@ -9,9 +9,6 @@ share its database file.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -38,7 +35,7 @@ from firstwrite.idempotency._machine.cancellation import Kind, read
 from firstwrite.idempotency._machine.migration import LegacyClaim
 from firstwrite.idempotency.key_migration import KeyMigration
 
-from ._migration_worker import OLD
+from ._migration_worker import OLD, race
 from .conftest import TABLE, Backend
 from .faults import _Http, cancel_transaction, without_returned_items
 from .test_key_migration import BASE, SCHEMES, WINDOW, Versions
@@ -425,29 +422,8 @@ def test_processes_of_an_old_version_and_a_transactional_new_version_race(
     client = local_client(engine)
     Idempotency(BASE, client=client).ensure_table()
     keys = [f"p-{n}" for n in range(12)]
-    start = time.time() + 4.0  # after every interpreter has started
-    worker = str(Path(__file__).with_name("_migration_worker.py"))
-    procs = []
-    for n in range(4):
-        order = keys if n % 2 else keys[::-1]  # half meet each key first, half last
-        spec = {
-            "db": db,
-            "table": TABLE,
-            "role": "old-business" if n % 2 else "new-transactional",
-            "keys": order,
-            "start": start,
-            "effects": str(tmp_path / "effects.log"),
-        }
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, worker, json.dumps(spec)], stdout=subprocess.PIPE, text=True
-            )
-        )
-    answers = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0
-        answers.append(json.loads(out))
+    roles = ("old-business", "new-transactional")
+    answers = race(db, TABLE, keys, roles, str(tmp_path / "effects.log"))
     assert {key: counter(client, key) for key in keys} == dict.fromkeys(keys, 1)
     for key in keys:  # both versions answered each key with the one run's result
         seen = {a[key] for a in answers if a[key] is not None}
