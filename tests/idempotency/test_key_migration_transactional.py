@@ -25,6 +25,7 @@ from firstwrite.idempotency import (
     CompletionNotRecordedError,
     Idempotency,
     InProgressError,
+    LateRetryError,
     LostClaimError,
     PayloadMismatchError,
     Replay,
@@ -191,6 +192,27 @@ def test_a_lease_run_out_on_the_old_key_is_taken_over_under_both_keys(
     versions.new.complete_with(taken, [ledger_entry("t", "new")], "fresh")
     assert versions.old.run("t", lambda: "again", {"k": "t"}) == "fresh"
     assert counter(client, "t") == 1
+
+
+def test_an_old_key_record_past_retention_is_judged_late_or_replaced(backend: Backend) -> None:
+    """With ``refuse_late_retries`` the claim condition refuses a record past retention and
+    the machine judges it: the same request's is a late retry, another request's is taken
+    over (the old key's item replaced as seen)."""
+    versions = Versions(backend, SCHEMES["scope-and-layout"], refuse_late_retries=True)
+    client = backend.client
+    versions.old.run("late", lambda: "old answer", {"k": "late"})
+    versions.old.run("other", lambda: "old answer", {"k": "other"})
+    backend.advance(BASE.retention + 60)  # past retention, still inside the window
+    with pytest.raises(LateRetryError):
+        versions.new.claim_with("late", [increment("late")], {"k": "late"})
+    assert counter(client, "late") == 0 and versions.hits() == 1
+    sizes = TransactionSizes(client)
+    taken = versions.new.claim_with("other", [increment("other")], {"k": "new request"})
+    assert isinstance(taken, LegacyClaim) and versions.hits() == 2
+    assert sizes.sizes == [3, 3]  # refused by the old key, then over it as seen
+    old_record = versions.old.get("other")
+    assert old_record is not None and old_record.owner == taken.owner
+    assert counter(client, "other") == 1
 
 
 def test_complete_with_is_fenced_on_the_old_key_too(versions: Versions) -> None:
