@@ -81,7 +81,11 @@ def read(reasons: list[dict[str, Any]], own_label: str, own: int = 1) -> Cancell
         for i, r in enumerate(reasons)
         if i >= own and r.get("Code") == "ConditionalCheckFailed"
     }
-    refused = next((i for i in range(min(own, len(codes))) if codes[i] == _FAILED), None)
+    refused = None
+    for i, code in enumerate(codes[:own]):
+        if code == _FAILED:
+            refused = i
+            break
     labels = []
     for i, code in enumerate(codes):
         if code in _NONE:

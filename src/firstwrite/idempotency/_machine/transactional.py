@@ -169,7 +169,11 @@ def claim_with(
             attempt = yield from _settle(m, cancelled, key, record_id, attempt, deadline)
             continue
         refused = cancelled.refused or 0
-        rec = yield from _refused_record(m, cancelled, dkey, old, key, record_id, deadline)
+        stored = cancelled.own_item
+        if refused == 0 and stored is not None:  # the everyday duplicate: no more steps
+            rec: Record | None = m.read(stored)
+        else:
+            rec = yield from _refused_record(m, cancelled, dkey, old, key, record_id, deadline)
         if rec is None:
             seen[refused] = None
             continue
