@@ -3,8 +3,9 @@
 ``python -m bench.key_migration [REQUESTS]`` prints a Markdown note (for BENCHMARKS.md):
 
 * time per request (median of 5 runs of REQUESTS) on the boto3 client bound in process to the
-  engine, for a first call and a duplicate: a guard without ``key_migration``, and one inside
-  a migration window (one previous scheme);
+  engine, for a first call and a duplicate, through ``run`` and through the transactional
+  variant (``claim_with`` with one business ``Put``, then ``complete_with``): a guard without
+  ``key_migration``, and one inside a migration window (one previous scheme);
 * with valgrind, instructions per request of the same four, and of a guard without
   ``key_migration`` built from the branch point's sources (``BASE``, a git revision: the code
   before the migration existed), counted by :mod:`._callgrind`.
@@ -30,7 +31,7 @@ from ._common import Section, Series, Settings, Table, guard_client_config
 
 BASE = os.environ.get("KEY_MIGRATION_BASE", "48f5cde")
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ("first call", "duplicate")
+SCENARIOS = ("first call", "duplicate", "first call, claim_with", "duplicate, claim_with")
 
 
 def _guards(directory: str) -> dict[str, Any]:
@@ -56,8 +57,22 @@ def _guards(directory: str) -> dict[str, Any]:
     return guards
 
 
+def _transactional(guard: Any, key: str, payload: dict[str, Any]) -> object:
+    """Variant 3: the claim with a business ``Put`` in one transaction, then the completion."""
+    order = {"Put": {"TableName": "bench-migration", "Item": {"pk": {"S": f"ORDER#{key}"}}}}
+    outcome = guard.claim_with(key, [order], payload)
+    if not hasattr(outcome, "owner"):  # a Replay: nothing applied
+        return outcome
+    return guard.complete_with(outcome, [], {"ok": True})
+
+
 def _operation(guard: Any, scenario: str, name: str) -> Callable[[int], object]:
     payload = {"amount": 10, "currency": "EUR"}
+    if scenario == "first call, claim_with":
+        return lambda i: _transactional(guard, f"{name}-tx-{i}", payload)
+    if scenario == "duplicate, claim_with":
+        _transactional(guard, f"{name}-tx-dup", payload)
+        return lambda i: _transactional(guard, f"{name}-tx-dup", payload)
     if scenario == "first call":
         return lambda i: guard.run(f"{name}-{i}", lambda: {"ok": True}, payload)
     guard.run(f"{name}-dup", lambda: {"ok": True}, payload)
@@ -146,7 +161,9 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         method=[
             "The engine in process (durability normal), through a boto3 client bound to it. "
             "**plain**: a guard without `key_migration`; **window**: a guard inside a "
-            "migration window with one previous scheme (`KeyScheme.old_unscoped()`).",
+            "migration window with one previous scheme (`KeyScheme.old_unscoped()`). "
+            "`claim_with` scenarios: variant 3, the claim with one business `Put` in one "
+            "transaction, then `complete_with` (the window adds the old key to both).",
             f"{settings.reps} repetitions of 200 requests each, after 50 uncounted. "
             "Instructions per request, and the no-migration path against the code before the "
             "migration existed: `python -m bench.key_migration` (callgrind).",

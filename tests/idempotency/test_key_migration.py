@@ -6,9 +6,6 @@ The old version is a plain guard on the previous scheme; the new one names it in
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -34,6 +31,7 @@ from firstwrite.idempotency import (
 from firstwrite.idempotency._machine.migration import SchemeKeys
 from firstwrite.idempotency.key_migration import KeyMigration, KeyScheme
 
+from ._migration_worker import race
 from .conftest import TABLE, Backend
 
 WINDOW = 3 * 3600.0
@@ -223,29 +221,7 @@ def test_processes_of_both_versions_race_the_same_keys(tmp_path: Path) -> None:
     engine.close()
     effects = tmp_path / "effects.log"
     keys = [f"p-{n}" for n in range(12)]
-    start = time.time() + 4.0  # after every interpreter has started
-    worker = str(Path(__file__).with_name("_migration_worker.py"))
-    procs = []
-    for n in range(4):
-        order = keys if n % 2 else keys[::-1]  # half meet each key first, half last
-        spec = {
-            "db": db,
-            "table": TABLE,
-            "role": "old" if n % 2 else "new",
-            "keys": order,
-            "start": start,
-            "effects": str(effects),
-        }
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, worker, json.dumps(spec)], stdout=subprocess.PIPE, text=True
-            )
-        )
-    answers = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0
-        answers.append(json.loads(out))
+    answers = race(db, TABLE, keys, ("old", "new"), str(effects))
     assert Counter(effects.read_text().split()) == dict.fromkeys(keys, 1)
     for key in keys:  # every version answered each key with the one run's result
         assert len({a[key] for a in answers if a[key] is not None}) == 1

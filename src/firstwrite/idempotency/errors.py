@@ -339,19 +339,28 @@ class BusinessConditionFailedError(IdempotencyError):
 class TransactionCancelledError(IdempotencyError):
     """Variant 3: the transaction was cancelled for a reason other than a duplicate or a
     business condition. Nothing was written. ``reasons`` is DynamoDB's ``CancellationReasons``
-    (one per item, the layer's own item first); ``items`` maps your item indexes (0-based) to
-    the reasons that name them."""
+    (one per item, the layer's own ``own`` items first: one, or inside a key migration's window
+    one more per previous scheme's key); ``items`` maps your item indexes (0-based) to the
+    reasons that name them."""
 
     retryable = False
 
     def __init__(
-        self, key: str, reasons: list[dict[str, Any]], *, record_id: str | None = None
+        self,
+        key: str,
+        reasons: list[dict[str, Any]],
+        *,
+        record_id: str | None = None,
+        own: int = 1,
     ) -> None:
         self.key = key
         self.record_id = record_id if record_id is not None else key
         self.reasons = reasons
+        self.own = own
         self.items = {
-            i - 1: r for i, r in enumerate(reasons) if i > 0 and r.get("Code") not in (None, "None")
+            i - own: r
+            for i, r in enumerate(reasons)
+            if i >= own and r.get("Code") not in (None, "None")
         }
         super().__init__(self._message())
 
@@ -399,20 +408,29 @@ class ItemCollectionSizeLimitError(TransactionCancelledError):
 class TooManyTransactItemsError(IdempotencyError, ValueError):
     """Variant 3: more business items than fit beside the layer's own in one
     ``TransactWriteItems``. DynamoDB takes at most ``limit`` actions per transaction (100), and
-    the claim (or the completion) is one of them, so ``limit - 1`` of yours fit. Refused before
-    any call: nothing was written and the key is untouched. Split the writes, or claim first
-    and write the rest under the claim's fencing token."""
+    the claim (or the completion) is one of them, so ``limit - 1`` of yours fit; inside a key
+    migration's window the claim (or completion) of each previous scheme's key is one more
+    (``own`` counts the layer's items). Refused before any call: nothing was written and the
+    key is untouched. Split the writes, or claim first and write the rest under the claim's
+    fencing token."""
 
-    def __init__(self, key: str, given: int, limit: int, *, operation: str) -> None:
+    def __init__(self, key: str, given: int, limit: int, *, operation: str, own: int = 1) -> None:
+        mine = (
+            "the layer's own item is one of them"
+            if own == 1
+            else f"the layer's own items (one per key: the current one and {own - 1} of "
+            f"previous schemes) are {own} of them"
+        )
         super().__init__(
             f"{operation} for {key!r} was given {given} transaction items, but a "
-            f"TransactWriteItems takes at most {limit} and the layer's own item is one of them: "
-            f"at most {limit - 1} of yours fit"
+            f"TransactWriteItems takes at most {limit} and {mine}: "
+            f"at most {limit - own} of yours fit"
         )
         self.key = key
         self.given = given
         self.limit = limit
         self.operation = operation
+        self.own = own
 
 
 class ResultStoreError(IdempotencyError):

@@ -1,7 +1,7 @@
 """Variant 3: what a cancelled ``TransactWriteItems`` means, read item by item (pure).
 
-DynamoDB answers a cancelled transaction with one reason per item, in request order; the layer's
-own item (the claim, or the fenced completion) is always first, the caller's items follow:
+One reason per item, in request order: the layer's own items first (the claim, or the fenced
+completion, under the current key, then under each old key in a key migration's window):
 
 =================================== ===================== ===================================
 reason                              on the layer's item   on one of the caller's items
@@ -15,8 +15,8 @@ reason                              on the layer's item   on one of the caller's
 anything else                       :class:`~firstwrite.idempotency.errors.TransactionCancelledError` (not retryable)
 =================================== ===================== ===================================
 
-Several failures: a validation error wins, then the layer's condition (a duplicate is the
-answer even when the caller's failed too), a caller's condition, the size limit, then the rest.
+Several failures: a validation error wins, then the layer's condition (the first refusing own
+item is judged, even when the caller's failed too), a caller's condition, the size limit, the rest.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ TRANSIENT_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
 _NONE = (None, "None")
+_FAILED = "ConditionalCheckFailed"
 
 
 class Kind(enum.Enum):
@@ -44,17 +45,23 @@ class Kind(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Cancellation:
     """One cancelled transaction, read. ``business`` maps the caller's item index (0-based) to
-    its reason, for the caller's failed conditions."""
+    its reason, for the caller's failed conditions; ``own`` is how many items were the layer's
+    (the first ones); ``refused`` the first of them whose condition failed (0: the current
+    key; ``n``: the ``n``-th previous scheme's key), ``None`` when none did."""
 
     kind: Kind
     reasons: list[dict[str, Any]]
     business: dict[int, dict[str, Any]]
     labels: list[str]  # one metric label per failing item
+    own: int = 1
+    refused: int | None = None
 
     @property
     def own_item(self) -> dict[str, Any] | None:
-        """The layer's item as stored (``ALL_OLD``), when its condition failed."""
-        item = self.reasons[0].get("Item") if self.reasons else None
+        """The refusing own item as stored (``ALL_OLD``), when its condition failed."""
+        if self.refused is None or self.refused >= len(self.reasons):
+            return None
+        item = self.reasons[self.refused].get("Item")
         return item if isinstance(item, dict) else None
 
     @property
@@ -63,27 +70,40 @@ class Cancellation:
         return logging.INFO if self.kind in (Kind.OWN_CONDITION, Kind.BUSINESS) else logging.WARNING
 
 
-def read(reasons: list[dict[str, Any]], own_label: str) -> Cancellation:
-    """Read ``CancellationReasons``; ``own_label`` names a failed condition on the layer's item
-    in the ``transact_write_cancellations_total`` metric (``duplicate``, ``fence``)."""
+def read(reasons: list[dict[str, Any]], own_label: str, own: int = 1) -> Cancellation:
+    """Read ``CancellationReasons`` of a transaction whose first ``own`` items are the layer's;
+    ``own_label`` names a failed condition on the current key's item in the
+    ``transact_write_cancellations_total`` metric (``duplicate``, ``fence``), ``legacy_`` before
+    it on a previous scheme's key."""
     codes = [r.get("Code") for r in reasons]
     business = {
-        i - 1: r
+        i - own: r
         for i, r in enumerate(reasons)
-        if i > 0 and r.get("Code") == "ConditionalCheckFailed"
+        if i >= own and r.get("Code") == "ConditionalCheckFailed"
     }
+    refused = None
+    for i, code in enumerate(codes[:own]):
+        if code == _FAILED:
+            refused = i
+            break
     labels = []
     for i, code in enumerate(codes):
         if code in _NONE:
             continue
-        if code == "ConditionalCheckFailed":
-            labels.append(own_label if i == 0 else "business_condition_failed")
+        if code == _FAILED:
+            labels.append(
+                own_label
+                if i == 0
+                else f"legacy_{own_label}"
+                if i < own
+                else "business_condition_failed"
+            )
         else:
             labels.append(str(code))
     failing = {c for c in codes if c not in _NONE}
     if "ValidationError" in failing:
         kind = Kind.VALIDATION
-    elif codes and codes[0] == "ConditionalCheckFailed":
+    elif refused is not None:
         kind = Kind.OWN_CONDITION
     elif business:
         kind = Kind.BUSINESS
@@ -93,4 +113,4 @@ def read(reasons: list[dict[str, Any]], own_label: str) -> Cancellation:
         kind = Kind.TRANSIENT
     else:
         kind = Kind.UNKNOWN
-    return Cancellation(kind, list(reasons), business, labels)
+    return Cancellation(kind, list(reasons), business, labels, own, refused)

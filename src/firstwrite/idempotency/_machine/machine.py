@@ -51,10 +51,33 @@ from .cache import ReplayCache
 from .reporting import Reporter
 from .retry import perform
 
+OldKeysOf = tuple[tuple[int, Key], ...]
+"""A claim's keys under previous schemes: ``(scheme index, Key)`` each."""
+
 
 class OldKeys(Protocol):
-    """A key migration's writes of a claim's old keys (:class:`.migration.Migrating`), made
-    before the same write of its new key."""
+    """A key migration's writes of a claim's old keys (:class:`.migration.Migrating`): made
+    before the same write of its new key, or, for the transactional variant
+    (:mod:`.transactional`), as more items of its transaction."""
+
+    def window_keys(self, key: str, scope: str | None, dkey: Key) -> OldKeysOf: ...
+    def claim_puts(
+        self, old: OldKeysOf, attempt: Attempt, now: float, seen: Sequence[str | None]
+    ) -> list[dict[str, Any]]: ...
+    def stored_record(
+        self,
+        old: tuple[int, Key],
+        item: Item | None,
+        key: str,
+        record_id: str,
+        deadline: Deadline | None,
+    ) -> Steps[Record | None]: ...
+    def legacy_hit(self, old: tuple[int, Key]) -> None: ...
+    def holding(self, claim: Claim, old: OldKeysOf) -> Claim: ...
+    def old_keys_of(self, claim: Claim) -> OldKeysOf: ...
+    def complete_updates(
+        self, claim: Claim, old: OldKeysOf, value: dict[str, Any]
+    ) -> list[dict[str, Any]]: ...
 
     def complete(
         self, claim: Claim, result: Any, value: dict[str, Any], deadline: Deadline | None

@@ -12,13 +12,15 @@ re-run the transaction); a new version's claim writes the old key too, so an old
 plain claim meets it and waits or replays; a lease run out on one key is taken over as always,
 and the loser's fenced old-key write raises
 :class:`~firstwrite.idempotency.errors.LostClaimError`. Past the window a claim writes the new
-key alone (a plain call); a claim made inside it still finishes both keys. Every interleaving,
-side by side: docs/migrations.md, "Who sees what".
+key alone (a plain call); a claim made inside it still finishes both keys. The transactional
+variant (:mod:`.transactional`) puts the same old-key claims, or fenced completions, in its one
+transaction, beside the caller's items. Every interleaving: docs/migrations.md.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +45,8 @@ from ..record import Record, Status
 from ..requests import Item, Key, Requests
 from ..verdicts import Verdict, fenced_outcome
 from .budget import Deadline
-from .cancellation import TRANSIENT_REASONS
-from .machine import StateMachine
+from .cancellation import TRANSIENT_REASONS, Kind, read
+from .machine import OldKeysOf, StateMachine
 from .retry import backoff, budget_spent
 from .transactional import transact
 
@@ -168,7 +170,7 @@ class Migrating:
         """The machine's ``claim``: both schemes inside the window, the plain claim after."""
         m = self.m
         dkey, record_id = m.keys.key(key, scope)
-        legacy = self.legacy_keys(key, scope, dkey) if m.clock() < self.ends_at else []
+        legacy = self.window_keys(key, scope, dkey)
         if not legacy:
             return (yield from type(m).claim(m, key, payload, scope, lease, wait, deadline))
         fp = m.fingerprint_of(payload)
@@ -183,31 +185,35 @@ class Migrating:
         for _ in range(_MAX_ROUNDS):
             trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
             actions = [self._put(m.requests, item, fp, now, seen[0])]
-            for j, (i, old_key) in enumerate(legacy, 1):
-                builder = self.schemes[i].requests
-                old_item = self._old_item(builder, old_key, trying)
-                actions.append(self._put(builder, old_item, fp, now, seen[j]))
+            actions += self.claim_puts(legacy, trying, now, seen[1:])
             call = m.requests.transact(actions, trying.owner)
             reasons = yield from transact(m, call, key, record_id, deadline)
             if reasons is None:
-                return _legacy_claim(m.claimed(trying, None), tuple(legacy))
-            codes = [r.get("Code") for r in reasons]
-            labels = [_label(n, c) for n, c in enumerate(codes) if c not in (None, "None")]
-            m.report.cancellation(key, record_id, "claim", reasons, labels, logging.INFO)
-            if "ValidationError" in codes:
-                raise TransactionValidationError(key, reasons, record_id=record_id)
-            refused = next((n for n, c in enumerate(codes) if c == "ConditionalCheckFailed"), None)
+                return _legacy_claim(m.claimed(trying, None), legacy)
+            cancelled = read(reasons, "duplicate", own=len(actions))
+            m.report.cancellation(key, record_id, "claim", reasons, cancelled.labels, logging.INFO)
+            if cancelled.kind is Kind.VALIDATION:
+                raise TransactionValidationError(
+                    key, reasons, record_id=record_id, own=len(actions)
+                )
+            refused = cancelled.refused
             if refused is None:
                 transient = yield from self._back_off(reasons, key, record_id, transient, deadline)
                 continue
-            rec = yield from self._refusing_record(
-                reasons, refused, dkey, legacy, key, record_id, deadline
-            )
+            if refused == 0:
+                stored = yield from m.refused_item(
+                    cancelled.own_item, dkey, key, record_id, deadline
+                )
+                rec = None if stored is None else m.read(stored)
+            else:
+                rec = yield from self.stored_record(
+                    legacy[refused - 1], cancelled.own_item, key, record_id, deadline
+                )
             if rec is None:
                 seen[refused] = None
                 continue
             if refused:
-                m.report.legacy_hit(self.schemes[legacy[refused - 1][0]].label)
+                self.legacy_hit(legacy[refused - 1])
             now = m.clock()
             verdict = m.on_conflict(trying, rec, now)
             if verdict is Verdict.REPLAY:
@@ -247,27 +253,6 @@ class Migrating:
             old_key, trying.owner, trying.fingerprint, trying.lease_expires_at, trying.expires_at
         )
 
-    def _refusing_record(
-        self,
-        reasons: list[dict[str, Any]],
-        refused: int,
-        dkey: Key,
-        legacy: list[tuple[int, Key]],
-        key: str,
-        record_id: str,
-        deadline: Deadline | None,
-    ) -> Steps[Record | None]:
-        """The record that refused item ``refused`` (``ALL_OLD``, or one consistent read from an
-        endpoint that does not return it); ``None``: nothing stored any more."""
-        m = self.m
-        item = reasons[refused].get("Item")
-        where = dkey if refused == 0 else legacy[refused - 1][1]
-        if not isinstance(item, dict):
-            item = (yield from m.call(m.requests.get(where), key, record_id, deadline)).get("Item")
-            if item is None:
-                return None
-        return m.read(item) if refused == 0 else self.schemes[legacy[refused - 1][0]].read(item)
-
     def _back_off(
         self,
         reasons: list[dict[str, Any]],
@@ -281,7 +266,7 @@ class Migrating:
         codes = {str(r.get("Code")) for r in reasons} - {"None"}
         attempt += 1
         if not codes <= TRANSIENT_REASONS or attempt >= m.config.retry.max_attempts:
-            raise TransactionConflictError(key, reasons, record_id=record_id)
+            raise TransactionConflictError(key, reasons, record_id=record_id, own=len(reasons))
         delay = backoff(m.config.retry, attempt, m.rng)
         if deadline is not None and deadline.left() <= delay:
             code = next(iter(sorted(codes)), "TransactionCanceledException")
@@ -290,6 +275,69 @@ class Migrating:
             )
         yield Sleep(delay)
         return attempt
+
+    # -- the old keys as items of a transaction (this claim's, and :mod:`.transactional`'s) -----
+
+    def window_keys(self, key: str, scope: str | None, dkey: Key) -> OldKeysOf:
+        """``key``'s old keys while the window lasts; none after it."""
+        if self.m.clock() >= self.ends_at:
+            return ()
+        return tuple(self.legacy_keys(key, scope, dkey))
+
+    def claim_puts(
+        self, old: OldKeysOf, attempt: Attempt, now: float, seen: Sequence[str | None]
+    ) -> list[dict[str, Any]]:
+        """The claim's ``Put`` under each of ``old``: the old scheme's item shape with
+        ``attempt``'s owner token, lease and expiry, and the claim condition (the replace
+        condition over a record as ``seen``, where one was)."""
+        actions = []
+        for (i, old_key), was in zip(old, seen, strict=True):
+            builder = self.schemes[i].requests
+            item = self._old_item(builder, old_key, attempt)
+            actions.append(self._put(builder, item, attempt.fingerprint, now, was))
+        return actions
+
+    def stored_record(
+        self,
+        old: tuple[int, Key],
+        item: Item | None,
+        key: str,
+        record_id: str,
+        deadline: Deadline | None,
+    ) -> Steps[Record | None]:
+        """The record under the old key that refused a write, read in its scheme's layout: the
+        ``item`` it returned (``ALL_OLD``), or one consistent read from an endpoint that does not
+        return it; ``None``: nothing stored any more."""
+        i, old_key = old
+        if item is None:
+            get = self.schemes[i].requests.get(old_key)
+            item = (yield from self.m.call(get, key, record_id, deadline)).get("Item")
+            if item is None:
+                return None
+        return self.schemes[i].read(item)
+
+    def legacy_hit(self, old: tuple[int, Key]) -> None:
+        """Count a claim answered by the record under an old key."""
+        self.m.report.legacy_hit(self.schemes[old[0]].label)
+
+    @staticmethod
+    def holding(claim: Claim, old: OldKeysOf) -> Claim:
+        """``claim``, made with ``old`` in its transaction: a :class:`LegacyClaim`."""
+        return _legacy_claim(claim, old) if old else claim
+
+    @staticmethod
+    def old_keys_of(claim: Claim) -> OldKeysOf:
+        """The old keys ``claim`` holds (none unless made inside the window)."""
+        return claim.legacy if isinstance(claim, LegacyClaim) else ()
+
+    def complete_updates(
+        self, claim: Claim, old: OldKeysOf, value: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """The fenced completion of ``claim`` under each of ``old``, as transaction items."""
+        return [
+            self.schemes[i].requests.transact_complete(old_key, claim.owner, claim.version, value)
+            for i, old_key in old
+        ]
 
     # -- the old keys' share of complete, fail and renew ----------------------------------------
 
@@ -370,7 +418,7 @@ class Migrating:
             raise m.lost(claim, rec, operation)
 
 
-def _legacy_claim(claim: Claim, legacy: tuple[tuple[int, Key], ...]) -> LegacyClaim:
+def _legacy_claim(claim: Claim, legacy: OldKeysOf) -> LegacyClaim:
     """``claim`` holding its old keys too."""
     c = claim
     return LegacyClaim(
@@ -398,10 +446,3 @@ def install(m: StateMachine) -> StateMachine:
         m.migration = migrating = Migrating(m, migration)
         m.claim = migrating.claim  # type: ignore[method-assign]
     return m
-
-
-def _label(index: int, code: object) -> str:
-    """A cancelled claim's reason, as ``transact_write_cancellation_reason_total`` counts it."""
-    if code == "ConditionalCheckFailed":
-        return "duplicate" if index == 0 else "legacy_duplicate"
-    return str(code)

@@ -1,7 +1,9 @@
 """Variant 3's transitions.
 
 The claim, or the completion, in one ``TransactWriteItems`` with the caller's business writes. Generators of effects over a :class:`~.machine.StateMachine`, like its
-own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`.
+own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`. Inside a
+key migration's window the layer's own items are one per key, the current one and each old one
+(:mod:`.migration`): claimed, or completed, in the same transaction.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from ..errors import (
     TransactionValidationError,
 )
 from ..outcomes import Claim, Outcome, Replay, key_of
-from ..record import Status
+from ..record import Record, Status
+from ..requests import Key
 from ..verdicts import Verdict, fenced_outcome
 from .budget import Deadline
 from .cancellation import Cancellation, Kind, read
 from .completion import encode_result, placed
-from .machine import StateMachine
+from .machine import OldKeysOf, StateMachine
 from .retry import backoff, budget_spent
 
 # Top-level errors that say "another transaction holds an item": retried by the retry policy,
@@ -66,17 +69,18 @@ def _settle(
     """Everything but the layer's own failed condition: raise the error it means, or (for
     conflicts and throttling) sleep before the next attempt, whose number is returned."""
     reasons = cancelled.reasons
+    own = cancelled.own
     if cancelled.kind is Kind.VALIDATION:
-        raise TransactionValidationError(key, reasons, record_id=record_id)
+        raise TransactionValidationError(key, reasons, record_id=record_id, own=own)
     if cancelled.kind is Kind.BUSINESS:
         raise BusinessConditionFailedError(key, cancelled.business, record_id=record_id)
     if cancelled.kind is Kind.SIZE:
-        raise ItemCollectionSizeLimitError(key, reasons, record_id=record_id)
+        raise ItemCollectionSizeLimitError(key, reasons, record_id=record_id, own=own)
     if cancelled.kind is not Kind.TRANSIENT:
-        raise TransactionCancelledError(key, reasons, record_id=record_id)
+        raise TransactionCancelledError(key, reasons, record_id=record_id, own=own)
     attempt += 1
     if attempt >= m.config.retry.max_attempts:
-        raise TransactionConflictError(key, reasons, record_id=record_id)
+        raise TransactionConflictError(key, reasons, record_id=record_id, own=own)
     delay = backoff(m.config.retry, attempt, m.rng)
     if deadline is not None and deadline.left() <= delay:
         code = next(
@@ -95,12 +99,34 @@ def _settle(
     return attempt
 
 
-def _fits(key: str, transact_items: Sequence[dict[str, Any]], operation: str) -> None:
-    """Refuse, before any call, more items than fit beside the layer's own."""
-    if len(transact_items) >= q.MAX_TRANSACT_ITEMS:
+def _fits(key: str, transact_items: Sequence[dict[str, Any]], operation: str, own: int) -> None:
+    """Refuse, before any call, more items than fit beside the layer's ``own``."""
+    if len(transact_items) + own > q.MAX_TRANSACT_ITEMS:
         raise TooManyTransactItemsError(
-            key, len(transact_items), q.MAX_TRANSACT_ITEMS, operation=operation
+            key, len(transact_items), q.MAX_TRANSACT_ITEMS, operation=operation, own=own
         )
+
+
+def _refused_record(
+    m: StateMachine,
+    cancelled: Cancellation,
+    current: Key,
+    old: OldKeysOf,
+    key: str,
+    record_id: str,
+    deadline: Deadline | None,
+) -> Steps[Record | None]:
+    """The record under the first own item that refused (the current key's, or an old
+    scheme's, read in that scheme's layout); ``None``: nothing stored any more."""
+    refused = cancelled.refused or 0
+    if refused == 0 or m.migration is None:
+        item = yield from m.refused_item(cancelled.own_item, current, key, record_id, deadline)
+        return None if item is None else m.read(item)
+    return (
+        yield from m.migration.stored_record(
+            old[refused - 1], cancelled.own_item, key, record_id, deadline
+        )
+    )
 
 
 def claim_with(
@@ -112,46 +138,63 @@ def claim_with(
     lease: float | None,
     deadline: Deadline | None = None,
 ) -> Steps[Outcome]:
-    _fits(key, transact_items, "claim_with")
+    """The claim and ``transact_items`` in one transaction; inside a key migration's window,
+    with the claim of each old key too (:meth:`.migration.Migrating.claim_puts`), judged as
+    the window's plain claim judges it, and the claim returned holds the old keys."""
     dkey, record_id = m.keys.key(key, scope)
+    migrating = m.migration
+    old = () if migrating is None else migrating.window_keys(key, scope, dkey)
+    _fits(key, transact_items, "claim_with", 1 + len(old))
     fp = m.fingerprint_of(payload)
     requests = m.requests
     attempt = 0
-    seen: str | None = None  # replacing a record past retention (or a tombstone) as seen
+    # Per own item: replacing a record past retention (or a tombstone) as seen.
+    seen: list[str | None] = [None] * (1 + len(old))
     while True:
         trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
-        own = (
+        own = [
             requests.transact_claim(item, fp, now)
-            if seen is None
-            else requests.transact_replace_claim(item, seen)
-        )
-        call = requests.transact([own, *transact_items], trying.owner)
+            if seen[0] is None
+            else requests.transact_replace_claim(item, seen[0])
+        ]
+        if migrating is not None and old:
+            own += migrating.claim_puts(old, trying, now, seen[1:])
+        call = requests.transact([*own, *transact_items], trying.owner)
         reasons = yield from transact(m, call, key, record_id, deadline)
         if reasons is None:
-            return m.claimed(trying, None)
-        cancelled = read(reasons, "duplicate")
+            return _held(m, m.claimed(trying, None), old)
+        cancelled = read(reasons, "duplicate", own=len(own))
         m.report.cancellation(key, record_id, "claim", reasons, cancelled.labels, cancelled.level)
         if cancelled.kind is not Kind.OWN_CONDITION:
             attempt = yield from _settle(m, cancelled, key, record_id, attempt, deadline)
             continue
-        old = cancelled.own_item
-        if old is None:
-            old = (yield from m.call(requests.get(dkey), key, record_id, deadline)).get("Item")
-            if old is None:
-                seen = None
-                continue
-        rec = m.read(old)
+        refused = cancelled.refused or 0
+        stored = cancelled.own_item
+        if refused == 0 and stored is not None:  # the everyday duplicate: no more steps
+            rec: Record | None = m.read(stored)
+        else:
+            rec = yield from _refused_record(m, cancelled, dkey, old, key, record_id, deadline)
+        if rec is None:
+            seen[refused] = None
+            continue
+        if refused and migrating is not None:
+            migrating.legacy_hit(old[refused - 1])
         now = m.clock()
         verdict = m.on_conflict(trying, rec, now)
         if verdict is Verdict.OURS:
-            return m.claimed(trying, None)
+            return _held(m, m.claimed(trying, None), old)
         if verdict is Verdict.REPLAY:
             return m.replay_of(trying, rec)
         if verdict is Verdict.IN_PROGRESS:
             raise m.in_progress(trying, rec, now)
         if verdict is Verdict.LATE:
             m.late(trying, rec, now, refuse=m.config.refuse_late_retries)
-        seen = q.fence(rec.owner, rec.version) if verdict is not Verdict.CLAIMABLE else None
+        replaced = verdict is not Verdict.CLAIMABLE
+        seen[refused] = q.fence(rec.owner, rec.version) if replaced else None
+
+
+def _held(m: StateMachine, claim: Claim, old: OldKeysOf) -> Claim:
+    return claim if m.migration is None or not old else m.migration.holding(claim, old)
 
 
 def complete_with(
@@ -161,27 +204,38 @@ def complete_with(
     result: Any,
     deadline: Deadline | None = None,
 ) -> Steps[Replay]:
+    """The fenced completion and ``transact_items`` in one transaction; for a claim made
+    inside a key migration's window, with the fenced completion of each of its old keys."""
     key = key_of(claim)
-    _fits(key, transact_items, "complete_with")
+    migrating = m.migration
+    old = () if migrating is None else migrating.old_keys_of(claim)
+    _fits(key, transact_items, "complete_with", 1 + len(old))
     value = yield from placed(m, claim, result, encode_result(m, claim, result))
     attempt = 0
     while True:
-        own = m.requests.transact_complete(claim.key, claim.owner, claim.version, value)
-        call = m.requests.transact([own, *transact_items], uuid.uuid4().hex)
+        own = [m.requests.transact_complete(claim.key, claim.owner, claim.version, value)]
+        if migrating is not None and old:
+            own += migrating.complete_updates(claim, old, value)
+        call = m.requests.transact([*own, *transact_items], uuid.uuid4().hex)
         reasons = yield from transact(m, call, key, claim.record_id, deadline)
         if reasons is None:
             break
-        cancelled = read(reasons, "fence")
+        cancelled = read(reasons, "fence", own=len(own))
         m.report.cancellation(
             key, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
         )
         if cancelled.kind is not Kind.OWN_CONDITION:
             attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt, deadline)
             continue
-        stored = cancelled.own_item
-        item = yield from m.refused_item(stored, claim.key, key, claim.record_id, deadline)
-        rec = None if item is None else m.read(item)
-        if fenced_outcome(rec, claim, Status.COMPLETED):
+        rec = yield from _refused_record(
+            m, cancelled, claim.key, old, key, claim.record_id, deadline
+        )
+        if not fenced_outcome(rec, claim, Status.COMPLETED):
+            raise m.lost(claim, rec, "complete")
+        refused = cancelled.refused or 0
+        if refused == 0:  # the current key is always finished last: all of it is done
             break
-        raise m.lost(claim, rec, "complete")
+        # An old key a plain completion of this claim finished before it was cut short: the
+        # rest (the current key, the other old keys, the caller's items) is still to do.
+        old = old[: refused - 1] + old[refused:]
     return m.completed(claim, value)
