@@ -180,6 +180,8 @@ class Migrating:
         interval = m.config.poll_interval
         seen: list[str | None] = [None] * (1 + len(legacy))  # replace as seen, by item
         transient = 0
+        if m.skew.needs_probe():  # one dated answer before a lease is written or compared
+            yield from m.call(m.requests.get(dkey), key, record_id, deadline)
         for _ in range(_MAX_ROUNDS):
             trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
             actions = [self._put(m.requests, item, fp, now, seen[0])]
@@ -208,7 +210,7 @@ class Migrating:
                 continue
             if refused:
                 m.report.legacy_hit(self.schemes[legacy[refused - 1][0]].label)
-            now = m.clock()
+            now = m.skew.times().compare
             verdict = m.on_conflict(trying, rec, now)
             if verdict is Verdict.REPLAY:
                 return m.replay_of(trying, rec)
