@@ -152,24 +152,42 @@ def test_an_offset_past_the_bound_is_refused_half_the_lease_by_default() -> None
     assert explicit.times().refusal is None
 
 
-def test_before_any_answer_and_once_stale_a_probe_is_asked_and_nothing_is_taken_over() -> None:
+def test_before_any_answer_once_stale_or_stepped_nothing_is_taken_over() -> None:
     clocks = Clocks()
     skew = skew_of(clocks, max_age=30.0)
-    assert skew.needs_probe() and skew.estimate() is None
+    assert skew.blind and skew.estimate() is None
     assert skew.times().refusal == "no answer from DynamoDB dated yet"
     call(skew, clocks, T0)
-    assert not skew.needs_probe() and skew.times().refusal is None
+    assert not skew.blind and skew.times().refusal is None
     clocks.pass_(31.0)
-    assert skew.needs_probe()
-    assert skew.times().refusal is not None and "old" in (skew.times().refusal or "")
+    refusal = skew.times().refusal
+    assert refusal is not None and "old" in refusal
+    call(skew, clocks, clocks.wall)
+    assert skew.times().refusal is None  # an answer refreshed it
+    clocks.wall += 5.0  # stepped: the estimate no longer holds until the next answer
+    assert skew.times().refusal == "the clock was stepped since DynamoDB last answered"
     assert UNTRUSTED * 1000 <= 1  # the condition's ``#lease < :now_ms`` passes a zero lease only
+
+
+def test_a_blind_first_write_is_short_only_when_the_clock_is_behind_for_sure() -> None:
+    def after_one_answer(server_ahead: float, **policy: Any) -> ClockSkew:
+        clocks = Clocks()
+        skew = skew_of(clocks, **policy)
+        assert skew.blind
+        call(skew, clocks, T0 + server_ahead, rtt=0.1)
+        return skew
+
+    assert after_one_answer(3.0).wrote_short()  # offset in [2.9, 4]: 3 s short at least
+    assert not after_one_answer(0.0).wrote_short()  # offset in [-0.1, 1]: maybe right
+    assert not after_one_answer(-3.0).wrote_short()  # ahead: the lease is longer, not short
+    assert not after_one_answer(3.0, tolerance=3.0).wrote_short()  # written 3 s long already
 
 
 def test_a_client_without_date_headers_gets_offset_zero_and_the_tolerance_alone() -> None:
     clocks = Clocks()
     skew = skew_of(clocks, tolerance=0.5)
     skew.observe(answer(None), clocks.wall)
-    assert not skew.needs_probe()  # no probe can help
+    assert not skew.blind  # nothing to wait for
     assert skew.estimate() == (0.0, 0.5, 0)
     assert skew.times() == (clocks.wall + 0.5, clocks.wall - 0.5, None)
     call(skew, clocks, T0 + 3.0)  # a dated answer after all: it counts
@@ -180,7 +198,7 @@ def test_a_client_without_date_headers_gets_offset_zero_and_the_tolerance_alone(
 def test_off_means_the_guards_own_clock_and_nothing_observed() -> None:
     clocks = Clocks()
     skew = skew_of(clocks, enabled=False)
-    assert not skew.needs_probe() and skew.estimate() is None
+    assert not skew.blind and skew.estimate() is None
     assert skew.times() == (clocks.wall, clocks.wall, None)
 
 

@@ -11,10 +11,12 @@ all dropped when the clock is stepped), and turns it into the two instants a lea
 length on DynamoDB's clock, and nobody takes it over before it ended on that clock.
 
 An estimate is *trusted* when ``|offset| + uncertainty <= max_offset``; otherwise (and before
-any answer, or once the last answer is older than ``max_age``) no live lease is taken over: the
-guard probes first (one consistent read), and refuses a takeover it cannot judge with
-:class:`~firstwrite.idempotency.errors.ClockSkewError`. A client whose answers carry no ``Date``
-(the in-process engine bindings) gives no estimate: offset 0, uncertainty ``tolerance``.
+any answer, once the last is older than ``max_age``, or once the clock was stepped) a claim's
+condition takes no live lease over, and a takeover its answer shows possible is refused with
+:class:`~firstwrite.idempotency.errors.ClockSkewError` unless that answer made it trusted. A
+guard's first claim is written before any answer: when the answer shows its lease short, it is
+renewed at once. A client whose answers carry no ``Date`` (the in-process engine bindings)
+gives no estimate: offset 0, uncertainty ``tolerance``.
 The rule, and what it tolerates: docs/guarantees.md, "Clocks".
 """
 
@@ -120,7 +122,7 @@ class ClockSkew:
     """One guard's estimate (thread-safe: answers arrive from any thread).
 
     :meth:`observe` reads an answer's ``Date``; :meth:`times` gives a decision's instants;
-    :meth:`needs_probe` says whether a claim should read first to get an answer."""
+    :attr:`blind` and :meth:`wrote_short` tell a first claim whether to renew its lease."""
 
     def __init__(
         self,
@@ -199,13 +201,24 @@ class ClockSkew:
             return Estimate(0.0, self.policy.tolerance, 0)
         return self._estimate(state, self.clock())
 
-    def needs_probe(self) -> bool:
-        """Whether a claim should read first: the estimate is on, the client dates its answers
-        (or has not answered yet), and no answer came within ``max_age``."""
-        if not self.enabled or self._dateless:
-            return False
+    @property
+    def blind(self) -> bool:
+        """Whether a lease written now is written before any answer told DynamoDB's clock."""
+        return self.enabled and self._state is None and not self._dateless
+
+    def wrote_short(self) -> bool:
+        """After a blind write's answer: whether the estimate shows this clock behind
+        DynamoDB's by more than ``tolerance`` for sure, so the lease written is short."""
         state = self._state
-        return state is None or self.clock() - state.at > self.policy.max_age
+        if state is None:
+            return False
+        slack = self.policy.drift * abs(self.clock() - state.at)
+        return state.low - slack > self.policy.tolerance
+
+    def _stepped(self, state: _State, now: float) -> bool:
+        """Whether the clock was stepped since ``state``'s last answer (NTP, a resumed VM)."""
+        moved = abs(now - self.monotonic() - state.step)
+        return moved > 0.001 + self.policy.drift * abs(now - state.at)
 
     def times(self) -> LeaseTimes:
         """The instants of a lease decision made now (see :class:`LeaseTimes`)."""
@@ -220,7 +233,9 @@ class ClockSkew:
             return LeaseTimes(now + widen, now - widen, "no answer from DynamoDB dated yet")
         offset, uncertainty, _ = self._estimate(state, now)
         refusal = None
-        if abs(offset) + uncertainty > self.bound:
+        if self._stepped(state, now):
+            refusal = "the clock was stepped since DynamoDB last answered"
+        elif abs(offset) + uncertainty > self.bound:
             refusal = (
                 f"this clock is {offset:+.3f}s (+-{uncertainty:.3f}s) off DynamoDB's, more than "
                 f"the {self.bound:.3f}s trusted (clock_skew.max_offset)"

@@ -180,8 +180,6 @@ class Migrating:
         interval = m.config.poll_interval
         seen: list[str | None] = [None] * (1 + len(legacy))  # replace as seen, by item
         transient = 0
-        if m.skew.needs_probe():  # one dated answer before a lease is written or compared
-            yield from m.call(m.requests.get(dkey), key, record_id, deadline)
         for _ in range(_MAX_ROUNDS):
             trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
             actions = [self._put(m.requests, item, fp, now, seen[0])]

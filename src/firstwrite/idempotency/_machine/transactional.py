@@ -118,8 +118,6 @@ def claim_with(
     requests = m.requests
     attempt = 0
     seen: str | None = None  # replacing a record past retention (or a tombstone) as seen
-    if m.skew.needs_probe():  # one dated answer before a lease is written or compared
-        yield from m.call(requests.get(dkey), key, record_id, deadline)
     while True:
         trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
         own = (
