@@ -216,3 +216,40 @@ def test_off_means_the_guards_own_clock_and_nothing_observed() -> None:
 def test_bad_policies_are_refused_at_construction(policy: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError, match="clock_skew"):
         ClockSkewPolicy(**policy)
+
+
+def test_the_estimate_reaches_every_sink_as_gauges() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from firstwrite.idempotency import HookMetrics, MemoryMetrics, MultiMetrics, PrometheusMetrics
+    from firstwrite.idempotency._machine.reporting import Reporter
+
+    registry = CollectorRegistry()
+    hooked: list[tuple[str, float]] = []
+    memory = MemoryMetrics()
+    sinks = MultiMetrics(
+        [
+            PrometheusMetrics(registry=registry),
+            HookMetrics(lambda name, value, labels: hooked.append((name, value))),
+            memory,
+        ]
+    )
+    clocks = Clocks()
+    skew = ClockSkew(
+        ClockSkewPolicy(),
+        60.0,
+        lambda: clocks.wall,
+        lambda: clocks.mono,
+        Reporter(sinks).clock_estimate,
+    )
+    call(skew, clocks, T0 + 7.0)
+    offset = registry.get_sample_value("firstwrite_clock_offset_seconds")
+    assert offset == pytest.approx(7.5)
+    assert registry.get_sample_value("firstwrite_clock_offset_uncertainty_seconds") == 0.5
+    assert hooked == [
+        ("firstwrite_clock_offset_seconds", offset),
+        ("firstwrite_clock_offset_uncertainty_seconds", 0.5),
+    ]
+    assert memory.gauges["firstwrite_clock_offset_seconds"] == offset
+    call(skew, clocks, T0 + 7.0)  # the same interval again: no new sample set
+    assert len(hooked) == 2
