@@ -16,8 +16,7 @@ condition takes no live lease over, and a takeover its answer shows possible is 
 :class:`~firstwrite.idempotency.errors.ClockSkewError` unless that answer made it trusted. A
 guard's first claim is written before any answer: when the answer shows its lease short, it is
 renewed at once. A client whose answers carry no ``Date`` (the in-process engine bindings)
-gives no estimate: offset 0, uncertainty ``tolerance``.
-The rule, and what it tolerates: docs/guarantees.md, "Clocks".
+gives no estimate: offset 0, uncertainty ``tolerance``. The rule: docs/guarantees.md, "Clocks".
 """
 
 from __future__ import annotations
