@@ -167,6 +167,11 @@ def test_over_http_an_abandoned_claim_is_taken_over_on_dynamodbs_clock_or_refuse
     dead = Idempotency(config, client=http_client(url), clock=skewed(-3.5))
     assert isinstance(dead.claim("abandoned", payload=1), Claim)
     started = time.time()
+    # Its first claim was written before it heard DynamoDB's clock (0.5 s of lease); the
+    # answer showed the clock behind, so the lease was renewed at once from the estimate.
+    stored = dead.get("abandoned")
+    assert stored is not None and stored.lease_expires_at is not None
+    assert stored.lease_expires_at / 1000 >= started + LEASE - 1.0
     metrics = MemoryMetrics()
     right = Idempotency(config, client=http_client(url), metrics=metrics)
     ahead = Idempotency(config, client=http_client(url), clock=skewed(3.0), metrics=metrics)
