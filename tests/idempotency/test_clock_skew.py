@@ -96,7 +96,7 @@ def test_answers_narrow_the_interval_to_the_truth_and_it_widens_with_age() -> No
         clocks.pass_(0.23)
         call(skew, clocks, clocks.wall + truth, rtt=0.01)
     estimate = skew.estimate()
-    assert estimate is not None and estimate.samples == 20
+    assert estimate is not None and 2 <= estimate.samples < 20  # the answers that narrowed it
     assert abs(estimate.offset - truth) <= estimate.uncertainty
     assert estimate.uncertainty < 0.1  # far under a single answer's half second
     clocks.pass_(50.0)  # no answer for 50 s: drift may have moved the clocks apart

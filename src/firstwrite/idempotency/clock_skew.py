@@ -67,7 +67,7 @@ class ClockSkewPolicy:
 
 class Estimate(NamedTuple):
     """DynamoDB's clock minus the guard's (``offset``, seconds), give or take ``uncertainty``;
-    ``samples``: the answers it rests on (0: no ``Date`` seen, the offset is assumed)."""
+    ``samples``: the answers that narrowed it (0: no ``Date`` seen, the offset is assumed)."""
 
     offset: float
     uncertainty: float
@@ -109,6 +109,9 @@ def parse_http_date(value: str) -> float | None:
     return float(calendar.timegm((*fields, 0, 0, 0)))
 
 
+_NONE: Mapping[str, Any] = {}
+
+
 class _State(NamedTuple):
     low: float  # the offset's interval, as of ``at`` (local clock)
     high: float
@@ -141,6 +144,10 @@ class ClockSkew:
         self._state: _State | None = None
         self._dateless = False  # answers seen, none dated: the offset is assumed
         self._last: tuple[str, float | None] = ("", None)  # the last header parsed
+        self._heard = 0.0  # local time of the last dated answer
+        # the policy's numbers, read on every answer
+        self._drift, self._resolution = policy.drift, policy.resolution
+        self._tolerance, self._max_age = policy.tolerance, policy.max_age
 
     # -- answers -----------------------------------------------------------------------------
 
@@ -149,10 +156,11 @@ class ClockSkew:
         a call sent at local time ``sent``; an answer without one marks the client dateless
         until one comes."""
         received = self.clock()
-        headers = answer.get("ResponseMetadata", {}).get("HTTPHeaders")
+        headers = answer.get("ResponseMetadata", _NONE).get("HTTPHeaders")
         date = headers.get("date") if headers else None
+        state = self._state
         if date is None:
-            if self._state is None:
+            if state is None:
                 self._dateless = True
             return
         last, dated = self._last
@@ -161,7 +169,17 @@ class ClockSkew:
             self._last = (date, dated)
         if dated is None:
             return
-        self.add(dated - received, dated + self.policy.resolution - sent, received)
+        low, high = dated - received, dated + self._resolution - sent
+        if state is not None:  # the common case: an answer that narrows nothing
+            self._heard = received
+            slack = self._drift * abs(received - state.at)
+            if (
+                low <= state.low - slack
+                and high >= state.high + slack
+                and abs(received - self.monotonic() - state.step) <= 0.001 + slack
+            ):
+                return
+        self.add(low, high, received)
 
     def add(self, low: float, high: float, at: float) -> None:
         """Narrow the estimate with one answer's interval ``[low, high]`` taken at local ``at``."""
@@ -177,6 +195,7 @@ class ClockSkew:
                     low, high, count = joined_low, joined_high, old.samples + 1
             self._state = new = _State(low, high, at, step, count)
             self._dateless = False
+            self._heard = at
         if self._on_estimate is not None and (
             old is None or abs((old.low + old.high) - (low + high)) > 0.002
         ):
@@ -214,11 +233,6 @@ class ClockSkew:
         slack = self.policy.drift * abs(self.clock() - state.at)
         return state.low - slack > self.policy.tolerance
 
-    def _stepped(self, state: _State, now: float) -> bool:
-        """Whether the clock was stepped since ``state``'s last answer (NTP, a resumed VM)."""
-        moved = abs(now - self.monotonic() - state.step)
-        return moved > 0.001 + self.policy.drift * abs(now - state.at)
-
     def times(self) -> LeaseTimes:
         """The instants of a lease decision made now (see :class:`LeaseTimes`)."""
         now = self.clock()
@@ -230,17 +244,19 @@ class ClockSkew:
             if self._dateless:
                 return LeaseTimes(now + widen, now - widen, None)
             return LeaseTimes(now + widen, now - widen, "no answer from DynamoDB dated yet")
-        offset, uncertainty, _ = self._estimate(state, now)
+        slack = self._drift * abs(now - state.at)
+        low, high = state.low - slack, state.high + slack
+        offset, uncertainty = (low + high) / 2, (high - low) / 2 + self._tolerance
         refusal = None
-        if self._stepped(state, now):
+        if abs(now - self.monotonic() - state.step) > 0.001 + slack:
             refusal = "the clock was stepped since DynamoDB last answered"
         elif abs(offset) + uncertainty > self.bound:
             refusal = (
                 f"this clock is {offset:+.3f}s (+-{uncertainty:.3f}s) off DynamoDB's, more than "
                 f"the {self.bound:.3f}s trusted (clock_skew.max_offset)"
             )
-        elif now - state.at > self.policy.max_age:
-            refusal = f"the estimate is {now - state.at:.0f}s old (clock_skew.max_age)"
+        elif now - self._heard > self._max_age:
+            refusal = f"the estimate is {now - self._heard:.0f}s old (clock_skew.max_age)"
         return LeaseTimes(now + offset + uncertainty, now + offset - uncertainty, refusal)
 
     def refused(self, key: str, record_id: str, reason: str) -> ClockSkewError:
