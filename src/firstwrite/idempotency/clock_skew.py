@@ -110,6 +110,11 @@ def parse_http_date(value: str) -> float | None:
 
 
 _NONE: Mapping[str, Any] = {}
+_STEPPED = "the clock was stepped since DynamoDB last answered"
+
+
+def _times(values: tuple[float, float, str | None]) -> LeaseTimes:
+    return tuple.__new__(LeaseTimes, values)
 
 
 class _State(NamedTuple):
@@ -143,8 +148,11 @@ class ClockSkew:
         self._lock = threading.Lock()
         self._state: _State | None = None
         self._dateless = False  # answers seen, none dated: the offset is assumed
+        self.blind = self.enabled
+        """Whether a lease written now is written before any answer told DynamoDB's clock."""
         self._last: tuple[str, float | None] = ("", None)  # the last header parsed
         self._heard = 0.0  # local time of the last dated answer
+        self._stepped = False  # the estimate was dropped for a step of the clock
         # the policy's numbers, read on every answer
         self._drift, self._resolution = policy.drift, policy.resolution
         self._tolerance, self._max_age = policy.tolerance, policy.max_age
@@ -162,6 +170,7 @@ class ClockSkew:
         if date is None:
             if state is None:
                 self._dateless = True
+                self.blind = False
             return
         last, dated = self._last
         if date != last:
@@ -173,12 +182,8 @@ class ClockSkew:
         if state is not None:  # the common case: an answer that narrows nothing
             self._heard = received
             slack = self._drift * abs(received - state.at)
-            if (
-                low <= state.low - slack
-                and high >= state.high + slack
-                and abs(received - self.monotonic() - state.step) <= 0.001 + slack
-            ):
-                return
+            if low <= state.low - slack and high >= state.high + slack:
+                return  # (a stepped clock is caught by times(), which drops the estimate)
         self.add(low, high, received)
 
     def add(self, low: float, high: float, at: float) -> None:
@@ -195,6 +200,8 @@ class ClockSkew:
                     low, high, count = joined_low, joined_high, old.samples + 1
             self._state = new = _State(low, high, at, step, count)
             self._dateless = False
+            self.blind = False
+            self._stepped = False
             self._heard = at
         if self._on_estimate is not None and (
             old is None or abs((old.low + old.high) - (low + high)) > 0.002
@@ -219,11 +226,6 @@ class ClockSkew:
             return Estimate(0.0, self.policy.tolerance, 0)
         return self._estimate(state, self.clock())
 
-    @property
-    def blind(self) -> bool:
-        """Whether a lease written now is written before any answer told DynamoDB's clock."""
-        return self.enabled and self._state is None and not self._dateless
-
     def wrote_short(self) -> bool:
         """After a blind write's answer: whether the estimate shows this clock behind
         DynamoDB's by more than ``tolerance`` for sure, so the lease written is short."""
@@ -237,27 +239,31 @@ class ClockSkew:
         """The instants of a lease decision made now (see :class:`LeaseTimes`)."""
         now = self.clock()
         if not self.enabled:
-            return LeaseTimes(now, now, None)
+            return _times((now, now, None))
         state = self._state
+        if state is not None and abs(
+            now - self.monotonic() - state.step
+        ) > 0.001 + self._drift * abs(now - state.at):
+            state = self._state = None  # the clock was stepped: the estimate no longer holds
+            self._stepped = True
         if state is None:
-            widen = self.policy.tolerance
+            widen = self._tolerance
             if self._dateless:
-                return LeaseTimes(now + widen, now - widen, None)
-            return LeaseTimes(now + widen, now - widen, "no answer from DynamoDB dated yet")
+                return _times((now + widen, now - widen, None))
+            reason = _STEPPED if self._stepped else "no answer from DynamoDB dated yet"
+            return _times((now + widen, now - widen, reason))
         slack = self._drift * abs(now - state.at)
         low, high = state.low - slack, state.high + slack
         offset, uncertainty = (low + high) / 2, (high - low) / 2 + self._tolerance
         refusal = None
-        if abs(now - self.monotonic() - state.step) > 0.001 + slack:
-            refusal = "the clock was stepped since DynamoDB last answered"
-        elif abs(offset) + uncertainty > self.bound:
+        if abs(offset) + uncertainty > self.bound:
             refusal = (
                 f"this clock is {offset:+.3f}s (+-{uncertainty:.3f}s) off DynamoDB's, more than "
                 f"the {self.bound:.3f}s trusted (clock_skew.max_offset)"
             )
         elif now - self._heard > self._max_age:
             refusal = f"the estimate is {now - self._heard:.0f}s old (clock_skew.max_age)"
-        return LeaseTimes(now + offset + uncertainty, now + offset - uncertainty, refusal)
+        return _times((now + offset + uncertainty, now + offset - uncertainty, refusal))
 
     def refused(self, key: str, record_id: str, reason: str) -> ClockSkewError:
         """The error of a takeover refused for ``reason`` (:meth:`times`)."""
