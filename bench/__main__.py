@@ -22,6 +22,7 @@ from . import (
     backups,
     budget,
     charts,
+    clock_skew,
     durability,
     engine_bound,
     engine_direct,
@@ -68,6 +69,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "budget": budget.run,
     "events": events.run,
     "key_migration": key_migration.run,
+    "clock_skew": clock_skew.run,
 }
 
 

@@ -309,3 +309,16 @@ def test_transfers() -> None:
     assert {s.name for s in table.series} == {transfers.COPY, transfers.EXPORT, transfers.IMPORT}
     assert all(t.peer == transfers.COPY and t.maximum for t in table.targets)
     assert "transfers" in bench_main.BENCHMARKS
+
+
+def test_clock_skew() -> None:
+    from bench import clock_skew
+
+    section = clock_skew.run(TINY, _log)
+    assert [t.title for t in section.tables] == [
+        "first call, boto3 bound in process",
+        "duplicate, boto3 bound in process",
+    ]
+    for table in section.tables:
+        _check_section(_common.Section("clock_skew", "clock_skew", [], [table]), {"off", "on"})
+    assert "clock_skew" in bench_main.BENCHMARKS

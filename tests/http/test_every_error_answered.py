@@ -44,6 +44,9 @@ SAMPLES: dict[type[errors.IdempotencyError], Callable[[], errors.IdempotencyErro
     errors.DeadlineExceededError: lambda: errors.DeadlineExceededError(
         "k", retry_after=2.0, budget=2.0, elapsed=2.0, operation="PutItem", dynamo_error_code="X"
     ),
+    errors.ClockSkewError: lambda: errors.ClockSkewError(
+        "k", "this clock is +40s off", offset=40.0, uncertainty=0.5, bound=30.0, retry_after=2.0
+    ),
     errors.PayloadMismatchError: lambda: errors.PayloadMismatchError("k", "a", "b"),
     errors.LostClaimError: lambda: errors.LostClaimError("k", "me", "you", "PENDING"),
     errors.CompletionNotRecordedError: lambda: errors.CompletionNotRecordedError(

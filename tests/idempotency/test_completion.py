@@ -26,6 +26,7 @@ import pytest
 from botocore.config import Config
 
 from firstwrite.idempotency import (
+    ClockSkewPolicy,
     CompletionNotRecordedError,
     Idempotency,
     IdempotencyConfig,
@@ -214,7 +215,9 @@ def test_a_server_restart_between_side_effect_and_completion_runs_nothing_twice(
         config=Config(retries={"total_max_attempts": 1}, connect_timeout=1, read_timeout=5),
     )
     clock = OffsetClock()
-    guard = Idempotency(IdempotencyConfig(table_name="restart"), client=client, clock=clock.now)
+    # The clock moved below stands for time passing: the guard's own (not DynamoDB's estimated).
+    config = IdempotencyConfig(table_name="restart", clock_skew=ClockSkewPolicy(enabled=False))
+    guard = Idempotency(config, client=client, clock=clock.now)
     guard.ensure_table()
     runs: Counter[str] = Counter()
     restarts: list[threading.Thread] = []

@@ -99,6 +99,7 @@ def test_modules_are_small_or_say_why() -> None:
 
 
 DOCUMENTED = {
+    "clock_estimate",
     "config",
     "client",
     "metrics",
@@ -132,7 +133,9 @@ def test_sync_and_async_guards_take_the_same_arguments() -> None:
         assert list(inspect.signature(sync).parameters) == list(
             inspect.signature(aio).parameters
         ), name
-        assert inspect.iscoroutinefunction(aio) == (name not in ("record_id", "dynamodb_key"))
+        assert inspect.iscoroutinefunction(aio) == (
+            name not in ("record_id", "dynamodb_key", "clock_estimate")
+        )
     same = ("config", "client", "metrics", "non_retryable", "clock", "rng", "sleep", "monotonic")
     for guard in (Idempotency, AsyncIdempotency):
         assert set(same) <= set(inspect.signature(guard).parameters)

@@ -191,6 +191,14 @@ def answer_for(error: BaseException, header: str = "Idempotency-Key") -> Answer 
             "whole time budget; retry after the delay",
             error.retry_after,
         )
+    if isinstance(error, errors.ClockSkewError):
+        return Answer(
+            Problem.STORE_UNAVAILABLE,
+            "the request was not run: an earlier attempt's lease looks over, but this "
+            "server's clock is too far from the store's to take it over safely; retry after "
+            "the delay",
+            error.retry_after,
+        )
     if isinstance(error, errors.TransactionConflictError):
         return Answer(Problem.STORE_UNAVAILABLE, _UNAVAILABLE, 1.0)
     if isinstance(error, errors.BusinessConditionFailedError):

@@ -8,7 +8,7 @@ it), ``docs/idempotency-record.md`` (the record and its state machine). Public m
   generators (the middleware's and the consumers').
 * :mod:`.decorators`, :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`,
   :mod:`.router`, :mod:`.outcomes`, :mod:`.keys`, :mod:`.record`, :mod:`.requests` (every
-  request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`,
+  request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`, :mod:`.clock_skew`,
   :mod:`.result_cipher`.
 * Vocabulary shared with the state machine: :mod:`.effects`, :mod:`.verdicts`,
   :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
@@ -24,10 +24,12 @@ from __future__ import annotations
 from .aio import AsyncIdempotency
 from .audit import DynamoAuditStore, MemoryAuditStore, TtlAudit
 from .clients import dynamodb_client, sdk_settings
+from .clock_skew import ClockSkewPolicy
 from .config import IdempotencyConfig, InFlight, RetryAfter, RetryPolicy
 from .decorators import idempotent, idempotent_handler
 from .errors import (
     BusinessConditionFailedError,
+    ClockSkewError,
     CompletionNotRecordedError,
     ConfigurationError,
     DeadlineExceededError,
@@ -73,6 +75,8 @@ __all__ = [
     "BusinessConditionFailedError",
     "CallCounter",
     "Claim",
+    "ClockSkewError",
+    "ClockSkewPolicy",
     "CompletionNotRecordedError",
     "ConfigurationError",
     "DeadlineExceededError",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
+from .clock_skew import ClockSkewPolicy
 from .errors import ConfigurationError
 from .key_migration import KeyMigration
 from .layout import DEFAULT, RecordLayout
@@ -189,6 +190,11 @@ class IdempotencyConfig:
     ``key_migration`` (:class:`~.key_migration.KeyMigration`) names the previous key schemes
     whose keys are also claimed, completed and failed until its window ends
     (``docs/migrations.md``); ``None``, the default, writes this configuration's key alone.
+
+    ``clock_skew`` (:class:`~.clock_skew.ClockSkewPolicy`) puts leases on DynamoDB's clock, as
+    estimated from its answers' ``Date``, and bounds the offset trusted for a takeover
+    (``docs/guarantees.md``, "Clocks"); ``ClockSkewPolicy(enabled=False)`` compares leases on
+    the guard's own clock.
     """
 
     table_name: str = "firstwrite-idempotency"
@@ -224,6 +230,7 @@ class IdempotencyConfig:
     result_store_threshold: int = 64 * 1024
     result_cipher: ResultCipher | None = None
     replay: ReplayMode = "full"
+    clock_skew: ClockSkewPolicy = field(default_factory=ClockSkewPolicy)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.table_name):

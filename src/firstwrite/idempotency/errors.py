@@ -103,6 +103,43 @@ class DeadlineExceededError(IdempotencyError):
         return str(max(1, math.ceil(self.retry_after)))
 
 
+class ClockSkewError(IdempotencyError):
+    """A takeover refused because this guard's clock cannot be trusted against DynamoDB's
+    (:mod:`firstwrite.idempotency.clock_skew`): the key's record holds a lease that looks over,
+    but the estimated offset plus its uncertainty is larger than ``bound`` (``offset`` and
+    ``uncertainty`` in seconds, ``None`` before any estimate), so the lease might still be
+    live. Nothing ran and nothing was written. Retryable: ``retry_after`` seconds, by which a
+    guard whose clock is right (or this one, once its estimate settles) can take the key over;
+    a clock this far off needs fixing (NTP), see docs/guarantees.md, "Clocks"."""
+
+    retryable = True
+
+    def __init__(
+        self,
+        key: str,
+        reason: str,
+        *,
+        offset: float | None,
+        uncertainty: float | None,
+        bound: float,
+        retry_after: float = 1.0,
+        record_id: str | None = None,
+    ) -> None:
+        super().__init__(f"takeover of {key!r} refused: {reason}; retry after {retry_after:.0f}s")
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.reason = reason
+        self.offset = offset
+        self.uncertainty = uncertainty
+        self.bound = bound
+        self.retry_after = retry_after
+
+    @property
+    def retry_after_header(self) -> str:
+        """``Retry-After`` in whole seconds (rounded up, at least 1)."""
+        return str(max(1, math.ceil(self.retry_after)))
+
+
 class PayloadMismatchError(IdempotencyError):
     """The key was used before with a different request fingerprint (HTTP 422)."""
 

@@ -43,7 +43,7 @@ class Idempotency(Driver):
     :meth:`claim_with`, :meth:`complete_with`, :meth:`get`, :meth:`ensure_table`; attributes
     ``config``, ``client``, ``metrics``, ``is_async`` (``False``: it is a
     :class:`~.protocols.Guard`); :meth:`record_id` and :meth:`dynamodb_key` locate a key's
-    record.
+    record; :meth:`clock_estimate` is how far DynamoDB's clock is from ``clock``.
     """
 
     __slots__ = ("_methods", "_sleep")

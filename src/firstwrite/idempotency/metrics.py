@@ -8,7 +8,8 @@ any work for a signal, so the default hot path pays nothing.
 Every counter's name ends in ``_total``, so a name is the same under every sink: Prometheus
 (which would otherwise append ``_total`` to a counter's name), OpenTelemetry, hooks and
 :class:`MemoryMetrics`. The histogram is exported by Prometheus as ``<name>_bucket``,
-``<name>_sum`` and ``<name>_count``.
+``<name>_sum`` and ``<name>_count``. A gauge (:data:`GAUGES`, set with :meth:`Metrics.gauge`)
+holds the last value set; a sink that predates gauges ignores them.
 
 The names, kinds and labels of every signal: docs/operating-on-aws.md, "Metrics".
 """
@@ -85,6 +86,17 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("record",),
     ),
 }
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    # firstwrite.idempotency.clock_skew: set when a guard's estimate moves.
+    "firstwrite_clock_offset_seconds": (
+        "Estimated offset of DynamoDB's clock from this guard's (DynamoDB minus local)",
+        (),
+    ),
+    "firstwrite_clock_offset_uncertainty_seconds": (
+        "Uncertainty of the clock offset estimate (half its interval, plus the tolerance)",
+        (),
+    ),
+}
 BUCKETS: dict[str, tuple[float, ...]] = {
     # seconds: 1 min .. 7 days (TTL removes up to about 48 hours late)
     "dynamo_ttl_remove_age_seconds": (
@@ -115,6 +127,10 @@ class Metrics:
 
     def observe(self, name: str, value: float, **labels: str) -> None:
         raise NotImplementedError
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        """Set the gauge ``name`` (:data:`GAUGES`) to ``value``; ignored unless overridden."""
+        return None
 
 
 class NullMetrics(Metrics):
@@ -147,6 +163,10 @@ class HookMetrics(Metrics):
         for hook in self.hooks:
             hook(name, value, labels)
 
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        for hook in self.hooks:
+            hook(name, value, labels)
+
 
 class MemoryMetrics(Metrics):
     """Keeps counts in memory: ``metrics[name, (("label", "v"),)]``. Handy in tests and REPLs."""
@@ -155,6 +175,7 @@ class MemoryMetrics(Metrics):
         self._lock = threading.Lock()
         self.counts: _Counter[tuple[str, tuple[tuple[str, str], ...]]] = _Counter()
         self.observations: dict[str, list[float]] = {}
+        self.gauges: dict[str, float] = {}
 
     def count(self, name: str, value: float = 1.0, **labels: str) -> None:
         with self._lock:
@@ -163,6 +184,10 @@ class MemoryMetrics(Metrics):
     def observe(self, name: str, value: float, **labels: str) -> None:
         with self._lock:
             self.observations.setdefault(name, []).append(value)
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        with self._lock:
+            self.gauges[name] = value
 
     def total(self, name: str, **labels: str) -> float:
         """Sum over every label set that includes ``labels``."""
@@ -186,12 +211,15 @@ class MultiMetrics(Metrics):
         for sink in self.sinks:
             sink.observe(name, value, **labels)
 
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        for sink in self.sinks:
+            sink.gauge(name, value, **labels)
+
 
 # One set of collectors per (registry, namespace): a second PrometheusMetrics() in a process
 # reuses the first one's instead of failing with "Duplicated timeseries".
-_PROMETHEUS: weakref.WeakKeyDictionary[Any, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = (
-    weakref.WeakKeyDictionary()
-)
+_Collectors = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+_PROMETHEUS: weakref.WeakKeyDictionary[Any, dict[str, _Collectors]] = weakref.WeakKeyDictionary()
 _PROMETHEUS_LOCK = threading.Lock()
 
 
@@ -227,8 +255,9 @@ class PrometheusMetrics(Metrics):
                         )
                         for n, (doc, labels) in HISTOGRAMS.items()
                     },
+                    {n: prom.Gauge(n, doc, labels, **kw) for n, (doc, labels) in GAUGES.items()},
                 )
-        self._counters, self._histograms = collectors
+        self._counters, self._histograms, self._gauges = collectors
 
     def count(self, name: str, value: float = 1.0, **labels: str) -> None:
         metric = self._counters[name]
@@ -237,6 +266,10 @@ class PrometheusMetrics(Metrics):
     def observe(self, name: str, value: float, **labels: str) -> None:
         metric = self._histograms[name]
         (metric.labels(**labels) if labels else metric).observe(value)
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        metric = self._gauges[name]
+        (metric.labels(**labels) if labels else metric).set(value)
 
 
 class OpenTelemetryMetrics(Metrics):
@@ -256,12 +289,23 @@ class OpenTelemetryMetrics(Metrics):
             n: meter.create_histogram(n, unit="s", description=d)
             for n, (d, _) in HISTOGRAMS.items()
         }
+        create_gauge = getattr(meter, "create_gauge", None)  # opentelemetry-api >= 1.23
+        self._gauges = (
+            {}
+            if create_gauge is None
+            else {n: create_gauge(n, unit="s", description=d) for n, (d, _) in GAUGES.items()}
+        )
 
     def count(self, name: str, value: float = 1.0, **labels: str) -> None:
         self._counters[name].add(value, labels)
 
     def observe(self, name: str, value: float, **labels: str) -> None:
         self._histograms[name].record(value, labels)
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        gauge = self._gauges.get(name)
+        if gauge is not None:
+            gauge.set(value, labels)
 
 
 class CallCounter:

@@ -212,7 +212,7 @@ def _keep_lease(
     """Renew ``claim`` when less than half a lease is left, so that nobody takes the key
     over while its completion is retried. ``None``: the renewal failed (logged by the retry
     loop; it may have been applied all the same)."""
-    if claim.lease_expires_at - millis(m.clock()) >= lease * 500:
+    if claim.lease_expires_at - millis(m.skew.times().write) >= lease * 500:
         return claim
     try:
         return (yield from m.renew(claim, lease, deadline))

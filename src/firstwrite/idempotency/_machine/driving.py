@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ..clock_skew import Estimate
 from ..config import IdempotencyConfig
 from ..effects import Call, Effect, Sleep, Steps, aperform, perform
 from ..metrics import Metrics
@@ -102,6 +103,12 @@ class Driver:
     def metrics(self) -> Metrics:
         """The metrics sink (:class:`~firstwrite.idempotency.metrics.NullMetrics` unless one was given)."""
         return self._machine.metrics
+
+    def clock_estimate(self) -> Estimate | None:
+        """DynamoDB's clock minus this guard's, as estimated from the answers so far
+        (:mod:`firstwrite.idempotency.clock_skew`); ``None`` before any answer or with the
+        estimate off."""
+        return self._machine.skew.estimate()
 
     def record_id(self, key: str, *, scope: str | None = None) -> str:
         """The record's id for ``key`` (its partition key, ``|`` sort key with a sort-key

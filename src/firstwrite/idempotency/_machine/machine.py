@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from .. import requests as q
 from .. import serialization
+from ..clock_skew import UNTRUSTED, ClockSkew
 from ..config import IdempotencyConfig
 from ..effects import Call, Sleep, Steps
 from ..errors import (
@@ -91,7 +92,8 @@ class OldKeys(Protocol):
 
 
 Clock = Callable[[], float]
-"""The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on it."""
+"""The wall clock: epoch seconds (``time.time``). Claim times, leases and expiry are read on
+it, moved onto DynamoDB's clock by the guard's estimate (:attr:`StateMachine.skew`)."""
 
 Monotonic = Callable[[], float]
 """The clock of the layer's own deadlines (how long to wait for a live request, how long to
@@ -125,6 +127,10 @@ class StateMachine:
         self.monotonic = monotonic
         self.report = Reporter(metrics)
         self.metrics = self.report.metrics
+        # Where "now" for leases comes from: DynamoDB's clock, as estimated from its answers.
+        self.skew = ClockSkew(
+            config.clock_skew, config.lease, clock, monotonic, self.report.clock_estimate
+        )
         self.requests = q.Requests(config)
         self.layout = config.layout
         self.keys = KeyBuilder(
@@ -192,14 +198,16 @@ class StateMachine:
     def new_claim(
         self, key: str, record_id: str, dkey: Key, fp: str, lease: float | None
     ) -> tuple[Attempt, Item, float]:
-        now = self.clock()
+        """A claim's attempt and item, and the instant its condition compares stored ends
+        with (one that takes nothing over while the clock is not trusted)."""
+        now, compare, refusal = self.skew.times()
         owner = new_token(now)
         config = self.config
         lease_ms = millis(now + (config.lease if lease is None else lease))
         expires_at = int(now + config.retention)
         item = self.requests.new_item(dkey, owner, fp, lease_ms, expires_at)
         attempt = Attempt(record_id, dkey, owner, fp, now, lease_ms, config.region, expires_at, key)
-        return attempt, item, now
+        return attempt, item, compare if refusal is None else UNTRUSTED
 
     def claimed(self, attempt: Attempt, old: Item | None, *, late_reported: bool = False) -> Claim:
         if not old:
@@ -233,6 +241,11 @@ class StateMachine:
         region = self.config.region
         if rec.region is not None and region is not None and rec.region != region:
             self.report.cross_region(rec.region)
+        if verdict is Verdict.CLAIMABLE:  # by a lease or retention the condition did not pass
+            refusal = self.skew.times().refusal
+            if refusal is not None:
+                self.report.clock_refused(key_of(attempt), attempt.record_id, refusal)
+                raise self.skew.refused(key_of(attempt), attempt.record_id, refusal)
         if verdict is Verdict.MISMATCH:
             self.report.claim("mismatch")
             raise PayloadMismatchError(
@@ -333,7 +346,15 @@ class StateMachine:
         """``call`` under the retry policy (:func:`.retry.perform`) within ``deadline``;
         ``key`` and ``record_id`` name the record in logs."""
         return perform(
-            call, self.config.retry, self.rng, self.report, key, record_id, False, deadline
+            call,
+            self.config.retry,
+            self.rng,
+            self.report,
+            key,
+            record_id,
+            False,
+            deadline,
+            self.skew,
         )
 
     def conditional(
@@ -342,7 +363,15 @@ class StateMachine:
         """A conditional write under the retry policy: ``(True, returned attributes)`` or
         ``(False, ALL_OLD item or None)``; a failed condition is an answer, never an error."""
         return perform(
-            call, self.config.retry, self.rng, self.report, key, record_id, True, deadline
+            call,
+            self.config.retry,
+            self.rng,
+            self.report,
+            key,
+            record_id,
+            True,
+            deadline,
+            self.skew,
         )
 
     def refused_item(
@@ -385,9 +414,12 @@ class StateMachine:
         requests = self.requests
         for _ in range(_MAX_ROUNDS):
             trying, item, now = self.new_claim(key, record_id, dkey, fp, lease)
+            blind = self.skew.blind  # written before DynamoDB's clock was heard
             put = requests.put_claim(item, fp, now)
             ok, old = yield from self.conditional(put, key, record_id, deadline)
             if ok:
+                if blind and self.skew.wrote_short():  # its answer shows the lease is short
+                    return (yield from self.renew(self.claimed(trying, old), lease, deadline))
                 return self.claimed(trying, old)
             if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
                 get = requests.get(dkey)
@@ -396,7 +428,7 @@ class StateMachine:
                     continue
             rec = self.read(old)
             while True:
-                now = self.clock()
+                now = self.skew.times().compare
                 verdict = self.on_conflict(trying, rec, now)
                 if verdict is Verdict.OURS:
                     return self.claimed(trying, None)
@@ -468,7 +500,7 @@ class StateMachine:
     def renew(
         self, claim: Claim, lease: float | None, deadline: Deadline | None = None
     ) -> Steps[Claim]:
-        now = self.clock()
+        now = self.skew.times().write
         lease_ms = millis(now + (self.config.lease if lease is None else lease))
         expires = int(now + self.config.retention)  # as in the renew request
         if self.migration is not None:
@@ -515,7 +547,7 @@ class StateMachine:
             call = self.requests.batch_get(chunk)
             label = f"{len(chunk)} keys"
             answer = yield from self.call(call, label, label, deadline)
-            now = self.clock()
+            now = self.skew.times().compare
             for item in answer.get("Responses", {}).get(table, ()):
                 ident = tuple(item[name]["S"] for name in chunk[0])
                 rec = self.read(item)

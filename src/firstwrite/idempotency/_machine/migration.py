@@ -214,7 +214,7 @@ class Migrating:
                 continue
             if refused:
                 self.legacy_hit(legacy[refused - 1])
-            now = m.clock()
+            now = m.skew.times().compare
             verdict = m.on_conflict(trying, rec, now)
             if verdict is Verdict.REPLAY:
                 return m.replay_of(trying, rec)

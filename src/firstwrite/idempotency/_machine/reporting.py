@@ -190,6 +190,22 @@ class Reporter:
     def no_ttl(self) -> None:
         log.warning("TTL is not supported by this endpoint; expired records stay stored")
 
+    def clock_estimate(self, offset: float, uncertainty: float) -> None:
+        """The guard's estimate of DynamoDB's clock moved (:mod:`firstwrite.idempotency.clock_skew`)."""
+        if self.enabled:
+            self.metrics.gauge("firstwrite_clock_offset_seconds", offset)
+            self.metrics.gauge("firstwrite_clock_offset_uncertainty_seconds", uncertainty)
+
+    def clock_refused(self, key: str, record_id: str, reason: str) -> None:
+        """A takeover refused: the clock cannot be trusted against DynamoDB's."""
+        self.claim("clock_skew_refused")
+        log.warning(
+            "takeover of %r refused: %s",
+            key,
+            reason,
+            extra={"idempotency_key": key, "record_id": record_id},
+        )
+
     def claim(self, outcome: str) -> None:
         if self.enabled:
             self.metrics.count("firstwrite_claims_total", outcome=outcome)

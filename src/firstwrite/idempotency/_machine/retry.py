@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..client_errors import is_sdk_error, is_transport_error, response_of
 from ..config import RetryPolicy
@@ -28,6 +28,9 @@ from ..effects import Call, Sleep, Steps
 from ..errors import DeadlineExceededError, TableNotFoundError
 from ..requests import tables_of
 from .budget import Deadline
+
+if TYPE_CHECKING:
+    from ..clock_skew import ClockSkew
 from .reporting import Reporter
 
 Kind = Literal["throttle", "transient"]
@@ -91,6 +94,7 @@ def perform(
     record_id: str,
     conditional: bool = False,
     deadline: Deadline | None = None,
+    skew: ClockSkew | None = None,
 ) -> Steps[Any]:
     """Perform ``call`` under ``policy``: yield it, and again after a backoff for each
     retryable error, until it answers (the response is returned), fails with an answer (a
@@ -104,16 +108,23 @@ def perform(
     one function, not a wrapper per kind, so a request enters one frame less.
 
     ``deadline``: the call's time budget. A retry whose backoff would end past it is not made:
-    :class:`DeadlineExceededError` (from the last error) instead, logged and counted."""
+    :class:`DeadlineExceededError` (from the last error) instead, logged and counted.
+
+    ``skew``: the guard's estimate of DynamoDB's clock, given every answer (and every error's
+    response) with the local time its call was sent."""
+    observer = skew if skew is not None and skew.enabled else None
     reporting = report.enabled  # the default sink is off: no timing, no calls to report
     start = report.start() if reporting else 0.0
     attempt = 0
     while True:
         sent = 0.0 if deadline is None else deadline.monotonic()
+        asked = 0.0 if observer is None else observer.clock()
         try:
             response: dict[str, Any] = yield call
         except Exception as exc:
             answer = response_of(exc)
+            if observer is not None and answer is not None:
+                observer.observe(answer, asked)
             if answer is None and not is_sdk_error(exc):
                 raise  # not the client's: a bug, or the caller's own exception
             code = type(exc).__name__ if answer is None else str(answer["Error"].get("Code", ""))
@@ -144,6 +155,8 @@ def perform(
             report.retrying(call.operation, kind, code, attempt, delay, key, record_id)
             yield Sleep(delay)
         else:
+            if observer is not None:
+                observer.observe(response, asked)
             if reporting:
                 report.answered(call, response, start)
             if conditional:

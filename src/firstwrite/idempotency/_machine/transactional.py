@@ -179,7 +179,7 @@ def claim_with(
             continue
         if refused and migrating is not None:
             migrating.legacy_hit(old[refused - 1])
-        now = m.clock()
+        now = m.skew.times().compare
         verdict = m.on_conflict(trying, rec, now)
         if verdict is Verdict.OURS:
             return _held(m, m.claimed(trying, None), old)

@@ -1,0 +1,166 @@
+"""The per-call cost of the clock-skew estimate (issue 41): a guard with it on against one with it off.
+
+``python -m bench.clock_skew [REQUESTS]`` prints a Markdown note (for BENCHMARKS.md):
+
+* time per request (median of 5 runs of REQUESTS) on the boto3 client bound in process to the
+  engine, whose answers are given a ``Date`` header (botocore's ``after-call`` event, as an
+  HTTP answer carries one), for a first call and a duplicate: a guard with
+  ``ClockSkewPolicy(enabled=False)`` and one with the estimate on (the default);
+* with valgrind, instructions per request of the same four (:mod:`._callgrind`), and of the
+  estimate on a client whose answers carry no ``Date`` (the bound client as it is).
+
+Run as ``python -m bench.clock_skew --child N REPS`` it is the counted program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from email.utils import formatdate
+from typing import Any
+
+from . import _callgrind
+from ._common import Section, Series, Settings, Table
+
+SCENARIOS = ("first call", "duplicate")
+GUARDS = ("off", "on", "on, no Date")
+
+
+def _dated(parsed: dict[str, Any] | None = None, **_: Any) -> None:
+    """botocore ``after-call``: the answer's headers get the ``Date`` an HTTP answer carries."""
+    if parsed is not None:
+        headers = parsed.setdefault("ResponseMetadata", {}).setdefault("HTTPHeaders", {})
+        headers["date"] = formatdate(time.time(), usegmt=True)
+
+
+def _guards(directory: str) -> dict[str, Any]:
+    from botocore.config import Config
+
+    from firstwrite.engine.api import Engine
+    from firstwrite.engine.binding.sync import local_client
+    from firstwrite.idempotency import ClockSkewPolicy, Idempotency, IdempotencyConfig
+
+    engine = Engine(os.path.join(directory, "bench.db"), durability="normal")
+    # Timeouts within the budget: calls are made in the calling thread (callgrind counts it),
+    # not handed to the abandonable-call pool.
+    timeouts = Config(connect_timeout=1, read_timeout=2)
+    dated, plain = local_client(engine, config=timeouts), local_client(engine, config=timeouts)
+    dated.meta.events.register("after-call.dynamodb", _dated)
+    config = IdempotencyConfig(table_name="bench-skew")
+    Idempotency(config, client=plain).ensure_table()
+    off = config.with_(clock_skew=ClockSkewPolicy(enabled=False))
+    return {
+        "off": Idempotency(off, client=dated),
+        "on": Idempotency(config, client=dated),
+        "on, no Date": Idempotency(config, client=plain),
+    }
+
+
+def _operation(guard: Any, scenario: str, name: str) -> Callable[[int], object]:
+    payload = {"amount": 10, "currency": "EUR"}
+    if scenario == "first call":
+        return lambda i: guard.run(f"{name}-{i}", lambda: {"ok": True}, payload)
+    guard.run(f"{name}-dup", lambda: {"ok": True}, payload)
+    return lambda i: guard.run(f"{name}-dup", lambda: {"ok": False}, payload)
+
+
+def _child(requests: int, reps: int) -> None:
+    pieces = []
+    with tempfile.TemporaryDirectory(prefix="bench-skew-") as directory:
+        for name, guard in _guards(directory).items():
+            for scenario in SCENARIOS:
+                op = _operation(guard, scenario, name)
+                _callgrind.count_pieces(op, 10, requests, reps)
+                pieces += [[scenario, name]] * reps
+    print(json.dumps(pieces))
+
+
+def _timed(requests: int, reps: int = 5) -> dict[tuple[str, str], list[float]]:
+    """Microseconds per request, one value per repetition (guards interleaved per rep)."""
+    found: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-skew-") as directory:
+        guards = _guards(directory)
+        ops = {(s, n): _operation(g, s, n) for n, g in guards.items() for s in SCENARIOS}
+        for op in ops.values():
+            for i in range(50):
+                op(10**6 + i)
+        for rep in range(reps):
+            for key, op in ops.items():
+                start = time.perf_counter()
+                for i in range(requests):
+                    op(rep * requests + i)
+                found.setdefault(key, []).append((time.perf_counter() - start) / requests * 1e6)
+    return found
+
+
+def _counted(requests: int) -> dict[tuple[str, str], float]:
+    """Thousands of instructions per request, by (scenario, guard)."""
+    counts, out = _callgrind.count(
+        ["-m", "bench.clock_skew", "--child", str(requests), "2"], timeout=1800
+    )
+    pieces = json.loads(out.strip().splitlines()[-1])
+    values: dict[tuple[str, str], list[float]] = {}
+    for (scenario, name), total in zip(pieces, counts, strict=False):
+        values.setdefault((scenario, name), []).append(total / requests / 1000)
+    return {k: min(v) for k, v in values.items()}
+
+
+def main(requests: int) -> None:
+    timed = {k: statistics.median(v) for k, v in _timed(requests).items()}
+    print(f"Time per request, µs (median of 5 runs of {requests}, bound boto3 client, dated):\n")
+    print("| scenario | estimate off | estimate on | ratio | on, answers without Date |")
+    print("|---|---|---|---|---|")
+    for s in SCENARIOS:
+        off, on, bare = timed[s, "off"], timed[s, "on"], timed[s, "on, no Date"]
+        print(f"| {s} | {off:.0f} | {on:.0f} | {on / off:.3f}x | {bare:.0f} |")
+    why = _callgrind.available()
+    if why is not None:
+        print(f"\nInstructions not counted: {why}")
+        return
+    counted = _counted(requests // 4)
+    print("\nThousands of instructions per request (callgrind):\n")
+    print("| scenario | estimate off | estimate on | change | on, answers without Date |")
+    print("|---|---|---|---|---|")
+    for s in SCENARIOS:
+        off, on, bare = counted[s, "off"], counted[s, "on"], counted[s, "on, no Date"]
+        print(f"| {s} | {off:.1f} | {on:.1f} | {(on - off) / off * 100:+.2f}% | {bare:.1f} |")
+
+
+def run(settings: Settings, log: Callable[[str], None]) -> Section:
+    """The time tables, for ``python -m bench`` (the instruction counts: run this module)."""
+    section = Section(
+        key="clock_skew",
+        title="The clock-skew estimate's per-call cost (issue 41)",
+        method=[
+            "The engine in process (durability normal), through a boto3 client bound to it whose "
+            "answers are given a `Date` header (botocore's `after-call` event). **off**: "
+            "`ClockSkewPolicy(enabled=False)`; **on**: the default estimate.",
+            f"{settings.reps} repetitions of 200 requests each, after 50 uncounted. "
+            "Instructions per request: `python -m bench.clock_skew` (callgrind).",
+        ],
+    )
+    timed = _timed(200, settings.reps)
+    for scenario in SCENARIOS:
+        table = Table(
+            title=f"{scenario}, boto3 bound in process",
+            series=[
+                Series("off", timed[scenario, "off"], unit="µs/request"),
+                Series("on", timed[scenario, "on"], unit="µs/request"),
+            ],
+            ours=["off", "on"],
+        )
+        log(f"    {scenario}: " + ", ".join(f"{s.name}={s.median:,.0f} µs" for s in table.series))
+        section.tables.append(table)
+    return section
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        _child(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
