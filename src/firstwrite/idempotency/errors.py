@@ -7,6 +7,8 @@ are not answers (validation, access, exhausted retries) are not wrapped, except 
 can say something more useful: a missing table (:class:`TableNotFoundError`, still a
 ``ClientError``) and a completion that could not be written after the side effect ran
 (:class:`CompletionNotRecordedError`).
+
+Size: one concept, every error a caller can catch in one place (http/problems.py answers each).
 """
 
 from __future__ import annotations
