@@ -9,7 +9,9 @@
 * **A head limit**: a request's line and headers take at most ``max_header_bytes``, counted as
   they arrive (the parser would buffer a header whole, however long), and at most
   ``max_headers`` header fields (each is a call into Python, made before the app can refuse
-  anything), else 431 and close, the rest of the read left unparsed.
+  anything), else 431 and close, the rest of the read left unparsed. Tighter limits on the
+  request line alone and on the header fields together (``max_line_bytes``,
+  ``max_field_bytes``: DynamoDB's, on the engine's server) are answered 400 and close.
 * **No tiny chunks**: past a chunked body's first ``free_chunks`` chunks, its chunks must
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
@@ -51,6 +53,8 @@ class Limits:
     max_pipelined: int = 16
     max_header_bytes: int = 64 * 1024  # a request's line and headers (as common servers allow)
     max_headers: int = 100  # header fields in a request (Apache's and Tomcat's default)
+    max_line_bytes: int | None = None  # a request's line alone (None: only max_header_bytes)
+    max_field_bytes: int | None = None  # its header fields together, names and values
     free_chunks: int = 64  # chunks of a chunked body that may be of any size...
     min_chunk_bytes: int = 1024  # ...past which they must average this many bytes
 
@@ -58,8 +62,9 @@ class Limits:
         for name in ("header_timeout", "body_timeout", "keep_alive_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)!r}")
-        if self.max_connections is not None and self.max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
+        for name in ("max_connections", "max_line_bytes", "max_field_bytes"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         for name in (
             "max_pipelined",
             "max_header_bytes",
@@ -138,6 +143,11 @@ class _Stop(Exception):
     """Raised from a parser callback to stop parsing a connection just refused."""
 
 
+def _line_bytes(protocol: Any) -> int:
+    """The length of the request line a parsing protocol has read: method, URL, version."""
+    return len(protocol.parser.get_method()) + len(protocol.url) + len(b"  HTTP/1.1\r\n")
+
+
 def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protocol] | None:
     """uvicorn's httptools protocol with the behaviour in the module docstring (None without
     httptools)."""
@@ -151,6 +161,9 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
     header_timeout, body_timeout = limits.header_timeout, limits.body_timeout
     max_header_bytes, max_headers = limits.max_header_bytes, limits.max_headers
     free_chunks, min_chunk_bytes = limits.free_chunks, limits.min_chunk_bytes
+    # (No limit of its own: the head limit bounds them; a number keeps the checks branch-free.)
+    max_line_bytes = limits.max_line_bytes or max_header_bytes
+    max_field_bytes = limits.max_field_bytes or max_header_bytes
     too_long = problem_bytes(
         431,
         "Request Header Fields Too Large",
@@ -161,6 +174,18 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         431,
         "Request Header Fields Too Large",
         f"a request may have at most {max_headers} header fields",
+        close=True,
+    )
+    long_line = problem_bytes(
+        400,
+        "Bad Request",
+        f"a request's line is limited to {max_line_bytes} bytes",
+        close=True,
+    )
+    long_fields = problem_bytes(
+        400,
+        "Bad Request",
+        f"a request's header fields are limited to {max_field_bytes} bytes together",
         close=True,
     )
     too_chunky = problem_bytes(
@@ -206,6 +231,7 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         _refused = False
         _in_head = True  # reading a request's line and headers (or waiting for the next one)
         _head_bytes = 0
+        _field_bytes = 0  # the request's header fields so far (names, values, 4 for ': ', CRLF)
         _chunks = 0
         _body_bytes = 0
         _free_bytes = 0  # body bytes in the chunks that may be of any size
@@ -281,16 +307,23 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self._chunks = self._body_bytes = 0
+            self._chunks = self._body_bytes = self._field_bytes = 0
             self._arm("headers", header_timeout)
 
         def on_header(self, name: bytes, value: bytes) -> None:
             if len(self.headers) >= max_headers:  # the fields before this one
                 self._refuse(too_many)
                 raise _Stop  # the parser stops here: the rest of the read is not parsed
+            self._field_bytes += len(name) + len(value) + 4
+            if self._field_bytes > max_field_bytes:
+                self._refuse(long_fields)
+                raise _Stop
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
+            if len(self.url) > max_line_bytes - 32 and _line_bytes(self) > max_line_bytes:
+                self._refuse(long_line)
+                raise _Stop
             self._in_head = False
             super().on_headers_complete()
             self._arm("body", body_timeout)
