@@ -6,12 +6,10 @@
   connection); idle keep-alive connections close after ``keep_alive_timeout``.
 * **A connection limit**: beyond ``max_connections``, a new connection gets 503 and is closed.
 * **Back-pressure**: no reading from a client that leaves its answers unread or pipelines a lot.
-* **A head limit**: a request's line and headers take at most ``max_header_bytes``, counted as
-  they arrive (the parser would buffer a header whole, however long), and at most
-  ``max_headers`` header fields (each is a call into Python, made before the app can refuse
-  anything), else 431 and close, the rest of the read left unparsed. Tighter limits on the
-  request line alone and on the header fields together (``max_line_bytes``,
-  ``max_field_bytes``: DynamoDB's, on the engine's server) are answered 400 and close.
+* **Head limits**: a request's line and headers take at most ``max_header_bytes``, counted as
+  they arrive (the parser would buffer a header whole), and ``max_headers`` fields (each is a
+  call into Python), else 431 and close, the rest of the read left unparsed; past
+  ``max_line_bytes`` or ``max_field_bytes`` (DynamoDB's, on the engine's server), 400 and close.
 * **No tiny chunks**: past a chunked body's first ``free_chunks`` chunks, its chunks must
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
