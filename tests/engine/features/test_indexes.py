@@ -1072,3 +1072,46 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Any) -> None:
         conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     with pytest.raises(RuntimeError, match="database schema version 4 is not 3"):
         Engine(path)
+
+
+def test_a_table_key_attribute_is_no_key_condition_of_an_index(ddb: Any, table_name: str) -> None:
+    """A GSI keyed on ``x`` alone, on a table keyed on ``p``: ``x = :x AND p = :p`` is
+    ``Query key condition not supported``, as a condition on any attribute the index key lacks
+    (not the count error a table keyed on ``x`` alone gives); in KeyConditions too. ScyllaDB's
+    test_gsi.py (test_faux_range_key_in_keyconditions and ..._in_keyconditionexpression), run
+    against DynamoDB, which answers "just 'Query key condition not supported'"."""
+    ddb.create_table(
+        TableName=table_name,
+        KeySchema=[{"AttributeName": "p", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "p", "AttributeType": "S"},
+            {"AttributeName": "x", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[_gsi("hello", ("x", "HASH"))],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.put_item(TableName=table_name, Item={"p": {"S": "1"}, "x": {"S": "2"}, "z": {"S": "3"}})
+    values = {":x": {"S": "2"}, ":p": {"S": "1"}}
+    found = query(ddb, table_name, "hello", "x = :x", {":x": values[":x"]})
+    assert found["Count"] == 1
+    unsupported = ("ValidationException", "Query key condition not supported")
+    for other in ("p", "z"):
+        assert (
+            failure(
+                query,
+                ddb=ddb,
+                name=table_name,
+                index="hello",
+                condition=f"x = :x AND {other} = :p",
+                values=values,
+            )
+            == unsupported
+        )
+        conditions = {
+            "x": {"AttributeValueList": [values[":x"]], "ComparisonOperator": "EQ"},
+            other: {"AttributeValueList": [values[":p"]], "ComparisonOperator": "EQ"},
+        }
+        assert (
+            failure(ddb.query, TableName=table_name, IndexName="hello", KeyConditions=conditions)
+            == unsupported
+        )

@@ -646,3 +646,35 @@ def test_an_empty_attribute_name_is_refused_wherever_it_is_named(ddb: Any, table
             else "One or more parameter values were invalid: Empty attribute name"
         )
     assert ddb.scan(TableName=table_name)["Items"] == []
+
+
+def test_update_table_checks_definition_name_lengths_before_their_use(
+    unchecked: Any, table_name: str
+) -> None:
+    """An UpdateTable defining a 256-byte attribute name that its new GSI does not use is refused
+    for the name's length, not for the mismatch (ScyllaDB's test_limits.py,
+    test_limit_gsiu_key_len_bad_incoherent_names, run against DynamoDB: "DynamoDB returns
+    attribute name length-related errors, ignoring the issues with the consistency")."""
+    _hash_table(unchecked, table_name)
+    long_name = "n" * 256
+    code, message = _error(
+        lambda: unchecked.update_table(
+            TableName=table_name,
+            AttributeDefinitions=[{"AttributeName": long_name, "AttributeType": "S"}],
+            GlobalSecondaryIndexUpdates=[
+                {
+                    "Create": {
+                        "IndexName": "hello",
+                        "KeySchema": [{"AttributeName": "short", "KeyType": "HASH"}],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
+                }
+            ],
+        )
+    )
+    assert code == "ValidationException"
+    assert message == (
+        f"1 validation error detected: Value '{long_name}' at "
+        "'attributeDefinitions.1.member.attributeName' failed to satisfy constraint: Member must "
+        "have length less than or equal to 255"
+    )

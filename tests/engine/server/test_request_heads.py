@@ -25,6 +25,8 @@ from firstwrite.engine.server.connection import Limits
 
 HEAD_LIMIT = 64 * 1024  # Limits().max_header_bytes, the default
 FIELD_LIMIT = 100  # Limits().max_headers
+DYNAMODB_LIMIT = 16 * 1024  # the engine's line and header fields (DynamoDB's): 400 past it
+GENERIC = Limits()  # without DynamoDB's limits (as the demo's server runs)
 FREE_CHUNKS = Limits().free_chunks
 
 
@@ -95,7 +97,10 @@ def test_a_header_flood_is_431_and_leaves_no_memory_behind(
 
 @pytest.mark.parametrize("size", [HEAD_LIMIT - 200, HEAD_LIMIT + 1])
 def test_the_head_limit_counts_the_line_and_every_header(engine: Engine, size: int) -> None:
-    with ServerThread(engine) as url, socket.create_connection(_address(url), timeout=10) as sock:
+    with (
+        ServerThread(engine, limits=GENERIC) as url,
+        socket.create_connection(_address(url), timeout=10) as sock,
+    ):
         head = b"GET / HTTP/1.1\r\nHost: localhost\r\n"
         filler = size - len(head) - len(b"X-A: \r\n\r\n")
         sock.sendall(head + b"X-A: " + b"a" * filler + b"\r\n\r\n")
@@ -120,6 +125,53 @@ def test_the_header_fields_of_a_request_are_limited_too(engine: Engine, fields: 
     if status == b"431":
         assert b"application/problem+json" in answer and b"connection: close" in answer
         assert b"at most %d header fields" % FIELD_LIMIT in answer
+
+
+def _request(url: str, request: bytes) -> bytes:
+    with socket.create_connection(_address(url), timeout=10) as sock:
+        sock.sendall(request)
+        return _answer(sock)
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_the_engine_limits_the_request_line_to_16_kb_as_dynamodb(
+    engine: Engine, over: bool
+) -> None:
+    """DynamoDB refuses a request line over 16 KB with a 400 (ScyllaDB's test_manual_requests.py,
+    test_too_large_request_line, run against DynamoDB), not with the signature error or 404 a
+    shorter unknown path gets."""
+    line = b"GET /%s HTTP/1.1\r\n"
+    path = b"x" * (DYNAMODB_LIMIT - len(line % b"") + (1 if over else 0))
+    assert len(line % path) == DYNAMODB_LIMIT + (1 if over else 0)
+    with ServerThread(engine) as url:
+        answer = _request(url, line % path + b"Host: localhost\r\n\r\n")
+    if over:
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert b"application/problem+json" in answer and b"connection: close" in answer
+        assert b"a request's line is limited to 16384 bytes" in answer
+    else:
+        assert answer.startswith(b"HTTP/1.1 404 "), answer[:200]  # no such path
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_the_engine_limits_the_header_fields_to_16_kb_as_dynamodb(
+    engine: Engine, over: bool
+) -> None:
+    """DynamoDB refuses header fields over 16 KB together with a 400 (ScyllaDB's
+    test_manual_requests.py, test_too_large_request_headers): each field counts its name, value,
+    ``: `` and CRLF."""
+    fields = [b"Host: localhost", b"X-A: " + b"a" * 8000]
+    used = sum(len(field) + 2 for field in fields)
+    fields.append(b"X-B: " + b"b" * (DYNAMODB_LIMIT - used - len(b"X-B: \r\n") + over))
+    assert sum(len(field) + 2 for field in fields) == DYNAMODB_LIMIT + over
+    with ServerThread(engine) as url:
+        answer = _request(url, b"GET / HTTP/1.1\r\n" + b"\r\n".join(fields) + b"\r\n\r\n")
+    if over:
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert b"connection: close" in answer
+        assert b"a request's header fields are limited to 16384 bytes together" in answer
+    else:
+        assert answer.startswith(b"HTTP/1.1 200 ") and b"healthy: " in answer, answer[:200]
 
 
 def test_a_request_refused_in_the_read_that_ends_its_head_never_reaches_the_app(
@@ -209,7 +261,10 @@ def test_pipelined_requests_each_get_the_whole_limit(engine: Engine) -> None:
     """Two requests in one write, each head just under the limit: both answered."""
     head = b"GET / HTTP/1.1\r\nHost: localhost\r\nX-A: "
     one = head + b"a" * (HEAD_LIMIT - len(head) - 100) + b"\r\n\r\n"
-    with ServerThread(engine) as url, socket.create_connection(_address(url), timeout=10) as sock:
+    with (
+        ServerThread(engine, limits=GENERIC) as url,
+        socket.create_connection(_address(url), timeout=10) as sock,
+    ):
         sock.sendall(one + one)
         data = b""
         deadline = time.monotonic() + 10

@@ -657,6 +657,33 @@ def test_auth_incomplete_signature(auth_server: str) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("date", "error"),
+    [
+        ("20170101T010101Z", "Signature expired: "),
+        ("30200101T010101Z", "Signature not yet current: "),
+    ],
+)
+def test_auth_parameters_separated_by_white_space_alone(
+    auth_server: str, date: str, error: str
+) -> None:
+    """DynamoDB reads an Authorization header whose parameters are separated by spaces, no
+    commas, and judges its date first (ScyllaDB's test_authorization.py, test_expired_signature
+    and test_signature_too_futuristic, run against DynamoDB)."""
+    auth = (
+        "AWS4-HMAC-SHA256 Credential=cassandra/2/3/4/aws4_request "
+        "SignedHeaders=x-amz-date;host Signature=123"
+    )
+    with httpx.Client(base_url=auth_server) as http:
+        response = post(
+            http, TARGET + "ListTables", "{}", Authorization=auth, **{"X-Amz-Date": date}
+        )
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["__type"] == "com.amazon.coral.service#InvalidSignatureException"
+    assert answer["message"].startswith(error), answer
+
+
 def test_auth_credentials_in_the_headers_are_judged_before_the_body(auth_server: str) -> None:
     """Issue 39: what the headers tell of the credentials comes before the body is read (so
     before its JSON is judged); the signature itself covers the body, so a known key with a

@@ -371,10 +371,20 @@ def project(item: Item, projection: Projection | Sequence[ast.Path]) -> Item:
 
 
 def key_condition_range(
-    key_condition: KeyCondition, hash_keys: tuple[str, ...], range_keys: tuple[str, ...] = ()
+    key_condition: KeyCondition,
+    hash_keys: tuple[str, ...],
+    range_keys: tuple[str, ...] = (),
+    *,
+    counted: int | None = None,
 ) -> KeyMatch:
-    """The key values and sort-key condition of a Query, checked against the schema."""
+    """The key values and sort-key condition of a Query, checked against the schema
+    (``counted``: :func:`.keycondition.match_schema`'s)."""
     legacy = key_condition.text == "KeyConditions"
     return match_schema(
-        key_condition.terms, key_condition.values, hash_keys, range_keys, legacy=legacy
+        key_condition.terms,
+        key_condition.values,
+        hash_keys,
+        range_keys,
+        legacy=legacy,
+        counted=counted,
     )

@@ -330,9 +330,11 @@ def query(ctx: Context) -> dict[str, Any]:
         assert compiled.key_condition is not None  # KeyConditionExpression is required above
         hash_keys = tuple(n for n, _ in schema.hash_attributes)
         range_attributes = schema.range_attributes
-        match = key_condition_range(
-            compiled.key_condition, hash_keys, tuple(n for n, _ in range_attributes)
-        )
+        range_keys = tuple(n for n, _ in range_attributes)
+        counted = None  # an index's count takes in its table's key attributes (match_schema)
+        if source.index is not None:
+            counted = len({*hash_keys, *range_keys, *source.row.key_schema.names})
+        match = key_condition_range(compiled.key_condition, hash_keys, range_keys, counted=counted)
         condition = _range_condition(match.condition)
         # The attribute the condition is on: the one after the sort-key attributes given by =.
         range_type = range_attributes[len(match.equal)][1] if condition is not None else None

@@ -1,9 +1,9 @@
 """The HTTP server: DynamoDB's JSON 1.0 protocol over HTTP, a pure ASGI app run by uvicorn.
 
 ``POST /`` with ``X-Amz-Target: DynamoDB_20120810.<Op>`` (or ``DynamoDBStreams_20120810.<Op>``)
-and a JSON body is answered as DynamoDB answers (:mod:`.wire`); ``GET /`` is DynamoDB's health
-check (``healthy: <host>``); browsers' CORS requests are answered for the origins the server
-allows (:mod:`.cors`).
+and a JSON body is answered as DynamoDB answers (:mod:`.wire`; compressed when the client asks:
+:mod:`.response_coding`); ``GET /`` is DynamoDB's health check (``healthy: <host>``); browsers'
+CORS requests are answered for the origins the server allows (:mod:`.cors`).
 Paths under ``/_firstwrite/`` are the admin API (:mod:`.admin`), and other ASGI apps can be
 mounted under a path prefix (``mounts={"/console": app}``); the server composes them all
 explicitly, with Starlette's routing. Anything else is a 4xx with an
@@ -41,7 +41,7 @@ from ..wire import (
     response_headers,
     wire_call,
 )
-from . import connection, control, runner
+from . import connection, control, response_coding, runner
 from .asgi import ASGIApp, Message, Receive, Scope, Send, header, problem, respond
 from .bodies import BIG_BODY_BYTES, BodyReader
 from .connection import Limits
@@ -72,7 +72,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_THREADS = 32
-DEFAULT_LIMITS = Limits()
+# DynamoDB's limits on a request's line and on its header fields, 16 KB each, answered 400
+# (ScyllaDB's test_manual_requests.py records them); the rest as every server here.
+DEFAULT_LIMITS = Limits(max_line_bytes=16 * 1024, max_field_bytes=16 * 1024)
 # At most this many bytes of big bodies in the server at once (16 MiB: one of DynamoDB's
 # biggest requests, which takes up to about 25 times its size in memory while it runs).
 BIG_BODY_BUDGET = 16 * 1024 * 1024
@@ -228,6 +230,7 @@ class EngineApp:
         host = headers.get(b"host")
         length = headers.get(b"content-length")
         coding = headers.get(b"content-encoding")
+        accept = headers.get(b"accept-encoding")  # (botocore sends "identity")
         if self.hosts is not None and not self.hosts.allows(host):
             await respond(send, *self.hosts.refusal(host).encode())
             return
@@ -301,11 +304,24 @@ class EngineApp:
                 if big and body and coding is None:  # screened in a worker process first
                     call = functools.partial(self.screener.answer, self.engine, body, target, call)
                 start, payload = await asyncio.get_running_loop().run_in_executor(self._pool, call)
+            if accept is not None and len(payload) > response_coding.THRESHOLD:
+                start, payload = await self._encoded(scope, start, payload)
             await send(start)
             await send({"type": "http.response.body", "body": payload})
         finally:
             if granted:
                 self._budget.release(granted)
+
+    async def _encoded(self, scope: Scope, start: Message, payload: bytes) -> tuple[Message, bytes]:
+        """The answer compressed as the request's first ``Accept-Encoding`` asks (the only one
+        DynamoDB reads), on the thread pool; as it is if it asks for no coding served."""
+        coding = response_coding.chosen_coding(header(scope, b"accept-encoding") or b"")
+        if coding is None:
+            return start, payload
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._pool, response_coding.encoded, start, payload, coding
+        )
 
     async def _too_large(self, send: Send) -> None:
         await respond(

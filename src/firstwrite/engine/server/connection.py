@@ -6,10 +6,10 @@
   connection); idle keep-alive connections close after ``keep_alive_timeout``.
 * **A connection limit**: beyond ``max_connections``, a new connection gets 503 and is closed.
 * **Back-pressure**: no reading from a client that leaves its answers unread or pipelines a lot.
-* **A head limit**: a request's line and headers take at most ``max_header_bytes``, counted as
-  they arrive (the parser would buffer a header whole, however long), and at most
-  ``max_headers`` header fields (each is a call into Python, made before the app can refuse
-  anything), else 431 and close, the rest of the read left unparsed.
+* **Head limits**: a request's line and headers take at most ``max_header_bytes``, counted as
+  they arrive (the parser would buffer a header whole), and ``max_headers`` fields (each is a
+  call into Python), else 431 and close, the rest of the read left unparsed; past
+  ``max_line_bytes`` or ``max_field_bytes`` (DynamoDB's, on the engine's server), 400 and close.
 * **No tiny chunks**: past a chunked body's first ``free_chunks`` chunks, its chunks must
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
@@ -27,6 +27,7 @@ import inspect
 import resource
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from .asgi import problem_bytes
@@ -51,6 +52,8 @@ class Limits:
     max_pipelined: int = 16
     max_header_bytes: int = 64 * 1024  # a request's line and headers (as common servers allow)
     max_headers: int = 100  # header fields in a request (Apache's and Tomcat's default)
+    max_line_bytes: int | None = None  # a request's line alone (None: only max_header_bytes)
+    max_field_bytes: int | None = None  # its header fields together, names and values
     free_chunks: int = 64  # chunks of a chunked body that may be of any size...
     min_chunk_bytes: int = 1024  # ...past which they must average this many bytes
 
@@ -58,8 +61,9 @@ class Limits:
         for name in ("header_timeout", "body_timeout", "keep_alive_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)!r}")
-        if self.max_connections is not None and self.max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
+        for name in ("max_connections", "max_line_bytes", "max_field_bytes"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         for name in (
             "max_pipelined",
             "max_header_bytes",
@@ -138,6 +142,17 @@ class _Stop(Exception):
     """Raised from a parser callback to stop parsing a connection just refused."""
 
 
+def _line_bytes(protocol: Any) -> int:
+    """The length of the request line a parsing protocol has read: method, URL, version."""
+    return len(protocol.parser.get_method()) + len(protocol.url) + len(b"  HTTP/1.1\r\n")
+
+
+def _field_bytes(fields: list[tuple[bytes, bytes]]) -> int:
+    """The size of a request's header fields: names, values, and 4 bytes each for ``: `` and
+    CRLF (counted once the head is complete, in C: a count per field cost every request)."""
+    return 4 * len(fields) + sum(map(len, chain.from_iterable(fields)))
+
+
 def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protocol] | None:
     """uvicorn's httptools protocol with the behaviour in the module docstring (None without
     httptools)."""
@@ -151,6 +166,10 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
     header_timeout, body_timeout = limits.header_timeout, limits.body_timeout
     max_header_bytes, max_headers = limits.max_header_bytes, limits.max_headers
     free_chunks, min_chunk_bytes = limits.free_chunks, limits.min_chunk_bytes
+    # (No limit of their own: the head limit bounds them, and the fields are not counted.)
+    max_line_bytes = limits.max_line_bytes or max_header_bytes
+    count_fields = limits.max_field_bytes is not None
+    max_field_bytes = limits.max_field_bytes or max_header_bytes
     too_long = problem_bytes(
         431,
         "Request Header Fields Too Large",
@@ -161,6 +180,18 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
         431,
         "Request Header Fields Too Large",
         f"a request may have at most {max_headers} header fields",
+        close=True,
+    )
+    long_line = problem_bytes(
+        400,
+        "Bad Request",
+        f"a request's line is limited to {max_line_bytes} bytes",
+        close=True,
+    )
+    long_fields = problem_bytes(
+        400,
+        "Bad Request",
+        f"a request's header fields are limited to {max_field_bytes} bytes together",
         close=True,
     )
     too_chunky = problem_bytes(
@@ -291,6 +322,12 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
+            if len(self.url) > max_line_bytes - 32 and _line_bytes(self) > max_line_bytes:
+                self._refuse(long_line)
+                raise _Stop
+            if count_fields and _field_bytes(self.headers) > max_field_bytes:
+                self._refuse(long_fields)
+                raise _Stop
             self._in_head = False
             super().on_headers_complete()
             self._arm("body", body_timeout)
