@@ -36,6 +36,7 @@ from . import (
     overhead,
     plugin,
     report,
+    results,
     scale,
     transfers,
 )
@@ -68,6 +69,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "budget": budget.run,
     "events": events.run,
     "key_migration": key_migration.run,
+    "results": results.run,
 }
 
 

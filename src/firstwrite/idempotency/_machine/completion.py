@@ -24,6 +24,7 @@ from ..errors import (
 from ..outcomes import Claim, Replay, key_of
 from ..record import Status
 from ..requests import millis
+from ..spooled_results import SpooledResult
 from ..verdicts import fenced_outcome
 from .budget import Deadline
 from .retry import backoff, budget_spent, classify
@@ -154,6 +155,10 @@ def encode_result(m: StateMachine, claim: Claim, result: Any) -> dict[str, Any]:
     value = serialization.encode(
         result, threshold=cfg.compress_threshold, level=cfg.compression_level
     )
+    if isinstance(value.get("B"), SpooledResult) and (
+        m.placement is None or m.placement.store is None
+    ):
+        value = {"B": value["B"].read()}  # no store to stream it to: the record holds it
     if m.layout.explicit and m.placement is None:  # seed 001's resultId is always a string
         value = serialization.as_text(value)
     size = serialization.value_size(value)
