@@ -113,9 +113,9 @@ class Placement:
 
     def place(self, value: dict[str, Any], record_id: str, owner: str, room: int) -> dict[str, Any]:
         """The AttributeValue to record for ``value`` (the plain stored form): sealed and/or
-        moved to the store. ``room`` is how many bytes the record has for it; a form over it
-        with no store raises :class:`~.errors.ResultTooLargeError`. Performs the store's
-        write (I/O): called by the drivers, never by the state machine."""
+        moved to the store. ``room`` is how many bytes the record has for it (at least); a
+        form over it with no store raises :class:`~.errors.ResultTooLargeError`. Performs the
+        store's write (I/O): called by the drivers, never by the state machine."""
         sealed = self.cipher is not None
         inner = inner_bytes(value)
         if self.cipher is not None:  # AES-GCM seals the whole message at once

@@ -182,7 +182,14 @@ def place(m: StateMachine, claim: Claim, value: dict[str, Any]) -> PlaceResult |
     result store or cipher is configured (``value`` is then recorded as it is)."""
     if m.placement is None:
         return None
-    return PlaceResult(m.placement, value, claim.record_id, claim.owner, room(m, claim))
+    half = m.config.max_item_size // 2
+    # The rest of a record (key, owner, numbers) takes a few KB at most, so with DynamoDB's
+    # limit a value up to a quarter of it, sealed (+ at most 64 KB), fits in half of it
+    # whatever the record holds: the exact room (an item built and measured) is a lower bound
+    # worth its cost only above that.
+    small = half >= 150_000 and serialization.value_size(value) <= half // 2
+    space = half if small else room(m, claim)
+    return PlaceResult(m.placement, value, claim.record_id, claim.owner, space)
 
 
 def answered(
