@@ -30,8 +30,8 @@ from firstwrite.idempotency import (
     Replay,
     ReplayedFailureError,
     SerializationError,
+    SpooledResult,
 )
-from firstwrite.idempotency.spooled_results import SpooledResult
 
 from .config import HttpConfig, RetryAfterContext
 from .key import InvalidKey, parse_key

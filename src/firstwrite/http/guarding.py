@@ -25,9 +25,9 @@ from firstwrite.idempotency import (
     LostClaimError,
     Replay,
     SerializationError,
+    SpooledResult,
 )
 from firstwrite.idempotency import steps as guard_steps
-from firstwrite.idempotency.spooled_results import SpooledResult
 
 from .context import Context
 from .core import STATUS_ONLY, UNSTORED_HEADER, Core, Headers, Plan, Response, Verdict

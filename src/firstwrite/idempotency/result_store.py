@@ -8,18 +8,15 @@ A record whose result goes to a store keeps a pointer (:class:`StoredResult`). T
   Putting the same bytes again is a success (the same owner retrying its own write); other
   bytes raise :class:`~.errors.ResultStoreConflictError`. Two owners never share an object, so
   a worker whose lease ran out cannot overwrite the result of the one that took over.
-* **Checked on the way back.** :meth:`ResultStore.read` returns the bytes only if their size
-  and digest are the pointer's (:class:`~.errors.ResultIntegrityError` otherwise);
-  :meth:`ResultStore.stream` yields chunks and checks the size before the first and the digest
-  after the last.
-* **Streamed in, when the store can.** A :class:`StreamingResultStore` also takes a
-  :class:`~.spooled_results.SpooledResult` (:meth:`StreamingResultStore.put_stream`): its
-  object is written from the file in chunks, never whole in memory, with the same contract.
+* **Checked on the way back.** :meth:`ResultStore.read` and :meth:`ResultStore.stream` (size
+  before the first chunk, digest after the last) give the pointer's size and digest or raise
+  :class:`~.errors.ResultIntegrityError`.
+* **Streamed in.** :meth:`StreamingResultStore.put_stream` writes it from a file in chunks.
 * **Listable.** :meth:`ResultStore.objects` lists each object with its record, so objects
   whose record is gone (orphans) can be found and removed.
 
-An object is written before its record is completed and is useless once the record expires:
-S3 objects go by a bucket lifecycle rule (retention plus TTL lag, docs/results.md).
+An object is written before its record is completed; S3 objects go by a bucket lifecycle
+rule once their record expires (retention plus TTL lag, docs/results.md).
 """
 
 from __future__ import annotations
