@@ -37,6 +37,7 @@ from . import (
     overhead,
     plugin,
     report,
+    results,
     scale,
     transfers,
 )
@@ -70,6 +71,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "events": events.run,
     "key_migration": key_migration.run,
     "clock_skew": clock_skew.run,
+    "results": results.run,
 }
 
 

@@ -45,14 +45,18 @@ def unguarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _serve(kind: str, directory: Path, *, unguarded: bool) -> Iterator[str]:
-    """The project in a child process; its base URL while the ``with`` lasts."""
+def _serve(
+    kind: str, directory: Path, *, unguarded: bool, results: Path | None = None
+) -> Iterator[str]:
+    """The project in a child process (``results``: its guard's result store folder); its base
+    URL while the ``with`` lasts."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
         "FIRSTWRITE_LOCAL_DB": str(directory / "django.db"),
         "DJANGO_SETTINGS_MODULE": "django_project.settings",
         "FIRSTWRITE_DJANGO_UNGUARDED": "1" if unguarded else "0",
+        "FIRSTWRITE_DJANGO_RESULTS": "" if results is None else str(results),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "django_project.serve", kind],
@@ -249,6 +253,49 @@ def test_scenario(served: str, name: str) -> None:
 def test_each_scenario_fails_without_the_middleware(unguarded: str, name: str) -> None:
     with pytest.raises(AssertionError):
         SCENARIOS[name](unguarded)
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_a_big_response_goes_to_the_result_store_and_replays_byte_for_byte(
+    kind: str, tmp_path: Path
+) -> None:
+    """With a result store on the guard, a 3 MB ``HttpResponse`` is stored there (from a
+    temporary file past ``SPOOL_THRESHOLD``) and a retry gets it back, the view run once."""
+    results = tmp_path / "results"
+    with _serve(kind, tmp_path, unguarded=False, results=results) as url:
+        ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+        first = post(url, "/export", {"id": ident}, key)
+        again = post(url, "/export", {"id": ident}, key)
+        assert first.status_code == again.status_code == 200
+        assert first.content == again.content == export_body(ident)
+        assert "idempotency-replay-unavailable" not in first.headers
+        assert again.headers["idempotent-replayed"] == "true"
+        assert effects(url, ident) == 1
+    stored = [p for p in results.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert len(stored) == 1 and stored[0].stat().st_size > len(export_body(ident))
+
+
+def export_body(ident: str) -> bytes:
+    """The project's export view's body (``django_project.views.export_body``)."""
+    import hashlib
+
+    return b"".join(hashlib.sha256(f"{ident}:{i}".encode()).digest() for i in range(98_304))
+
+
+def test_a_status_only_guard_is_improperly_configured() -> None:
+    code = (
+        "from django.conf import settings; settings.configure();"
+        "from django.core.exceptions import ImproperlyConfigured;"
+        "from firstwrite.http.django import _Guarding\n"
+        "from firstwrite.idempotency import Idempotency, IdempotencyConfig\n"
+        "guard = Idempotency(IdempotencyConfig(replay='status-only'))\n"
+        "try: _Guarding({'GUARD': guard})\n"
+        "except ImproperlyConfigured as e: print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.startswith(
+        "FIRSTWRITE_IDEMPOTENCY: the guard's IdempotencyConfig(replay='status-only') records"
+    ), out.stdout + out.stderr
 
 
 def test_settings_errors_are_improperly_configured() -> None:

@@ -31,7 +31,15 @@ from firstwrite.idempotency import steps as guard_steps
 from . import guarding
 from .config import HttpConfig
 from .context import CONTEXT_KEY, AsyncRequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan, Response
+from .core import (
+    UNSTORED_HEADER,
+    Core,
+    Headers,
+    HeldBody,
+    Plan,
+    Response,
+    refuse_status_only_guard,
+)
 from .request import HttpRequest
 from .streamed_replies import StreamedReply
 
@@ -73,7 +81,10 @@ class IdempotencyMiddleware:
         self.core = Core(self.config)
         self.guard: Guard | AsyncGuard = guard if guard is not None else AsyncIdempotency()
         self._disabled = self.guard.config.disabled  # FIRSTWRITE_IDEMPOTENCY_DISABLED
-        self._held_limit = self.core.held_limit(self.guard.config.result_store is not None)
+        refuse_status_only_guard(self.guard.config.replay)
+        has_store = self.guard.config.result_store is not None
+        self._held_limit = self.core.held_limit(has_store)
+        self._spool_over = self.core.spool_over(has_store)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self._disabled:
@@ -144,8 +155,21 @@ class IdempotencyMiddleware:
     async def _run(
         self, scope: Scope, receive: Receive, send: Send, context: AsyncRequestIdempotency
     ) -> None:
+        capture = _Capture(send, self.core, self._held_limit, self._spool_over)
+        try:
+            await self._serve(scope, receive, send, context, capture)
+        finally:
+            capture.forget()
+
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        context: AsyncRequestIdempotency,
+        capture: _Capture,
+    ) -> None:
         core = self.core
-        capture = _Capture(send, core, self._held_limit)
         started = time.monotonic()
         try:
             await self.app(scope, receive, capture.send)
@@ -264,11 +288,12 @@ async def _respond_streamed(send: Send, reply: StreamedReply) -> None:
 
 class _Capture(HeldBody):
     """The app's ``send``: holds the response until it is complete and stored, up to ``limit``
-    bytes; beyond that (or for a streaming content type) passes it through as it comes, with
-    ``Idempotency-Replay-Unavailable`` saying it will not be replayed."""
+    bytes (in a temporary file past ``spool_over``); beyond that (or for a streaming content
+    type) passes it through as it comes, with ``Idempotency-Replay-Unavailable`` saying it will
+    not be replayed."""
 
-    def __init__(self, send: Send, core: Core, limit: int) -> None:
-        super().__init__(limit)
+    def __init__(self, send: Send, core: Core, limit: int, spool_over: int | None) -> None:
+        super().__init__(limit, spool_over)
         self._send = send
         self._core = core
         self.status: int | None = None
@@ -307,10 +332,8 @@ class _Capture(HeldBody):
         self.unstored_reason = reason
         await self._send_start([(UNSTORED_HEADER, reason.encode())])
         if more_body is not None:
-            await self._send(
-                {"type": "http.response.body", "body": self.body(), "more_body": more_body}
-            )
-            self._chunks = []
+            await self._send_held(more_body)
+            self.forget()
 
     async def _send_start(self, extra: Headers) -> None:
         assert self._start is not None
@@ -324,6 +347,14 @@ class _Capture(HeldBody):
         if self._start is None:
             return
         await self._send_start(list(extra))
-        await self._send(
-            {"type": "http.response.body", "body": self.body(), "more_body": not self.complete}
-        )
+        await self._send_held(not self.complete)
+
+    async def _send_held(self, more_body: bool) -> None:
+        """Send what is held: one message, or (spooled) one per piece read from the file."""
+        if not self.spooled:
+            body = self.body()
+            await self._send({"type": "http.response.body", "body": body, "more_body": more_body})
+            return
+        for piece in self.chunks():
+            await self._send({"type": "http.response.body", "body": piece, "more_body": True})
+        await self._send({"type": "http.response.body", "body": b"", "more_body": more_body})

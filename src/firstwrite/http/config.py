@@ -112,6 +112,11 @@ class HttpConfig:
     :class:`~firstwrite.http.Route`. A record is scoped by method, path and ``principal(request)``
     (the authenticated user, API key or tenant; ``None`` from it answers 401), so one caller can
     never replay another's response.
+
+    With a result store on the guard, a response held to be stored goes to a temporary file
+    once it is over ``spool_threshold`` bytes, and is stored from there. ``replay`` is
+    ``"full"`` or ``"status-only"``: keep the status and headers of responses, never their
+    bodies (a route's own ``replay`` overrides it).
     """
 
     routes: Sequence[Route] = ()
@@ -128,6 +133,8 @@ class HttpConfig:
     max_request_body: int = 1024 * 1024
     max_stored_response: int = 256 * 1024
     max_result_store_response: int = 1 << 30
+    spool_threshold: int = 1 << 20
+    replay: Literal["full", "status-only"] = "full"
     lease: float | None = None
     wait: float | None = None
     budget: float | None = None
@@ -161,8 +168,11 @@ class HttpConfig:
         object.__setattr__(
             self, "_key_regex", None if self.key_pattern is None else re.compile(self.key_pattern)
         )
-        if min(self.max_request_body, self.max_stored_response, self.max_result_store_response) < 0:
+        limits = (self.max_request_body, self.max_stored_response, self.max_result_store_response)
+        if min(*limits, self.spool_threshold) < 0:
             raise ValueError("size limits must be >= 0")
+        if self.replay not in ("full", "status-only"):
+            raise ValueError("replay is 'full' or 'status-only'")
         if self.lease is not None and self.lease <= 0:
             raise ValueError("lease must be > 0 seconds")
         if self.wait is not None and self.wait < 0:

@@ -15,11 +15,12 @@ import hashlib
 import json
 import logging
 import re
+import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, cast
 from urllib.parse import quote
 
 import firstwrite.shared.http_reply as http_reply
@@ -29,6 +30,7 @@ from firstwrite.idempotency import (
     Replay,
     ReplayedFailureError,
     SerializationError,
+    SpooledResult,
 )
 
 from .config import HttpConfig, RetryAfterContext
@@ -44,6 +46,12 @@ Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, Headers, bytes]
 
 UNSTORED_HEADER = b"idempotency-replay-unavailable"  # on a first response that was not stored
+STATUS_ONLY = b"status-only"  # its value on a status-only route's responses: no body replayed
+SPOOL_CHUNK = 1 << 20  # a spooled body is sent to the client in pieces of this size
+# Headers that describe a body: not kept for a status-only replay, which has none.
+_BODY_HEADERS = frozenset(
+    {b"content-type", b"content-encoding", b"content-language", b"content-disposition", b"etag"}
+)
 # What quote() leaves alone: a principal made only of these is its own quoted form.
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]+", re.ASCII)
 _UNAVAILABLE_DETAIL = "the request was not run: its key could not be checked; retry"
@@ -61,6 +69,7 @@ class Resolved:
     wait: float | None
     budget: float | None
     transactional: bool
+    status_only: bool = False  # replay="status-only": keep the status and headers, no body
 
 
 class Plan(NamedTuple):
@@ -113,6 +122,7 @@ class Core:
             wait=cfg.wait if route.wait is None else route.wait,
             budget=cfg.budget if route.budget is None else route.budget,
             transactional=route.transactional,
+            status_only=(route.replay or cfg.replay) == "status-only",
         )
 
     # -- which requests ----------------------------------------------------------------------
@@ -254,6 +264,8 @@ class Core:
         reply = _decode(bytes(raw))
         status, headers, body = reply.status, _header_bytes(reply.headers), reply.body
         headers.append((self.config.replayed_header.lower().encode("latin-1"), b"true"))
+        if reply.body_omitted:
+            headers.append((UNSTORED_HEADER, STATUS_ONLY))
         if status not in (204, 304):  # RFC 9110 8.6: no Content-Length on these
             headers.append((b"content-length", str(len(body)).encode()))
         replayed = Replayed((status, headers, body))
@@ -271,18 +283,37 @@ class Core:
             return config.max_stored_response
         return max(config.max_stored_response, config.max_result_store_response)
 
+    def spool_over(self, has_store: bool) -> int | None:
+        """Past how many bytes a held response goes to a temporary file: ``spool_threshold``
+        with a result store on the guard (stored from the file), else never (``None``)."""
+        return self.config.spool_threshold if has_store else None
+
     def verdict(self, status: int) -> Verdict:
         return Verdict.STORE if self.config.stores(status) else Verdict.RELEASE
 
     def stored_form(
-        self, status: int, headers: Headers, body: bytes, reason: str | None = None
-    ) -> bytes:
+        self,
+        status: int,
+        headers: Headers,
+        body: bytes | SpooledResult,
+        reason: str | None = None,
+        *,
+        status_only: bool = False,
+    ) -> bytes | SpooledResult:
         """What is stored for a response: its status (and reason phrase, when not the
-        standard one), its allowed headers, its body."""
+        standard one), its allowed headers, its body; a body in a file stays there (the
+        stored form is then a :class:`~firstwrite.idempotency.spooled_results.SpooledResult`).
+        ``status_only``: no body, nor the headers that describe one."""
         allowed = self._replay_header_bytes
         kept = [
-            [n.decode("latin-1"), v.decode("latin-1")] for n, v in headers if n.lower() in allowed
+            [n.decode("latin-1"), v.decode("latin-1")]
+            for n, v in headers
+            if n.lower() in allowed and not (status_only and n.lower() in _BODY_HEADERS)
         ]
+        if status_only:
+            return http_reply.head(status, kept, reason, body_omitted=True)
+        if isinstance(body, SpooledResult):
+            return body.with_head(http_reply.head(status, kept, reason))
         return encode_response(status, kept, body, reason)
 
     def streams(self, headers: Headers) -> bool:
@@ -303,25 +334,75 @@ class Core:
         return {"status": status, "reason": reason}
 
 
-class HeldBody:
-    """A response body held in memory until it is stored (both middlewares' capture of the
-    app's response): its chunks, their size against ``limit``, whether it is ``complete``."""
+def refuse_status_only_guard(replay: str) -> None:
+    """``ValueError`` for a guard whose ``replay`` is ``"status-only"``: it would record no
+    response at all, not even its status, so a retry could not be answered as HTTP."""
+    if replay == "status-only":
+        raise ValueError(
+            "the guard's IdempotencyConfig(replay='status-only') records no response, not even "
+            "its status, so the middleware could not answer a retry; give the middleware a "
+            "guard with replay='full' and set HttpConfig(replay='status-only') (or a Route's "
+            "replay='status-only'): the status and headers are kept, never the body"
+        )
 
-    def __init__(self, limit: int) -> None:
+
+class HeldBody:
+    """A response body held until it is stored (both middlewares' capture of the app's
+    response): its size against ``limit``, whether it is ``complete``. Held in memory, or,
+    once over ``spool_over`` bytes (``None``: never), in an anonymous temporary file."""
+
+    def __init__(self, limit: int, spool_over: int | None = None) -> None:
         self._limit = limit
+        self._spool_over = spool_over
         self._chunks: list[bytes] = []
+        self._file: BinaryIO | None = None
         self._size = 0
         self.complete = False
 
     def hold(self, chunk: bytes) -> bool:
         """Keep ``chunk``; whether what is held is now over the limit."""
         if chunk:
-            self._chunks.append(chunk)
             self._size += len(chunk)
+            if self._file is not None:
+                self._file.write(chunk)
+            else:
+                self._chunks.append(chunk)
+                if self._spool_over is not None and self._size > self._spool_over:
+                    self._spool()
         return self._size > self._limit
 
-    def body(self) -> bytes:
-        return b"".join(self._chunks)
+    def _spool(self) -> None:
+        self._file = cast(BinaryIO, tempfile.TemporaryFile(prefix="firstwrite-response-"))  # noqa: SIM115 (closed by forget)
+        for held in self._chunks:
+            self._file.write(held)
+        self._chunks = []
+
+    @property
+    def spooled(self) -> bool:
+        return self._file is not None
+
+    def body(self) -> bytes | SpooledResult:
+        """What is held: bytes, or (spooled) the file's bytes as a
+        :class:`~firstwrite.idempotency.spooled_results.SpooledResult`."""
+        if self._file is None:
+            return b"".join(self._chunks)
+        self._file.flush()
+        return SpooledResult(b"", self._file, self._size)
+
+    def chunks(self) -> Iterator[bytes]:
+        """What is held, in pieces (a spooled body read from its file)."""
+        body = self.body()
+        if isinstance(body, SpooledResult):
+            yield from body.body_chunks(SPOOL_CHUNK)
+        elif body:
+            yield body
+
+    def forget(self) -> None:
+        """Let go of what is held (the temporary file is closed, so removed)."""
+        self._chunks = []
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def _fields(body: bytes, names: tuple[str, ...]) -> Any:

@@ -40,7 +40,16 @@ from firstwrite.idempotency import steps as guard_steps
 from . import guarding
 from .config import HttpConfig
 from .context import RequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, Plan, Replayed, Response
+from .core import (
+    UNSTORED_HEADER,
+    Core,
+    Headers,
+    HeldBody,
+    Plan,
+    Replayed,
+    Response,
+    refuse_status_only_guard,
+)
 from .request import HttpRequest
 from .routes import INHERIT, Fingerprint, Route
 from .streamed_replies import StreamedReply
@@ -148,6 +157,11 @@ class _Guarding:
         self.config = http_config(options)
         self.core = Core(self.config)
         self.guard = _guard(options)
+        try:
+            refuse_status_only_guard(self.guard.config.replay)
+        except ValueError as bad:
+            raise ImproperlyConfigured(f"{SETTING}: {bad}") from bad
+        self._has_store = self.guard.config.result_store is not None
         self._views: dict[object, Core] = {}
         self._lock = threading.Lock()
 
@@ -234,16 +248,22 @@ class _Guarding:
             response[UNSTORED_HEADER.decode()] = "streaming"
             return response
         _render(response)
-        body = cast(HttpResponse, response).content
-        if len(body) > self.config.max_stored_response:
+        # With a result store, a body over the spool threshold is stored from a temporary
+        # file (no stored-form copy of it in memory beside Django's own).
+        held = HeldBody(core.held_limit(self._has_store), core.spool_over(self._has_store))
+        if held.hold(cast(HttpResponse, response).content):
+            held.forget()
             yield from guarding.settle_unstored(core, context, status, "size-exceeded")
             response[UNSTORED_HEADER.decode()] = "size-exceeded"
             return response
         headers: Headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in response.items()]
         reason = response.reason_phrase
-        answer, extra = yield from guarding.finish(
-            core, context, status, headers, body, reason, started
-        )
+        try:
+            answer, extra = yield from guarding.finish(
+                core, context, status, headers, held.body(), reason, started
+            )
+        finally:
+            held.forget()
         if answer is not None:
             return _django_response(answer)
         for name, value in extra:

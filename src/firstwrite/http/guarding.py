@@ -25,11 +25,12 @@ from firstwrite.idempotency import (
     LostClaimError,
     Replay,
     SerializationError,
+    SpooledResult,
 )
 from firstwrite.idempotency import steps as guard_steps
 
 from .context import Context
-from .core import UNSTORED_HEADER, Core, Headers, Plan, Response, Verdict
+from .core import STATUS_ONLY, UNSTORED_HEADER, Core, Headers, Plan, Response, Verdict
 from .streamed_replies import StreamedReply
 
 __all__ = ["claim", "finish", "keeps", "release", "settle_unstored"]
@@ -90,12 +91,12 @@ def finish(
     context: Context,
     status: int,
     headers: Headers,
-    body: bytes,
+    body: bytes | SpooledResult,
     reason: str | None,
     started: float,
 ) -> guard_steps.Steps[tuple[Response | StreamedReply | None, Headers]]:
-    """A complete response (``status``, ``headers``, ``body``; ``reason``: the status line's
-    phrase, WSGI only) of a handler started at ``started`` (``time.monotonic()``): store it,
+    """A complete response (``status``, ``headers``, ``body``, in memory or spooled to a file;
+    ``reason``: the status line's phrase, WSGI only) of a handler started at ``started`` (``time.monotonic()``): store it,
     or release or settle the key, as its status says. Returns ``(answer, extra)``: the answer
     to send instead (a twin got to a transactional route's late claim first), or ``None`` and
     the headers to add to the response."""
@@ -113,9 +114,12 @@ def finish(
     if held is None:
         return None, extra
     if verdict is Verdict.STORE:
-        stored = core.stored_form(status, headers, body, reason)
+        status_only = context.plan.route.status_only
+        stored = core.stored_form(status, headers, body, reason, status_only=status_only)
         try:
             yield guard_steps.CompleteClaim(held, stored, context.plan.budget_left())
+            if status_only:  # tell the first caller: keep this body, a retry will not get it
+                extra.append((UNSTORED_HEADER, STATUS_ONLY))
         except SerializationError as exc:  # the layer marked the key FAILED for good
             log.warning("response for %s not stored: %s", context.plan.request, exc)
             extra.append((UNSTORED_HEADER, b"size-exceeded"))

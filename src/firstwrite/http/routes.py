@@ -11,7 +11,7 @@ import enum
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["DEFAULT_METHODS", "INHERIT", "Fingerprint", "Route", "compile_pattern"]
 
@@ -47,6 +47,8 @@ class Route:
     the middleware's defaults.
     ``transactional=True`` defers the claim to the handler, which claims the key together with
     its own DynamoDB writes (``claim_with``, one ``TransactWriteItems``); see ``docs/http.md``.
+    ``replay="status-only"`` keeps the status and headers of the route's responses, never their
+    bodies (a retry gets the status without the body; ``docs/results.md``).
     """
 
     path: str | re.Pattern[str]
@@ -58,6 +60,7 @@ class Route:
     wait: float | None = None
     budget: float | None = None
     transactional: bool = False
+    replay: Literal["full", "status-only"] | None = None
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -72,6 +75,8 @@ class Route:
             raise ValueError(f"route {self.label!r}: wait must be >= 0 seconds")
         if self.budget is not None and not self.budget > 0:
             raise ValueError(f"route {self.label!r}: budget must be > 0 seconds")
+        if self.replay not in (None, "full", "status-only"):
+            raise ValueError(f"route {self.label!r}: replay is 'full' or 'status-only'")
         if self.exclude and (self.require_key or self.transactional):
             raise ValueError(f"route {self.label!r}: an excluded route cannot require a key")
 

@@ -26,7 +26,15 @@ from firstwrite.shared.http_reply import standard_phrase
 from . import guarding
 from .config import HttpConfig
 from .context import CONTEXT_KEY, RequestIdempotency
-from .core import UNSTORED_HEADER, Core, Headers, HeldBody, Plan, Replayed
+from .core import (
+    UNSTORED_HEADER,
+    Core,
+    Headers,
+    HeldBody,
+    Plan,
+    Replayed,
+    refuse_status_only_guard,
+)
 from .request import HttpRequest, wsgi_pairs
 from .streamed_replies import StreamedReply
 
@@ -56,7 +64,10 @@ class WSGIIdempotencyMiddleware:
         self.app = app
         self.config = config or HttpConfig()
         self.core = Core(self.config)
-        self._held_limit = self.core.held_limit(self.guard.config.result_store is not None)
+        refuse_status_only_guard(self.guard.config.replay)
+        has_store = self.guard.config.result_store is not None
+        self._held_limit = self.core.held_limit(has_store)
+        self._spool_over = self.core.spool_over(has_store)
         self._environ_header = "HTTP_" + self.config.header.upper().replace("-", "_")
         self._disabled = self.guard.config.disabled  # FIRSTWRITE_IDEMPOTENCY_DISABLED
 
@@ -109,7 +120,7 @@ class WSGIIdempotencyMiddleware:
         self, environ: dict[str, Any], start_response: StartResponse, context: RequestIdempotency
     ) -> Iterable[bytes]:
         core = self.core
-        capture = _Capture(self._held_limit)
+        capture = _Capture(self._held_limit, self._spool_over)
         started = time.monotonic()
         result: Iterable[bytes] | None = None
         try:
@@ -124,11 +135,13 @@ class WSGIIdempotencyMiddleware:
                     capture.complete = True
         except BaseException as exc:
             _close(result)
+            capture.forget()
             if context.claim is not None:
                 self._settle_unstored(context, None, f"handler raised {exc!r}")
             raise
         if context.answer is not None:  # claim_with found the key taken
             _close(result)
+            capture.forget()
             return _respond(start_response, context.answer)
         if not capture.complete:  # too large, or a streaming content type: pass it through
             start_response(
@@ -139,27 +152,35 @@ class WSGIIdempotencyMiddleware:
             return self._passing(result, iterator, capture, context)
         _close(result)
         if capture.status_line is None:
+            capture.forget()
             if context.claim is not None:
                 self._settle_unstored(context, None, "incomplete response")
             raise RuntimeError("the WSGI app returned without calling start_response")
-        body = capture.body()
-        answer, extra = guard_steps.drive(
-            guarding.finish(
-                core,
-                context,
-                capture.status,
-                _to_bytes(capture.headers),
-                body,
-                capture.reason_phrase,
-                started,
-            ),
-            self.guard,
-        )
+        try:
+            answer, extra = guard_steps.drive(
+                guarding.finish(
+                    core,
+                    context,
+                    capture.status,
+                    _to_bytes(capture.headers),
+                    capture.body(),
+                    capture.reason_phrase,
+                    started,
+                ),
+                self.guard,
+            )
+        except BaseException:
+            capture.forget()
+            raise
         if answer is not None:
+            capture.forget()
             return _respond(start_response, answer)
         headers = [*capture.headers, *_to_text(extra)]
         start_response(capture.status_line, headers, capture.exc_info)
-        return [body]
+        body = capture.body()
+        if isinstance(body, bytes):
+            return [body]
+        return _sent_from(capture)
 
     def _passing(
         self,
@@ -176,14 +197,23 @@ class WSGIIdempotencyMiddleware:
         if settled:
             self._settle_unstored(context, capture.status, capture.reason)
         try:
-            held = capture.body()
-            if held:
-                yield held
+            yield from capture.chunks()
+            capture.forget()
             yield from iterator
         finally:
+            capture.forget()
             _close(result)
             if context.claim is not None and not settled:
                 self._settle_unstored(context, capture.status, capture.reason)
+
+
+def _sent_from(capture: _Capture) -> Iterator[bytes]:
+    """A spooled response's body for the server, read from its file piece by piece; the file
+    is closed when the server closes the iterable (PEP 3333) or it ends."""
+    try:
+        yield from capture.chunks()
+    finally:
+        capture.forget()
 
 
 def _synchronous(guard: Guard | AsyncGuard) -> Guard:
@@ -265,11 +295,11 @@ def _close(result: Iterable[bytes] | None) -> None:
 
 
 class _Capture(HeldBody):
-    """The app's ``start_response`` and ``write``, and the body it yields, held in memory up
-    to ``limit`` bytes."""
+    """The app's ``start_response`` and ``write``, and the body it yields, held up to
+    ``limit`` bytes (in a temporary file past ``spool_over``)."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(limit)
+    def __init__(self, limit: int, spool_over: int | None) -> None:
+        super().__init__(limit, spool_over)
         self.status_line: str | None = None
         self.headers: list[tuple[str, str]] = []
         self.exc_info: ExcInfo | None = None

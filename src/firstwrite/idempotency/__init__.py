@@ -8,8 +8,8 @@ it), ``docs/idempotency-record.md`` (the record and its state machine). Public m
   generators (the middleware's and the consumers').
 * :mod:`.decorators`, :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`,
   :mod:`.router`, :mod:`.outcomes`, :mod:`.keys`, :mod:`.record`, :mod:`.requests` (every
-  request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`, :mod:`.clock_skew`,
-  :mod:`.result_cipher`.
+  request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`,
+  :mod:`.result_cipher`, :mod:`.spooled_results`, :mod:`.clock_skew`.
 * Vocabulary shared with the state machine: :mod:`.effects`, :mod:`.verdicts`,
   :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
 
@@ -67,6 +67,7 @@ from .outcomes import UNSET, Claim, Outcome, Replay
 from .protocols import AsyncGuard, Guard
 from .record import Record, Status
 from .router import HomeRegionRouter, RoutedIdempotency
+from .spooled_results import SpooledResult
 
 __all__ = [
     "UNSET",
@@ -113,6 +114,7 @@ __all__ = [
     "RetryPolicy",
     "RoutedIdempotency",
     "SerializationError",
+    "SpooledResult",
     "Status",
     "TableNotFoundError",
     "TooManyTransactItemsError",

@@ -48,7 +48,7 @@ class PlaceResult(NamedTuple):
     value: dict[str, Any]
     record_id: str
     owner: str
-    room: int  # bytes the record has for the result
+    room: int  # bytes the record has for the result (at least)
 
     def run(self) -> dict[str, Any]:
         return self.placement.place(self.value, self.record_id, self.owner, self.room)

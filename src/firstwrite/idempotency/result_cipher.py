@@ -67,24 +67,35 @@ class KmsApi(Protocol):
     def decrypt(self, **kwargs: Any) -> dict[str, Any]: ...
 
 
+_AEAD: dict[str, Any] = {}  # AESGCM and InvalidTag, imported on first use (the extra)
+
+
 def _aesgcm(key: bytes) -> Any:
-    try:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-    except ImportError:  # pragma: no cover - the extra is in every test environment
-        raise ConfigurationError(
-            "sealed results need the 'cryptography' package: pip install 'firstwrite[encryption]'"
-        ) from None
-    return AESGCM(key)
+    """An AES-GCM object for ``key`` (built once per key by the ciphers, which keep it)."""
+    if not _AEAD:
+        try:
+            from cryptography.exceptions import InvalidTag
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        except ImportError:  # pragma: no cover - the extra is in every test environment
+            raise ConfigurationError(
+                "sealed results need the 'cryptography' package: "
+                "pip install 'firstwrite[encryption]'"
+            ) from None
+        _AEAD.update(AESGCM=AESGCM, InvalidTag=InvalidTag)
+    return _AEAD["AESGCM"](key)
+
+
+# json.dumps(context, sort_keys=True, separators=(",", ":")), its encoder built once
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 def _aad(kind: int, ref: bytes, context: EncryptionContext) -> bytes:
-    canonical = json.dumps(dict(context), sort_keys=True, separators=(",", ":")).encode()
-    return MAGIC + bytes([kind]) + ref + canonical
+    return MAGIC + bytes([kind]) + ref + _canonical(dict(context)).encode()
 
 
-def _pack(kind: int, ref: bytes, key: bytes, plaintext: bytes, context: EncryptionContext) -> bytes:
+def _pack(kind: int, ref: bytes, aead: Any, plaintext: bytes, context: EncryptionContext) -> bytes:
     nonce = os.urandom(_NONCE)
-    body = _aesgcm(key).encrypt(nonce, plaintext, _aad(kind, ref, context))
+    body = aead.encrypt(nonce, plaintext, _aad(kind, ref, context))
     return b"".join((MAGIC, bytes([kind]), struct.pack(">H", len(ref)), ref, nonce, body))
 
 
@@ -100,13 +111,11 @@ def _unpack(sealed: bytes) -> tuple[int, bytes, bytes, bytes]:
 
 
 def _open_with(
-    key: bytes, kind: int, ref: bytes, nonce: bytes, body: bytes, context: EncryptionContext
+    aead: Any, kind: int, ref: bytes, nonce: bytes, body: bytes, context: EncryptionContext
 ) -> bytes:
-    from cryptography.exceptions import InvalidTag
-
     try:
-        return bytes(_aesgcm(key).decrypt(nonce, body, _aad(kind, ref, context)))
-    except InvalidTag:
+        return bytes(aead.decrypt(nonce, body, _aad(kind, ref, context)))
+    except _AEAD["InvalidTag"]:
         raise ResultDecryptionError(
             "the sealed result does not open for this record: it was sealed for another "
             "record or table, or altered"
@@ -129,34 +138,35 @@ class LocalKeyCipher:
             raise ConfigurationError(f"the current key {current!r} is not among the keys given")
         self.keys = dict(keys)
         self.current = current
+        self._aeads = {key_id: _aesgcm(key) for key_id, key in self.keys.items()}
 
     def seal(self, plaintext: bytes, context: EncryptionContext) -> bytes:
         ref = self.current.encode()
-        return _pack(_LOCAL, ref, self.keys[self.current], plaintext, context)
+        return _pack(_LOCAL, ref, self._aeads[self.current], plaintext, context)
 
     def open(self, sealed: bytes, context: EncryptionContext) -> bytes:
         kind, ref, nonce, body = _unpack(sealed)
         if kind != _LOCAL:
             raise ResultDecryptionError("the result was sealed with AWS KMS, not a local key")
-        key = self.keys.get(ref.decode(errors="replace"))
-        if key is None:
+        aead = self._aeads.get(ref.decode(errors="replace"))
+        if aead is None:
             raise ResultDecryptionError(
                 f"the result was sealed with key {ref.decode(errors='replace')!r}, "
                 "which this cipher does not hold"
             )
-        return _open_with(key, kind, ref, nonce, body, context)
+        return _open_with(aead, kind, ref, nonce, body, context)
 
 
 class _KeyCache:
-    """Plaintext data keys by their wrapped form, each kept at most ``ttl`` seconds; at most
-    ``size`` of them (least recently used first out)."""
+    """Plaintext data keys (as AES-GCM objects) by their wrapped form, each kept at most
+    ``ttl`` seconds; at most ``size`` of them (least recently used first out)."""
 
     def __init__(self, ttl: float, size: int, clock: Callable[[], float]) -> None:
         self.ttl, self.size, self.clock = ttl, size, clock
-        self._keys: OrderedDict[bytes, tuple[bytes, float]] = OrderedDict()
+        self._keys: OrderedDict[bytes, tuple[Any, float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, wrapped: bytes) -> bytes | None:
+    def get(self, wrapped: bytes) -> Any:
         with self._lock:
             found = self._keys.get(wrapped)
             if found is None or found[1] <= self.clock():
@@ -165,7 +175,7 @@ class _KeyCache:
             self._keys.move_to_end(wrapped)
             return found[0]
 
-    def put(self, wrapped: bytes, key: bytes) -> None:
+    def put(self, wrapped: bytes, key: Any) -> None:
         with self._lock:
             self._keys[wrapped] = (key, self.clock() + self.ttl)
             while len(self._keys) > self.size:
@@ -210,7 +220,7 @@ class KmsEnvelopeCipher:
         self.data_key_uses = data_key_uses
         self._clock = clock
         self._unwrapped = _KeyCache(data_key_ttl, cache_size, clock)
-        self._current: dict[str, tuple[bytes, bytes, float, int]] = {}
+        self._current: dict[str, tuple[Any, bytes, float, int]] = {}
         self._lock = threading.Lock()
 
     def _kms_context(self, context: EncryptionContext) -> dict[str, str]:
@@ -218,9 +228,10 @@ class KmsEnvelopeCipher:
             return dict(context)
         return {k: v for k, v in context.items() if k != "firstwrite:record"}
 
-    def _data_key(self, context: EncryptionContext) -> tuple[bytes, bytes]:
+    def _data_key(self, context: EncryptionContext) -> tuple[Any, bytes]:
+        """The AES-GCM object of the data key to seal with, and the key's wrapped form."""
         kms_context = self._kms_context(context)
-        slot = json.dumps(kms_context, sort_keys=True)
+        slot = _canonical(kms_context)
         caching = self.data_key_ttl > 0 and not self.per_record
         if caching:
             with self._lock:
@@ -231,7 +242,7 @@ class KmsEnvelopeCipher:
         answer = self.kms.generate_data_key(
             KeyId=self.key_id, KeySpec="AES_256", EncryptionContext=kms_context
         )
-        key, wrapped = bytes(answer["Plaintext"]), bytes(answer["CiphertextBlob"])
+        key, wrapped = _aesgcm(bytes(answer["Plaintext"])), bytes(answer["CiphertextBlob"])
         if caching:
             with self._lock:
                 self._current[slot] = (key, wrapped, self._clock() + self.data_key_ttl, 1)
@@ -248,7 +259,7 @@ class KmsEnvelopeCipher:
             raise ResultDecryptionError("the result was sealed with a local key, not AWS KMS")
         key = self._unwrapped.get(wrapped) if self.data_key_ttl > 0 else None
         if key is None:
-            key = self._unwrap(wrapped, context)
+            key = _aesgcm(self._unwrap(wrapped, context))
             if self.data_key_ttl > 0:
                 self._unwrapped.put(wrapped, key)
         return _open_with(key, kind, wrapped, nonce, body, context)

@@ -28,7 +28,8 @@ from typing import Any
 from . import serialization
 from .errors import ResultDecryptionError, ResultTooLargeError, SerializationError
 from .result_cipher import ResultCipher, context_for
-from .result_store import ResultAddress, ResultStore, StoredResult
+from .result_store import ResultAddress, ResultStore, StoredResult, StreamingResultStore
+from .spooled_results import SpooledResult
 
 SEALED = serialization.SEALED
 POINTER = serialization.POINTER
@@ -72,12 +73,14 @@ def store_kind(store: ResultStore) -> str:
     return {"DirectoryResultStore": "directory", "S3ResultStore": "s3"}.get(name, name)
 
 
-def inner_bytes(value: dict[str, Any]) -> bytes:
-    """The inner form of a stored AttributeValue (``{"S": ...}`` or ``{"B": ...}``)."""
+def inner_bytes(value: dict[str, Any]) -> bytes | SpooledResult:
+    """The inner form of a stored AttributeValue (``{"S": ...}`` or ``{"B": ...}``); a ``B``
+    held in a file (:class:`~.spooled_results.SpooledResult`) stays there."""
     if "S" in value:
         text: str = value["S"]
         return bytes((JSON_BYTES,)) + text.encode("utf-8")
-    return bytes(value["B"])
+    raw = value["B"]
+    return raw if isinstance(raw, SpooledResult) else bytes(raw)
 
 
 def from_inner(inner: bytes) -> str | bytes:
@@ -110,19 +113,27 @@ class Placement:
 
     def place(self, value: dict[str, Any], record_id: str, owner: str, room: int) -> dict[str, Any]:
         """The AttributeValue to record for ``value`` (the plain stored form): sealed and/or
-        moved to the store. ``room`` is how many bytes the record has for it; a form over it
-        with no store raises :class:`~.errors.ResultTooLargeError`. Performs the store's
-        write (I/O): called by the drivers, never by the state machine."""
+        moved to the store. ``room`` is how many bytes the record has for it (at least); a
+        form over it with no store raises :class:`~.errors.ResultTooLargeError`. Performs the
+        store's write (I/O): called by the drivers, never by the state machine."""
         sealed = self.cipher is not None
         inner = inner_bytes(value)
-        if self.cipher is not None:
-            inner = self.cipher.seal(inner, context_for(self.table, record_id))
+        if self.cipher is not None:  # AES-GCM seals the whole message at once
+            whole = inner.read() if isinstance(inner, SpooledResult) else inner
+            inner = self.cipher.seal(whole, context_for(self.table, record_id))
         size = len(inner) + 1
         if self.store is not None and (size > self.threshold or size > room):
-            stored = self.store.put(ResultAddress(self.table, record_id, owner), inner)
+            address = ResultAddress(self.table, record_id, owner)
+            if isinstance(inner, SpooledResult) and isinstance(self.store, StreamingResultStore):
+                stored = self.store.put_stream(address, inner)
+            else:
+                whole = inner.read() if isinstance(inner, SpooledResult) else inner
+                stored = self.store.put(address, whole)
             return {"B": Pointer(stored, store_kind(self.store), sealed).to_bytes()}
         if size > room:
             raise ResultTooLargeError(record_id, size, room)
+        if isinstance(inner, SpooledResult):  # small enough for the record after all
+            return {"B": inner.read()}
         if not sealed:
             return value
         return {"B": bytes((SEALED,)) + inner}

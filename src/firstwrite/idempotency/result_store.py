@@ -8,15 +8,15 @@ A record whose result goes to a store keeps a pointer (:class:`StoredResult`). T
   Putting the same bytes again is a success (the same owner retrying its own write); other
   bytes raise :class:`~.errors.ResultStoreConflictError`. Two owners never share an object, so
   a worker whose lease ran out cannot overwrite the result of the one that took over.
-* **Checked on the way back.** :meth:`ResultStore.read` returns the bytes only if their size
-  and digest are the pointer's (:class:`~.errors.ResultIntegrityError` otherwise);
-  :meth:`ResultStore.stream` yields chunks and checks the size before the first and the digest
-  after the last.
+* **Checked on the way back.** :meth:`ResultStore.read` and :meth:`ResultStore.stream` (size
+  before the first chunk, digest after the last) give the pointer's size and digest or raise
+  :class:`~.errors.ResultIntegrityError`.
+* **Streamed in.** :meth:`StreamingResultStore.put_stream` writes it from a file in chunks.
 * **Listable.** :meth:`ResultStore.objects` lists each object with its record, so objects
   whose record is gone (orphans) can be found and removed.
 
-An object is written before its record is completed and is useless once the record expires:
-S3 objects go by a bucket lifecycle rule (retention plus TTL lag, docs/results.md).
+An object is written before its record is completed; S3 objects go by a bucket lifecycle
+rule once their record expires (retention plus TTL lag, docs/results.md).
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .client_errors import client_error_code, is_sdk_error
 from .errors import ResultIntegrityError, ResultStoreConflictError, ResultStoreError
+from .spooled_results import SpooledResult
 
 CHUNK = 1 << 20
 
@@ -101,6 +102,13 @@ class ResultStore(Protocol):
     def objects(self) -> Iterator[StoredObject]: ...
 
 
+@runtime_checkable
+class StreamingResultStore(ResultStore, Protocol):
+    """A store that also writes an object from a file, in chunks (both stores here do)."""
+
+    def put_stream(self, address: ResultAddress, body: SpooledResult) -> StoredResult: ...
+
+
 def pointer_for(location: str, body: bytes) -> StoredResult:
     return StoredResult(location, len(body), hashlib.sha256(body).hexdigest())
 
@@ -154,25 +162,49 @@ class DirectoryResultStore:
         return path
 
     def put(self, address: ResultAddress, body: bytes) -> StoredResult:
+        return self._write(address, (body,))
+
+    def put_stream(self, address: ResultAddress, body: SpooledResult) -> StoredResult:
+        """:meth:`put` from a file: copied in chunks into the store's temporary file."""
+        return self._write(address, body.chunks())
+
+    def _write(self, address: ResultAddress, chunks: Iterable[bytes]) -> StoredResult:
         location = address.object_name()
         path = self._path(location)
         path.parent.mkdir(parents=True, exist_ok=True)
         (path.parent / ".record").write_text(_encode_record(address.record_id))
+        digest = hashlib.sha256()
+        size = 0
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(body)
+                for chunk in chunks:
+                    f.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
                 f.flush()
                 os.fsync(f.fileno())
+            pointer = StoredResult(location, size, digest.hexdigest())
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                if path.read_bytes() != body:
+                if not self._holds(path, pointer):
                     raise ResultStoreConflictError(location) from None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        return pointer_for(location, body)
+        return pointer
+
+    @staticmethod
+    def _holds(path: Path, pointer: StoredResult) -> bool:
+        """Whether the file at ``path`` holds the bytes ``pointer`` describes."""
+        if path.stat().st_size != pointer.size:
+            return False
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+        return digest.hexdigest() == pointer.sha256
 
     def read(self, stored: StoredResult) -> bytes:
         try:
@@ -226,12 +258,24 @@ class S3ResultStore:
 
     def put(self, address: ResultAddress, body: bytes) -> StoredResult:
         location = self.prefix + address.object_name()
-        pointer = pointer_for(location, body)
+        return self._put(address, location, pointer_for(location, body), body)
+
+    def put_stream(self, address: ResultAddress, body: SpooledResult) -> StoredResult:
+        """:meth:`put` from a file: one ``PutObject`` whose body is read from the file as the
+        SDK sends it (its digest is read once before)."""
+        location = self.prefix + address.object_name()
+        pointer = StoredResult(location, len(body), body.sha256())
+        return self._put(address, location, pointer, body.reader())
+
+    def _put(
+        self, address: ResultAddress, location: str, pointer: StoredResult, body: Any
+    ) -> StoredResult:
         try:
             self.client.put_object(
                 Bucket=self.bucket,
                 Key=location,
                 Body=body,
+                ContentLength=pointer.size,
                 IfNoneMatch="*",
                 Metadata={"firstwrite-record": _encode_record(address.record_id)},
             )
@@ -240,8 +284,9 @@ class S3ResultStore:
                 raise
             if client_error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
                 raise ResultStoreError(f"cannot store the result at {location!r}: {exc}") from exc
-            try:
-                _check(pointer, self._get(location))
+            try:  # the object exists: ours (a retry of our own write), or a conflict
+                for _ in self.stream(pointer):
+                    pass
             except ResultIntegrityError:
                 raise ResultStoreConflictError(location) from None
         return pointer

@@ -34,6 +34,7 @@ from typing import Any
 
 from . import typed_json
 from .errors import SerializationError
+from .spooled_results import SpooledResult
 
 _ZJSON = 1
 _RAW = 2
@@ -134,7 +135,11 @@ _result_dumps = _result_encoder()
 
 
 def encode(value: Any, *, threshold: int = 4096, level: int = 6) -> dict[str, Any]:
-    """The DynamoDB AttributeValue that stores ``value``."""
+    """The DynamoDB AttributeValue that stores ``value``. A
+    :class:`~.spooled_results.SpooledResult` is raw bytes left in its file (``{"B":`` the
+    result with its tag ``}``), for :mod:`.result_placement` to store from there."""
+    if isinstance(value, SpooledResult):
+        return {"B": value.with_head(bytes((_RAW,)))}
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         if len(raw) > threshold:

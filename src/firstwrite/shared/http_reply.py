@@ -3,7 +3,8 @@
 The middleware (:mod:`firstwrite.http.core`) writes and replays it; the CLI and the console
 decode it to show a stored reply. The metadata holds the status, the kept headers and, when the
 application sent one that differs from the standard phrase, the reason phrase of its status
-line (``201 CREATED`` from Flask), so that a replay answers the same status line.
+line (``201 CREATED`` from Flask), so that a replay answers the same status line, and
+``"o": 1`` when the body was deliberately not kept (``replay="status-only"``).
 A value that is not in this form raises :class:`ValueError` from :func:`decode`.
 """
 
@@ -24,6 +25,7 @@ class StoredReply:
     reason: str | None
     headers: list[tuple[str, str]]
     body: bytes
+    body_omitted: bool = False  # replay="status-only": the body was never kept
 
     @property
     def status_line(self) -> str:
@@ -45,10 +47,19 @@ def standard_phrase(status: int) -> str:
 
 def encode(status: int, headers: list[list[str]], body: bytes, reason: str | None = None) -> bytes:
     """The stored form; ``reason`` is kept only when it is not the standard phrase."""
+    return head(status, headers, reason) + body
+
+
+def head(
+    status: int, headers: list[list[str]], reason: str | None = None, *, body_omitted: bool = False
+) -> bytes:
+    """The stored form's metadata line and its newline: what precedes the body."""
     meta: dict[str, object] = {"v": 1, "s": status, "h": headers}
     if reason is not None and reason != standard_phrase(status):
         meta["r"] = reason
-    return b"".join((_META.encode(meta).encode("utf-8"), b"\n", body))
+    if body_omitted:
+        meta["o"] = 1
+    return _META.encode(meta).encode("utf-8") + b"\n"
 
 
 def decode(raw: bytes) -> StoredReply:
@@ -61,8 +72,10 @@ def decode(raw: bytes) -> StoredReply:
         status = int(meta["s"])
         headers = [(str(n), str(v)) for n, v in meta["h"]]
         reason = meta.get("r")
+        omitted = meta.get("o") == 1
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"stored HTTP response is corrupt: {exc}") from exc
     if not sep:
         raise ValueError("stored HTTP response is corrupt: no body separator")
-    return StoredReply(status, reason if isinstance(reason, str) else None, headers, body)
+    reason = reason if isinstance(reason, str) else None
+    return StoredReply(status, reason, headers, body, omitted)

@@ -25,6 +25,9 @@ FIRSTWRITE_IDEMPOTENCY = {
     "SCOPE": "django_project.views.tenant",
     "MAX_STORED_RESPONSE": 4096,
 }
+if os.environ.get("FIRSTWRITE_DJANGO_RESULTS"):  # a guard with a result store (a folder)
+    FIRSTWRITE_IDEMPOTENCY["GUARD"] = "django_project.views.stored_guard"
+    FIRSTWRITE_IDEMPOTENCY["SPOOL_THRESHOLD"] = 1 << 20
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],

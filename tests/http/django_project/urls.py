@@ -14,6 +14,7 @@ urlpatterns = [
     path("decorated-async", views.decorated_async),
     path("transfer", views.transfer),
     path("big", views.big),
+    path("export", views.export),
     path("stream", views.stream),
     path("drf/function", views.drf_function),
     path("drf/class", views.DrfOrders.as_view()),

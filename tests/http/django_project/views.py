@@ -109,6 +109,28 @@ class DrfOrders(APIView):
         return Response({"serial": serial, "via": "APIView"}, status=201)
 
 
+def stored_guard() -> Any:
+    """The guard of ``FIRSTWRITE_DJANGO_RESULTS`` runs: results over 64 KB in that folder."""
+    from firstwrite.idempotency import Idempotency, IdempotencyConfig
+    from firstwrite.idempotency.result_store import DirectoryResultStore
+
+    store = DirectoryResultStore(os.environ["FIRSTWRITE_DJANGO_RESULTS"])
+    return Idempotency(IdempotencyConfig(table_name="django-tests", result_store=store))
+
+
+def export_body(ident: str) -> bytes:
+    """3 MB made from ``ident``: the export view's body (the test makes it too)."""
+    import hashlib
+
+    return b"".join(hashlib.sha256(f"{ident}:{i}".encode()).digest() for i in range(98_304))
+
+
+def export(request: HttpRequest) -> HttpResponse:
+    document = json.loads(request.body)
+    _record(document)
+    return HttpResponse(export_body(document["id"]), content_type="text/csv")
+
+
 def effects(request: HttpRequest, ident: str) -> HttpResponse:
     with _lock:
         return JsonResponse({"count": _effects[ident]})

@@ -4,6 +4,8 @@ owner, checked on the way back, listable; the S3 store against moto's S3 server 
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,9 @@ from firstwrite.idempotency.result_store import (
     ResultAddress,
     ResultStore,
     S3ResultStore,
+    StreamingResultStore,
 )
+from firstwrite.idempotency.spooled_results import SpooledResult
 
 ADDRESS = ResultAddress("orders", "IDEMPOTENCY#pay-1 é/../x", "0123456789abcdef0123456789abcdef:1")
 
@@ -40,6 +44,40 @@ def test_a_result_comes_back_byte_for_byte_with_its_pointer(store: ResultStore) 
     assert stored.sha256 == hashlib.sha256(body).hexdigest()
     assert store.read(stored) == body
     assert b"".join(store.stream(stored, chunk_size=65536)) == body
+
+
+def _spooled(head: bytes, body: bytes) -> SpooledResult:
+    file = tempfile.TemporaryFile()  # noqa: SIM115 (closed when collected)
+    file.write(body)
+    file.flush()
+    return SpooledResult(head, file, len(body))  # type: ignore[arg-type]
+
+
+def test_a_result_in_a_file_is_stored_from_it_byte_for_byte(store: ResultStore) -> None:
+    # 12 MB: more than botocore reads in one piece to sign and checksum an upload
+    head, body = b"\x02meta\n", os.urandom(12 << 20)
+    assert isinstance(store, StreamingResultStore)
+    spooled = _spooled(head, body)
+    stored = store.put_stream(ADDRESS, spooled)
+    assert stored.size == len(head) + len(body)
+    assert stored.sha256 == hashlib.sha256(head + body).hexdigest()
+    assert store.read(stored) == head + body
+    assert store.put_stream(ADDRESS, spooled) == stored  # the same owner's retry: accepted
+    assert store.put(ADDRESS, head + body) == stored
+    with pytest.raises(ResultStoreConflictError):
+        store.put_stream(ADDRESS, _spooled(head, body[:-1] + b"!"))
+
+
+def test_a_spooled_result_reads_as_a_seekable_file() -> None:
+    spooled = _spooled(b"head:", b"0123456789")
+    reader = spooled.reader()
+    assert len(reader) == 15 and reader.read(3) == b"hea" and len(reader) == 12
+    assert reader.read(4) == b"d:01" and reader.tell() == 7
+    reader.seek(0)
+    assert reader.read() == b"head:0123456789" and reader.read(5) == b""
+    reader.seek(-3, os.SEEK_END)
+    assert reader.read() == b"789"
+    assert list(spooled.chunks(4)) == [b"head:", b"0123", b"4567", b"89"]
 
 
 def test_the_object_name_is_safe_whatever_the_key_holds(store: ResultStore) -> None:

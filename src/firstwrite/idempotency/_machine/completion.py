@@ -24,6 +24,7 @@ from ..errors import (
 from ..outcomes import Claim, Replay, key_of
 from ..record import Status
 from ..requests import millis
+from ..spooled_results import SpooledResult
 from ..verdicts import fenced_outcome
 from .budget import Deadline
 from .retry import backoff, budget_spent, classify
@@ -154,6 +155,10 @@ def encode_result(m: StateMachine, claim: Claim, result: Any) -> dict[str, Any]:
     value = serialization.encode(
         result, threshold=cfg.compress_threshold, level=cfg.compression_level
     )
+    if isinstance(value.get("B"), SpooledResult) and (
+        m.placement is None or m.placement.store is None
+    ):
+        value = {"B": value["B"].read()}  # no store to stream it to: the record holds it
     if m.layout.explicit and m.placement is None:  # seed 001's resultId is always a string
         value = serialization.as_text(value)
     size = serialization.value_size(value)
@@ -177,7 +182,14 @@ def place(m: StateMachine, claim: Claim, value: dict[str, Any]) -> PlaceResult |
     result store or cipher is configured (``value`` is then recorded as it is)."""
     if m.placement is None:
         return None
-    return PlaceResult(m.placement, value, claim.record_id, claim.owner, room(m, claim))
+    half = m.config.max_item_size // 2
+    # The rest of a record (key, owner, numbers) takes a few KB at most, so with DynamoDB's
+    # limit a value up to a quarter of it, sealed (+ at most 64 KB), fits in half of it
+    # whatever the record holds: the exact room (an item built and measured) is a lower bound
+    # worth its cost only above that.
+    small = half >= 150_000 and serialization.value_size(value) <= half // 2
+    space = half if small else room(m, claim)
+    return PlaceResult(m.placement, value, claim.record_id, claim.owner, space)
 
 
 def answered(
