@@ -109,6 +109,7 @@ DOCUMENTED = {
     "complete",
     "fail",
     "renew",
+    "mark",
     "run",
     "claim_with",
     "complete_with",

@@ -9,7 +9,7 @@ it), ``docs/idempotency-record.md`` (the record and its state machine). Public m
 * :mod:`.decorators`, :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`,
   :mod:`.router`, :mod:`.outcomes`, :mod:`.keys`, :mod:`.record`, :mod:`.requests` (every
   request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`,
-  :mod:`.result_cipher`.
+  :mod:`.result_cipher`, :mod:`.recovery` (recovery points and the reconcile hook).
 * Vocabulary shared with the state machine: :mod:`.effects`, :mod:`.verdicts`,
   :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
 
@@ -38,6 +38,8 @@ from .errors import (
     LostClaimError,
     MissingKeyError,
     PayloadMismatchError,
+    RecoveryFailedError,
+    RecoveryRequiredError,
     ReplayedFailureError,
     ResultTooLargeError,
     SerializationError,
@@ -64,9 +66,27 @@ from .metrics import (
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .protocols import AsyncGuard, Guard
 from .record import Record, Status
+from .recovery import (
+    FailedFinally,
+    Interrupted,
+    NotDone,
+    Reconciled,
+    RecoveryPoint,
+    arecovery_point,
+    recovery_point,
+)
 from .router import HomeRegionRouter, RoutedIdempotency
 
 __all__ = [
+    "recovery_point",
+    "arecovery_point",
+    "RecoveryRequiredError",
+    "RecoveryFailedError",
+    "RecoveryPoint",
+    "Reconciled",
+    "NotDone",
+    "Interrupted",
+    "FailedFinally",
     "UNSET",
     "AsyncGuard",
     "AsyncIdempotency",

@@ -2,7 +2,8 @@
 
 A transition of the state machine (``_machine/machine.py``) is a generator: it yields a
 :class:`Call` (one DynamoDB request, built by :mod:`.requests`), a :class:`Sleep` or a
-:class:`PlaceResult` (result store and cipher only), is sent the
+:class:`PlaceResult` (result store and cipher only) or a :class:`Reconcile` (recovery
+points only), is sent the
 answer (the response dict, or ``None`` after a sleep), and receives the client's exceptions
 through ``throw()`` (h11's "events as data"). The guards (:mod:`.guard`, :mod:`.aio`) perform
 these effects and nothing else, with :func:`perform` or :func:`aperform`.
@@ -15,10 +16,13 @@ the only difference between them an ``await``.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
+    from .recovery import AnyHook, Interrupted, ReconcileAnswer
     from .result_placement import Placement
 
 T = TypeVar("T")
@@ -54,7 +58,39 @@ class PlaceResult(NamedTuple):
         return self.placement.place(self.value, self.record_id, self.owner, self.room)
 
 
-Effect = Call | Sleep | PlaceResult
+class Reconcile(NamedTuple):
+    """Ask a ``reconcile`` hook about interrupted work (:mod:`.recovery`). Answer: the hook's
+    :data:`~.recovery.ReconcileAnswer`. A blocking driver calls :meth:`run`, an asyncio
+    driver awaits :meth:`arun`."""
+
+    hook: AnyHook
+    interrupted: Interrupted
+
+    def run(self) -> ReconcileAnswer:
+        answer = self.hook(self.interrupted)
+        if inspect.isawaitable(answer):
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()  # never awaited: no "coroutine was never awaited" warning
+            from .errors import ConfigurationError
+
+            raise ConfigurationError(
+                "the reconcile hook is a coroutine function: give it to an AsyncIdempotency, "
+                "or give the synchronous guard a blocking hook"
+            )
+        return answer
+
+    async def arun(self) -> ReconcileAnswer:
+        if inspect.iscoroutinefunction(self.hook) or inspect.iscoroutinefunction(
+            getattr(self.hook, "__call__", None)
+        ):
+            answer: ReconcileAnswer = await self.hook(self.interrupted)  # type: ignore[misc]
+            return answer
+        # a blocking hook (it looks things up downstream): off the event loop
+        return await asyncio.to_thread(self.run)
+
+
+Effect = Call | Sleep | PlaceResult | Reconcile
 Steps = Generator[Effect, Any, T]
 """A transition: yields effects, is sent their answers, returns its outcome."""
 

@@ -14,6 +14,7 @@ step                     guard call                                          ans
 :class:`FailClaim`       ``fail(claim, error, retryable=, data=)``           ``None``
 :class:`ReleaseClaim`    ``fail(claim, reason, retryable=True)``             ``None``
 :class:`RenewClaim`      ``renew(claim, lease)``                             the renewed Claim
+:class:`MarkClaim`       ``mark(claim, step, reference)``                    a RecoveryPoint
 :class:`ReadRecord`      ``get(key, scope=)``                                a Record or None
 :class:`ReadReplays`     ``replays(requests, scope=)``                       Replay or None each
 =======================  ==================================================  ==================
@@ -44,6 +45,7 @@ __all__ = [
     "CompleteClaim",
     "FailClaim",
     "GuardStep",
+    "MarkClaim",
     "ReadRecord",
     "ReadReplays",
     "ReleaseClaim",
@@ -165,6 +167,20 @@ class RenewClaim(GuardStep):
 
     def call(self, guard: AnyGuard) -> object:
         return guard.renew(self.claim, self.lease, budget=self.budget)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkClaim(GuardStep):
+    """``guard.mark(claim, step, reference, budget=)``: a recovery point on the claim's record
+    (:mod:`.recovery`); answered with the :class:`~.recovery.RecoveryPoint`."""
+
+    claim: Claim
+    step: str
+    reference: str | None = None
+    budget: float | None = None
+
+    def call(self, guard: AnyGuard) -> object:
+        return guard.mark(self.claim, self.step, self.reference, budget=self.budget)
 
 
 @dataclass(frozen=True, slots=True)

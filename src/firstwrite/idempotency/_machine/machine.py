@@ -44,9 +44,11 @@ from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
+from ..recovery import AnyHook
 from ..result_placement import Placement
 from ..verdicts import Verdict, fenced_outcome, judge
 from .budget import Deadline
+from . import recovery
 from .cache import ReplayCache
 from .reporting import Reporter
 from .retry import perform
@@ -132,6 +134,8 @@ class StateMachine:
             )
         )
         self.status_only = config.replay == "status-only"
+        # The guard's ``reconcile`` hook (:mod:`.recovery`), set by the drivers.
+        self.reconcile: AnyHook | None = None
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -201,7 +205,10 @@ class StateMachine:
         else:
             outcome = "claimed"
         self.report.claim(outcome)
-        return attempt.claim(previous.status)
+        if outcome != "takeover" and outcome != "reclaimed_failed":
+            return attempt.claim(previous.status)
+        # PENDING past its lease, or retryable FAILED: its work may have marked points
+        return recovery.inherit(self, attempt.claim(previous.status), previous, old)
 
     def on_conflict(self, attempt: Attempt | Claim, rec: Record, now: float) -> Verdict:
         verdict = judge(
@@ -365,7 +372,10 @@ class StateMachine:
             put = requests.put_claim(item, fp, now)
             ok, old = yield from self.conditional(put, key, record_id, deadline)
             if ok:
-                return self.claimed(trying, old)
+                claimed = self.claimed(trying, old)
+                if claimed.recovering is None:
+                    return claimed
+                return (yield from recovery.settle(self, claimed, deadline))
             if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
                 get = requests.get(dkey)
                 old = (yield from self.call(get, key, record_id, deadline)).get("Item")
