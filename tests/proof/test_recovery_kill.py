@@ -23,7 +23,6 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 

@@ -96,7 +96,7 @@ class AsyncIdempotency(Driver):
         slowest = slowest_attempt(client)
         self._methods = {op: abandon.aheld(m, slowest) for op, m in bind(client).items()}
         self._sleep = sleep
-        machine.reconcile = reconcile  # a coroutine function, or a blocking one (in a thread)
+        recovery.install(machine, reconcile)  # a coroutine function, or a blocking one
 
     async def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
         return await adrive(steps, self._methods, self._sleep, deadline)
@@ -199,7 +199,7 @@ class AsyncIdempotency(Driver):
             grace = release_grace(deadline)
             await self._drive(machine.fail_quietly(outcome, late, grace), grace)
             raise late
-        token = RUNNING.set(Running(outcome, self._marker(outcome), True))
+        token = RUNNING.set(Running(self._marker(outcome), True))
         try:
             result = await fn()
         except BaseException as exc:

@@ -16,13 +16,10 @@ the only difference between them an ``await``.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
-    from .recovery import AnyHook, Interrupted, ReconcileAnswer
     from .result_placement import Placement
 
 T = TypeVar("T")
@@ -59,35 +56,12 @@ class PlaceResult(NamedTuple):
 
 
 class Reconcile(NamedTuple):
-    """Ask a ``reconcile`` hook about interrupted work (:mod:`.recovery`). Answer: the hook's
-    :data:`~.recovery.ReconcileAnswer`. A blocking driver calls :meth:`run`, an asyncio
-    driver awaits :meth:`arun`."""
+    """Ask the caller's ``reconcile`` hook about interrupted work (:mod:`.recovery`): a
+    blocking driver calls ``run()``, an asyncio driver awaits ``arun()``. Answer: the hook's
+    answer, checked by the transition."""
 
-    hook: AnyHook
-    interrupted: Interrupted
-
-    def run(self) -> ReconcileAnswer:
-        answer = self.hook(self.interrupted)
-        if inspect.isawaitable(answer):
-            close = getattr(answer, "close", None)
-            if close is not None:
-                close()  # never awaited: no "coroutine was never awaited" warning
-            from .errors import ConfigurationError
-
-            raise ConfigurationError(
-                "the reconcile hook is a coroutine function: give it to an AsyncIdempotency, "
-                "or give the synchronous guard a blocking hook"
-            )
-        return answer
-
-    async def arun(self) -> ReconcileAnswer:
-        if inspect.iscoroutinefunction(self.hook) or inspect.iscoroutinefunction(
-            getattr(self.hook, "__call__", None)
-        ):
-            answer: ReconcileAnswer = await self.hook(self.interrupted)  # type: ignore[misc]
-            return answer
-        # a blocking hook (it looks things up downstream): off the event loop
-        return await asyncio.to_thread(self.run)
+    run: Callable[[], object]
+    arun: Callable[[], Awaitable[object]]
 
 
 Effect = Call | Sleep | PlaceResult | Reconcile

@@ -85,7 +85,7 @@ class Idempotency(Driver):
         slowest = slowest_attempt(client)
         self._methods = {op: abandon.held(m, slowest) for op, m in bind(client).items()}
         self._sleep = sleep
-        machine.reconcile = check_blocking(reconcile)
+        recovery.install(machine, check_blocking(reconcile))
 
     def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
         return drive(steps, self._methods, self._sleep, deadline)
@@ -206,7 +206,7 @@ class Idempotency(Driver):
             value: T = outcome.answer(result_type, config.on_replay)
             return value
         self._check_left(outcome, deadline)
-        token = RUNNING.set(Running(outcome, self._marker(outcome), False))
+        token = RUNNING.set(Running(self._marker(outcome), False))
         try:
             result = fn()
         except BaseException as exc:

@@ -98,8 +98,6 @@ class Replay:
     error: str | None
     expires_at: int
     idempotency_key: str | None = None  # the caller's key, as given to claim()
-    # the replaced record's recovery points, when it had any (.recovery): reconciled first
-    recovering: Interrupted | None = None
     # A hand-built row's ``resultId`` goes through the configuration's ``load_result``.
     load: Callable[[Any], Any] | None = None
     placement: Placement | None = None  # the result store and cipher, when configured

@@ -26,14 +26,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from .errors import ConfigurationError
 from .record import Record
-
-if TYPE_CHECKING:
-    from .outcomes import Claim
-    from .protocols import AsyncGuard, Guard
 
 __all__ = [
     "HOOK",
@@ -173,9 +169,8 @@ AnyHook: TypeAlias = ReconcileHook | AsyncReconcileHook
 
 @dataclass(frozen=True, slots=True)
 class Running:
-    """The claim whose work runs in this context, and the call that marks it."""
+    """How the claim whose work runs in this context is marked."""
 
-    claim: Claim
     marks: Callable[[str, str | None], Any]  # the guard's mark, bound to the claim
     is_async: bool
 
@@ -189,27 +184,9 @@ the guard's own."""
 
 
 @contextmanager
-def running(claim: Claim, marks: Callable[[str, str | None], Any], is_async: bool) -> Iterator[None]:
-    """:data:`RUNNING` set to ``claim`` for the block."""
-    token = RUNNING.set(Running(claim, marks, is_async))
-    try:
-        yield
-    finally:
-        RUNNING.reset(token)
-
-
-@contextmanager
-def working(claim: Claim | None, guard: Guard | AsyncGuard) -> Iterator[None]:
-    """:data:`RUNNING` set to ``claim``, marked through ``guard``, for the block (for code
-    that runs a claim's work itself: the middleware, the consumers); nothing for ``None``."""
-    if claim is None:
-        yield
-        return
-
-    def marks(step: str, reference: str | None) -> Any:
-        return guard.mark(claim, step, reference)
-
-    token = RUNNING.set(Running(claim, marks, guard.is_async))
+def running(marks: Callable[[str, str | None], Any], is_async: bool) -> Iterator[None]:
+    """:data:`RUNNING` set for the block: ``marks(step, reference)`` marks the claim."""
+    token = RUNNING.set(Running(marks, is_async))
     try:
         yield
     finally:
@@ -231,15 +208,41 @@ def reconciling_with(hook: AnyHook | None) -> Iterator[None]:
 
 def check_blocking(hook: AnyHook | None) -> ReconcileHook | None:
     """``hook`` for a synchronous guard: refused when it is a coroutine function."""
-    if hook is not None and (
-        inspect.iscoroutinefunction(hook)
-        or inspect.iscoroutinefunction(getattr(hook, "__call__", None))
-    ):
+    if hook is not None and _is_coroutine_function(hook):
         raise ConfigurationError(
             "the reconcile hook is a coroutine function: give it to an AsyncIdempotency, or "
             "give the synchronous guard a blocking hook"
         )
     return hook  # type: ignore[return-value]
+
+
+def asking(
+    hook: AnyHook, interrupted: Interrupted
+) -> tuple[Callable[[], object], Callable[[], Awaitable[object]]]:
+    """``(run, arun)``: ``hook`` asked about ``interrupted`` from a blocking driver, and from an
+    asyncio driver (a blocking hook in a worker thread, off the event loop)."""
+
+    def run() -> object:
+        answer = hook(interrupted)
+        if inspect.isawaitable(answer):
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()  # never awaited: no "coroutine was never awaited" warning
+            check_blocking(hook)
+        return answer
+
+    async def arun() -> object:
+        if _is_coroutine_function(hook):
+            return await hook(interrupted)  # type: ignore[misc]
+        return await asyncio.to_thread(run)
+
+    return run, arun
+
+
+def _is_coroutine_function(hook: object) -> bool:
+    # a callable object's coroutine ``__call__`` too (not caught by iscoroutinefunction)
+    call = vars(type(hook)).get("__call__")
+    return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(call)
 
 
 def _current(name: str) -> Running:

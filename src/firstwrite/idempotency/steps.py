@@ -1,9 +1,9 @@
 """A guard's calls as plain values, and the drivers that make them: for code built on a guard.
 
-A decision made with a guard (the middleware's, a consumer's) is written once, as a generator
-that yields these steps, is sent each result and thrown each exception; :func:`drive` makes the calls on
-a :class:`~.protocols.Guard`, :func:`adrive` awaits them on an :class:`~.protocols.AsyncGuard`
-(or runs a synchronous guard's calls in a worker thread).
+A decision made with a guard (the middleware's, a consumer's) is a generator yielding these
+steps, sent each result and thrown each exception; :func:`drive` makes the calls on a
+:class:`~.protocols.Guard`, :func:`adrive` awaits them on an :class:`~.protocols.AsyncGuard`
+(a synchronous guard's in a worker thread); :func:`working` surrounds the claim's work.
 
 =======================  ==================================================  ==================
 step                     guard call                                          answer
@@ -31,13 +31,15 @@ step                     guard call                                          ans
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias, TypeVar, cast
 
 from .effects import aperform, perform
 from .outcomes import UNSET, Claim
 from .protocols import AsyncGuard, Guard
+from .recovery import RUNNING, Running
 
 __all__ = [
     "ClaimKey",
@@ -53,6 +55,7 @@ __all__ = [
     "Steps",
     "adrive",
     "drive",
+    "working",
 ]
 
 T = TypeVar("T")
@@ -249,3 +252,22 @@ async def adrive(
         return other(effect)
 
     return await aperform(steps, answer)
+
+
+@contextmanager
+def working(claim: Claim | None, guard: AnyGuard) -> Iterator[None]:
+    """Around a claim's work run by code built on a guard (the middleware, the consumers):
+    :func:`~.recovery.recovery_point` marks ``claim`` through ``guard`` (nothing for
+    ``None``: no claim, nothing to mark)."""
+    if claim is None:
+        yield
+        return
+
+    def marks(step: str, reference: str | None) -> object:
+        return guard.mark(claim, step, reference)
+
+    token = RUNNING.set(Running(marks, guard.is_async))
+    try:
+        yield
+    finally:
+        RUNNING.reset(token)

@@ -62,7 +62,7 @@ async def adrive(
             return methods[effect.operation](**effect.params)  # type: ignore[no-any-return]
         if isinstance(effect, Sleep):
             return sleep(effect.seconds)
-        if isinstance(effect, Reconcile):
+        if isinstance(effect, Reconcile):  # the caller's hook, awaited or in a thread
             return effect.arun()
         return asyncio.to_thread(effect.run)  # the store's and the cipher's blocking I/O
 

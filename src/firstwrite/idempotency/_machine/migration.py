@@ -385,6 +385,7 @@ def _legacy_claim(claim: Claim, legacy: tuple[tuple[int, Key], ...]) -> LegacyCl
         c.region,
         c.expires_at,
         c.idempotency_key,
+        c.recovering,
         legacy,
     )
 

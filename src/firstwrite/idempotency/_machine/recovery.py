@@ -3,9 +3,10 @@
 :func:`mark` appends one :class:`~firstwrite.idempotency.recovery.RecoveryPoint` to a live
 claim's list (``SET #mk = list_append(if_not_exists(#mk, :none), :mk)``, conditioned on the
 claim's fence, as complete, fail and renew are; the version is not bumped, so the claim stays
-valid). :func:`inherit` tells a claim that replaced a record carrying points (a PENDING one past
-its lease, or a retryable FAILED one) from a plain one, and :func:`settle` decides for it before
-any work runs: the points are first written back onto the new claim (the claim's PutItem
+valid). A claim that replaced a record carrying points (a PENDING one past its lease, or a retryable
+FAILED one) comes out of the machine's ``claimed`` with them (``claim.recovering``), and
+:func:`settle` (installed on the machine by :func:`install`) decides for it before any work
+runs: the points are first written back onto the new claim (the claim's PutItem
 replaced the item), then the ``reconcile`` hook is asked (:class:`~firstwrite.idempotency.effects.Reconcile`)
 and its answer applied, or, without a hook, the claim is put back for a later takeover (lease
 ``0``) and refused. A hook that raises also puts the claim back, then its error propagates.
@@ -14,25 +15,23 @@ and its answer applied, or, without a hook, the claim is put back for a later ta
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import requests as q
 from ..effects import Call, Reconcile, Steps
 from ..errors import ConfigurationError, RecoveryFailedError, RecoveryRequiredError
 from ..outcomes import Claim, Outcome, key_of
-from ..record import Record
 from ..recovery import (
     HOOK,
+    AnyHook,
     FailedFinally,
-    Interrupted,
     NotDone,
     Reconciled,
     RecoveryPoint,
+    asking,
     new_mark_id,
     points_of,
 )
-from ..requests import Item
 from .budget import Deadline
 from .completion import answered
 
@@ -114,14 +113,10 @@ def mark(
     raise m.lost(claim, rec, "mark")
 
 
-def inherit(m: StateMachine, claim: Claim, previous: Record, old: Item) -> Claim:
-    """``claim`` with the replaced record's points attached (``claim.recovering``), or as it
-    is when the record had none."""
-    points = points_of(old, m.layout.marks)
-    if not points:
-        return claim
-    key = key_of(claim)
-    return replace(claim, recovering=Interrupted(key, claim.record_id, points, previous))
+def install(m: StateMachine, hook: AnyHook | None) -> None:
+    """Give ``m`` the guard's ``reconcile`` hook, and :func:`settle` for its claims."""
+    m.reconcile = hook
+    m.settle = settle
 
 
 def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[None]:
@@ -129,7 +124,7 @@ def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps
     next claim to reconcile (or be refused)."""
     assert claim.recovering is not None
     call = _fenced_update(m, claim, "SET #lease = :zero", {}, {":zero": _ZERO})
-    ok, old = yield from m.conditional(call, key_of(claim), claim.record_id, deadline)
+    ok, _ = yield from m.conditional(call, key_of(claim), claim.record_id, deadline)
     if not ok:  # taken over meanwhile: the new owner has the points (adopted first)
         m.report.lost(key_of(claim), claim.record_id, "put back", None)
 
@@ -167,11 +162,9 @@ def settle(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[Ou
             ", ".join(p.step for p in interrupted.points),
             extra={"idempotency_key": interrupted.key, "record_id": claim.record_id},
         )
-        raise RecoveryRequiredError(
-            interrupted.key, interrupted.points, record_id=claim.record_id
-        )
+        raise RecoveryRequiredError(interrupted.key, interrupted.points, record_id=claim.record_id)
     try:
-        answer = yield Reconcile(hook, interrupted)
+        answer = yield Reconcile(*asking(hook, interrupted))
     except Exception:
         _count(m, "hook_error")
         yield from _put_back(m, claim, deadline)
