@@ -1,5 +1,4 @@
 """A guard's calls as plain values, and the drivers that make them: for code built on a guard.
-
 A decision made with a guard (the middleware's, a consumer's) is a generator yielding these
 steps, sent each result and thrown each exception; :func:`drive` makes the calls on a
 :class:`~.protocols.Guard`, :func:`adrive` awaits them on an :class:`~.protocols.AsyncGuard`
