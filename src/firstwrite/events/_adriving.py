@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from firstwrite.idempotency import Claim, LostClaimError
 from firstwrite.idempotency import steps as guard_steps
+from firstwrite.idempotency.recovery import RUNNING, Running
 
 from .steps import HandlerEffect, Keepalive, Ran, RunHandler, RunUnguarded, Steps
 
@@ -70,10 +71,17 @@ class _Renewal:
 
 async def _run(guard: AsyncEventGuard, handler: AsyncHandler, effect: RunHandler[Any]) -> Ran:
     renewal = _Renewal(guard, effect.claim, effect.keepalive) if effect.keepalive else None
+
+    def marks(step: str, reference: str | None) -> object:  # the claim as last renewed
+        return guard.mark(renewal.claim if renewal else effect.claim, step, reference)
+
+    token = RUNNING.set(Running(marks, True))
     try:
         result = await handler(effect.record)
     except BaseException as exc:  # CancelledError too: the steps free the key, then re-raise
         return Ran(await renewal.finish() if renewal else effect.claim, error=exc)
+    finally:
+        RUNNING.reset(token)
     return Ran(await renewal.finish() if renewal else effect.claim, result)
 
 

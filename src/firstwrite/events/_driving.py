@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from firstwrite.idempotency import Claim, LostClaimError
 from firstwrite.idempotency import steps as guard_steps
+from firstwrite.idempotency.recovery import RUNNING, Running
 
 from .steps import HandlerEffect, Keepalive, Ran, RunHandler, RunUnguarded, Steps
 
@@ -62,10 +63,17 @@ def _run(guard: EventGuard, handler: Callable[[Any], object], effect: RunHandler
     if effect.keepalive is not None:
         renewer = _Renewer(guard, effect.claim, effect.keepalive)
         renewer.start()
+
+    def marks(step: str, reference: str | None) -> object:  # the claim as last renewed
+        return guard.mark(renewer.claim if renewer else effect.claim, step, reference)
+
+    token = RUNNING.set(Running(marks, False))
     try:
         result = handler(effect.record)
     except BaseException as exc:
         return Ran(renewer.finish() if renewer else effect.claim, error=exc)
+    finally:
+        RUNNING.reset(token)
     return Ran(renewer.finish() if renewer else effect.claim, result)
 
 

@@ -17,7 +17,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import quote
@@ -26,6 +26,7 @@ import firstwrite.shared.http_reply as http_reply
 from firstwrite.idempotency import (
     DeadlineExceededError,
     InProgressError,
+    Reconciled,
     Replay,
     ReplayedFailureError,
     SerializationError,
@@ -355,6 +356,15 @@ def encode_response(
     status: int, headers: list[list[str]], body: bytes, reason: str | None = None
 ) -> bytes:
     return http_reply.encode(status, headers, body, reason)
+
+
+def reconciled_response(
+    status: int, body: bytes, headers: Sequence[tuple[str, str]] = ()
+) -> Reconciled:
+    """The answer of a ``reconcile`` hook behind the middleware that found the interrupted
+    request done: the response to store and replay (``status``, ``body``, ``headers`` as
+    ``(name, value)``), as if the handler had answered it (:mod:`firstwrite.idempotency.recovery`)."""
+    return Reconciled(encode_response(status, [[n, v] for n, v in headers], body))
 
 
 def decode_response(raw: bytes) -> tuple[int, Headers, bytes]:
