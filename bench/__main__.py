@@ -35,6 +35,7 @@ from . import (
     middleware,
     overhead,
     plugin,
+    recovery,
     report,
     scale,
     transfers,
@@ -68,6 +69,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "budget": budget.run,
     "events": events.run,
     "key_migration": key_migration.run,
+    "recovery": recovery.run,
 }
 
 
