@@ -139,10 +139,7 @@ def _reconcile(options: Mapping[str, Any]) -> ReconcileHook | None:
         chosen = _imported("RECONCILE", chosen)
     if chosen is not None and not callable(chosen):
         raise ImproperlyConfigured(f'{SETTING}["RECONCILE"] must be a callable or its path')
-    try:
-        return check_blocking(chosen)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f'{SETTING}["RECONCILE"]: {exc}') from None
+    return check_blocking(chosen)  # a coroutine function: ConfigurationError
 
 
 class _View(HttpRequest):
@@ -379,10 +376,8 @@ class IdempotencyMiddleware:
     def process_view(
         self, request: DjangoRequest, view: View, args: Any, kwargs: Any
     ) -> HttpResponse | None:
-        """Claim the key of a guarded request (a decorated view claims its own). The view runs
-        with :data:`~firstwrite.idempotency.recovery.RUNNING` set to mark the claim: set here,
-        in the context the view runs in (asgiref carries it back from a worker thread), and
-        cleared by ``__call__`` once the response is back."""
+        """Claim the key of a guarded request (a decorated view claims its own); the view's
+        recovery points mark the claim (``RUNNING``, cleared by ``__call__``)."""
         if _decorated(view, request):
             return None
         guarding = _guarding()  # the settings' (again after override_settings)
