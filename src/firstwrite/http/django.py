@@ -40,7 +40,6 @@ from firstwrite.idempotency import steps as guard_steps
 from firstwrite.idempotency.recovery import (
     RUNNING,
     ReconcileHook,
-    Running,
     check_blocking,
     reconciling_with,
 )
@@ -385,8 +384,7 @@ class IdempotencyMiddleware:
         context = getattr(request, _CONTEXT, None)
         claim = None if context is None else context.claim
         if answer is None and claim is not None:
-            guard = guarding.guard
-            RUNNING.set(Running(lambda step, ref: guard.mark(claim, step, ref), False))
+            RUNNING.set((guarding.guard, claim))
         return answer
 
 

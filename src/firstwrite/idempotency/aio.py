@@ -31,7 +31,7 @@ from .effects import Steps, bind
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
-from .recovery import RUNNING, AnyHook, RecoveryPoint, Running
+from .recovery import RUNNING, AnyHook, RecoveryPoint
 
 T = TypeVar("T")
 
@@ -163,12 +163,6 @@ class AsyncIdempotency(Driver):
         steps = recovery.mark(self._machine, claim, step, reference, deadline)
         return await self._drive(steps, deadline)
 
-    def _marker(self, claim: Claim) -> Callable[[str, str | None], Awaitable[RecoveryPoint]]:
-        def marks(step: str, reference: str | None) -> Awaitable[RecoveryPoint]:
-            return self.mark(claim, step, reference)
-
-        return marks
-
     async def run(
         self,
         key: str,
@@ -199,7 +193,7 @@ class AsyncIdempotency(Driver):
             grace = release_grace(deadline)
             await self._drive(machine.fail_quietly(outcome, late, grace), grace)
             raise late
-        token = RUNNING.set(Running(self._marker(outcome), True))
+        token = RUNNING.set((self, outcome))
         try:
             result = await fn()
         except BaseException as exc:

@@ -247,12 +247,7 @@ class RecoveryRequiredError(IdempotencyError):
         self.key = key
         self.record_id = record_id if record_id is not None else key
         self.points = points
-        self.retry_after = retry_after
-
-    @property
-    def retry_after_header(self) -> str:
-        """``Retry-After`` in whole seconds (at least 1)."""
-        return str(max(1, math.ceil(self.retry_after)))
+        self.retry_after = retry_after  # seconds (the HTTP answer's Retry-After)
 
 
 class RecoveryFailedError(IdempotencyError):

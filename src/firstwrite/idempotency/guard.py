@@ -21,7 +21,7 @@ from .effects import Steps, bind
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
-from .recovery import RUNNING, ReconcileHook, RecoveryPoint, Running, check_blocking
+from .recovery import RUNNING, ReconcileHook, RecoveryPoint, check_blocking
 
 __all__ = ["UNSET", "Claim", "Idempotency", "Outcome", "Replay"]
 
@@ -206,7 +206,7 @@ class Idempotency(Driver):
             value: T = outcome.answer(result_type, config.on_replay)
             return value
         self._check_left(outcome, deadline)
-        token = RUNNING.set(Running(self._marker(outcome), False))
+        token = RUNNING.set((self, outcome))
         try:
             result = fn()
         except BaseException as exc:
@@ -218,12 +218,6 @@ class Idempotency(Driver):
             completion.complete(machine, outcome, result, False, deadline), methods, sleep, deadline
         )
         return result
-
-    def _marker(self, claim: Claim) -> Callable[[str, str | None], RecoveryPoint]:
-        def marks(step: str, reference: str | None) -> RecoveryPoint:
-            return self.mark(claim, step, reference)
-
-        return marks
 
     def _fail_quietly(
         self, claim: Claim, exc: BaseException, deadline: Deadline | None = None

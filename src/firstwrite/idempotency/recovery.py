@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, cast
 
 from .errors import ConfigurationError
 from .record import Record
@@ -167,30 +167,25 @@ class AsyncReconcileHook(Protocol):
 AnyHook: TypeAlias = ReconcileHook | AsyncReconcileHook
 
 
-@dataclass(frozen=True, slots=True)
-class Running:
-    """How the claim whose work runs in this context is marked."""
+class Marker(Protocol):
+    """What marks the claim whose work runs in this context: a guard (or an adapter of one)."""
 
-    marks: Callable[[str, str | None], Any]  # the guard's mark, bound to the claim
-    is_async: bool
+    @property
+    def is_async(self) -> bool: ...
+
+    # ``claim`` is a Claim (not imported here: the outcomes import this module's values)
+    def mark(self, claim: Any, step: str, reference: str | None = None) -> object: ...
 
 
-RUNNING: ContextVar[Running | None] = ContextVar("firstwrite_running_claim", default=None)
-"""The claim whose work runs in this context (set by the layer around the work)."""
+RUNNING: ContextVar[tuple[Marker, object] | None] = ContextVar(
+    "firstwrite_running_claim", default=None
+)
+"""``(marker, claim)``: the claim whose work runs in this context and what marks it, set by
+the layer around the work (a plain tuple: it is set on every guarded call)."""
 
 HOOK: ContextVar[AnyHook | None] = ContextVar("firstwrite_reconcile_hook", default=None)
 """A per-call-site ``reconcile`` hook (the decorators', middleware's, consumers'), used before
 the guard's own."""
-
-
-@contextmanager
-def running(marks: Callable[[str, str | None], Any], is_async: bool) -> Iterator[None]:
-    """:data:`RUNNING` set for the block: ``marks(step, reference)`` marks the claim."""
-    token = RUNNING.set(Running(marks, is_async))
-    try:
-        yield
-    finally:
-        RUNNING.reset(token)
 
 
 @contextmanager
@@ -245,7 +240,7 @@ def _is_coroutine_function(hook: object) -> bool:
     return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(call)
 
 
-def _current(name: str) -> Running:
+def _current(name: str) -> tuple[Marker, object]:
     current = RUNNING.get()
     if current is None:
         raise ConfigurationError(
@@ -261,20 +256,23 @@ def recovery_point(step: str, reference: str | None = None) -> RecoveryPoint:
     (or has started), with ``reference``. One fenced write; raises
     :class:`~firstwrite.idempotency.errors.LostClaimError` if the claim was taken over (stop:
     another worker owns the key). Under an asynchronous guard use :func:`arecovery_point`."""
-    current = _current("recovery_point")
-    if current.is_async:
+    marker, claim = _current("recovery_point")
+    if marker.is_async:
         raise ConfigurationError(
             "recovery_point() under an asynchronous guard: use `await arecovery_point(...)`"
         )
-    point: RecoveryPoint = current.marks(step, reference)
+    point = marker.mark(claim, step, reference)
+    assert isinstance(point, RecoveryPoint)
     return point
 
 
 async def arecovery_point(step: str, reference: str | None = None) -> RecoveryPoint:
     """:func:`recovery_point` from a coroutine (under either guard: a synchronous guard's write
     runs in a worker thread)."""
-    current = _current("arecovery_point")
-    if current.is_async:
-        point: RecoveryPoint = await current.marks(step, reference)
-        return point
-    return await asyncio.to_thread(current.marks, step, reference)
+    marker, claim = _current("arecovery_point")
+    if marker.is_async:
+        point: object = await cast(Awaitable[object], marker.mark(claim, step, reference))
+    else:
+        point = await asyncio.to_thread(marker.mark, claim, step, reference)
+    assert isinstance(point, RecoveryPoint)
+    return point

@@ -38,7 +38,7 @@ from typing import Any, NoReturn, TypeAlias, TypeVar, cast
 from .effects import aperform, perform
 from .outcomes import UNSET, Claim
 from .protocols import AsyncGuard, Guard
-from .recovery import RUNNING, Running
+from .recovery import RUNNING
 
 __all__ = [
     "ClaimKey",
@@ -262,10 +262,7 @@ def working(claim: Claim | None, guard: AnyGuard) -> Iterator[None]:
         yield
         return
 
-    def marks(step: str, reference: str | None) -> object:
-        return guard.mark(claim, step, reference)
-
-    token = RUNNING.set(Running(marks, guard.is_async))
+    token = RUNNING.set((guard, claim))
     try:
         yield
     finally:
