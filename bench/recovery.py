@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -112,14 +111,6 @@ def _counted(src: Path, requests: int, scenarios: list[str]) -> dict[str, float]
     return {k: min(v) for k, v in values.items()}
 
 
-def _base_sources(directory: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", BASE, "src"], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
-    return directory / "src"
-
-
 def main(requests: int) -> None:
     timed = {k: statistics.median(v) for k, v in _timed(requests).items()}
     plain = timed["first call"]
@@ -134,7 +125,9 @@ def main(requests: int) -> None:
         return
     counted = _counted(ROOT / "src", requests // 4, list(SCENARIOS))
     with tempfile.TemporaryDirectory(prefix="bench-recovery-base-") as scratch:
-        base = _counted(_base_sources(Path(scratch)), requests // 4, ["first call"])
+        base = _counted(
+            _callgrind.sources_at(BASE, ROOT, Path(scratch)), requests // 4, ["first call"]
+        )
     b, p = base["first call"], counted["first call"]
     print(f"\nThousands of instructions per request (callgrind; base = {BASE}):\n")
     print("| scenario | thousands of instructions | vs first call |")
