@@ -36,6 +36,7 @@ from . import (
     middleware,
     overhead,
     plugin,
+    recovery,
     report,
     results,
     scale,
@@ -72,6 +73,7 @@ BENCHMARKS: dict[str, Callable[[Settings, Callable[[str], None]], Section]] = {
     "key_migration": key_migration.run,
     "clock_skew": clock_skew.run,
     "results": results.run,
+    "recovery": recovery.run,
 }
 
 

@@ -126,3 +126,13 @@ def count_module(module: str, args: Sequence[str], *, per: int) -> tuple[Counted
     for (scenario, name), total in zip(pieces, counts, strict=False):
         values.setdefault(scenario, {}).setdefault(name, []).append(total / per / 1000)
     return values, None
+
+
+def sources_at(revision: str, root: Path, directory: Path) -> Path:
+    """``root``'s ``src`` folder as of git ``revision``, extracted into ``directory``: the code
+    a change is counted against."""
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", revision, "src"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    return directory / "src"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -122,14 +121,6 @@ def _counted(src: Path, requests: int) -> dict[tuple[str, str], float]:
     return {k: min(v) for k, v in values.items()}
 
 
-def _base_sources(directory: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", BASE, "src"], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
-    return directory / "src"
-
-
 def main(requests: int) -> None:
     timed = {k: statistics.median(v) for k, v in _timed(requests).items()}
     print(f"Time per request, µs (median of 5 runs of {requests}, bound boto3 client):\n")
@@ -144,7 +135,7 @@ def main(requests: int) -> None:
         return
     counted = _counted(ROOT / "src", requests // 4)
     with tempfile.TemporaryDirectory(prefix="bench-migration-base-") as scratch:
-        base = _counted(_base_sources(Path(scratch)), requests // 4)
+        base = _counted(_callgrind.sources_at(BASE, ROOT, Path(scratch)), requests // 4)
     print(f"\nThousands of instructions per request (callgrind; base = {BASE}):\n")
     print("| scenario | base, no key_migration | this, no key_migration | change | window |")
     print("|---|---|---|---|---|")

@@ -56,6 +56,8 @@ SAMPLES: dict[type[errors.IdempotencyError], Callable[[], errors.IdempotencyErro
         "k", age=99.0, status="COMPLETED", removed=False
     ),
     errors.ReplayedFailureError: lambda: errors.ReplayedFailureError("k", "ValueError", "no"),
+    errors.RecoveryRequiredError: lambda: errors.RecoveryRequiredError("k", ()),
+    errors.RecoveryFailedError: lambda: errors.RecoveryFailedError("k", "declined"),
     errors.SerializationError: lambda: errors.SerializationError("bad bytes"),
     errors.ResultTooLargeError: lambda: errors.ResultTooLargeError("k", 500_000, 400_000),
     errors.TableNotFoundError: lambda: errors.TableNotFoundError(["t"], _NOT_FOUND, "PutItem"),

@@ -227,7 +227,21 @@ def decorated_no_wait(url: str) -> None:
     assert effects(url, ident) == 1
 
 
+def reconciled(url: str) -> None:
+    """A view that marks a recovery point, charges, then fails (500, the key released): the
+    retry is reconciled by the settings' ``RECONCILE`` hook, not run again."""
+    ident, key = uuid.uuid4().hex, uuid.uuid4().hex
+    first = post(url, "/charge", {"id": ident}, key)
+    assert first.status_code == 500
+    again = post(url, "/charge", {"id": ident}, key)
+    assert again.status_code == 201, again.text
+    assert again.json() == {"reference": f"django-{ident}", "reconciled": True}
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert effects(url, ident) == 1
+
+
 SCENARIOS: dict[str, Callable[[str], None]] = {
+    "recovery-reconciled": reconciled,
     "race": race("/orders"),
     "race-async-view": race("/async-orders"),
     "race-decorated-async-view": race("/decorated-async"),

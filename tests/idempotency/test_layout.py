@@ -110,6 +110,7 @@ DOCUMENTED = {
     "complete",
     "fail",
     "renew",
+    "mark",
     "run",
     "claim_with",
     "complete_with",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from firstwrite.idempotency import Claim, LostClaimError
 from firstwrite.idempotency import steps as guard_steps
+from firstwrite.idempotency.recovery import RUNNING
 
 from .steps import HandlerEffect, Keepalive, Ran, RunHandler, RunUnguarded, Steps
 
@@ -68,12 +69,28 @@ class _Renewal:
         return self.claim
 
 
+class _Renewed:
+    """Marks the claim as last renewed by the keepalive (a renewal makes a new version)."""
+
+    is_async = True
+
+    def __init__(self, renewal: _Renewal) -> None:
+        self.renewal = renewal
+
+    def mark(self, claim: Claim, step: str, reference: str | None = None) -> object:
+        return self.renewal.guard.mark(self.renewal.claim, step, reference)
+
+
 async def _run(guard: AsyncEventGuard, handler: AsyncHandler, effect: RunHandler[Any]) -> Ran:
     renewal = _Renewal(guard, effect.claim, effect.keepalive) if effect.keepalive else None
+
+    token = RUNNING.set((guard if renewal is None else _Renewed(renewal), effect.claim))
     try:
         result = await handler(effect.record)
     except BaseException as exc:  # CancelledError too: the steps free the key, then re-raise
         return Ran(await renewal.finish() if renewal else effect.claim, error=exc)
+    finally:
+        RUNNING.reset(token)
     return Ran(await renewal.finish() if renewal else effect.claim, result)
 
 

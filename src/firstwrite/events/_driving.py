@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from firstwrite.idempotency import Claim, LostClaimError
 from firstwrite.idempotency import steps as guard_steps
+from firstwrite.idempotency.recovery import RUNNING
 
 from .steps import HandlerEffect, Keepalive, Ran, RunHandler, RunUnguarded, Steps
 
@@ -57,15 +58,31 @@ class _Renewer(threading.Thread):
         return self.claim
 
 
+class _Renewed:
+    """Marks the claim as last renewed by the keepalive (a renewal makes a new version)."""
+
+    is_async = False
+
+    def __init__(self, renewer: _Renewer) -> None:
+        self.renewer = renewer
+
+    def mark(self, claim: Claim, step: str, reference: str | None = None) -> object:
+        return self.renewer.guard.mark(self.renewer.claim, step, reference)
+
+
 def _run(guard: EventGuard, handler: Callable[[Any], object], effect: RunHandler[Any]) -> Ran:
     renewer = None
     if effect.keepalive is not None:
         renewer = _Renewer(guard, effect.claim, effect.keepalive)
         renewer.start()
+
+    token = RUNNING.set((guard if renewer is None else _Renewed(renewer), effect.claim))
     try:
         result = handler(effect.record)
     except BaseException as exc:
         return Ran(renewer.finish() if renewer else effect.claim, error=exc)
+    finally:
+        RUNNING.reset(token)
     return Ran(renewer.finish() if renewer else effect.claim, result)
 
 

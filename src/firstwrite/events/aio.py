@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Generic, TypeVar
 
+from firstwrite.idempotency.recovery import reconciling_with
+
 from ._adriving import adrive
 from .core import BatchResult, Consumer, Keepalive, RecordResult
 from .guard import async_guard
@@ -38,7 +40,8 @@ class AsyncConsumer(Generic[R]):
     ) -> BatchResult:
         """:meth:`.Consumer.consume`, with an async handler."""
         steps = self.consumer.batch_steps(records, remaining=remaining, keepalive=keepalive)
-        return await adrive(steps, self.guard, handler)
+        with reconciling_with(self.consumer.reconcile):
+            return await adrive(steps, self.guard, handler)
 
     async def process(
         self,
@@ -50,4 +53,5 @@ class AsyncConsumer(Generic[R]):
     ) -> RecordResult:
         """:meth:`.Consumer.process`, with an async handler."""
         steps = self.consumer.record_steps(record, lease=lease, keepalive=keepalive)
-        return await adrive(steps, self.guard, handler)
+        with reconciling_with(self.consumer.reconcile):
+            return await adrive(steps, self.guard, handler)

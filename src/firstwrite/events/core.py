@@ -39,6 +39,7 @@ from firstwrite.idempotency import (
     Replay,
     SerializationError,
 )
+from firstwrite.idempotency.recovery import AnyHook, reconciling_with
 
 from ._driving import drive
 from .attempts import AttemptLedger
@@ -167,6 +168,8 @@ class Consumer(Generic[R]):
       ``ApproximateReceiveCount > 1``). A batch's redelivered records are read first, in one
       consistent ``BatchGetItem``; those stored done are replayed without a claim each, the
       others claimed as usual. First deliveries never pay for the read.
+    * ``reconcile``: decides for a record whose earlier run marked recovery points
+      (:func:`~firstwrite.idempotency.recovery_point`) and died (default: the guard's hook).
 
     ``guard`` may be an asyncio guard (:class:`~.guard.AsyncEventGuard`): then drive it with
     :class:`.aio.AsyncConsumer`; :meth:`consume` and :meth:`process` need a synchronous one.
@@ -187,6 +190,7 @@ class Consumer(Generic[R]):
     min_time: float = 1.0
     redelivered: Callable[[R], bool] | None = None
     logger: logging.Logger = field(default=LOG)
+    reconcile: AnyHook | None = None
     attempts: AttemptLedger = field(init=False, repr=False)
     _metrics: Metrics = field(init=False, repr=False)
 
@@ -212,7 +216,8 @@ class Consumer(Generic[R]):
         (seconds) to the deadline: each claim's lease is capped at it, and a record is not
         started with less than ``min_time`` left (it, and every record after it, is skipped)."""
         steps = self.batch_steps(records, remaining=remaining, keepalive=keepalive)
-        return drive(steps, sync_guard(self.guard), handler)
+        with reconciling_with(self.reconcile):
+            return drive(steps, sync_guard(self.guard), handler)
 
     def process(
         self,
@@ -225,7 +230,8 @@ class Consumer(Generic[R]):
         """Claim the record's key, run ``handler(record)``, record what happened. The claim's
         lease is ``lease``, else the keepalive's, else the guard's."""
         steps = self.record_steps(record, lease=lease, keepalive=keepalive)
-        return drive(steps, sync_guard(self.guard), handler)
+        with reconciling_with(self.reconcile):
+            return drive(steps, sync_guard(self.guard), handler)
 
     # -- the decisions, for any driver (see .steps) ------------------------------------------
 

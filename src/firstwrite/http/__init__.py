@@ -30,6 +30,7 @@ from .config import (
     stored_by_default,
 )
 from .context import CONTEXT_KEY, AsyncRequestIdempotency, RequestIdempotency, idempotency
+from .core import reconciled_response
 from .key import InvalidKey, parse_key
 from .problems import PROBLEM_CONTENT_TYPE, Problem
 from .request import HttpRequest
@@ -57,5 +58,6 @@ __all__ = [
     "idempotency",
     "layer_retry_after",
     "parse_key",
+    "reconciled_response",
     "stored_by_default",
 ]

@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 
 from firstwrite.idempotency import UNSET, AsyncGuard, AsyncIdempotency, Claim, Guard
 from firstwrite.idempotency import steps as guard_steps
+from firstwrite.idempotency.recovery import AnyHook, reconciling_with
+from firstwrite.idempotency.steps import working
 
 from . import guarding
 from .config import HttpConfig
@@ -67,7 +69,8 @@ class IdempotencyMiddleware:
     ``app.add_middleware(IdempotencyMiddleware, guard=..., config=...)``. ``guard`` is an
     :class:`AsyncGuard` (awaited) or a :class:`Guard` (each call in a worker thread); without
     one, ``AsyncIdempotency()`` (the local engine file, no configuration). Without a config,
-    ``HttpConfig()``."""
+    ``HttpConfig()``. ``reconcile`` decides for a request whose first run marked recovery
+    points and died (:mod:`firstwrite.idempotency.recovery`; default: the guard's hook)."""
 
     def __init__(
         self,
@@ -75,8 +78,10 @@ class IdempotencyMiddleware:
         *,
         guard: Guard | AsyncGuard | None = None,
         config: HttpConfig | None = None,
+        reconcile: AnyHook | None = None,
     ) -> None:
         self.app = app
+        self.reconcile = reconcile
         self.config = config or HttpConfig()
         self.core = Core(self.config)
         self.guard: Guard | AsyncGuard = guard if guard is not None else AsyncIdempotency()
@@ -142,7 +147,8 @@ class IdempotencyMiddleware:
     async def _drive(self, steps: guard_steps.Steps[T]) -> T:
         """A decision of :mod:`.guarding`, its guard calls awaited (a synchronous guard's each
         in a worker thread)."""
-        return await guard_steps.adrive(steps, self.guard)
+        with reconciling_with(self.reconcile):
+            return await guard_steps.adrive(steps, self.guard)
 
     async def _claim(self, plan: Plan, payload: Any, send: Send) -> Claim | None:
         """Claim the key; ``None`` when the request was answered instead (replay or error)."""
@@ -172,7 +178,8 @@ class IdempotencyMiddleware:
         core = self.core
         started = time.monotonic()
         try:
-            await self.app(scope, receive, capture.send)
+            with working(context.claim, self.guard):
+                await self.app(scope, receive, capture.send)
         except BaseException as exc:
             if context.claim is not None:
                 reason = f"handler raised {exc!r}"

@@ -18,7 +18,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple, cast
 from urllib.parse import quote
@@ -27,6 +27,7 @@ import firstwrite.shared.http_reply as http_reply
 from firstwrite.idempotency import (
     DeadlineExceededError,
     InProgressError,
+    Reconciled,
     Replay,
     ReplayedFailureError,
     SerializationError,
@@ -436,6 +437,15 @@ def encode_response(
     status: int, headers: list[list[str]], body: bytes, reason: str | None = None
 ) -> bytes:
     return http_reply.encode(status, headers, body, reason)
+
+
+def reconciled_response(
+    status: int, body: bytes, headers: Sequence[tuple[str, str]] = ()
+) -> Reconciled:
+    """The answer of a ``reconcile`` hook behind the middleware that found the interrupted
+    request done: the response to store and replay (``status``, ``body``, ``headers`` as
+    ``(name, value)``), as if the handler had answered it (:mod:`firstwrite.idempotency.recovery`)."""
+    return Reconciled(encode_response(status, [[n, v] for n, v in headers], body))
 
 
 def decode_response(raw: bytes) -> tuple[int, Headers, bytes]:

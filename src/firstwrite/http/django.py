@@ -23,6 +23,7 @@ import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, cast
 
@@ -36,6 +37,13 @@ from django.utils.module_loading import import_string
 
 from firstwrite.idempotency import UNSET, Claim, Guard, Idempotency, IdempotencyConfig
 from firstwrite.idempotency import steps as guard_steps
+from firstwrite.idempotency.recovery import (
+    RUNNING,
+    ReconcileHook,
+    check_blocking,
+    reconciling_with,
+)
+from firstwrite.idempotency.steps import working
 
 from . import guarding
 from .config import HttpConfig
@@ -60,7 +68,7 @@ SETTING = "FIRSTWRITE_IDEMPOTENCY"
 _MARK = "firstwrite_idempotency"  # the decorator's options, on the view it returns
 _CONTEXT = "_firstwrite_idempotency"  # the guarded request's context, on the Django request
 _CORE = "_firstwrite_idempotency_rules"  # and the rules it is guarded by
-_OWN_KEYS = frozenset({"GUARD", "TABLE", "SCOPE"})
+_OWN_KEYS = frozenset({"GUARD", "TABLE", "SCOPE", "RECONCILE"})
 _FIELDS = frozenset(HttpConfig.__dataclass_fields__) - {"_key_regex", "principal"}
 View = Callable[..., Any]
 
@@ -132,6 +140,16 @@ def _guard(options: Mapping[str, Any]) -> Guard:
     return cast(Guard, chosen)
 
 
+def _reconcile(options: Mapping[str, Any]) -> ReconcileHook | None:
+    """The ``RECONCILE`` hook: a blocking callable or its dotted path (``None``: the guard's)."""
+    chosen = options.get("RECONCILE")
+    if isinstance(chosen, str):
+        chosen = _imported("RECONCILE", chosen)
+    if chosen is not None and not callable(chosen):
+        raise ImproperlyConfigured(f'{SETTING}["RECONCILE"] must be a callable or its path')
+    return check_blocking(chosen)  # a coroutine function: ConfigurationError
+
+
 class _View(HttpRequest):
     """The middleware's view of a Django request (``raw`` is its ``META``); the ``SCOPE``
     callable gets the Django request itself."""
@@ -162,6 +180,7 @@ class _Guarding:
         except ValueError as bad:
             raise ImproperlyConfigured(f"{SETTING}: {bad}") from bad
         self._has_store = self.guard.config.result_store is not None
+        self.reconcile = _reconcile(options)
         self._views: dict[object, Core] = {}
         self._lock = threading.Lock()
 
@@ -221,7 +240,8 @@ class _Guarding:
     def begin(self, core: Core, request: DjangoRequest) -> HttpResponseBase | None:
         """:meth:`starting`, its guard calls made."""
         steps = self.starting(core, request, self.prepare(core, request))
-        return guard_steps.drive(steps, self.guard)
+        with reconciling_with(self.reconcile):
+            return guard_steps.drive(steps, self.guard)
 
     async def abegin(self, core: Core, request: DjangoRequest) -> HttpResponseBase | None:
         """:meth:`starting` for an async view (a ``SCOPE`` callable runs in a thread)."""
@@ -229,7 +249,13 @@ class _Guarding:
             plan = await sync_to_async(self.prepare)(core, request)
         else:
             plan = self.prepare(core, request)
-        return await guard_steps.adrive(self.starting(core, request, plan), self.guard)
+        with reconciling_with(self.reconcile):
+            return await guard_steps.adrive(self.starting(core, request, plan), self.guard)
+
+    def working(self, request: DjangoRequest) -> AbstractContextManager[None]:
+        """Around the view: :func:`~firstwrite.idempotency.recovery_point` marks its claim."""
+        context = getattr(request, _CONTEXT, None)
+        return working(None if context is None else context.claim, self.guard)
 
     def finishing(
         self, request: DjangoRequest, response: HttpResponseBase, started: float
@@ -348,13 +374,20 @@ class IdempotencyMiddleware:
         if self._async:
             return self._acall(request)
         started = _now()
-        response = self.get_response(request)
+        try:
+            response = self.get_response(request)
+        finally:
+            RUNNING.set(None)  # set by process_view for the view (see there)
         guarding = _guarding()
         return guard_steps.drive(guarding.finishing(request, response, started), guarding.guard)
 
     async def _acall(self, request: DjangoRequest) -> HttpResponseBase:
         started = _now()
-        response = await cast(Callable[[DjangoRequest], Awaitable[Any]], self.get_response)(request)
+        try:
+            get_response = cast(Callable[[DjangoRequest], Awaitable[Any]], self.get_response)
+            response = await get_response(request)
+        finally:
+            RUNNING.set(None)  # set by process_view for the view (see there)
         guarding = _guarding()
         steps = guarding.finishing(request, response, started)
         return await guard_steps.adrive(steps, guarding.guard)
@@ -362,11 +395,17 @@ class IdempotencyMiddleware:
     def process_view(
         self, request: DjangoRequest, view: View, args: Any, kwargs: Any
     ) -> HttpResponse | None:
-        """Claim the key of a guarded request (a decorated view claims its own)."""
+        """Claim the key of a guarded request (a decorated view claims its own); the view's
+        recovery points mark the claim (``RUNNING``, cleared by ``__call__``)."""
         if _decorated(view, request):
             return None
         guarding = _guarding()  # the settings' (again after override_settings)
-        return guarding.begin(guarding.core, request)
+        answer = guarding.begin(guarding.core, request)
+        context = getattr(request, _CONTEXT, None)
+        claim = None if context is None else context.claim
+        if answer is None and claim is not None:
+            RUNNING.set((guarding.guard, claim))
+        return answer
 
 
 def _decorated(view: View, request: DjangoRequest) -> bool:
@@ -417,7 +456,9 @@ def idempotent(
                 if answer is not None:
                     return answer
                 started = _now()
-                response = _finalized(owner, request, await function(*args, **kwargs))
+                with guarding.working(request):
+                    done = await function(*args, **kwargs)
+                response = _finalized(owner, request, done)
                 steps = guarding.finishing(request, response, started)
                 return await guard_steps.adrive(steps, guarding.guard)
 
@@ -432,7 +473,9 @@ def idempotent(
             if answer is not None:
                 return answer
             started = _now()
-            response = _finalized(owner, request, function(*args, **kwargs))
+            with guarding.working(request):
+                done = function(*args, **kwargs)
+            response = _finalized(owner, request, done)
             return guard_steps.drive(guarding.finishing(request, response, started), guarding.guard)
 
         setattr(guarded, _MARK, options)

@@ -85,6 +85,11 @@ class Problem(enum.Enum):
         409,
         "The request's own write condition failed",
     )
+    RECOVERY_REQUIRED = (
+        "urn:firstwrite:problem:recovery-required",
+        503,
+        "An interrupted request with this Idempotency-Key must be reconciled first",
+    )
     WRITES_REFUSED = (
         "urn:firstwrite:problem:writes-refused",
         422,
@@ -222,6 +227,20 @@ def answer_for(error: BaseException, header: str = "Idempotency-Key") -> Answer 
             "the request ran but its response could not be recorded; a retry after the delay "
             "may run it again",
             1.0,
+        )
+    if isinstance(error, errors.RecoveryRequiredError):
+        return Answer(
+            Problem.RECOVERY_REQUIRED,
+            "the first request with this key was interrupted after it may have acted "
+            "(recovery points recorded) and is not run again until it is reconciled; retry "
+            "after the delay",
+            error.retry_after,
+        )
+    if isinstance(error, errors.RecoveryFailedError):
+        return Answer(
+            Problem.RESPONSE_NOT_STORED,
+            "the first request with this key was interrupted and then found to have failed "
+            f"for good ({error.reason}); it will not run again for this key",
         )
     if isinstance(error, errors.LostClaimError):
         return Answer(

@@ -21,6 +21,8 @@ from typing import Any
 
 from firstwrite.idempotency import UNSET, AsyncGuard, Claim, Guard, Idempotency
 from firstwrite.idempotency import steps as guard_steps
+from firstwrite.idempotency.recovery import ReconcileHook, check_blocking, reconciling_with
+from firstwrite.idempotency.steps import working
 from firstwrite.shared.http_reply import standard_phrase
 
 from . import guarding
@@ -51,7 +53,8 @@ class WSGIIdempotencyMiddleware:
     """``WSGIIdempotencyMiddleware(app, guard=..., config=HttpConfig(...))``. Without a guard,
     ``Idempotency()`` (the local engine file, no configuration); without a config,
     ``HttpConfig()``. The guard must be a synchronous :class:`Guard` (``TypeError``
-    otherwise)."""
+    otherwise). ``reconcile`` decides for a request whose first run marked recovery points and
+    died (:mod:`firstwrite.idempotency.recovery`; default: the guard's hook)."""
 
     def __init__(
         self,
@@ -59,8 +62,10 @@ class WSGIIdempotencyMiddleware:
         *,
         guard: Guard | None = None,
         config: HttpConfig | None = None,
+        reconcile: ReconcileHook | None = None,
     ) -> None:
         self.guard = _synchronous(guard if guard is not None else Idempotency())
+        self.reconcile = check_blocking(reconcile)
         self.app = app
         self.config = config or HttpConfig()
         self.core = Core(self.config)
@@ -109,7 +114,8 @@ class WSGIIdempotencyMiddleware:
         self, plan: Plan, payload: Any
     ) -> Claim | tuple[int, Headers, bytes] | StreamedReply:
         """The claim, or the answer instead (a replay or an error)."""
-        return guard_steps.drive(guarding.claim(self.core, plan, payload), self.guard)
+        with reconciling_with(self.reconcile):
+            return guard_steps.drive(guarding.claim(self.core, plan, payload), self.guard)
 
     def _settle_unstored(
         self, context: RequestIdempotency, status: int | None, reason: str
@@ -124,7 +130,8 @@ class WSGIIdempotencyMiddleware:
         started = time.monotonic()
         result: Iterable[bytes] | None = None
         try:
-            result = self.app(environ, capture.start_response)
+            with working(context.claim, self.guard):
+                result = self.app(environ, capture.start_response)
             iterator = iter(result)
             if not capture.streams(core):
                 for chunk in iterator:
@@ -157,18 +164,19 @@ class WSGIIdempotencyMiddleware:
                 self._settle_unstored(context, None, "incomplete response")
             raise RuntimeError("the WSGI app returned without calling start_response")
         try:
-            answer, extra = guard_steps.drive(
-                guarding.finish(
-                    core,
-                    context,
-                    capture.status,
-                    _to_bytes(capture.headers),
-                    capture.body(),
-                    capture.reason_phrase,
-                    started,
-                ),
-                self.guard,
-            )
+            with reconciling_with(self.reconcile):  # finish may claim (a transactional route)
+                answer, extra = guard_steps.drive(
+                    guarding.finish(
+                        core,
+                        context,
+                        capture.status,
+                        _to_bytes(capture.headers),
+                        capture.body(),
+                        capture.reason_phrase,
+                        started,
+                    ),
+                    self.guard,
+                )
         except BaseException:
             capture.forget()
             raise

@@ -9,7 +9,8 @@ it), ``docs/idempotency-record.md`` (the record and its state machine). Public m
 * :mod:`.decorators`, :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`,
   :mod:`.router`, :mod:`.outcomes`, :mod:`.keys`, :mod:`.record`, :mod:`.requests` (every
   request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`,
-  :mod:`.result_cipher`, :mod:`.spooled_results`, :mod:`.clock_skew`.
+  :mod:`.result_cipher`, :mod:`.spooled_results`, :mod:`.clock_skew`, :mod:`.recovery` (recovery
+  points and the reconcile hook).
 * Vocabulary shared with the state machine: :mod:`.effects`, :mod:`.verdicts`,
   :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
 
@@ -40,6 +41,8 @@ from .errors import (
     LostClaimError,
     MissingKeyError,
     PayloadMismatchError,
+    RecoveryFailedError,
+    RecoveryRequiredError,
     ReplayedFailureError,
     ResultTooLargeError,
     SerializationError,
@@ -66,6 +69,15 @@ from .metrics import (
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .protocols import AsyncGuard, Guard
 from .record import Record, Status
+from .recovery import (
+    FailedFinally,
+    Interrupted,
+    NotDone,
+    Reconciled,
+    RecoveryPoint,
+    arecovery_point,
+    recovery_point,
+)
 from .router import HomeRegionRouter, RoutedIdempotency
 from .spooled_results import SpooledResult
 
@@ -82,6 +94,7 @@ __all__ = [
     "ConfigurationError",
     "DeadlineExceededError",
     "DynamoAuditStore",
+    "FailedFinally",
     "Guard",
     "HomeRegionRouter",
     "HookMetrics",
@@ -90,6 +103,7 @@ __all__ = [
     "IdempotencyError",
     "InFlight",
     "InProgressError",
+    "Interrupted",
     "ItemCollectionSizeLimitError",
     "KeyMigration",
     "KeyScheme",
@@ -100,13 +114,18 @@ __all__ = [
     "Metrics",
     "MissingKeyError",
     "MultiMetrics",
+    "NotDone",
     "NullMetrics",
     "OpenTelemetryMetrics",
     "Outcome",
     "PayloadMismatchError",
     "PrometheusMetrics",
+    "Reconciled",
     "Record",
     "RecordLayout",
+    "RecoveryFailedError",
+    "RecoveryPoint",
+    "RecoveryRequiredError",
     "Replay",
     "ReplayedFailureError",
     "ResultTooLargeError",
@@ -122,10 +141,12 @@ __all__ = [
     "TransactionConflictError",
     "TransactionValidationError",
     "TtlAudit",
+    "arecovery_point",
     "canonical_json",
     "dynamodb_client",
     "fingerprint",
     "idempotent",
     "idempotent_handler",
+    "recovery_point",
     "sdk_settings",
 ]

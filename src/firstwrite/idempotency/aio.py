@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._machine import abandon, completion, migration, table_setup, transactional
+from ._machine import abandon, completion, migration, recovery, table_setup, transactional
 from ._machine.budget import Deadline, release_grace, slowest_attempt, spent_before_run
 from ._machine.driving import Driver, adrive
 from ._machine.machine import Clock, Monotonic, StateMachine
@@ -31,6 +31,7 @@ from .effects import Steps, bind
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
+from .recovery import RUNNING, AnyHook, RecoveryPoint
 
 T = TypeVar("T")
 
@@ -56,7 +57,8 @@ class AsyncIdempotency(Driver):
     """The asyncio API: ``await guard.claim(...)``, ``await guard.run(key, coro_fn)``...
 
     The same constructor, methods and attributes as :class:`~.guard.Idempotency`, each method
-    awaitable; ``sleep`` is an async sleep."""
+    awaitable; ``sleep`` is an async sleep; ``reconcile`` may be a coroutine function or a
+    blocking one (called in a worker thread)."""
 
     __slots__ = ("_methods", "_sleep")
 
@@ -74,6 +76,7 @@ class AsyncIdempotency(Driver):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: Callable[[], float] = random.random,
         monotonic: Monotonic = time.monotonic,
+        reconcile: AnyHook | None = None,
     ) -> None:
         machine = migration.install(
             StateMachine(
@@ -93,6 +96,7 @@ class AsyncIdempotency(Driver):
         slowest = slowest_attempt(client)
         self._methods = {op: abandon.aheld(m, slowest) for op, m in bind(client).items()}
         self._sleep = sleep
+        recovery.install(machine, reconcile)  # a coroutine function, or a blocking one
 
     async def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
         return await adrive(steps, self._methods, self._sleep, deadline)
@@ -146,6 +150,19 @@ class AsyncIdempotency(Driver):
         deadline = self._deadline(budget)
         return await self._drive(self._machine.renew(claim, lease, deadline), deadline)
 
+    async def mark(
+        self,
+        claim: Claim,
+        step: str,
+        reference: str | None = None,
+        *,
+        budget: float | None = None,
+    ) -> RecoveryPoint:
+        """See :meth:`~.guard.Idempotency.mark`."""
+        deadline = self._deadline(budget)
+        steps = recovery.mark(self._machine, claim, step, reference, deadline)
+        return await self._drive(steps, deadline)
+
     async def run(
         self,
         key: str,
@@ -176,12 +193,15 @@ class AsyncIdempotency(Driver):
             grace = release_grace(deadline)
             await self._drive(machine.fail_quietly(outcome, late, grace), grace)
             raise late
+        token = RUNNING.set((self, outcome))
         try:
             result = await fn()
         except BaseException as exc:
             failing = machine.fail_quietly(outcome, exc, deadline)
             await asyncio.shield(self._drive(failing, deadline))
             raise
+        finally:
+            RUNNING.reset(token)
         await self._drive(completion.complete(machine, outcome, result, False, deadline), deadline)
         return result
 

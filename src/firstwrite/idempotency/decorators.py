@@ -35,6 +35,8 @@ from .aio import AsyncIdempotency
 from .errors import IdempotencyError, MissingKeyError
 from .guard import UNSET, Idempotency
 from .keys import Selector, key_from, key_path, select, walk
+from .recovery import AnyHook, reconciling_with
+from .steps import working
 
 F = TypeVar("F", bound=Callable[..., Any])
 A = TypeVar("A")
@@ -208,6 +210,7 @@ def idempotent(
     scope: str | Callable[[dict[str, Any]], str] | None = None,
     lease: float | None = None,
     budget: float | None = None,
+    reconcile: AnyHook | None = None,
 ) -> Callable[[F], F]:
     """Make a sync or async function run once per key; duplicates get its stored result.
 
@@ -215,7 +218,8 @@ def idempotent(
     functions; a sync guard also works there, driven from a thread), a factory of one, or
     ``None`` for the local default. ``exclude`` names arguments kept out of the fingerprint
     (sessions, loggers). ``budget`` is the time budget of each call, the function included
-    (default: the guard's ``config.budget``)."""
+    (default: the guard's ``config.budget``). ``reconcile`` decides for a call whose earlier
+    run marked recovery points and died (:mod:`.recovery`; default: the guard's hook)."""
 
     def decorate(fn: F) -> F:
         binding = _Binding(fn, guard, key_arg, key, payload, exclude, scope)
@@ -229,13 +233,20 @@ def idempotent(
                     return await fn(*args, **kwargs)
                 k, p, s = found
                 call = functools.partial(fn, *args, **kwargs)
-                if isinstance(g, Idempotency):
-                    return await _sync_guard_async_fn(
-                        g, k, call, p, s, binding.result_type, lease, budget
+                with reconciling_with(reconcile):
+                    if isinstance(g, Idempotency):
+                        return await _sync_guard_async_fn(
+                            g, k, call, p, s, binding.result_type, lease, budget
+                        )
+                    return await g.run(
+                        k,
+                        call,
+                        p,
+                        scope=s,
+                        result_type=binding.result_type,
+                        lease=lease,
+                        budget=budget,
                     )
-                return await g.run(
-                    k, call, p, scope=s, result_type=binding.result_type, lease=lease, budget=budget
-                )
 
             async_wrapper.__wrapped_idempotency__ = binding  # type: ignore[attr-defined]
             return typing.cast(F, async_wrapper)
@@ -248,9 +259,10 @@ def idempotent(
                 return fn(*args, **kwargs)
             k, p, s = found
             call = functools.partial(fn, *args, **kwargs)
-            return g.run(
-                k, call, p, scope=s, result_type=binding.result_type, lease=lease, budget=budget
-            )
+            with reconciling_with(reconcile):
+                return g.run(
+                    k, call, p, scope=s, result_type=binding.result_type, lease=lease, budget=budget
+                )
 
         wrapper.__wrapped_idempotency__ = binding  # type: ignore[attr-defined]
         return typing.cast(F, wrapper)
@@ -285,7 +297,8 @@ async def _sync_guard_async_fn(
         return outcome.answer(result_type, guard.config.on_replay)
     await asyncio.to_thread(guard._check_left, outcome, deadline)  # budget spent: never run fn
     try:
-        result = await fn()
+        with working(outcome, guard):
+            result = await fn()
     except BaseException as exc:
         await asyncio.to_thread(guard._fail_quietly, outcome, exc)
         raise
@@ -332,6 +345,7 @@ def idempotent_handler(
     lease_margin: float = 1.0,
     on_error: Literal["answer", "raise"] = "answer",
     header: str = "Idempotency-Key",
+    reconcile: AnyHook | None = None,
 ) -> Callable[[F], F]:
     """The AWS Lambda form: ``handler(event, context)``, key and payload selected from the
     event (JMESPath or callable; ``payload`` defaults to the whole event).
@@ -351,7 +365,7 @@ def idempotent_handler(
     replay). ``header`` names the key header in the problems' details. Other events (SQS, a
     direct call) get the errors raised, as before. A completion that fails after the function
     returned gives the function's response (logged; a retry after the lease may run it again),
-    as the middleware does."""
+    as the middleware does. ``reconcile``: as for :func:`idempotent`."""
     if on_error not in ("answer", "raise"):
         raise ValueError(f"on_error must be 'answer' or 'raise', not {on_error!r}")
 
@@ -404,27 +418,28 @@ def idempotent_handler(
                     if found is None:
                         return await fn(event, context)
                     k, p, s = found
-                    if isinstance(g, Idempotency):
-                        result = await _sync_guard_async_fn(
-                            g,
-                            k,
-                            run.acall,
-                            p,
-                            s,
-                            result_type(),
-                            lease_for(context),
-                            budget_for(context),
-                        )
-                    else:
-                        result = await g.run(
-                            k,
-                            run.acall,
-                            p,
-                            scope=s,
-                            result_type=result_type(),
-                            lease=lease_for(context),
-                            budget=budget_for(context),
-                        )
+                    with reconciling_with(reconcile):
+                        if isinstance(g, Idempotency):
+                            result = await _sync_guard_async_fn(
+                                g,
+                                k,
+                                run.acall,
+                                p,
+                                s,
+                                result_type(),
+                                lease_for(context),
+                                budget_for(context),
+                            )
+                        else:
+                            result = await g.run(
+                                k,
+                                run.acall,
+                                p,
+                                scope=s,
+                                result_type=result_type(),
+                                lease=lease_for(context),
+                                budget=budget_for(context),
+                            )
                 except IdempotencyError as error:
                     return run.answer(error, answers, header)
                 return run.replied(result)
@@ -440,15 +455,16 @@ def idempotent_handler(
                 if found is None:
                     return fn(event, context)
                 k, p, s = found
-                result = g.run(
-                    k,
-                    run.call,
-                    p,
-                    scope=s,
-                    result_type=result_type(),
-                    lease=lease_for(context),
-                    budget=budget_for(context),
-                )
+                with reconciling_with(reconcile):
+                    result = g.run(
+                        k,
+                        run.call,
+                        p,
+                        scope=s,
+                        result_type=result_type(),
+                        lease=lease_for(context),
+                        budget=budget_for(context),
+                    )
             except IdempotencyError as error:
                 return run.answer(error, answers, header)
             return run.replied(result)

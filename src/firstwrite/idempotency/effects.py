@@ -2,7 +2,8 @@
 
 A transition of the state machine (``_machine/machine.py``) is a generator: it yields a
 :class:`Call` (one DynamoDB request, built by :mod:`.requests`), a :class:`Sleep` or a
-:class:`PlaceResult` (result store and cipher only), is sent the
+:class:`PlaceResult` (result store and cipher only) or a :class:`Reconcile` (recovery
+points only), is sent the
 answer (the response dict, or ``None`` after a sleep), and receives the client's exceptions
 through ``throw()`` (h11's "events as data"). The guards (:mod:`.guard`, :mod:`.aio`) perform
 these effects and nothing else, with :func:`perform` or :func:`aperform`.
@@ -54,7 +55,16 @@ class PlaceResult(NamedTuple):
         return self.placement.place(self.value, self.record_id, self.owner, self.room)
 
 
-Effect = Call | Sleep | PlaceResult
+class Reconcile(NamedTuple):
+    """Ask the caller's ``reconcile`` hook about interrupted work (:mod:`.recovery`): a
+    blocking driver calls ``run()``, an asyncio driver awaits ``arun()``. Answer: the hook's
+    answer, checked by the transition."""
+
+    run: Callable[[], object]
+    arun: Callable[[], Awaitable[object]]
+
+
+Effect = Call | Sleep | PlaceResult | Reconcile
 Steps = Generator[Effect, Any, T]
 """A transition: yields effects, is sent their answers, returns its outcome."""
 

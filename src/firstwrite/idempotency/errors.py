@@ -264,6 +264,45 @@ class ReplayedFailureError(IdempotencyError):
         self.data = data
 
 
+class RecoveryRequiredError(IdempotencyError):
+    """A claim replaced a record whose work had marked recovery points (it may have done its
+    side effect), and no ``reconcile`` hook was given: the work is not rerun blind (HTTP 503,
+    retryable). Give the guard (or the decorator, middleware, consumer) a hook
+    (docs/recovery.md); ``points`` are the marks found, oldest first."""
+
+    def __init__(
+        self,
+        key: str,
+        points: tuple[Any, ...],
+        *,
+        record_id: str | None = None,
+        retry_after: float = 1.0,
+    ) -> None:
+        steps = ", ".join(getattr(p, "step", "?") for p in points)
+        super().__init__(
+            f"request {key!r} was interrupted after its recovery points ({steps}) and no "
+            "reconcile hook was given: it is not run again until one reconciles it"
+        )
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.points = points
+        self.retry_after = retry_after  # seconds (the HTTP answer's Retry-After)
+
+
+class RecoveryFailedError(IdempotencyError):
+    """The ``reconcile`` hook answered that an interrupted request failed for good
+    (:class:`~firstwrite.idempotency.recovery.FailedFinally`): the record is FAILED, not
+    retryable, with ``reason`` (HTTP 409: it will not run again for this key)."""
+
+    idempotency_retryable = False
+
+    def __init__(self, key: str, reason: str, *, record_id: str | None = None) -> None:
+        super().__init__(f"request {key!r} was reconciled as failed for good: {reason}")
+        self.key = key
+        self.record_id = record_id if record_id is not None else key
+        self.reason = reason
+
+
 class SerializationError(IdempotencyError):
     """A result could not be serialised (or a stored one deserialised)."""
 

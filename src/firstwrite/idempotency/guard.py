@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._machine import abandon, completion, migration, table_setup, transactional
+from ._machine import abandon, completion, migration, recovery, table_setup, transactional
 from ._machine.budget import Deadline, release_grace, slowest_attempt, spent_before_run
 from ._machine.driving import Driver, drive
 from ._machine.machine import Clock, Monotonic, StateMachine
@@ -21,6 +21,7 @@ from .effects import Steps, bind
 from .metrics import Metrics
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
+from .recovery import RUNNING, ReconcileHook, RecoveryPoint, check_blocking
 
 __all__ = ["UNSET", "Claim", "Idempotency", "Outcome", "Replay"]
 
@@ -38,8 +39,10 @@ class Idempotency(Driver):
     clock); ``sleep`` and ``rng`` drive the retry policy's backoff; ``monotonic`` (default
     ``time.monotonic``) times the layer's own deadlines: the wait for a live request
     (``in_progress_wait``), a completion's retries (one lease), the wait for a new table.
+    ``reconcile`` decides for a claim that replaces a record whose work marked recovery points
+    (:mod:`.recovery`, docs/recovery.md); without it such a claim is refused.
 
-    Methods: :meth:`run`, :meth:`claim`, :meth:`complete`, :meth:`fail`, :meth:`renew`,
+    Methods: :meth:`run`, :meth:`claim`, :meth:`mark`, :meth:`complete`, :meth:`fail`, :meth:`renew`,
     :meth:`claim_with`, :meth:`complete_with`, :meth:`get`, :meth:`ensure_table`; attributes
     ``config``, ``client``, ``metrics``, ``is_async`` (``False``: it is a
     :class:`~.protocols.Guard`); :meth:`record_id` and :meth:`dynamodb_key` locate a key's
@@ -62,6 +65,7 @@ class Idempotency(Driver):
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
         monotonic: Monotonic = time.monotonic,
+        reconcile: ReconcileHook | None = None,
     ) -> None:
         machine = migration.install(
             StateMachine(
@@ -81,6 +85,7 @@ class Idempotency(Driver):
         slowest = slowest_attempt(client)
         self._methods = {op: abandon.held(m, slowest) for op, m in bind(client).items()}
         self._sleep = sleep
+        recovery.install(machine, check_blocking(reconcile))
 
     def _drive(self, steps: Steps[T], deadline: Deadline | None = None) -> T:
         return drive(steps, self._methods, self._sleep, deadline)
@@ -148,6 +153,22 @@ class Idempotency(Driver):
         deadline = self._deadline(budget)
         return self._drive(self._machine.renew(claim, lease, deadline), deadline)
 
+    def mark(
+        self,
+        claim: Claim,
+        step: str,
+        reference: str | None = None,
+        *,
+        budget: float | None = None,
+    ) -> RecoveryPoint:
+        """Record on ``claim``'s record that ``step`` is about to start (or has started), with
+        ``reference`` (e.g. the key passed downstream): one fenced UpdateItem, kept in order
+        with the claim's other points. A later claim of the key reconciles instead of rerunning
+        (:mod:`.recovery`). Raises :class:`~.errors.LostClaimError` when the claim is no longer
+        the record's."""
+        deadline = self._deadline(budget)
+        return self._drive(recovery.mark(self._machine, claim, step, reference, deadline), deadline)
+
     # -- the whole dance -------------------------------------------------------------------------
 
     def run(
@@ -185,11 +206,14 @@ class Idempotency(Driver):
             value: T = outcome.answer(result_type, config.on_replay)
             return value
         self._check_left(outcome, deadline)
+        token = RUNNING.set((self, outcome))
         try:
             result = fn()
         except BaseException as exc:
             self._fail_quietly(outcome, exc, deadline)
             raise
+        finally:
+            RUNNING.reset(token)
         drive(
             completion.complete(machine, outcome, result, False, deadline), methods, sleep, deadline
         )

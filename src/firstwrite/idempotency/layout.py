@@ -41,6 +41,8 @@ class RecordLayout:
     ``status`` on every completion and failure); ``None`` (the default layout) writes neither and
     derives them: the status from ``result``/``error``, the claim time from the owner token.
 
+    ``marks`` names the list of recovery points a claim's work records
+    (:mod:`firstwrite.idempotency.recovery`); ``None``: this layout refuses them.
     ``vocabulary`` is the status words written (both are read). ``version`` names a number
     written 1 at claim and +1 on every transition (seed 001's Variant 2), also part of every
     fenced write's condition. For hand-built rows (no ``owner``): ``hold`` (seconds) holds an
@@ -62,6 +64,7 @@ class RecordLayout:
     status: str | None = None
     claimed_at: str | None = None
     version: str | None = None
+    marks: str | None = "marks"
     vocabulary: Vocabulary = "upper"
     hold: float | None = None
     final: tuple[str, FinalValue] | None = None
@@ -128,6 +131,7 @@ _ROLES = (
     "status",
     "claimed_at",
     "version",
+    "marks",
 )
 
 DEFAULT = RecordLayout()
@@ -145,6 +149,7 @@ SEED_001 = RecordLayout(
     status="status",
     claimed_at="claimedAt",
     version="version",
+    marks="recoveryPoints",
 )
 LAYOUTS = {DEFAULT.name: DEFAULT, SEED_001.name: SEED_001}
 

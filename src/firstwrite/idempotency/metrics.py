@@ -55,6 +55,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Calls stopped at their time budget while DynamoDB kept failing",
         ("operation", "dynamo_error_code"),
     ),
+    "firstwrite_recovery_takeovers_total": (
+        "Claims of records carrying recovery points: reconciled, not_done, failed_finally, "
+        "refused (no reconcile hook), hook_error",
+        ("outcome",),
+    ),
     "transact_write_cancellations_total": (
         "Transaction cancellation reasons, one per failing item",
         ("transact_write_cancellation_reason",),

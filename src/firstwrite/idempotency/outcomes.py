@@ -15,6 +15,7 @@ from .record import Status
 from .requests import Key
 
 if TYPE_CHECKING:
+    from .recovery import Interrupted
     from .result_placement import Placement
 
 
@@ -41,6 +42,8 @@ class Claim:
     region: str | None = None
     expires_at: int = 0  # epoch s: the record's retention end (set by claim and renew)
     idempotency_key: str | None = None  # the caller's key, as given to claim()
+    # the replaced record's recovery points, when it had any (.recovery): reconciled first
+    recovering: Interrupted | None = None
 
     @property
     def taken_over(self) -> bool:

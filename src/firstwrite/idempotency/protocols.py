@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .config import IdempotencyConfig
 from .outcomes import UNSET, Claim, Outcome, Replay
 from .record import Record
+from .recovery import RecoveryPoint
 
 __all__ = ["AsyncGuard", "Guard"]
 
@@ -90,6 +91,12 @@ class Guard(Protocol):
         self, claim: Claim, lease: float | None = None, *, budget: float | None = None
     ) -> Claim:
         """Extend a live claim's lease; the claim to use from now on."""
+        ...
+
+    def mark(
+        self, claim: Claim, step: str, reference: str | None = None, *, budget: float | None = None
+    ) -> RecoveryPoint:
+        """Append a recovery point to a live claim's record (fenced)."""
         ...
 
     def get(
@@ -172,6 +179,12 @@ class AsyncGuard(Protocol):
         self, claim: Claim, lease: float | None = None, *, budget: float | None = None
     ) -> Claim:
         """See :meth:`Guard.renew`."""
+        ...
+
+    async def mark(
+        self, claim: Claim, step: str, reference: str | None = None, *, budget: float | None = None
+    ) -> RecoveryPoint:
+        """See :meth:`Guard.mark`."""
         ...
 
     async def get(

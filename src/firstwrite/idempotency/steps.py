@@ -1,9 +1,8 @@
 """A guard's calls as plain values, and the drivers that make them: for code built on a guard.
-
-A decision made with a guard (the middleware's, a consumer's) is written once, as a generator
-that yields these steps, is sent each result and thrown each exception; :func:`drive` makes the calls on
-a :class:`~.protocols.Guard`, :func:`adrive` awaits them on an :class:`~.protocols.AsyncGuard`
-(or runs a synchronous guard's calls in a worker thread).
+A decision made with a guard (the middleware's, a consumer's) is a generator yielding these
+steps, sent each result and thrown each exception; :func:`drive` makes the calls on a
+:class:`~.protocols.Guard`, :func:`adrive` awaits them on an :class:`~.protocols.AsyncGuard`
+(a synchronous guard's in a worker thread); :func:`working` surrounds the claim's work.
 
 =======================  ==================================================  ==================
 step                     guard call                                          answer
@@ -14,6 +13,7 @@ step                     guard call                                          ans
 :class:`FailClaim`       ``fail(claim, error, retryable=, data=)``           ``None``
 :class:`ReleaseClaim`    ``fail(claim, reason, retryable=True)``             ``None``
 :class:`RenewClaim`      ``renew(claim, lease)``                             the renewed Claim
+:class:`MarkClaim`       ``mark(claim, step, reference)``                    a RecoveryPoint
 :class:`ReadRecord`      ``get(key, scope=)``                                a Record or None
 :class:`ReadReplays`     ``replays(requests, scope=)``                       Replay or None each
 =======================  ==================================================  ==================
@@ -30,13 +30,15 @@ step                     guard call                                          ans
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias, TypeVar, cast
 
 from .effects import aperform, perform
 from .outcomes import UNSET, Claim
 from .protocols import AsyncGuard, Guard
+from .recovery import RUNNING
 
 __all__ = [
     "ClaimKey",
@@ -44,6 +46,7 @@ __all__ = [
     "CompleteClaim",
     "FailClaim",
     "GuardStep",
+    "MarkClaim",
     "ReadRecord",
     "ReadReplays",
     "ReleaseClaim",
@@ -51,6 +54,7 @@ __all__ = [
     "Steps",
     "adrive",
     "drive",
+    "working",
 ]
 
 T = TypeVar("T")
@@ -168,6 +172,20 @@ class RenewClaim(GuardStep):
 
 
 @dataclass(frozen=True, slots=True)
+class MarkClaim(GuardStep):
+    """``guard.mark(claim, step, reference, budget=)``: a recovery point on the claim's record
+    (:mod:`.recovery`); answered with the :class:`~.recovery.RecoveryPoint`."""
+
+    claim: Claim
+    step: str
+    reference: str | None = None
+    budget: float | None = None
+
+    def call(self, guard: AnyGuard) -> object:
+        return guard.mark(self.claim, self.step, self.reference, budget=self.budget)
+
+
+@dataclass(frozen=True, slots=True)
 class ReadRecord(GuardStep):
     """``guard.get(key, scope=, budget=)``: answered with the stored record or ``None``."""
 
@@ -233,3 +251,19 @@ async def adrive(
         return other(effect)
 
     return await aperform(steps, answer)
+
+
+@contextmanager
+def working(claim: Claim | None, guard: AnyGuard) -> Iterator[None]:
+    """Around a claim's work run by code built on a guard (the middleware, the consumers):
+    :func:`~.recovery.recovery_point` marks ``claim`` through ``guard`` (nothing for
+    ``None``: no claim, nothing to mark)."""
+    if claim is None:
+        yield
+        return
+
+    token = RUNNING.set((guard, claim))
+    try:
+        yield
+    finally:
+        RUNNING.reset(token)

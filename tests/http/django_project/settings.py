@@ -20,7 +20,11 @@ MIDDLEWARE = [
 ]
 FIRSTWRITE_IDEMPOTENCY = {
     "TABLE": "django-tests",
-    "ROUTES": [{"path": "/orders", "methods": ["POST"], "require_key": True}],
+    "ROUTES": [
+        {"path": "/orders", "methods": ["POST"], "require_key": True},
+        {"path": "/charge", "methods": ["POST"], "require_key": True},
+    ],
+    "RECONCILE": "django_project.views.reconcile",
     "METHODS": ["POST"],
     "SCOPE": "django_project.views.tenant",
     "MAX_STORED_RESPONSE": 4096,

@@ -9,6 +9,7 @@ from . import views
 
 urlpatterns = [
     path("orders", views.create_order),
+    path("charge", views.charge),
     path("async-orders", views.create_order_async),
     path("decorated", views.decorated),
     path("decorated-async", views.decorated_async),

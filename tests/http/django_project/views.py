@@ -17,6 +17,7 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from firstwrite.http import reconciled_response
 from firstwrite.http.django import idempotency
 from firstwrite.http.django import idempotent as _idempotent
 
@@ -28,6 +29,34 @@ def idempotent(*args: Any, **kwargs: Any) -> Any:
     if os.environ.get("FIRSTWRITE_DJANGO_UNGUARDED") == "1":
         return (lambda view: view) if not args else args[0]
     return _idempotent(*args, **kwargs)
+
+
+_charged: set[str] = set()  # the provider's ledger: references charged
+
+
+def charge(request: HttpRequest) -> HttpResponse:
+    """Marks a recovery point, charges (one effect), then fails as a provider timeout would:
+    Django answers 500, the middleware releases the key, its marks stay."""
+    from firstwrite.idempotency import recovery_point
+
+    document = json.loads(request.body)
+    reference = f"django-{document['id']}"
+    if os.environ.get("FIRSTWRITE_DJANGO_UNGUARDED") != "1":
+        recovery_point("charge", reference)
+    _record(document)
+    _charged.add(reference)
+    raise TimeoutError(f"the provider did not answer for {reference}")
+
+
+def reconcile(interrupted: Any) -> Any:
+    """``RECONCILE``: the charge looked up by the mark's reference."""
+    from firstwrite.idempotency import NotDone
+
+    reference = interrupted.last.reference
+    if reference in _charged:
+        body = json.dumps({"reference": reference, "reconciled": True}).encode()
+        return reconciled_response(201, body, [("content-type", "application/json")])
+    return NotDone()
 
 
 def tenant(request: HttpRequest) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ..clock_skew import Estimate
 from ..config import IdempotencyConfig
-from ..effects import Call, Effect, Sleep, Steps, aperform, perform
+from ..effects import Call, Effect, Reconcile, Sleep, Steps, aperform, perform
 from ..metrics import Metrics
 from ..requests import Key
 from . import budget
@@ -63,6 +63,8 @@ async def adrive(
             return methods[effect.operation](**effect.params)  # type: ignore[no-any-return]
         if isinstance(effect, Sleep):
             return sleep(effect.seconds)
+        if isinstance(effect, Reconcile):  # the caller's hook, awaited or in a thread
+            return effect.arun()
         return asyncio.to_thread(effect.run)  # the store's and the cipher's blocking I/O
 
     token = CURRENT.set(deadline)

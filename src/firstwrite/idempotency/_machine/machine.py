@@ -44,6 +44,7 @@ from ..layout import layout_of
 from ..metrics import Metrics
 from ..outcomes import UNSET, Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
+from ..recovery import AnyHook, Interrupted, points_of
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
 from ..result_placement import Placement
 from ..verdicts import Verdict, fenced_outcome, judge
@@ -99,6 +100,15 @@ Monotonic = Callable[[], float]
 """The clock of the layer's own deadlines (how long to wait for a live request, how long to
 retry a completion, how long to wait for a new table): seconds from any origin, never going
 back (``time.monotonic``). Only differences of its readings are used."""
+
+
+class Settle(Protocol):
+    """:func:`.recovery.settle`: decides for a claim of a record carrying recovery points."""
+
+    def __call__(
+        self, m: StateMachine, claim: Claim, deadline: Deadline | None
+    ) -> Steps[Outcome]: ...
+
 
 _MAX_ROUNDS = 64  # claim attempts per call: a key changing hands this often is a bug upstream
 
@@ -161,6 +171,10 @@ class StateMachine:
             )
         )
         self.status_only = config.replay == "status-only"
+        # The guard's ``reconcile`` hook and the transition deciding for a claim of a record
+        # with recovery points (:func:`.recovery.install`, by the drivers).
+        self.reconcile: AnyHook | None = None
+        self.settle: Settle | None = None
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -232,7 +246,15 @@ class StateMachine:
         else:
             outcome = "claimed"
         self.report.claim(outcome)
-        return attempt.claim(previous.status)
+        if outcome != "takeover" and outcome != "reclaimed_failed":
+            return attempt.claim(previous.status)
+        # PENDING past its lease, or retryable FAILED: its work may have marked points
+        claim = attempt.claim(previous.status)
+        points = points_of(old, self.layout.marks)
+        if not points:
+            return claim
+        interrupted = Interrupted(attempt.idempotency_key, attempt.record_id, points, previous)
+        return replace(claim, recovering=interrupted)
 
     def on_conflict(self, attempt: Attempt | Claim, rec: Record, now: float) -> Verdict:
         verdict = judge(
@@ -418,9 +440,12 @@ class StateMachine:
             put = requests.put_claim(item, fp, now)
             ok, old = yield from self.conditional(put, key, record_id, deadline)
             if ok:
+                claimed = self.claimed(trying, old)
                 if blind and self.skew.wrote_short():  # its answer shows the lease is short
-                    return (yield from self.renew(self.claimed(trying, old), lease, deadline))
-                return self.claimed(trying, old)
+                    claimed = yield from self.renew(claimed, lease, deadline)
+                if claimed.recovering is None or self.settle is None:
+                    return claimed
+                return (yield from self.settle(self, claimed, deadline))
             if old is None:  # a DynamoDB without ReturnValuesOnConditionCheckFailure
                 get = requests.get(dkey)
                 old = (yield from self.call(get, key, record_id, deadline)).get("Item")

@@ -433,6 +433,7 @@ def _legacy_claim(claim: Claim, legacy: OldKeysOf) -> LegacyClaim:
         c.region,
         c.expires_at,
         c.idempotency_key,
+        c.recovering,
         legacy,
     )
 

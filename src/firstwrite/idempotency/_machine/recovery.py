@@ -1,0 +1,187 @@
+"""Recovery points in the state machine: the fenced mark, and the takeover that reconciles.
+
+:func:`mark` appends one :class:`~firstwrite.idempotency.recovery.RecoveryPoint` to a live
+claim's list (``SET #mk = list_append(if_not_exists(#mk, :none), :mk)``, conditioned on the
+claim's fence, as complete, fail and renew are; the version is not bumped, so the claim stays
+valid). A claim that replaced a record carrying points (a PENDING one past its lease, or a retryable
+FAILED one) comes out of the machine's ``claimed`` with them (``claim.recovering``), and
+:func:`settle` (installed on the machine by :func:`install`) decides for it before any work
+runs: the points are first written back onto the new claim (the claim's PutItem
+replaced the item), then the ``reconcile`` hook is asked (:class:`~firstwrite.idempotency.effects.Reconcile`)
+and its answer applied, or, without a hook, the claim is put back for a later takeover (lease
+``0``) and refused. A hook that raises also puts the claim back, then its error propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .. import requests as q
+from ..effects import Call, Reconcile, Steps
+from ..errors import ConfigurationError, RecoveryFailedError, RecoveryRequiredError
+from ..outcomes import Claim, Outcome, key_of
+from ..recovery import (
+    HOOK,
+    AnyHook,
+    FailedFinally,
+    NotDone,
+    Reconciled,
+    RecoveryPoint,
+    asking,
+    new_mark_id,
+    points_of,
+)
+from .budget import Deadline
+from .completion import answered
+
+if TYPE_CHECKING:
+    from .machine import StateMachine
+
+log = logging.getLogger("firstwrite.idempotency")
+
+_NONE: dict[str, Any] = {"L": []}
+_ZERO = {"N": "0"}
+
+
+def _attribute(m: StateMachine) -> str:
+    name = m.layout.marks
+    if name is None:
+        raise ConfigurationError(
+            f"record layout {m.layout.name!r} has no attribute for recovery points "
+            "(marks=None): give the layout a `marks` name to use recovery_point()/mark()"
+        )
+    return name
+
+
+def _fenced_update(
+    m: StateMachine, claim: Claim, update: str, names: dict[str, str], values: dict[str, Any]
+) -> Call:
+    """An UpdateItem of ``claim``'s record under its fence (owner, live lease, version)."""
+    layout = m.layout
+    names = {"#own": layout.owner, "#lease": layout.lease, **names}
+    values = {":own": {"S": q.fence(claim.owner, claim.version)}, **values}
+    condition = q.FENCE
+    if layout.version is not None:
+        names["#ver"] = layout.version
+        values[":ver"] = {"N": str(claim.version)}
+        condition = q.FENCE_VERSIONED
+    params: dict[str, Any] = {
+        "TableName": m.requests.table,
+        "Key": claim.key,
+        "ConditionExpression": condition,
+        "UpdateExpression": update,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        **m.requests.capacity,
+    }
+    return Call("UpdateItem", params)
+
+
+def mark(
+    m: StateMachine,
+    claim: Claim,
+    step: str,
+    reference: str | None,
+    deadline: Deadline | None = None,
+) -> Steps[RecoveryPoint]:
+    """Append a recovery point to ``claim``'s record; raises
+    :class:`~firstwrite.idempotency.errors.LostClaimError` when the claim is no longer the
+    record's (taken over, completed, failed)."""
+    if not isinstance(step, str) or not step:
+        raise ConfigurationError("a recovery point's step must be a non-empty string")
+    if reference is not None and not isinstance(reference, str):
+        raise ConfigurationError("a recovery point's reference must be a string or None")
+    attribute = _attribute(m)
+    point = RecoveryPoint(step, reference, m.clock(), claim.owner, new_mark_id())
+    call = _fenced_update(
+        m,
+        claim,
+        "SET #mk = list_append(if_not_exists(#mk, :none), :mk)",
+        {"#mk": attribute},
+        {":mk": {"L": [point.item()]}, ":none": _NONE},
+    )
+    key = key_of(claim)
+    ok, old = yield from m.conditional(call, key, claim.record_id, deadline)
+    if ok:
+        return point
+    old = yield from m.refused_item(old, claim.key, key, claim.record_id, deadline)
+    rec = None if old is None else m.read(old)
+    if old is not None and any(p.mark_id == point.mark_id for p in points_of(old, attribute)):
+        return point  # our own write, whose answer was lost
+    raise m.lost(claim, rec, "mark")
+
+
+def install(m: StateMachine, hook: AnyHook | None) -> None:
+    """Give ``m`` the guard's ``reconcile`` hook, and :func:`settle` for its claims."""
+    m.reconcile = hook
+    m.settle = settle
+
+
+def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[None]:
+    """Leave the claim's record PENDING with its points and a lease already over, for the
+    next claim to reconcile (or be refused)."""
+    assert claim.recovering is not None
+    call = _fenced_update(m, claim, "SET #lease = :zero", {}, {":zero": _ZERO})
+    ok, _ = yield from m.conditional(call, key_of(claim), claim.record_id, deadline)
+    if not ok:  # taken over meanwhile: the new owner has the points (adopted first)
+        m.report.lost(key_of(claim), claim.record_id, "put back", None)
+
+
+def _count(m: StateMachine, outcome: str) -> None:
+    if m.report.enabled:
+        m.metrics.count("firstwrite_recovery_takeovers_total", outcome=outcome)
+
+
+def settle(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[Outcome]:
+    """Decide for a claim that replaced a record carrying recovery points: a
+    :class:`~firstwrite.idempotency.outcomes.Replay` (reconciled), the claim (not done: run
+    the work), or an error (failed for good; no hook)."""
+    interrupted = claim.recovering
+    assert interrupted is not None
+    attribute = _attribute(m)
+    hook = HOOK.get() or m.reconcile
+    values: dict[str, Any] = {":pts": {"L": [p.item() for p in interrupted.points]}}
+    update = "SET #mk = :pts"
+    if hook is None:  # adopt the points and put the record back in one write
+        update += ", #lease = :zero"
+        values[":zero"] = _ZERO
+    adopt = _fenced_update(m, claim, update, {"#mk": attribute}, values)
+    key = key_of(claim)
+    ok, old = yield from m.conditional(adopt, key, claim.record_id, deadline)
+    if not ok:
+        old = yield from m.refused_item(old, claim.key, key, claim.record_id, deadline)
+        raise m.lost(claim, None if old is None else m.read(old), "adopt points")
+    if hook is None:
+        _count(m, "refused")
+        log.warning(
+            "refused to rerun %r: its interrupted work marked recovery points (%s) and no "
+            "reconcile hook was given",
+            interrupted.key,
+            ", ".join(p.step for p in interrupted.points),
+            extra={"idempotency_key": interrupted.key, "record_id": claim.record_id},
+        )
+        raise RecoveryRequiredError(interrupted.key, interrupted.points, record_id=claim.record_id)
+    try:
+        answer = yield Reconcile(*asking(hook, interrupted))
+    except Exception:
+        _count(m, "hook_error")
+        yield from _put_back(m, claim, deadline)
+        raise
+    if isinstance(answer, Reconciled):
+        _count(m, "reconciled")
+        return (yield from answered(m, claim, answer.result, deadline))
+    if isinstance(answer, NotDone):
+        _count(m, "not_done")
+        return claim
+    if isinstance(answer, FailedFinally):
+        _count(m, "failed_finally")
+        error = RecoveryFailedError(interrupted.key, answer.reason, record_id=claim.record_id)
+        yield from m.fail(claim, error, retryable=False, data=None, deadline=deadline)
+        raise error
+    yield from _put_back(m, claim, deadline)
+    raise ConfigurationError(
+        f"the reconcile hook answered {answer!r}: answer Reconciled(result), NotDone() or "
+        "FailedFinally(reason) (firstwrite.idempotency.recovery)"
+    )
