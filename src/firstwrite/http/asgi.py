@@ -25,10 +25,8 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, TypeVar
 
-from firstwrite.idempotency import UNSET, AsyncGuard, AsyncIdempotency, Claim, Guard
+from firstwrite.idempotency import UNSET, AsyncGuard, AsyncIdempotency, Claim, Guard, recovery
 from firstwrite.idempotency import steps as guard_steps
-from firstwrite.idempotency.recovery import AnyHook, reconciling_with
-from firstwrite.idempotency.steps import working
 
 from . import guarding
 from .config import HttpConfig
@@ -78,7 +76,7 @@ class IdempotencyMiddleware:
         *,
         guard: Guard | AsyncGuard | None = None,
         config: HttpConfig | None = None,
-        reconcile: AnyHook | None = None,
+        reconcile: recovery.AnyHook | None = None,
     ) -> None:
         self.app = app
         self.reconcile = reconcile
@@ -147,7 +145,7 @@ class IdempotencyMiddleware:
     async def _drive(self, steps: guard_steps.Steps[T]) -> T:
         """A decision of :mod:`.guarding`, its guard calls awaited (a synchronous guard's each
         in a worker thread)."""
-        with reconciling_with(self.reconcile):
+        with recovery.reconciling_with(self.reconcile):
             return await guard_steps.adrive(steps, self.guard)
 
     async def _claim(self, plan: Plan, payload: Any, send: Send) -> Claim | None:
@@ -178,7 +176,7 @@ class IdempotencyMiddleware:
         core = self.core
         started = time.monotonic()
         try:
-            with working(context.claim, self.guard):
+            with guard_steps.working(context.claim, self.guard):
                 await self.app(scope, receive, capture.send)
         except BaseException as exc:
             if context.claim is not None:

@@ -15,6 +15,8 @@ guards one view with its own options (``@idempotent(require_key=True, wait=0)``)
 view, above ``@api_view``, or on an ``APIView`` method; the middleware leaves such a view to it.
 Django REST framework responses are rendered before they are stored, so a replay carries the
 bytes the client saw. Django is imported here only (the ``django`` extra).
+
+Size: one concept, the Django adapter whole (settings, middleware, view decorator, responses).
 """
 
 from __future__ import annotations
@@ -35,15 +37,8 @@ from django.http import HttpRequest as DjangoRequest
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.module_loading import import_string
 
-from firstwrite.idempotency import UNSET, Claim, Guard, Idempotency, IdempotencyConfig
+from firstwrite.idempotency import UNSET, Claim, Guard, Idempotency, IdempotencyConfig, recovery
 from firstwrite.idempotency import steps as guard_steps
-from firstwrite.idempotency.recovery import (
-    RUNNING,
-    ReconcileHook,
-    check_blocking,
-    reconciling_with,
-)
-from firstwrite.idempotency.steps import working
 
 from . import guarding
 from .config import HttpConfig
@@ -140,14 +135,14 @@ def _guard(options: Mapping[str, Any]) -> Guard:
     return cast(Guard, chosen)
 
 
-def _reconcile(options: Mapping[str, Any]) -> ReconcileHook | None:
+def _reconcile(options: Mapping[str, Any]) -> recovery.ReconcileHook | None:
     """The ``RECONCILE`` hook: a blocking callable or its dotted path (``None``: the guard's)."""
     chosen = options.get("RECONCILE")
     if isinstance(chosen, str):
         chosen = _imported("RECONCILE", chosen)
     if chosen is not None and not callable(chosen):
         raise ImproperlyConfigured(f'{SETTING}["RECONCILE"] must be a callable or its path')
-    return check_blocking(chosen)  # a coroutine function: ConfigurationError
+    return recovery.check_blocking(chosen)  # a coroutine function: ConfigurationError
 
 
 class _View(HttpRequest):
@@ -240,7 +235,7 @@ class _Guarding:
     def begin(self, core: Core, request: DjangoRequest) -> HttpResponseBase | None:
         """:meth:`starting`, its guard calls made."""
         steps = self.starting(core, request, self.prepare(core, request))
-        with reconciling_with(self.reconcile):
+        with recovery.reconciling_with(self.reconcile):
             return guard_steps.drive(steps, self.guard)
 
     async def abegin(self, core: Core, request: DjangoRequest) -> HttpResponseBase | None:
@@ -249,13 +244,13 @@ class _Guarding:
             plan = await sync_to_async(self.prepare)(core, request)
         else:
             plan = self.prepare(core, request)
-        with reconciling_with(self.reconcile):
+        with recovery.reconciling_with(self.reconcile):
             return await guard_steps.adrive(self.starting(core, request, plan), self.guard)
 
     def working(self, request: DjangoRequest) -> AbstractContextManager[None]:
         """Around the view: :func:`~firstwrite.idempotency.recovery_point` marks its claim."""
         context = getattr(request, _CONTEXT, None)
-        return working(None if context is None else context.claim, self.guard)
+        return guard_steps.working(None if context is None else context.claim, self.guard)
 
     def finishing(
         self, request: DjangoRequest, response: HttpResponseBase, started: float
@@ -377,7 +372,7 @@ class IdempotencyMiddleware:
         try:
             response = self.get_response(request)
         finally:
-            RUNNING.set(None)  # set by process_view for the view (see there)
+            recovery.RUNNING.set(None)  # set by process_view for the view (see there)
         guarding = _guarding()
         return guard_steps.drive(guarding.finishing(request, response, started), guarding.guard)
 
@@ -387,7 +382,7 @@ class IdempotencyMiddleware:
             get_response = cast(Callable[[DjangoRequest], Awaitable[Any]], self.get_response)
             response = await get_response(request)
         finally:
-            RUNNING.set(None)  # set by process_view for the view (see there)
+            recovery.RUNNING.set(None)  # set by process_view for the view (see there)
         guarding = _guarding()
         steps = guarding.finishing(request, response, started)
         return await guard_steps.adrive(steps, guarding.guard)
@@ -404,7 +399,7 @@ class IdempotencyMiddleware:
         context = getattr(request, _CONTEXT, None)
         claim = None if context is None else context.claim
         if answer is None and claim is not None:
-            RUNNING.set((guarding.guard, claim))
+            recovery.RUNNING.set((guarding.guard, claim))
         return answer
 
 

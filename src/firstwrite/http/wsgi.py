@@ -19,10 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
-from firstwrite.idempotency import UNSET, AsyncGuard, Claim, Guard, Idempotency
+from firstwrite.idempotency import UNSET, AsyncGuard, Claim, Guard, Idempotency, recovery
 from firstwrite.idempotency import steps as guard_steps
-from firstwrite.idempotency.recovery import ReconcileHook, check_blocking, reconciling_with
-from firstwrite.idempotency.steps import working
 from firstwrite.shared.http_reply import standard_phrase
 
 from . import guarding
@@ -62,10 +60,10 @@ class WSGIIdempotencyMiddleware:
         *,
         guard: Guard | None = None,
         config: HttpConfig | None = None,
-        reconcile: ReconcileHook | None = None,
+        reconcile: recovery.ReconcileHook | None = None,
     ) -> None:
         self.guard = _synchronous(guard if guard is not None else Idempotency())
-        self.reconcile = check_blocking(reconcile)
+        self.reconcile = recovery.check_blocking(reconcile)
         self.app = app
         self.config = config or HttpConfig()
         self.core = Core(self.config)
@@ -114,7 +112,7 @@ class WSGIIdempotencyMiddleware:
         self, plan: Plan, payload: Any
     ) -> Claim | tuple[int, Headers, bytes] | StreamedReply:
         """The claim, or the answer instead (a replay or an error)."""
-        with reconciling_with(self.reconcile):
+        with recovery.reconciling_with(self.reconcile):
             return guard_steps.drive(guarding.claim(self.core, plan, payload), self.guard)
 
     def _settle_unstored(
@@ -130,7 +128,7 @@ class WSGIIdempotencyMiddleware:
         started = time.monotonic()
         result: Iterable[bytes] | None = None
         try:
-            with working(context.claim, self.guard):
+            with guard_steps.working(context.claim, self.guard):
                 result = self.app(environ, capture.start_response)
             iterator = iter(result)
             if not capture.streams(core):
@@ -164,7 +162,9 @@ class WSGIIdempotencyMiddleware:
                 self._settle_unstored(context, None, "incomplete response")
             raise RuntimeError("the WSGI app returned without calling start_response")
         try:
-            with reconciling_with(self.reconcile):  # finish may claim (a transactional route)
+            with recovery.reconciling_with(
+                self.reconcile
+            ):  # finish may claim (a transactional route)
                 answer, extra = guard_steps.drive(
                     guarding.finish(
                         core,

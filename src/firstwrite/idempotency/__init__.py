@@ -9,8 +9,7 @@ it), ``docs/idempotency-record.md`` (the record and its state machine). Public m
 * :mod:`.decorators`, :mod:`.config`, :mod:`.errors`, :mod:`.metrics`, :mod:`.audit`,
   :mod:`.router`, :mod:`.outcomes`, :mod:`.keys`, :mod:`.record`, :mod:`.requests` (every
   request the layer makes), :mod:`.record_view`, :mod:`.local`, :mod:`.result_store`,
-  :mod:`.result_cipher`, :mod:`.spooled_results`, :mod:`.clock_skew`, :mod:`.recovery` (recovery
-  points and the reconcile hook).
+  :mod:`.result_cipher`, :mod:`.spooled_results`, :mod:`.clock_skew`, :mod:`.recovery`.
 * Vocabulary shared with the state machine: :mod:`.effects`, :mod:`.verdicts`,
   :mod:`.client_errors`, :mod:`.serialization`, :mod:`.typed_json`.
 
