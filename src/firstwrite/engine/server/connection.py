@@ -25,8 +25,10 @@ import asyncio
 import contextvars
 import inspect
 import resource
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.utils import formatdate
 from itertools import chain
 from typing import Any
 
@@ -329,6 +331,7 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 self._refuse(long_fields)
                 raise _Stop
             self._in_head = False
+            _fresh_date(self.server_state)
             super().on_headers_complete()
             self._arm("body", body_timeout)
 
@@ -440,3 +443,16 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
             self._refuse(problem_bytes(408, "Request Timeout", detail, close=True))
 
     return BoundedHttpToolsProtocol
+
+
+def _fresh_date(state: Any) -> None:
+    """The ``Date`` of the answers to come is this second's, as DynamoDB stamps it. uvicorn
+    renews it from its main loop once a second, so it could be more than a second old, and a
+    client that reads the server's time from it (the layer's clock-skew estimate) would be
+    misled by up to a second more than the header's resolution."""
+    second = int(time.time())
+    if getattr(state, "firstwrite_date_second", None) == second:
+        return
+    state.firstwrite_date_second = second
+    others = [(name, value) for name, value in state.default_headers if name != b"date"]
+    state.default_headers = [(b"date", formatdate(second, usegmt=True).encode()), *others]
