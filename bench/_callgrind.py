@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 _ENTRY = "closure_fcn"  # CPython's ctypes: every callback from C into Python enters here
@@ -136,3 +136,24 @@ def sources_at(revision: str, root: Path, directory: Path) -> Path:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
     return directory / "src"
+
+
+def least_per_piece(
+    module: str, args: Sequence[str], *, per: int, src: Path | None = None
+) -> dict[Hashable, float]:
+    """Run ``python -m module args...`` under callgrind (``src``: the ``src`` folder whose
+    firstwrite is counted, e.g. :func:`sources_at`'s; default this checkout's). The program
+    prints, as its last line, a JSON list naming each piece it counted, in order (a string, or a
+    list made a tuple); the answer is the least count of each name, divided by ``per`` (the
+    units a piece ran), in thousands. Raises ``RuntimeError`` when callgrind fails."""
+    root = Path(__file__).resolve().parents[1]
+    path = f"{root}{os.pathsep}{src if src is not None else root / 'src'}"
+    counts, out = count(["-m", module, *args], timeout=1800, env={"PYTHONPATH": path})
+    pieces = json.loads(out.strip().splitlines()[-1])
+    if len(counts) < len(pieces):
+        raise RuntimeError(f"callgrind wrote {len(counts)} dumps for {len(pieces)} pieces")
+    values: dict[Hashable, list[float]] = {}
+    for piece, total in zip(pieces, counts, strict=False):
+        name = tuple(piece) if isinstance(piece, list) else piece
+        values.setdefault(name, []).append(total / per / 1000)
+    return {name: min(v) for name, v in values.items()}

@@ -23,14 +23,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 RESULTS = BENCH_DIR / "results"  # git-ignored scratch: node_modules, databases, raw output
+
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -422,3 +424,23 @@ def create_table(client: Any, name: str, key: str, *, ttl_attribute: str | None 
             TableName=name,
             TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
         )
+
+
+def microseconds_per_call(
+    ops: Mapping[K, Callable[[int], object]], calls: int, reps: int, *, warmup: int = 50
+) -> dict[K, list[float]]:
+    """Time ``ops`` (each ``op(i)`` one request; ``i`` never repeats, so keys can be fresh):
+    ``warmup`` uncounted calls each, then ``reps`` rounds of ``calls`` calls, the ops
+    interleaved round by round so machine load falls on all alike. Microseconds per call, one
+    value per round."""
+    for op in ops.values():
+        for i in range(warmup):
+            op(10**6 + i)
+    found: dict[K, list[float]] = {name: [] for name in ops}
+    for rep in range(reps):
+        for name, op in ops.items():
+            start = time.perf_counter()
+            for i in range(calls):
+                op(rep * calls + i)
+            found[name].append((time.perf_counter() - start) / calls * 1e6)
+    return found

@@ -22,10 +22,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from email.utils import formatdate
-from typing import Any
+from typing import Any, cast
 
 from . import _callgrind
-from ._common import Section, Series, Settings, Table
+from ._common import Section, Series, Settings, Table, microseconds_per_call
 
 SCENARIOS = ("first call", "duplicate")
 GUARDS = ("off", "on", "on, no Date")
@@ -82,32 +82,19 @@ def _child(requests: int, reps: int) -> None:
 
 def _timed(requests: int, reps: int = 5) -> dict[tuple[str, str], list[float]]:
     """Microseconds per request, one value per repetition (guards interleaved per rep)."""
-    found: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-skew-") as directory:
         guards = _guards(directory)
         ops = {(s, n): _operation(g, s, n) for n, g in guards.items() for s in SCENARIOS}
-        for op in ops.values():
-            for i in range(50):
-                op(10**6 + i)
-        for rep in range(reps):
-            for key, op in ops.items():
-                start = time.perf_counter()
-                for i in range(requests):
-                    op(rep * requests + i)
-                found.setdefault(key, []).append((time.perf_counter() - start) / requests * 1e6)
-    return found
+        return microseconds_per_call(ops, requests, reps)
 
 
 def _counted(requests: int) -> dict[tuple[str, str], float]:
     """Thousands of instructions per request, by (scenario, guard)."""
-    counts, out = _callgrind.count(
-        ["-m", "bench.clock_skew", "--child", str(requests), "2"], timeout=1800
+    args = ["--child", str(requests), "2"]
+    return cast(
+        "dict[tuple[str, str], float]",
+        _callgrind.least_per_piece("bench.clock_skew", args, per=requests),
     )
-    pieces = json.loads(out.strip().splitlines()[-1])
-    values: dict[tuple[str, str], list[float]] = {}
-    for (scenario, name), total in zip(pieces, counts, strict=False):
-        values.setdefault((scenario, name), []).append(total / requests / 1000)
-    return {k: min(v) for k, v in values.items()}
 
 
 def main(requests: int) -> None:

@@ -23,10 +23,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import _callgrind
-from ._common import Section, Series, Settings, Table, guard_client_config
+from ._common import Section, Series, Settings, Table, guard_client_config, microseconds_per_call
 
 BASE = os.environ.get("KEY_MIGRATION_BASE", "48f5cde")
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,35 +90,20 @@ def _child(requests: int, reps: int) -> None:
 
 
 def _timed(requests: int, reps: int = 5) -> dict[tuple[str, str], list[float]]:
-    """Microseconds per request, one value per repetition."""
-    found = {}
+    """Microseconds per request, one value per repetition (guards interleaved per rep)."""
     with tempfile.TemporaryDirectory(prefix="bench-migration-") as directory:
-        for name, guard in _guards(directory).items():
-            for scenario in SCENARIOS:
-                op = _operation(guard, scenario, name)
-                for i in range(50):
-                    op(10**6 + i)
-                runs = []
-                for rep in range(reps):
-                    start = time.perf_counter()
-                    for i in range(requests):
-                        op(rep * requests + i)
-                    runs.append((time.perf_counter() - start) / requests * 1e6)
-                found[scenario, name] = runs
-    return found
+        guards = _guards(directory)
+        ops = {(s, n): _operation(g, s, n) for n, g in guards.items() for s in SCENARIOS}
+        return microseconds_per_call(ops, requests, reps)
 
 
 def _counted(src: Path, requests: int) -> dict[tuple[str, str], float]:
     """Thousands of instructions per request, by (scenario, guard), of ``src``'s firstwrite."""
-    env = {"PYTHONPATH": f"{ROOT}{os.pathsep}{src}"}
-    counts, out = _callgrind.count(
-        ["-m", "bench.key_migration", "--child", str(requests), "2"], timeout=1800, env=env
+    args = ["--child", str(requests), "2"]
+    return cast(
+        "dict[tuple[str, str], float]",
+        _callgrind.least_per_piece("bench.key_migration", args, per=requests, src=src),
     )
-    pieces = json.loads(out.strip().splitlines()[-1])
-    values: dict[tuple[str, str], list[float]] = {}
-    for (scenario, name), total in zip(pieces, counts, strict=False):
-        values.setdefault((scenario, name), []).append(total / requests / 1000)
-    return {k: min(v) for k, v in values.items()}
 
 
 def main(requests: int) -> None:

@@ -20,13 +20,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import _callgrind
-from ._common import Section, Series, Settings, Table
+from ._common import Section, Series, Settings, Table, guard_client_config, microseconds_per_call
 
 BASE = os.environ.get("RECOVERY_BASE", "43c8696")
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +37,9 @@ def _guard(directory: str) -> Any:
     from firstwrite.engine.binding.sync import local_client
     from firstwrite.idempotency import Idempotency, IdempotencyConfig
 
-    client = local_client(Engine(os.path.join(directory, "bench.db"), durability="normal"))
+    engine = Engine(os.path.join(directory, "bench.db"), durability="normal")
+    # Timeouts within the budget: calls are made in the calling thread (callgrind counts it).
+    client = local_client(engine, config=guard_client_config())
     guard = Idempotency(IdempotencyConfig(table_name="bench-recovery"), client=client)
     guard.ensure_table()
     return guard
@@ -83,32 +84,19 @@ def _child(requests: int, reps: int, scenarios: list[str]) -> None:
 def _timed(requests: int, reps: int = 5) -> dict[str, list[float]]:
     """Microseconds per request, one value per repetition; the scenarios interleaved run by
     run, so machine load falls on all alike."""
-    found: dict[str, list[float]] = {s: [] for s in SCENARIOS}
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as directory:
         guard = _guard(directory)
         ops = {s: _operation(guard, s) for s in SCENARIOS}
-        for op in ops.values():
-            for i in range(50):
-                op(10**6 + i)
-        for rep in range(reps):
-            for s, op in ops.items():
-                start = time.perf_counter()
-                for i in range(requests):
-                    op(rep * requests + i)
-                found[s].append((time.perf_counter() - start) / requests * 1e6)
-    return found
+        return microseconds_per_call(ops, requests, reps)
 
 
 def _counted(src: Path, requests: int, scenarios: list[str]) -> dict[str, float]:
     """Thousands of instructions per request, by scenario, of ``src``'s firstwrite."""
-    env = {"PYTHONPATH": f"{ROOT}{os.pathsep}{src}"}
-    command = ["-m", "bench.recovery", "--child", str(requests), "2", *scenarios]
-    counts, out = _callgrind.count(command, timeout=1800, env=env)
-    pieces = json.loads(out.strip().splitlines()[-1])
-    values: dict[str, list[float]] = {}
-    for scenario, total in zip(pieces, counts, strict=False):
-        values.setdefault(scenario, []).append(total / requests / 1000)
-    return {k: min(v) for k, v in values.items()}
+    args = ["--child", str(requests), "2", *scenarios]
+    return cast(
+        "dict[str, float]",
+        _callgrind.least_per_piece("bench.recovery", args, per=requests, src=src),
+    )
 
 
 def main(requests: int) -> None:

@@ -15,12 +15,14 @@ redeliveries and restarts too.
 
 Each is counted in ``dynamo_cross_region_duplicate_detected_total{region}`` (the winning
 region), logged at ERROR with both owners and regions, and passed to ``on_overwrite``; run it
-as a Lambda (:meth:`~CrossRegionReconciler.lambda_handler`) or a poller (``poll``).
+as a Lambda (:meth:`~CrossRegionReconciler.lambda_handler`) or a long-running poller
+(:meth:`~CrossRegionReconciler.run`; :meth:`~CrossRegionReconciler.poll` reads once).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +31,7 @@ from firstwrite.idempotency import Metrics
 from firstwrite.idempotency.keys import caller_key
 from firstwrite.idempotency.layout import DEFAULT, RecordLayout
 from firstwrite.idempotency.record import Record, Status
-from firstwrite.idempotency.stream_reading import read_stream
+from firstwrite.idempotency.stream_reading import follow_stream, read_stream
 
 from .core import Ordering, consume
 from .guard import EventGuard
@@ -228,6 +230,23 @@ class CrossRegionReconciler:
     def poll(
         self, streams_client: Any, stream_arn: str, iterators: dict[str, str] | None = None
     ) -> dict[str, str]:
-        """Read every shard of ``stream_arn`` once (from TRIM_HORIZON, or the iterators a
-        previous poll returned) and examine its records. Returns the next iterators."""
+        """Read every shard of ``stream_arn`` once and examine its records: from TRIM_HORIZON, or from
+        the position a previous poll returned (updated in place as pages are read). Returns the
+        position to continue from (:func:`~firstwrite.idempotency.stream_reading.read_stream`)."""
         return read_stream(streams_client, stream_arn, self.process, iterators)
+
+    def run(
+        self,
+        streams_client: Any,
+        stream_arn: str,
+        stop: threading.Event,
+        *,
+        interval: float = 1.0,
+        iterators: dict[str, str] | None = None,
+    ) -> dict[str, str]:
+        """The long-running poller: :meth:`poll` every ``interval`` seconds until ``stop`` is
+        set, a failed round logged and retried
+        (:func:`~firstwrite.idempotency.stream_reading.follow_stream`). Returns the position."""
+        return follow_stream(
+            streams_client, stream_arn, self.process, stop, interval=interval, iterators=iterators
+        )

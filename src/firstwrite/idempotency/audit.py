@@ -35,7 +35,7 @@ from .keys import caller_key
 from .layout import DEFAULT
 from .metrics import NULL, Metrics
 from .requests import NO_FINGERPRINT, Requests, same_request
-from .stream_reading import read_stream
+from .stream_reading import follow_stream, read_stream
 
 log = logging.getLogger("firstwrite.idempotency.audit")
 
@@ -277,6 +277,23 @@ class TtlAudit:
     def poll(
         self, streams_client: Any, stream_arn: str, iterators: dict[str, str] | None = None
     ) -> dict[str, str]:
-        """Read every shard of ``stream_arn`` once (from TRIM_HORIZON, or the iterators a
-        previous poll returned) and process the records. Returns the next iterators."""
+        """Read every shard of ``stream_arn`` once and process the records: from TRIM_HORIZON, or from
+        the position a previous poll returned (updated in place as pages are read). Returns the
+        position to continue from (:func:`~firstwrite.idempotency.stream_reading.read_stream`)."""
         return read_stream(streams_client, stream_arn, self.process, iterators)
+
+    def run(
+        self,
+        streams_client: Any,
+        stream_arn: str,
+        stop: threading.Event,
+        *,
+        interval: float = 1.0,
+        iterators: dict[str, str] | None = None,
+    ) -> dict[str, str]:
+        """The long-running poller: :meth:`poll` every ``interval`` seconds until ``stop`` is
+        set, a failed round logged and retried
+        (:func:`~firstwrite.idempotency.stream_reading.follow_stream`). Returns the position."""
+        return follow_stream(
+            streams_client, stream_arn, self.process, stop, interval=interval, iterators=iterators
+        )
