@@ -98,3 +98,15 @@ def test_a_real_process_that_changes_directory_keeps_its_database(tmp_path: Path
     assert not (tmp_path / "elsewhere" / "local.db").exists()
     with Engine(tmp_path / "local.db") as engine:
         assert engine.execute("GetItem", {"TableName": "paths", "Key": KEY})["Item"] == KEY
+
+
+def test_memory_is_sqlites_name_for_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Engine(":memory:") as engine:
+        assert engine.path is None
+        engine.execute("CreateTable", TABLE)
+        engine.execute("PutItem", {"TableName": "paths", "Item": KEY})
+        assert _in_new_thread(engine, "GetItem", {"TableName": "paths", "Key": KEY})["Item"] == KEY
+    assert list(tmp_path.iterdir()) == []  # no file named ":memory:" (or its WAL) was made

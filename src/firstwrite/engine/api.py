@@ -72,7 +72,8 @@ CLOCK_SETTING = "clock"
 
 
 class Engine:
-    """A local DynamoDB on one SQLite file (or in memory when ``path`` is ``None``).
+    """A local DynamoDB on one SQLite file (or in memory when ``path`` is ``None`` or
+    ``":memory:"``, as SQLite names it).
 
     Several engines, threads or processes may open the same file: every single-item conditional
     write is linearizable across all of them.
@@ -95,6 +96,8 @@ class Engine:
         # Resolved once, here: SQLite opens a relative path against the working directory of the
         # moment, and connections are opened later (per thread, by the TTL sweeper...), so a
         # chdir() in between would open a second, empty database elsewhere.
+        if path is not None and os.fspath(path) == ":memory:":
+            path = None  # SQLite's name for a database in memory, not a file to create
         self.path = None if path is None else os.path.abspath(os.fspath(path))
         self.durability: Durability = durability
         self.clock = clock or Clock()
