@@ -9,13 +9,14 @@ client got each time and of what the handler sent, and how often the handler ran
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import random
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+from http_support import asgi_request, wsgi_request  # beside this script: its sys.path[0]
 
 from firstwrite.engine import Engine, local_client
 from firstwrite.http import HttpConfig
@@ -65,56 +66,16 @@ class Handler:
         return _pieces(self.size_mb)
 
 
-def _asgi(app: Any, key: str) -> tuple[int, dict[bytes, bytes], str]:
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/exports",
-        "query_string": b"",
-        "headers": [(b"idempotency-key", key.encode())],
-    }
+def _asgi(app: Any, key: str) -> tuple[int, dict[str, str], str]:
     digest = hashlib.sha256()
-    start: dict[str, Any] = {}
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"{}", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            start.update(message)
-        else:
-            digest.update(message.get("body", b""))
-
-    asyncio.run(app(scope, receive, send))
-    return start["status"], dict(start["headers"]), digest.hexdigest()
+    answer = asgi_request(app, "/exports", key, on_body=digest.update)
+    return answer.status, answer.headers, digest.hexdigest()
 
 
-def _wsgi(app: Any, key: str) -> tuple[int, dict[bytes, bytes], str]:
-    import io
-
-    environ = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": "/exports",
-        "QUERY_STRING": "",
-        "CONTENT_LENGTH": "2",
-        "wsgi.input": io.BytesIO(b"{}"),
-        "HTTP_IDEMPOTENCY_KEY": key,
-    }
-    seen: dict[str, Any] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        seen["status"] = int(status.split()[0])
-        seen["headers"] = {n.lower().encode(): v.encode() for n, v in headers}
-        return lambda _: None
-
+def _wsgi(app: Any, key: str) -> tuple[int, dict[str, str], str]:
     digest = hashlib.sha256()
-    body = app(environ, start_response)
-    try:
-        for piece in body:
-            digest.update(piece)
-    finally:
-        getattr(body, "close", lambda: None)()
-    return seen["status"], seen["headers"], digest.hexdigest()
+    answer = wsgi_request(app, "/exports", key, on_body=digest.update)
+    return answer.status, answer.headers, digest.hexdigest()
 
 
 def main(framework: str, size_mb: int, spool_threshold: int, results: str) -> None:
@@ -143,7 +104,7 @@ def main(framework: str, size_mb: int, spool_threshold: int, results: str) -> No
         answers.append(
             {
                 "status": status,
-                "replayed": headers.get(b"idempotent-replayed", b"").decode(),
+                "replayed": headers.get("idempotent-replayed", ""),
                 "sha256": sha,
                 "growth_mb": round(growth, 1),
             }

@@ -2,19 +2,23 @@
 
 ``serve_asgi(app)`` runs an ASGI app in uvicorn on a free loopback port (a thread of this
 process, so the test can look at the app's recorder); ``serve_wsgi(app)`` runs a WSGI app in
-werkzeug's threaded server. Both yield the base URL.
+werkzeug's threaded server. Both yield the base URL. ``asgi_request`` and ``wsgi_request``
+call an app directly, without a server: one POST with an ``Idempotency-Key``, the answer's
+status, headers (lower-case names) and body (or each piece handed to ``on_body``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+from wsgiref.util import setup_testing_defaults
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -89,3 +93,97 @@ def guards(client: Any, table: str, **settings: Any) -> tuple[Any, Any]:
     sync = Idempotency(config, client=client)
     sync.ensure_table()
     return sync, AsyncIdempotency(config, client=ThreadedClient(client))
+
+
+class Answer(NamedTuple):
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    pieces: list[bytes]  # the body as the app sent it (empty when ``on_body`` took it)
+    more_body: list[bool]  # ASGI: each body message's ``more_body`` (WSGI: empty)
+
+
+def _kept(
+    on_body: Callable[[bytes], object] | None, pieces: list[bytes]
+) -> Callable[[bytes], object]:
+    return on_body if on_body is not None else pieces.append
+
+
+def asgi_request(
+    app: Any,
+    path: str,
+    key: str,
+    *,
+    body: bytes = b"{}",
+    on_body: Callable[[bytes], object] | None = None,
+) -> Answer:
+    """POST ``path`` straight through an ASGI app (module docstring)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"idempotency-key", key.encode()), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+    }
+    start: dict[str, Any] = {}
+    pieces: list[bytes] = []
+    more: list[bool] = []
+    keep = _kept(on_body, pieces)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            start.update(message)
+        elif message["type"] == "http.response.body":
+            keep(message.get("body", b""))
+            more.append(message.get("more_body", False))
+
+    asyncio.run(app(scope, receive, send))
+    headers = {n.decode().lower(): v.decode() for n, v in start["headers"]}
+    return Answer(start["status"], headers, b"".join(pieces), pieces, more)
+
+
+def wsgi_request(
+    app: Any,
+    path: str,
+    key: str,
+    *,
+    body: bytes = b"{}",
+    on_body: Callable[[bytes], object] | None = None,
+) -> Answer:
+    """POST ``path`` straight through a WSGI app (module docstring)."""
+    environ: dict[str, Any] = {}
+    setup_testing_defaults(environ)
+    environ.update(
+        REQUEST_METHOD="POST",
+        PATH_INFO=path,
+        CONTENT_TYPE="application/json",
+        CONTENT_LENGTH=str(len(body)),
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
+    environ["wsgi.input"] = io.BytesIO(body)
+    got: dict[str, Any] = {}
+    pieces: list[bytes] = []
+    keep = _kept(on_body, pieces)
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        got["status"], got["headers"] = int(status.split()[0]), headers
+        return keep
+
+    result = app(environ, start_response)
+    try:
+        for piece in result:
+            keep(piece)
+    finally:
+        getattr(result, "close", lambda: None)()
+    headers = {n.lower(): v for n, v in got["headers"]}
+    return Answer(got["status"], headers, b"".join(pieces), pieces, [])

@@ -12,18 +12,16 @@ while the first invocation runs is a 409 proxy response with ``Retry-After`` (it
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
-import io
 import json
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from wsgiref.util import setup_testing_defaults
 
 import pytest
+from http_support import asgi_request, wsgi_request
 from tests.event_samples import http_event
 
 from firstwrite.engine import Engine, local_client
@@ -131,33 +129,7 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 
 def asgi_post(app: Any, key: str, body: bytes = b"{}") -> tuple[int, dict[str, str], bytes]:
     """POST /pay through an ASGI app, with ``Idempotency-Key: key``."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/pay",
-        "raw_path": b"/pay",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"idempotency-key", key.encode()), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 1),
-        "server": ("testserver", 80),
-    }
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    headers = {n.decode().lower(): v.decode() for n, v in start["headers"]}
-    payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], headers, payload
+    return asgi_request(app, "/pay", key, body=body)[:3]
 
 
 def _wsgi_app(environ: Any, start_response: Any) -> list[bytes]:
@@ -166,26 +138,7 @@ def _wsgi_app(environ: Any, start_response: Any) -> list[bytes]:
 
 
 def wsgi_post(app: Any, key: str, body: bytes = b"{}") -> tuple[int, dict[str, str], bytes]:
-    environ: dict[str, Any] = {}
-    setup_testing_defaults(environ)
-    environ.update(
-        REQUEST_METHOD="POST",
-        PATH_INFO="/pay",
-        CONTENT_TYPE="application/json",
-        CONTENT_LENGTH=str(len(body)),
-        HTTP_IDEMPOTENCY_KEY=key,
-    )
-    environ["wsgi.input"] = io.BytesIO(body)
-    got: dict[str, Any] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        got["status"], got["headers"] = int(status.split()[0]), headers
-        return lambda data: None
-
-    result = app(environ, start_response)
-    payload = b"".join(result)
-    getattr(result, "close", lambda: None)()
-    return got["status"], {n.lower(): v for n, v in got["headers"]}, payload
+    return wsgi_request(app, "/pay", key, body=body)[:3]
 
 
 @pytest.mark.parametrize("cls", ERRORS, ids=lambda cls: cls.__name__)

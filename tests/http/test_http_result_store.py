@@ -3,7 +3,6 @@ chunks (firstwrite.http.streamed_replies), through the ASGI and the WSGI middlew
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import io
 import os
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import serve_asgi, serve_wsgi
+from http_support import asgi_request, serve_asgi, serve_wsgi
 
 from firstwrite.http.asgi import IdempotencyMiddleware as ASGIIdempotencyMiddleware
 from firstwrite.http.streamed_replies import CHUNK
@@ -62,27 +61,6 @@ class Handler:
         return [self.body]
 
 
-def _asgi_call(app: Any, key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/exports",
-        "query_string": b"",
-        "headers": [(b"idempotency-key", key.encode())],
-    }
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"{}", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    return start, [m for m in sent if m["type"] == "http.response.body"]
-
-
 @pytest.mark.parametrize("compressible", [False, True], ids=["random", "text"])
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 def test_asgi_replays_a_big_response_from_the_store_in_chunks(
@@ -92,19 +70,17 @@ def test_asgi_replays_a_big_response_from_the_store_in_chunks(
     handler = Handler(body)
     guard = _guard(local_client, tmp_path, result_store_threshold=1024)  # text compresses well
     app = ASGIIdempotencyMiddleware(handler.asgi, guard=guard)
-    start, first = _asgi_call(app, "export-1")
-    assert start["status"] == 200
-    assert b"".join(m["body"] for m in first) == body
-    start, chunks = _asgi_call(app, "export-1")
+    first = asgi_request(app, "/exports", "export-1")
+    assert first.status == 200
+    assert first.body == body
+    replay = asgi_request(app, "/exports", "export-1")
     assert handler.runs == 1
-    headers = dict(start["headers"])
-    assert headers[b"idempotent-replayed"] == b"true"
+    assert replay.headers["idempotent-replayed"] == "true"
     if not compressible:
-        assert headers[b"content-length"] == str(size).encode()
-    data = [m["body"] for m in chunks]
-    assert hashlib.sha256(b"".join(data)).digest() == hashlib.sha256(body).digest()
-    assert len(data) > size // CHUNK // 2  # streamed, not one message
-    assert all(m["more_body"] for m in chunks[:-1]) and not chunks[-1]["more_body"]
+        assert replay.headers["content-length"] == str(size)
+    assert hashlib.sha256(replay.body).digest() == hashlib.sha256(body).digest()
+    assert len(replay.pieces) > size // CHUNK // 2  # streamed, not one message
+    assert all(replay.more_body[:-1]) and not replay.more_body[-1]
 
 
 def _environ(key: str) -> dict[str, Any]:
@@ -182,10 +158,10 @@ def test_a_sealed_big_response_replays_whole(local_client: Any, tmp_path: Path) 
     handler = Handler(body)
     guard = _guard(local_client, tmp_path, result_cipher=cipher)
     app = ASGIIdempotencyMiddleware(handler.asgi, guard=guard)
-    _asgi_call(app, "sealed-1")
-    start, chunks = _asgi_call(app, "sealed-1")
+    asgi_request(app, "/exports", "sealed-1")
+    replay = asgi_request(app, "/exports", "sealed-1")
     assert handler.runs == 1
-    assert dict(start["headers"])[b"idempotent-replayed"] == b"true"
-    assert b"".join(m["body"] for m in chunks) == body
+    assert replay.headers["idempotent-replayed"] == "true"
+    assert replay.body == body
     stored = next((tmp_path / "results").rglob("*")).parent
     assert all(body[:4096] not in p.read_bytes() for p in stored.rglob("*") if p.is_file())

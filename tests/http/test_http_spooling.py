@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from http_support import asgi_request, wsgi_request
 
 from firstwrite.http import HttpConfig
 from firstwrite.http.asgi import IdempotencyMiddleware
@@ -93,26 +94,8 @@ def _wsgi_app(body: bytes, runs: list[int]) -> Any:
 
 
 def _wsgi_call(app: Any, key: str) -> tuple[dict[str, str], bytes]:
-    import io
-
-    environ = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": "/exports",
-        "CONTENT_LENGTH": "0",
-        "wsgi.input": io.BytesIO(b""),
-        "HTTP_IDEMPOTENCY_KEY": key,
-    }
-    seen: dict[str, str] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        seen.update({n.lower(): v for n, v in headers})
-        return lambda _: None
-
-    answer = app(environ, start_response)
-    try:
-        return seen, b"".join(answer)
-    finally:
-        getattr(answer, "close", lambda: None)()
+    answer = wsgi_request(app, "/exports", key, body=b"")
+    return answer.headers, answer.body
 
 
 def test_the_spool_file_is_closed_once_the_response_is_sent(
@@ -172,7 +155,6 @@ def test_a_spooled_response_small_enough_for_the_record_stays_inline(
 
 
 def test_asgi_sends_a_spooled_first_response_in_pieces(local_client: Any, tmp_path: Path) -> None:
-    import asyncio
 
     body = os.urandom(5 * MB)
 
@@ -183,23 +165,7 @@ def test_asgi_sends_a_spooled_first_response_in_pieces(local_client: Any, tmp_pa
     app = IdempotencyMiddleware(
         handler, guard=_guard(local_client, tmp_path), config=HttpConfig(spool_threshold=MB)
     )
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/x",
-        "query_string": b"",
-        "headers": [(b"idempotency-key", b"k-1")],
-    }
-    asyncio.run(app(scope, receive, send))
-    pieces = [m for m in sent if m["type"] == "http.response.body"]
-    assert b"".join(m["body"] for m in pieces) == body
-    assert max(len(m["body"]) for m in pieces) <= MB  # read back from the file a piece at a time
-    assert not pieces[-1]["more_body"] and all(m["more_body"] for m in pieces[:-1])
+    answer = asgi_request(app, "/x", "k-1", body=b"")
+    assert answer.body == body
+    assert max(len(p) for p in answer.pieces) <= MB  # read back from the file a piece at a time
+    assert not answer.more_body[-1] and all(answer.more_body[:-1])

@@ -4,13 +4,12 @@ whose own IdempotencyConfig says status-only is refused when the middleware is b
 
 from __future__ import annotations
 
-import asyncio
-import io
 import itertools
 import json
 from typing import Any
 
 import pytest
+from http_support import asgi_request, wsgi_request
 
 from firstwrite.http import HttpConfig, Route
 from firstwrite.http.asgi import IdempotencyMiddleware
@@ -55,42 +54,8 @@ class Minter:
 
 
 def _call(app: Any, framework: str, path: str, key: str) -> tuple[int, dict[str, str], bytes]:
-    if framework == "asgi":
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"{}", "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": path,
-            "query_string": b"",
-            "headers": [(b"idempotency-key", key.encode())],
-        }
-        asyncio.run(app(scope, receive, send))
-        start = sent[0]
-        headers = {n.decode(): v.decode() for n, v in start["headers"]}
-        return start["status"], headers, b"".join(m.get("body", b"") for m in sent[1:])
-    seen: dict[str, Any] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        seen["status"] = int(status.split()[0])
-        seen["headers"] = {n.lower(): v for n, v in headers}
-        return lambda _: None
-
-    environ = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": path,
-        "CONTENT_LENGTH": "2",
-        "wsgi.input": io.BytesIO(b"{}"),
-        "HTTP_IDEMPOTENCY_KEY": key,
-    }
-    body = b"".join(app(environ, start_response))
-    return seen["status"], seen["headers"], body
+    request = asgi_request if framework == "asgi" else wsgi_request
+    return request(app, path, key)[:3]
 
 
 def _app(framework: str, minter: Minter, guard: Idempotency, config: HttpConfig) -> Any:
