@@ -62,7 +62,14 @@ PROJECTION = F(
     required=True,
     members=(
         F("ProjectionType", enum=("ALL", "INCLUDE", "KEYS_ONLY")),  # in DynamoDB's order
-        F("NonKeyAttributes", kind="list", min_len=1, max_len=20, element="str"),
+        F(
+            "NonKeyAttributes",
+            kind="list",
+            min_len=1,
+            max_len=20,
+            element="str",
+            element_len=(1, 255),
+        ),
     ),
 )
 # GSI keys may have up to 4 HASH and 4 RANGE attributes (multi-attribute keys); LSI keys two.

@@ -42,6 +42,9 @@ class F:
     long: bool = False  # an int member the model types Long (64 bits), not Integer (32)
     members: tuple[F, ...] = ()  # struct members, or the element struct of a list
     element: str | None = None  # element kind for lists (and map values) of scalars
+    # A list of strings whose elements have their own length bounds (the model's member shape:
+    # NonKeyAttributes' NonKeyAttributeName, 1 to 255), reported for the whole list.
+    element_len: tuple[int, int] | None = None
     shape: str | None = None  # the model's name for the struct elements of a list (messages)
     # Where AWS words a member its newer way: the name as the model spells it (``Limit``, not
     # ``limit``) and no value (``Value at 'Limit' failed ...``): Query's Limit.
@@ -176,6 +179,15 @@ def _check(value: Any, spec: F, path: str, errors: list[str]) -> None:
                 _check_members(element, spec.members, f"{path}.{index}.member.", errors)
             elif spec.element is not None:
                 _check_type(element, spec.element)
+        if spec.element_len is not None:
+            low, high = spec.element_len
+            if any(not low <= len(e) <= high for e in value if isinstance(e, str)):
+                # AWS names every constraint of the member shape, the longest bound first.
+                rule = (
+                    "Member must satisfy constraint: [Member must have length less than or "
+                    f"equal to {high}, Member must have length greater than or equal to {low}]"
+                )
+                errors.append(constraint(value, path, rule))
 
 
 def _structs(value: list[Any], spec: F) -> str:

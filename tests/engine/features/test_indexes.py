@@ -372,6 +372,55 @@ def test_index_name_constraints_are_reported_with_their_paths(
     )
 
 
+@pytest.mark.parametrize("kind", ["GlobalSecondaryIndexes", "LocalSecondaryIndexes", "UpdateTable"])
+def test_a_projected_attribute_name_is_at_most_255_long(
+    ddb: Any, table_name: str, kind: str
+) -> None:
+    # The model's NonKeyAttributeName (1 to 255), for both kinds of index (ScyllaDB's
+    # test_limits.py, test_limit_attribute_length_gsi_lsi_projection_bad, run against DynamoDB).
+    keys = ("a", "HASH") if kind != "LocalSecondaryIndexes" else ("pk", "HASH")
+    extra_key = [] if kind != "LocalSecondaryIndexes" else [("a", "RANGE")]
+
+    def index(name: str, attribute: str) -> dict[str, Any]:
+        projection = {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["ok", attribute]}
+        return _gsi(name, keys, *extra_key, **projection)
+
+    def create(name: str, indexes: list[dict[str, Any]]) -> Any:
+        params = {
+            "TableName": name,
+            "AttributeDefinitions": _DEFS2,
+            "KeySchema": [
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if kind == "UpdateTable":
+            ddb.create_table(**{**params, "GlobalSecondaryIndexes": [_gsi("g-0", ("a", "HASH"))]})
+            return ddb.update_table(
+                TableName=name,
+                AttributeDefinitions=_DEFS2,
+                GlobalSecondaryIndexUpdates=[{"Create": indexes[0]}],
+            )
+        return ddb.create_table(**{**params, kind: indexes})
+
+    long = "n" * 256
+    code, message = failure(create, name=table_name, indexes=[index("i-1", long)])
+    path = {
+        "GlobalSecondaryIndexes": "globalSecondaryIndexes.1.member",
+        "LocalSecondaryIndexes": "localSecondaryIndexes.1.member",
+        "UpdateTable": "globalSecondaryIndexUpdates.1.member.create",
+    }[kind]
+    assert (code, message) == (
+        "ValidationException",
+        f"1 validation error detected: Value '[ok, {long}]' at '{path}.projection."
+        "nonKeyAttributes' failed to satisfy constraint: Member must satisfy constraint: "
+        "[Member must have length less than or equal to 255, Member must have length greater "
+        "than or equal to 1]",
+    )
+    create(table_name + "-255", [index("i-2", "n" * 255)])  # the longest name is accepted
+
+
 # --- Query and Scan on an index --------------------------------------------------------------
 
 
