@@ -71,7 +71,7 @@ def run(stage: Stage) -> str:
             f"A payment in {HOME}",
             f"{KEY} is claimed in {HOME} (a conditional PutItem: nothing there yet), the card is "
             "charged, and the record completed.",
-        ) as first,
+        ),
         stage.actor(HOME),
     ):
         guards[HOME].run(KEY, charge(HOME), payload=PAYLOAD)
@@ -102,8 +102,7 @@ def run(stage: Stage) -> str:
 
     found: list[Overwrite] = []
     reconcilers = {
-        r: CrossRegionReconciler(r, metrics=stage.sink, on_overwrite=found.append)
-        for r in REGIONS
+        r: CrossRegionReconciler(r, metrics=stage.sink, on_overwrite=found.append) for r in REGIONS
     }
     with stage.step(
         "The cross-region reconciler reads each region's stream",

@@ -52,7 +52,9 @@ class PaymentProvider:
             return self.charges[reference]
         charge = {"charge": f"ch_{len(self.charges) + 1:04d}", "amount": amount, "paid": True}
         self.charges[reference] = charge
-        self.stage.note(f"payment provider: card charged {amount}, {charge['charge']} ({reference})")
+        self.stage.note(
+            f"payment provider: card charged {amount}, {charge['charge']} ({reference})"
+        )
         return charge
 
     def find(self, reference: str) -> dict[str, Any] | None:
