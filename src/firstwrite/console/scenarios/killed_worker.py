@@ -30,7 +30,8 @@ from .stage import Stage
 
 TABLE = "payments-idempotency"
 KEY = "order-2041"
-PAYLOAD = {"order": 2041, "amount": 4900, "currency": "EUR"}
+AMOUNT = 4900
+PAYLOAD = {"order": 2041, "amount": AMOUNT, "currency": "EUR"}
 REFERENCE = f"pay-{KEY}"  # passed to the provider as its idempotency key
 LEASE = 30.0
 METRIC = "firstwrite_recovery_takeovers_total"
@@ -73,7 +74,7 @@ def run(stage: Stage) -> str:
         def work() -> dict[str, Any]:
             ran[worker] = ran.get(worker, 0) + 1
             recovery_point("charge", REFERENCE)  # before the call: "the charge may happen now"
-            return provider.charge(REFERENCE, PAYLOAD["amount"])
+            return provider.charge(REFERENCE, AMOUNT)
 
         return work
 
