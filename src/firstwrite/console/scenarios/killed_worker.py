@@ -18,13 +18,12 @@ from firstwrite.idempotency import (
     Interrupted,
     NotDone,
     Reconciled,
+    RecoveryPoint,
     RecoveryRequiredError,
     Replay,
     Status,
     recovery_point,
 )
-from firstwrite.idempotency.recovery import points_of
-from firstwrite.idempotency.steps import working
 
 from .stage import Stage
 
@@ -100,21 +99,23 @@ def run(stage: Stage) -> str:
     with (
         stage.step(
             "Worker A claims, marks, charges, and is killed",
-            f"What guard.run does for {KEY}: the claim (PENDING, {LEASE:g} s lease), then the "
-            f"work. The work first marks a recovery point, recovery_point('charge', "
-            f"'{REFERENCE}'): one fenced UpdateItem appending the mark to the claim. Then it "
-            "calls the provider with the same reference as its idempotency key. The card is "
-            "charged, and the process is killed (SIGKILL) before guard.run writes the completion.",
+            f"Worker A does what guard.run does for {KEY}, one call at a time: the claim "
+            f"(PENDING, {LEASE:g} s lease), then the work. The work first marks a recovery point "
+            f"(guard.mark(claim, 'charge', '{REFERENCE}'), the call recovery_point() makes inside "
+            "guard.run): one fenced UpdateItem appending the mark to the claim. Then it calls the "
+            "provider with the same reference as its idempotency key. The card is charged, and "
+            "the process is killed (SIGKILL) before the completion is written.",
         ) as killed,
         stage.actor("worker A"),
     ):
         claim_a = worker_a.claim(KEY, PAYLOAD)
         assert isinstance(claim_a, Claim)
-        with working(claim_a, worker_a):  # as guard.run runs the work for its claim
-            pay("A")()
+        ran["A"] = 1
+        worker_a.mark(claim_a, "charge", REFERENCE)  # recovery_point() in guard.run's work
+        provider.charge(REFERENCE, AMOUNT)
         stage.note("SIGKILL: worker A is gone; it writes nothing more, the record stays PENDING")
-    item = stage.read(TABLE, claim_a.key)
-    marks = points_of(item or {}, "marks")
+    item = stage.read(TABLE, claim_a.key) or {}
+    marks = [RecoveryPoint.from_value(v) for v in item.get("marks", {}).get("L", [])]
     stage.note(f"the record carries the mark: {[(p.step, p.reference) for p in marks]}")
 
     with stage.step(
