@@ -484,6 +484,10 @@ def test_regions_both_claimed_page(browser_page: Watched, console_server: Server
     expect(logged).to_have_count(1)
     expect(logged).to_contain_text("made in us-east-1")
     expect(logged).to_contain_text("made in eu-west-1")
+    found = page.locator("li.note").filter(has_text="overwrite of order-9117")
+    expect(found).to_have_count(1)
+    expect(found).to_contain_text("us-east-1's claim")
+    expect(found).to_contain_text("replaced by eu-west-1's")
     metric = page.locator("table.metrics tr").filter(
         has_text="dynamo_cross_region_duplicate_detected_total"
     )

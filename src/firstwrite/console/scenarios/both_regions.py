@@ -117,7 +117,13 @@ def run(stage: Stage) -> str:
                 streams = stage.client(region, service="dynamodbstreams")
                 arn = clients[region].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
                 reconcilers[region].poll(streams, arn)
-                stage.note(f"{len(reconcilers[region].found)} overwrite(s) in {region}'s stream")
+                for o in reconcilers[region].found:
+                    stage.note(
+                        f"overwrite of {o.key}: {o.lost_region}'s claim …{o.lost_owner[-10:]} "
+                        f"({o.lost_status}) replaced by {o.won_region}'s …{o.won_owner[-10:]}"
+                    )
+                if not reconcilers[region].found:
+                    stage.note(f"no overwrite in {region}'s stream")
 
     records = [stage.record(configs[r], KEY, r) for r in REGIONS]
     stage.check(

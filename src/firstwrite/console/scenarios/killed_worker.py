@@ -110,7 +110,6 @@ def run(stage: Stage) -> str:
     ):
         claim_a = worker_a.claim(KEY, PAYLOAD)
         assert isinstance(claim_a, Claim)
-        ran["A"] = 1
         worker_a.mark(claim_a, "charge", REFERENCE)  # recovery_point() in guard.run's work
         provider.charge(REFERENCE, AMOUNT)
         stage.note("SIGKILL: worker A is gone; it writes nothing more, the record stays PENDING")
@@ -172,7 +171,8 @@ def run(stage: Stage) -> str:
         stage.actor("worker B"),
     ):
         replay = worker_b.claim(KEY, PAYLOAD)
-        stage.note(f"{type(replay).__name__}: {getattr(replay, 'status', None)}")
+        if isinstance(replay, Replay):
+            stage.note(f"a replay of the {replay.status.value} record: {replay.value()}")
 
     final = stage.record(config, KEY)
     charge = provider.charges.get(REFERENCE)
