@@ -53,6 +53,8 @@ PAGES = {
     "/scenarios/replay": "Replay",
     "/scenarios/hot-partition": "A hot partition",
     "/scenarios/redelivered-batch": "A redelivered batch",
+    "/scenarios/worker-killed-after-charge": "A worker killed after the charge",
+    "/scenarios/regions-both-claimed": "Two regions both said yes",
     "/metrics": "Metrics",
     "/login": "Sign in to the engine",
 }
@@ -382,6 +384,8 @@ def test_the_keyboard_reaches_and_runs_the_race(
         "replay",
         "hot-partition",
         "redelivered-batch",
+        "worker-killed-after-charge",
+        "regions-both-claimed",
     ],
 )
 def test_each_scenario_shows_its_verdict(
@@ -412,6 +416,87 @@ def test_each_scenario_shows_its_verdict(
     page.reload()
     assert page.locator(".verdict").get_attribute("data-held") == "true"
     expect_sequence_diagram(page)
+
+
+def run_scenario(page: Any, url: str) -> Any:
+    """Open the scenario's page, run it, and return its verdict once shown."""
+    page.goto(url)
+    page.get_by_role("button", name="Run the scenario").click()
+    verdict = page.locator("#scenario-result .verdict")
+    verdict.wait_for()
+    return verdict
+
+
+def lifelines(page: Any) -> list[str]:
+    """The sequence diagram's lifelines, left to right."""
+    names: list[str] = page.locator("svg.fw-sequence g.lifeline > title").all_text_contents()
+    return names
+
+
+def test_worker_killed_after_charge_page(browser_page: Watched, console_server: Server) -> None:
+    """Scenario 9: the refusal and the reconciliation told on the page and drawn, one lifeline
+    per worker; the provider charged once."""
+    page = browser_page.page
+    verdict = run_scenario(
+        page, f"{console_server.console_url}/scenarios/worker-killed-after-charge"
+    )
+    assert verdict.get_attribute("data-held") == "true", verdict.inner_text()
+    expect(verdict.locator(".verdict-line")).to_contain_text("Held. Charged once")
+    passed = page.locator(".checks li.pass").all_inner_texts()
+    for text in (
+        "without a hook, B's retry was refused with RecoveryRequiredError",
+        "firstwrite_recovery_takeovers_total{outcome=refused} counted B's refusal",
+        "C's reconcile hook was asked with A's mark",
+        "the card was charged exactly once",
+    ):
+        assert any(text in line for line in passed), (text, passed)
+    steps = page.locator("ol.steps > li")
+    refused = steps.filter(has_text="Worker B retries, without a reconcile hook")
+    expect(refused.locator("li.note")).to_contain_text(
+        ["RecoveryRequiredError", "503 urn:firstwrite:problem:recovery-required"]
+    )
+    reconciled = steps.filter(has_text="Worker C retries, with a reconcile hook")
+    expect(reconciled.locator("table.snapshots td").first).to_have_text("COMPLETED")
+    charged = page.locator("li.note").filter(has_text="payment provider: card charged")
+    expect(charged).to_have_count(1)
+    expect_sequence_diagram(page)
+    assert lifelines(page)[:3] == ["worker A", "worker B", "worker C"]
+    drawn = page.locator("svg.fw-sequence g.check").all_text_contents()
+    assert any("refused with RecoveryRequiredError" in text for text in drawn)
+
+
+def test_regions_both_claimed_page(browser_page: Watched, console_server: Server) -> None:
+    """Scenario 11: both regions' claims and the reconcilers' stream reads drawn, the overwrite
+    logged with both owners, counted once."""
+    page = browser_page.page
+    verdict = run_scenario(page, f"{console_server.console_url}/scenarios/regions-both-claimed")
+    assert verdict.get_attribute("data-held") == "true", verdict.inner_text()
+    expect(verdict.locator(".verdict-line")).to_contain_text("Held. Found:")
+    passed = page.locator(".checks li.pass").all_inner_texts()
+    for text in (
+        "the hazard is real",
+        "the reconciler found exactly one overwrite of order-9117",
+        "it names both owners",
+        "dynamo_cross_region_duplicate_detected_total{region=eu-west-1} counted it once",
+    ):
+        assert any(text in line for line in passed), (text, passed)
+    logged = page.locator("li.note-log").filter(has_text="cross-region duplicate")
+    expect(logged).to_have_count(1)
+    expect(logged).to_contain_text("made in us-east-1")
+    expect(logged).to_contain_text("made in eu-west-1")
+    found = page.locator("li.note").filter(has_text="overwrite of order-9117")
+    expect(found).to_have_count(1)
+    expect(found).to_contain_text("us-east-1's claim")
+    expect(found).to_contain_text("replaced by eu-west-1's")
+    metric = page.locator("table.metrics tr").filter(
+        has_text="dynamo_cross_region_duplicate_detected_total"
+    )
+    expect(metric.locator("td.num")).to_have_text("1")
+    expect_sequence_diagram(page)
+    names = lifelines(page)
+    assert {"reconciler us-east-1", "reconciler eu-west-1"} <= set(names)
+    reads = page.locator("svg.fw-sequence g.call").filter(has_text="GetRecords")
+    assert reads.count() >= 2
 
 
 # -- the raw request editor ------------------------------------------------------------------

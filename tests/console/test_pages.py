@@ -32,6 +32,9 @@ PAGES = {
     "/scenarios/stale-replica": "A stale replica",
     "/scenarios/replay": "Replay",
     "/scenarios/hot-partition": "A hot partition",
+    "/scenarios/redelivered-batch": "A redelivered batch",
+    "/scenarios/worker-killed-after-charge": "A worker killed after the charge",
+    "/scenarios/regions-both-claimed": "Two regions both said yes",
     "/metrics": "Metrics",
     "/login": "Sign in to the engine",
 }

@@ -1,4 +1,4 @@
-"""The eight scenarios: each holds on the real layer, says so from what it observed, and says it
+"""The scenarios: each holds on the real layer, says so from what it observed, and says it
 did not hold when the layer is broken. None of them touches the served engine."""
 
 from __future__ import annotations
@@ -348,3 +348,135 @@ def test_the_throttling_tally_counts_a_duplicates_polls_apart_from_throttle_retr
     tally.add(events)
     assert (tally.throttled, tally.retried, tally.given_up) == (2, 2, 0)
     assert tally.within == 2
+
+
+# -- scenario 9: a worker killed after the charge ---------------------------------------------
+
+
+def _states(outcome: Any) -> dict[str, tuple[str | None, str | None]]:
+    """Each step's title: the watched record's state and owner after it."""
+    shots = {s.title: s.snapshots[0].record for s in outcome.steps if s.snapshots}
+    return {t: (r.state, r.owner) if r else (None, None) for t, r in shots.items()}
+
+
+def test_worker_killed_after_charge_is_refused_then_reconciled() -> None:
+    outcome = run("worker-killed-after-charge")
+    assert outcome.held, [c.text for c in outcome.checks if not c.passed]
+    killed = events(outcome, "Worker A claims, marks, charges, and is killed")
+    calls = [(e.actor, e.operation, e.code) for e in killed if isinstance(e, Exchange)]
+    assert calls == [("worker A", "PutItem", None), ("worker A", "UpdateItem", None)]
+    mark = [e for e in killed if isinstance(e, Exchange)][1].request
+    assert "list_append" in mark["UpdateExpression"]  # the recovery point, fenced
+    assert "#own = :own" in mark["ConditionExpression"]
+    texts = [e.text for s in outcome.steps for e in s.events if isinstance(e, Note)]
+    assert sum(t.startswith("payment provider: card charged") for t in texts) == 1
+    states = _states(outcome)
+    a_state, a_owner = states["Worker A claims, marks, charges, and is killed"]
+    assert a_state is not None and a_state.startswith("PENDING")
+    # B's refusal: its claim took the record and put it back (PENDING, lease 0), ran nothing.
+    refused = events(outcome, "Worker B retries, without a reconcile hook")
+    assert not any(isinstance(e, Note) and "charged" in e.text for e in refused)
+    assert any(isinstance(e, Note) and e.text.startswith("RecoveryRequiredError") for e in refused)
+    assert any(
+        isinstance(e, Note) and "503 urn:firstwrite:problem:recovery-required" in e.text
+        for e in refused
+    )
+    b_state, b_owner = states["Worker B retries, without a reconcile hook"]
+    assert b_state is not None and b_state.startswith("PENDING") and b_owner != a_owner
+    # C's takeover asked the provider and completed the record with A's charge.
+    reconciled = events(outcome, "Worker C retries, with a reconcile hook")
+    notes = [e.text for e in reconciled if isinstance(e, Note)]
+    assert any(
+        n.startswith("payment provider: lookup pay-order-2041 → {'charge': 'ch_0001'")
+        for n in notes
+    )
+    c_state, _ = states["Worker C retries, with a reconcile hook"]
+    assert c_state == "COMPLETED"
+    assert {(m.name, m.labels) for m in outcome.metrics} >= {
+        ("firstwrite_recovery_takeovers_total", "outcome=refused"),
+        ("firstwrite_recovery_takeovers_total", "outcome=reconciled"),
+    }
+
+
+def test_worker_killed_after_charge_does_not_hold_without_recovery_points(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A layer that ignores the marks takes the dead claim over as a plain takeover: B charges
+    again, and the verdict says so."""
+    from firstwrite.idempotency._machine import recovery as machine_recovery
+
+    def without_settling(machine: Any, hook: Any) -> None:
+        machine.reconcile = hook  # no settle: a marked record is taken over like any other
+
+    monkeypatch.setattr(machine_recovery, "install", without_settling)
+    outcome = run("worker-killed-after-charge")
+    assert outcome.error is None and not outcome.held
+    failed = {c.text for c in outcome.checks if not c.passed}
+    assert "B's refusal ran nothing: the provider got no second charge request" in failed
+    assert "the card was charged exactly once (one charge request, one charge)" in failed
+
+
+# -- scenario 11: two regions both said yes -------------------------------------------------
+
+
+def test_regions_both_claimed_found_by_the_reconciler_without_a_retry() -> None:
+    outcome = run("regions-both-claimed")
+    assert outcome.held, [c.text for c in outcome.checks if not c.passed]
+    texts = [e.text for s in outcome.steps for e in s.events if isinstance(e, Note)]
+    assert sum("order-9117 charged in" in t for t in texts) == 2
+    claims = [
+        (e.actor, e.operation, e.code)
+        for s in outcome.steps
+        for e in s.events
+        if isinstance(e, Exchange) and e.operation == "PutItem"
+    ]
+    assert claims == [("us-east-1", "PutItem", None), ("eu-west-1", "PutItem", None)]  # no retry
+    found = events(outcome, "The cross-region reconciler reads each region's stream")
+    reads = {
+        (e.actor, e.region)
+        for e in found
+        if isinstance(e, Exchange) and e.operation == "GetRecords"
+    }
+    assert reads == {("reconciler us-east-1", "us-east-1"), ("reconciler eu-west-1", "eu-west-1")}
+    (logged,) = [e.text for e in found if isinstance(e, Note) and e.kind == "log"]
+    assert logged.startswith(
+        "the layer logged ERROR: cross-region duplicate: the claim of 'order-9117'"
+    )
+    owners = {
+        s.label: s.record.owner
+        for s in outcome.steps[2].snapshots  # after the second region's claim: two owners
+        if s.record is not None
+    }
+    assert len(set(owners.values())) == 2
+    assert all(owner in logged for owner in owners.values())  # both owners named
+    metrics = {(m.name, m.labels): m.value for m in outcome.metrics}
+    assert metrics[("dynamo_cross_region_duplicate_detected_total", "region=eu-west-1")] == 1
+
+
+def test_regions_both_claimed_does_not_hold_when_the_reconciler_misses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from firstwrite.events import global_tables
+
+    monkeypatch.setattr(global_tables, "find_overwrite", lambda *a, **k: None)
+    outcome = run("regions-both-claimed")
+    assert outcome.error is None and not outcome.held
+    failed = {c.text for c in outcome.checks if not c.passed}
+    assert (
+        "the reconciler found exactly one overwrite of order-9117, in us-east-1's stream" in failed
+    )
+    assert any(text.startswith("dynamo_cross_region_duplicate_detected_total") for text in failed)
+
+
+def test_regions_both_claimed_sees_no_hazard_without_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without replication lag the second region sees the first one's record and replays it:
+    the checks observe what happened, so the verdict does not claim a hazard that was not."""
+    from firstwrite.console.scenarios import both_regions
+
+    monkeypatch.setattr(both_regions, "LAG", 0.0)
+    outcome = run("regions-both-claimed")
+    assert outcome.error is None and not outcome.held
+    failed = {c.text for c in outcome.checks if not c.passed}
+    assert (
+        "the hazard is real: both regions claimed the key and the side effect ran in each" in failed
+    )

@@ -17,7 +17,9 @@ from types import ModuleType
 from firstwrite.idempotency import Metrics
 
 from . import (
+    both_regions,
     hot_partition,
+    killed_worker,
     lease,
     redelivered_batch,
     replay,
@@ -58,6 +60,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     _scenario(6, "replay", "Replay", replay),
     _scenario(7, "hot-partition", "A hot partition", hot_partition),
     _scenario(8, "redelivered-batch", "A redelivered batch", redelivered_batch),
+    _scenario(9, "worker-killed-after-charge", "A worker killed after the charge", killed_worker),
+    # 10: the clock-skew scenario (another branch)
+    _scenario(11, "regions-both-claimed", "Two regions both said yes", both_regions),
 )
 _BY_SLUG = {s.slug: s for s in SCENARIOS}
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")

@@ -48,7 +48,12 @@ ONE_ATTEMPT = Config(**sdk_settings(IdempotencyConfig().budget))
 _CONTEXT_KEY = "firstwrite.console.call"
 # The layer's loggers. What they log while a scenario runs belongs on its page, not in the
 # server's log: a throttling scenario alone logs a hundred warnings on purpose.
-LAYER_LOGGERS = ("firstwrite.idempotency", "firstwrite.idempotency.audit", "firstwrite.events")
+LAYER_LOGGERS = (
+    "firstwrite.idempotency",
+    "firstwrite.idempotency.audit",
+    "firstwrite.events",
+    "firstwrite.events.global_tables",
+)
 _running = threading.local()  # .stage: the stage this thread is working for
 
 
