@@ -167,6 +167,12 @@ CLAIM_CONDITION_LIVE = (
     "attribute_not_exists(#pk) OR (#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
 )
 CLAIM_CONDITION_LIVE_ANY = "attribute_not_exists(#pk) OR #lease < :now_ms"
+# A transactional claim (``claim_with``, a key migration's window) cannot see the record it
+# replaces: its lease branch also asks that the record carries no recovery points, so a marked
+# record past its lease cancels the transaction and comes back (``ALL_OLD``) to be reconciled
+# (``_machine.recovery``). Mirror: ``recovery.points_of(item, layout.marks)`` is empty.
+LEASE_OVER = "#lease < :now_ms"
+UNMARKED = f"({LEASE_OVER} AND (attribute_not_exists(#mk) OR size(#mk) = :zero))"
 
 
 def claim_allows(
@@ -435,9 +441,17 @@ class Requests:
         """:meth:`replace_claim` as a TransactWriteItems action."""
         return {"Put": self._replace(item, seen)}
 
-    def transact_claim(self, item: Item, fingerprint: str, now: float) -> dict[str, Any]:
-        """The claim as a TransactWriteItems action."""
+    def transact_claim(
+        self, item: Item, fingerprint: str, now: float, *, unmarked: bool = False
+    ) -> dict[str, Any]:
+        """The claim as a TransactWriteItems action; ``unmarked``: its lease branch refuses a
+        record carrying recovery points (:data:`UNMARKED`)."""
         condition, names, values = self._claim_condition(fingerprint, now)
+        marks = self.layout.marks
+        if unmarked and marks is not None:
+            condition = condition.replace(LEASE_OVER, UNMARKED)
+            names = {**names, "#mk": marks}
+            values = {**values, ":zero": _ZERO}
         return {
             "Put": {
                 "TableName": self.table,
@@ -478,6 +492,24 @@ class Requests:
     ) -> dict[str, Any]:
         """The completion as a TransactWriteItems action."""
         return {"Update": self._complete(key, owner, version, result)}
+
+    def transact_fence(self, key: Key, owner: str, version: int) -> dict[str, Any]:
+        """A TransactWriteItems ``ConditionCheck`` that the claim (``owner``, ``version``)
+        still holds the record under ``key`` (the fence of complete, fail and renew)."""
+        names = {"#own": self.layout.owner, "#lease": self.layout.lease}
+        values = {":own": {"S": fence(owner, version)}}
+        if self.layout.version is not None:
+            names["#ver"] = self.layout.version
+            values[":ver"] = {"N": str(version)}
+        check = {
+            "TableName": self.table,
+            "Key": key,
+            "ConditionExpression": self._fence,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        return {"ConditionCheck": check}
 
     def fail(self, key: Key, owner: str, version: int, error: str, retryable: bool) -> Call:
         values = {

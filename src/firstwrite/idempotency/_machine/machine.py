@@ -80,6 +80,7 @@ class OldKeys(Protocol):
     def complete_updates(
         self, claim: Claim, old: OldKeysOf, value: dict[str, Any]
     ) -> list[dict[str, Any]]: ...
+    def fence_checks(self, claim: Claim, old: OldKeysOf) -> list[dict[str, Any]]: ...
 
     def complete(
         self, claim: Claim, result: Any, value: dict[str, Any], deadline: Deadline | None

@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from .. import requests as q
 from ..effects import Call, Reconcile, Steps
 from ..errors import ConfigurationError, RecoveryFailedError, RecoveryRequiredError
-from ..outcomes import Claim, Outcome, key_of
+from ..outcomes import Attempt, Claim, Outcome, key_of
+from ..record import Record
 from ..recovery import (
     HOOK,
     AnyHook,
     FailedFinally,
+    Interrupted,
     NotDone,
     Reconciled,
     RecoveryPoint,
@@ -32,6 +34,7 @@ from ..recovery import (
     new_mark_id,
     points_of,
 )
+from ..requests import Item
 from .budget import Deadline
 from .completion import answered
 
@@ -129,6 +132,43 @@ def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps
         m.report.lost(key_of(claim), claim.record_id, "put back", None)
 
 
+def hook_of(m: StateMachine) -> AnyHook | None:
+    """The ``reconcile`` hook of this call: its site's (:data:`~firstwrite.idempotency.recovery.HOOK`),
+    else the guard's."""
+    return HOOK.get() or m.reconcile
+
+
+def refusal(m: StateMachine, interrupted: Interrupted) -> RecoveryRequiredError:
+    """The refusal of a takeover of ``interrupted`` work without a hook: counted, logged."""
+    _count(m, "refused")
+    log.warning(
+        "refused to rerun %r: its interrupted work marked recovery points (%s) and no "
+        "reconcile hook was given",
+        interrupted.key,
+        ", ".join(p.step for p in interrupted.points),
+        extra={"idempotency_key": interrupted.key, "record_id": interrupted.record_id},
+    )
+    return RecoveryRequiredError(
+        interrupted.key, interrupted.points, record_id=interrupted.record_id
+    )
+
+
+def marked(m: StateMachine, attempt: Attempt, stored: Item | None, rec: Record) -> Item | None:
+    """For a transactional claim refused by a record past its lease (``rec``, stored as
+    ``stored``): ``stored`` when it carries recovery points and a hook will reconcile it (take
+    it over as seen, then :func:`settle`); ``None`` when it carries none. Without a hook,
+    raises :class:`~firstwrite.idempotency.errors.RecoveryRequiredError` (nothing written)."""
+    if stored is None:
+        return None
+    points = points_of(stored, m.layout.marks)
+    if not points:
+        return None
+    if hook_of(m) is None:
+        key = attempt.idempotency_key
+        raise refusal(m, Interrupted(key, attempt.record_id, points, rec))
+    return stored
+
+
 def _count(m: StateMachine, outcome: str) -> None:
     if m.report.enabled:
         m.metrics.count("firstwrite_recovery_takeovers_total", outcome=outcome)
@@ -141,7 +181,7 @@ def settle(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[Ou
     interrupted = claim.recovering
     assert interrupted is not None
     attribute = _attribute(m)
-    hook = HOOK.get() or m.reconcile
+    hook = hook_of(m)
     values: dict[str, Any] = {":pts": {"L": [p.item() for p in interrupted.points]}}
     update = "SET #mk = :pts"
     if hook is None:  # adopt the points and put the record back in one write
@@ -154,15 +194,7 @@ def settle(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[Ou
         old = yield from m.refused_item(old, claim.key, key, claim.record_id, deadline)
         raise m.lost(claim, None if old is None else m.read(old), "adopt points")
     if hook is None:
-        _count(m, "refused")
-        log.warning(
-            "refused to rerun %r: its interrupted work marked recovery points (%s) and no "
-            "reconcile hook was given",
-            interrupted.key,
-            ", ".join(p.step for p in interrupted.points),
-            extra={"idempotency_key": interrupted.key, "record_id": claim.record_id},
-        )
-        raise RecoveryRequiredError(interrupted.key, interrupted.points, record_id=claim.record_id)
+        raise refusal(m, interrupted)
     try:
         answer = yield Reconcile(*asking(hook, interrupted))
     except Exception:
