@@ -339,3 +339,47 @@ def test_a_killed_process_marked_work_is_reconciled_not_rerun(tmp_path: Path) ->
     }
     assert len(charged) == 5
     engine.close()
+
+
+# -- inside a key migration's window (the plain claim is a transaction there too) ---------------
+
+
+def test_inside_a_key_migration_window_marked_work_is_reconciled_not_rerun(
+    backend: Backend,
+) -> None:
+    from firstwrite.idempotency._machine.migration import LegacyClaim
+    from firstwrite.idempotency.key_migration import KeyScheme
+
+    from .test_key_migration import Versions
+
+    versions = Versions(backend, KeyScheme(key_prefix="ORDERS"))
+    window = versions.new.config  # the new scheme, the old one in its window
+    for key, charged in (("run-paid", True), ("run-unpaid", False), ("with-paid", True)):
+        claim = versions.new.claim(key, PAYLOAD, lease=LEASE)
+        assert isinstance(claim, LegacyClaim) and claim.legacy  # both keys claimed
+        versions.new.mark(claim, "charge", f"ref-{key}")
+        if charged:
+            charge(f"ref-{key}")
+    claim = versions.new.claim_with("with-unpaid", [increment("with-unpaid")], PAYLOAD, lease=LEASE)
+    assert isinstance(claim, LegacyClaim)
+    versions.new.mark(claim, "charge", "ref-with-unpaid")
+    backend.advance(LEASE + 1)
+
+    with pytest.raises(RecoveryRequiredError):  # the window's plain claim: no silent rerun
+        versions.new.run("run-paid", lambda: pytest.fail("must not run"), PAYLOAD)
+    hooked = backend.guard(window, reconcile=ledger_hook)
+    ran: list[str] = []
+    result = hooked.run("run-paid", lambda: ran.append("run-paid"), PAYLOAD)
+    assert result == {"charged": "ref-run-paid", "reconciled": True}
+    hooked.run("run-unpaid", lambda: ran.append("run-unpaid") or "ran", PAYLOAD)
+    assert ran == ["run-unpaid"]
+    # an old-version retry replays both: the old key was completed with the new one
+    assert versions.old.run("run-paid", lambda: pytest.fail("rerun"), PAYLOAD)["reconciled"]
+
+    replay = hooked.claim_with("with-paid", [increment("with-paid")], PAYLOAD)
+    assert isinstance(replay, Replay) and counter(backend.client, "with-paid") == 0
+    again = hooked.claim_with("with-unpaid", [increment("with-unpaid")], PAYLOAD)
+    assert isinstance(again, LegacyClaim) and again.legacy  # holds the old key too
+    assert counter(backend.client, "with-unpaid") == 2
+    hooked.complete_with(again, [ledger_entry("with-unpaid", "window")], "done")
+    assert versions.old.run("with-unpaid", lambda: pytest.fail("rerun"), PAYLOAD) == "done"
