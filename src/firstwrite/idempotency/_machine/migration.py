@@ -14,7 +14,8 @@ and the loser's fenced old-key write raises
 :class:`~firstwrite.idempotency.errors.LostClaimError`. Past the window a claim writes the new
 key alone (a plain call); a claim made inside it still finishes both keys. The transactional
 variant (:mod:`.transactional`) puts the same old-key claims, or fenced completions, in its one
-transaction, beside the caller's items. Every interleaving: docs/migrations.md.
+transaction, beside the caller's items. A record carrying recovery points refuses the window's
+claim (``unmarked``) and is reconciled (:func:`.recovery.marked`). Interleavings: docs/migrations.md.
 """
 
 from __future__ import annotations

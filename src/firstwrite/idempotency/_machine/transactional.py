@@ -3,7 +3,9 @@
 The claim, or the completion, in one ``TransactWriteItems`` with the caller's business writes. Generators of effects over a :class:`~.machine.StateMachine`, like its
 own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`. Inside a
 key migration's window the layer's own items are one per key, the current one and each old one
-(:mod:`.migration`): claimed, or completed, in the same transaction.
+(:mod:`.migration`): claimed, or completed, in the same transaction. A record whose work
+marked recovery points is never replaced by the transaction: refused without a hook, else taken
+over alone and reconciled (:mod:`.recovery`), the caller's items committed only on ``NotDone``.
 """
 
 from __future__ import annotations
