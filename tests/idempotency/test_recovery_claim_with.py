@@ -383,3 +383,70 @@ def test_inside_a_key_migration_window_marked_work_is_reconciled_not_rerun(
     assert counter(backend.client, "with-unpaid") == 2
     hooked.complete_with(again, [ledger_entry("with-unpaid", "window")], "done")
     assert versions.old.run("with-unpaid", lambda: pytest.fail("rerun"), PAYLOAD) == "done"
+
+
+# -- a takeover's claim carries the marks in its own write ---------------------------------------
+
+
+def test_the_takeovers_own_write_carries_the_marks_before_the_hook_is_asked(
+    backend: Backend, table: str
+) -> None:
+    seen: list[list[str]] = []
+
+    def hook(interrupted: Interrupted) -> NotDone:  # the record as the hook finds it
+        item = stored(backend, guard, "k")
+        seen.append([p.reference or "" for p in points_of(item, "marks")])
+        return NotDone()
+
+    guard = backend.guard(reconcile=hook)
+    died_after_marking(backend, guard, "k", charged=False)
+    writes: list[str] = []
+
+    def note(model: Any, **_: Any) -> None:
+        if model.name != "GetItem":  # (the hook's own read)
+            writes.append(model.name)
+
+    backend.client.meta.events.register("provide-client-params.dynamodb.*", note)
+    assert guard.run("k", lambda: "ran", PAYLOAD) == "ran"
+    assert seen == [["ref-k"]]
+    # refused for its marks, taken over carrying them, completed: no separate copy of the marks
+    assert writes == ["PutItem", "PutItem", "UpdateItem"]
+
+
+def test_a_worker_killed_right_after_its_takeover_leaves_the_marks(tmp_path: Path) -> None:
+    from firstwrite.engine.api import Engine
+    from firstwrite.engine.binding.sync import local_client
+
+    db = str(tmp_path / "shared.db")
+    engine = Engine(db)
+    client = local_client(engine, region="us-east-1")
+    lease = IdempotencyConfig(table_name=TABLE).lease
+    first = Idempotency(IdempotencyConfig(table_name=TABLE), client=client)
+    first.ensure_table()
+    keys = [f"t-{n}" for n in range(4)]
+    for key in keys:  # each marked by a worker that died after its charge
+        claim = first.claim(key, {"key": key})
+        assert isinstance(claim, Claim)
+        first.mark(claim, "charge", f"ref-{key}")
+        charge(f"ref-{key}")
+    worker = Path(__file__).with_name("_takeover_worker.py")
+    for key in keys:  # a taking-over worker dies right after its claim's write, each key
+        done = subprocess.run(
+            [sys.executable, str(worker), db, TABLE, str(lease + 5), key],
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == -9, done.stderr.decode()
+        assert done.stdout.decode().split() == ["killed"]
+        item = client.get_item(TableName=TABLE, Key=first.dynamodb_key(key), ConsistentRead=True)
+        assert [p.reference for p in points_of(item["Item"], "marks")] == [f"ref-{key}"]
+    later = Idempotency(  # past the dead taker's lease too
+        IdempotencyConfig(table_name=TABLE),
+        client=client,
+        clock=lambda: time.time() + 3 * lease,
+        reconcile=ledger_hook,
+    )
+    for key in keys:
+        assert later.run(key, lambda: pytest.fail("rerun"), {"key": key})["reconciled"]
+    assert all(CHARGES[f"ref-{key}"] == 1 for key in keys)
+    engine.close()

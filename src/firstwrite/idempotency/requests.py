@@ -167,10 +167,11 @@ CLAIM_CONDITION_LIVE = (
     "attribute_not_exists(#pk) OR (#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
 )
 CLAIM_CONDITION_LIVE_ANY = "attribute_not_exists(#pk) OR #lease < :now_ms"
-# A transactional claim (``claim_with``, a key migration's window) cannot see the record it
-# replaces: its lease branch also asks that the record carries no recovery points, so a marked
-# record past its lease cancels the transaction and comes back (``ALL_OLD``) to be reconciled
-# (``_machine.recovery``). Mirror: ``recovery.points_of(item, layout.marks)`` is empty.
+# With a layout that keeps recovery points, the lease branch also asks that the record carries
+# none: a marked record past its lease refuses the claim and comes back (``ALL_OLD``), so the
+# machine takes it over as seen with its marks in the claim's own item (never a moment without
+# them; a transaction could not see them at all), then reconciles (``_machine.recovery``).
+# Mirror: ``recovery.points_of(item, layout.marks)`` is empty.
 LEASE_OVER = "#lease < :now_ms"
 UNMARKED = f"({LEASE_OVER} AND (attribute_not_exists(#mk) OR size(#mk) = :zero))"
 
@@ -324,6 +325,10 @@ class Requests:
         if self.retention_branch:
             names_any["#exp"] = n.expires
         with_fp, without_fp = self.claim_conditions
+        if n.marks is not None:  # a marked record past its lease refuses the claim (UNMARKED)
+            with_fp = with_fp.replace(LEASE_OVER, UNMARKED)
+            without_fp = without_fp.replace(LEASE_OVER, UNMARKED)
+            names_any["#mk"] = n.marks
         # (condition, its attribute names) for a claim with a fingerprint, and without one
         self._claim_fp = (with_fp, names_any | {"#fp": n.fingerprint})
         self._claim_any = (without_fp, names_any)
@@ -382,6 +387,8 @@ class Requests:
         values = {":now_ms": {"N": str(millis(now))}}
         if self.retention_branch:
             values[":now"] = {"N": str(int(now))}
+        if self.layout.marks is not None:
+            values[":zero"] = _ZERO
         if fingerprint == NO_FINGERPRINT:
             return (*self._claim_any, values)
         values[":fp"] = {"S": fingerprint}
@@ -442,16 +449,15 @@ class Requests:
         return {"Put": self._replace(item, seen)}
 
     def transact_claim(
-        self, item: Item, fingerprint: str, now: float, *, unmarked: bool = False
+        self, item: Item, fingerprint: str, now: float, *, unmarked: bool = True
     ) -> dict[str, Any]:
-        """The claim as a TransactWriteItems action; ``unmarked``: its lease branch refuses a
-        record carrying recovery points (:data:`UNMARKED`)."""
+        """The claim as a TransactWriteItems action; ``unmarked=False`` (a previous key
+        scheme's item in a migration window): its lease branch without :data:`UNMARKED`."""
         condition, names, values = self._claim_condition(fingerprint, now)
-        marks = self.layout.marks
-        if unmarked and marks is not None:
-            condition = condition.replace(LEASE_OVER, UNMARKED)
-            names = {**names, "#mk": marks}
-            values = {**values, ":zero": _ZERO}
+        if not unmarked and self.layout.marks is not None:
+            condition = condition.replace(UNMARKED, LEASE_OVER)
+            names = {k: v for k, v in names.items() if k != "#mk"}
+            values = {k: v for k, v in values.items() if k != ":zero"}
         return {
             "Put": {
                 "TableName": self.table,

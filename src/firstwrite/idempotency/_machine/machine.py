@@ -48,6 +48,7 @@ from ..recovery import AnyHook, Interrupted, points_of
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
 from ..result_placement import Placement
 from ..verdicts import Verdict, fenced_outcome, judge
+from . import recovery as recovering
 from .budget import Deadline
 from .cache import ReplayCache
 from .reporting import Reporter
@@ -462,15 +463,22 @@ class StateMachine:
                     return self.replay_of(trying, rec)
                 if verdict is Verdict.LATE:
                     self.late(trying, rec, now, refuse=self.config.refuse_late_retries)
-                if verdict is Verdict.LATE or verdict is Verdict.REPLACE:
+                taking = item
+                if verdict is Verdict.CLAIMABLE:  # changed meanwhile, or refused for its marks
+                    marked = recovering.marked(self, trying, old, rec)  # no hook: refused
+                    if marked is None:
+                        break  # changed (or expired) meanwhile: trying again
+                    taking = recovering.carrying(self, item, marked)
+                if taking is not item or verdict is Verdict.LATE or verdict is Verdict.REPLACE:
                     seen = q.fence(rec.owner, rec.version)
-                    call = requests.replace_claim(item, seen)
+                    call = requests.replace_claim(taking, seen)
                     ok, old = yield from self.conditional(call, key, record_id, deadline)
-                    if ok:
-                        return self.claimed(trying, old, late_reported=True)
-                    break  # it changed meanwhile: start again
-                if verdict is Verdict.CLAIMABLE:
-                    break  # changed (or expired) meanwhile: trying again
+                    if not ok:
+                        break  # it changed meanwhile: start again
+                    claimed = self.claimed(trying, old, late_reported=True)
+                    if claimed.recovering is None or self.settle is None:
+                        return claimed
+                    return (yield from self.settle(self, claimed, deadline))
                 if budget <= 0:  # the default: answer "in progress" at once
                     raise self.in_progress(trying, rec, now)
                 if waiting_until is None:
@@ -485,10 +493,10 @@ class StateMachine:
                 interval = min(interval * 2, 0.5)
                 self.report.poll()
                 get = requests.get(dkey)
-                current = (yield from self.call(get, key, record_id, deadline)).get("Item")
-                if current is None:
+                old = (yield from self.call(get, key, record_id, deadline)).get("Item")
+                if old is None:
                     break
-                rec = self.read(current)
+                rec = self.read(old)
         raise InProgressError(key, self.config.poll_interval, record_id=record_id)  # churn
 
     def fail(

@@ -187,6 +187,8 @@ class Migrating:
         marked: Item | None = None  # a marked record taken over as seen, then reconciled
         for _ in range(_MAX_ROUNDS):
             trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
+            if marked is not None:  # its marks carried in the claim's own item
+                item = recovery.carrying(m, item, marked)
             actions = [self._put(m.requests, item, fp, now, seen[0], unmarked=True)]
             actions += self.claim_puts(legacy, trying, now, seen[1:])
             call = m.requests.transact(actions, trying.owner)

@@ -3,13 +3,14 @@
 :func:`mark` appends one :class:`~firstwrite.idempotency.recovery.RecoveryPoint` to a live
 claim's list (``SET #mk = list_append(if_not_exists(#mk, :none), :mk)``, conditioned on the
 claim's fence, as complete, fail and renew are; the version is not bumped, so the claim stays
-valid). A claim that replaced a record carrying points (a PENDING one past its lease, or a retryable
-FAILED one) comes out of the machine's ``claimed`` with them (``claim.recovering``), and
-:func:`settle` (installed on the machine by :func:`install`) decides for it before any work
-runs: the points are first written back onto the new claim (the claim's PutItem
-replaced the item), then the ``reconcile`` hook is asked (:class:`~firstwrite.idempotency.effects.Reconcile`)
-and its answer applied, or, without a hook, the claim is put back for a later takeover (lease
-``0``) and refused. A hook that raises also puts the claim back, then its error propagates.
+valid). The claim condition refuses a record carrying points past its lease
+(:data:`~firstwrite.idempotency.requests.UNMARKED`): without a hook the claim is refused at
+once, nothing written (:func:`marked`); with one the record is taken over as seen, its points
+carried in the claim's own item (:func:`carrying`: never a moment without them), and the claim
+comes out of the machine's ``claimed`` with them (``claim.recovering``). :func:`settle`
+(installed by :func:`install`) then asks the ``reconcile`` hook
+(:class:`~firstwrite.idempotency.effects.Reconcile`) before any work runs and applies its
+answer. A hook that raises puts the claim back (lease ``0``), then its error propagates.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps
     assert claim.recovering is not None
     call = _fenced_update(m, claim, "SET #lease = :zero", {}, {":zero": _ZERO})
     ok, _ = yield from m.conditional(call, key_of(claim), claim.record_id, deadline)
-    if not ok:  # taken over meanwhile: the new owner has the points (adopted first)
+    if not ok:  # taken over meanwhile: the new owner carries the points
         m.report.lost(key_of(claim), claim.record_id, "put back", None)
 
 
@@ -169,6 +170,13 @@ def marked(m: StateMachine, attempt: Attempt, stored: Item | None, rec: Record) 
     return stored
 
 
+def carrying(m: StateMachine, item: Item, marked: Item) -> Item:
+    """A claim's ``item`` carrying the recovery points of the ``marked`` record it replaces
+    (written in the claim's own write: the key is never without them)."""
+    attribute = _attribute(m)
+    return {**item, attribute: marked[attribute]}
+
+
 def _count(m: StateMachine, outcome: str) -> None:
     if m.report.enabled:
         m.metrics.count("firstwrite_recovery_takeovers_total", outcome=outcome)
@@ -180,20 +188,9 @@ def settle(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[Ou
     the work), or an error (failed for good; no hook)."""
     interrupted = claim.recovering
     assert interrupted is not None
-    attribute = _attribute(m)
     hook = hook_of(m)
-    values: dict[str, Any] = {":pts": {"L": [p.item() for p in interrupted.points]}}
-    update = "SET #mk = :pts"
-    if hook is None:  # adopt the points and put the record back in one write
-        update += ", #lease = :zero"
-        values[":zero"] = _ZERO
-    adopt = _fenced_update(m, claim, update, {"#mk": attribute}, values)
-    key = key_of(claim)
-    ok, old = yield from m.conditional(adopt, key, claim.record_id, deadline)
-    if not ok:
-        old = yield from m.refused_item(old, claim.key, key, claim.record_id, deadline)
-        raise m.lost(claim, None if old is None else m.read(old), "adopt points")
-    if hook is None:
+    if hook is None:  # (refused before the takeover: :func:`marked`) put back, refuse
+        yield from _put_back(m, claim, deadline)
         raise refusal(m, interrupted)
     try:
         answer = yield Reconcile(*asking(hook, interrupted))

@@ -159,8 +159,10 @@ def claim_with(
     marked: Item | None = None  # a marked record to take over alone (seen[0]), then reconcile
     while True:
         trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
+        if marked is not None:  # its marks carried in the claim's own item
+            item = recovery.carrying(m, item, marked)
         own = [
-            requests.transact_claim(item, fp, now, unmarked=True)
+            requests.transact_claim(item, fp, now)
             if seen[0] is None
             else requests.transact_replace_claim(item, seen[0])
         ]
