@@ -14,8 +14,9 @@ and the loser's fenced old-key write raises
 :class:`~firstwrite.idempotency.errors.LostClaimError`. Past the window a claim writes the new
 key alone (a plain call); a claim made inside it still finishes both keys. The transactional
 variant (:mod:`.transactional`) puts the same old-key claims, or fenced completions, in its one
-transaction, beside the caller's items. A record carrying recovery points refuses the window's
-claim (``unmarked``) and is reconciled (:func:`.recovery.marked`). Interleavings: docs/migrations.md.
+transaction, beside the caller's items. A record carrying recovery points under the new key
+refuses the window's claim, and is taken over carrying them, then reconciled
+(:func:`.recovery.marked`); the old keys' claims do not look at marks. docs/migrations.md.
 """
 
 from __future__ import annotations

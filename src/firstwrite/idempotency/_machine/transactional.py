@@ -144,9 +144,9 @@ def claim_with(
     """The claim and ``transact_items`` in one transaction; inside a key migration's window,
     with the claim of each old key too (:meth:`.migration.Migrating.claim_puts`), judged as
     the window's plain claim judges it, and the claim returned holds the old keys. A record
-    whose work marked recovery points is never replaced by the transaction (its claim is
-    ``unmarked``): without a hook the claim is refused, with one it is taken over alone and
-    reconciled first (:func:`_reconciled`)."""
+    whose work marked recovery points refuses the claim's condition: without a hook the claim
+    is refused (:func:`.recovery.marked`), with one the record is taken over alone, carrying
+    its marks, and reconciled first (:func:`_reconciled`)."""
     dkey, record_id = m.keys.key(key, scope)
     migrating = m.migration
     old = () if migrating is None else migrating.window_keys(key, scope, dkey)
