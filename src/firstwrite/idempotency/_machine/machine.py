@@ -48,7 +48,6 @@ from ..recovery import AnyHook, Interrupted, points_of
 from ..requests import NO_FINGERPRINT, Item, Key, millis, new_token
 from ..result_placement import Placement
 from ..verdicts import Verdict, fenced_outcome, judge
-from . import recovery as recovering
 from .budget import Deadline
 from .cache import ReplayCache
 from .reporting import Reporter
@@ -102,6 +101,15 @@ Monotonic = Callable[[], float]
 """The clock of the layer's own deadlines (how long to wait for a live request, how long to
 retry a completion, how long to wait for a new table): seconds from any origin, never going
 back (``time.monotonic``). Only differences of its readings are used."""
+
+
+class Marked(Protocol):
+    """:func:`.recovery.marked`: the stored item of a record refused for its recovery points,
+    to take over carrying them (``None``: it has none); raises when no hook will reconcile it."""
+
+    def __call__(
+        self, m: StateMachine, attempt: Attempt, stored: Item | None, rec: Record
+    ) -> Item | None: ...
 
 
 class Settle(Protocol):
@@ -177,6 +185,7 @@ class StateMachine:
         # with recovery points (:func:`.recovery.install`, by the drivers).
         self.reconcile: AnyHook | None = None
         self.settle: Settle | None = None
+        self.marked: Marked | None = None
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -465,10 +474,12 @@ class StateMachine:
                     self.late(trying, rec, now, refuse=self.config.refuse_late_retries)
                 taking = item
                 if verdict is Verdict.CLAIMABLE:  # changed meanwhile, or refused for its marks
-                    marked = recovering.marked(self, trying, old, rec)  # no hook: refused
+                    marked = None if self.marked is None else self.marked(self, trying, old, rec)
                     if marked is None:
                         break  # changed (or expired) meanwhile: trying again
-                    taking = recovering.carrying(self, item, marked)
+                    marks = self.layout.marks
+                    assert marks is not None
+                    taking = {**item, marks: marked[marks]}  # carried in the claim's own write
                 if taking is not item or verdict is Verdict.LATE or verdict is Verdict.REPLACE:
                     seen = q.fence(rec.owner, rec.version)
                     call = requests.replace_claim(taking, seen)

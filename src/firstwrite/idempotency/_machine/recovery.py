@@ -118,9 +118,11 @@ def mark(
 
 
 def install(m: StateMachine, hook: AnyHook | None) -> None:
-    """Give ``m`` the guard's ``reconcile`` hook, and :func:`settle` for its claims."""
+    """Give ``m`` the guard's ``reconcile`` hook, :func:`marked` and :func:`settle` for its
+    claims."""
     m.reconcile = hook
     m.settle = settle
+    m.marked = marked
 
 
 def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[None]:
