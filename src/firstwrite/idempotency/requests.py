@@ -171,9 +171,9 @@ CLAIM_CONDITION_LIVE_ANY = "attribute_not_exists(#pk) OR #lease < :now_ms"
 # none: a marked record past its lease refuses the claim and comes back (``ALL_OLD``), so the
 # machine takes it over as seen with its marks in the claim's own item (never a moment without
 # them; a transaction could not see them at all), then reconciles (``_machine.recovery``).
-# Mirror: ``recovery.points_of(item, layout.marks)`` is empty.
+# Mirror: the item has no ``layout.marks`` attribute (the layer never stores an empty list).
 LEASE_OVER = "#lease < :now_ms"
-UNMARKED = f"({LEASE_OVER} AND (attribute_not_exists(#mk) OR size(#mk) = :zero))"
+UNMARKED = f"({LEASE_OVER} AND attribute_not_exists(#mk))"
 
 
 def claim_allows(
@@ -387,8 +387,6 @@ class Requests:
         values = {":now_ms": {"N": str(millis(now))}}
         if self.retention_branch:
             values[":now"] = {"N": str(int(now))}
-        if self.layout.marks is not None:
-            values[":zero"] = _ZERO
         if fingerprint == NO_FINGERPRINT:
             return (*self._claim_any, values)
         values[":fp"] = {"S": fingerprint}
@@ -457,7 +455,6 @@ class Requests:
         if not unmarked and self.layout.marks is not None:
             condition = condition.replace(UNMARKED, LEASE_OVER)
             names = {k: v for k, v in names.items() if k != "#mk"}
-            values = {k: v for k, v in values.items() if k != ":zero"}
         return {
             "Put": {
                 "TableName": self.table,

@@ -157,15 +157,16 @@ def refusal(m: StateMachine, interrupted: Interrupted) -> RecoveryRequiredError:
 
 
 def marked(m: StateMachine, attempt: Attempt, stored: Item | None, rec: Record) -> Item | None:
-    """For a transactional claim refused by a record past its lease (``rec``, stored as
-    ``stored``): ``stored`` when it carries recovery points and a hook will reconcile it (take
-    it over as seen, then :func:`settle`); ``None`` when it carries none. Without a hook,
-    raises :class:`~firstwrite.idempotency.errors.RecoveryRequiredError` (nothing written)."""
-    if stored is None:
+    """For a claim refused by a record past its lease (``rec``, stored as ``stored``):
+    ``stored`` when it has a marks attribute (the claim condition's refusal) and a hook will
+    reconcile its points (take it over as seen, carrying them, then :func:`settle`); ``None``
+    when it has none (it changed meanwhile). Without a hook, raises
+    :class:`~firstwrite.idempotency.errors.RecoveryRequiredError` (nothing written)."""
+    if stored is None or m.layout.marks not in stored:
         return None
     points = points_of(stored, m.layout.marks)
-    if not points:
-        return None
+    if not points:  # an empty list (written by hand): taken over as seen, nothing to ask
+        return stored
     if hook_of(m) is None:
         key = attempt.idempotency_key
         raise refusal(m, Interrupted(key, attempt.record_id, points, rec))
