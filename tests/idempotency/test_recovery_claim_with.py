@@ -45,6 +45,7 @@ from firstwrite.idempotency.recovery import points_of
 
 from .conftest import TABLE, Backend
 from .test_key_migration_transactional import counter, increment, ledger, ledger_entry
+from .test_recovery import stored
 
 LEASE = 30.0
 PAYLOAD = {"amount": 30}
@@ -79,14 +80,6 @@ def died_after_marking(backend: Backend, guard: Idempotency, key: str, charged: 
     if charged:
         charge(f"ref-{key}")
     backend.advance(LEASE + 1)
-
-
-def stored(backend: Backend, guard: Idempotency, key: str) -> dict[str, Any]:
-    item = backend.client.get_item(
-        TableName=TABLE, Key=guard.dynamodb_key(key), ConsistentRead=True
-    )["Item"]
-    assert isinstance(item, dict)
-    return item
 
 
 def takeovers(metrics: MemoryMetrics, outcome: str) -> float:

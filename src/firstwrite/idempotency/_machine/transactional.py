@@ -248,30 +248,45 @@ def _commit(
     own = [m.requests.transact_fence(claim.key, claim.owner, claim.version)]
     if m.migration is not None and old:
         own += m.migration.fence_checks(claim, old)
+    try:
+        cancelled = yield from _fenced(m, claim, own, transact_items, "claim", deadline)
+    except Exception as exc:
+        try:
+            yield from m.fail(claim, exc, retryable=True, data=None, deadline=deadline)
+        except Exception:
+            m.report.fail_not_recorded(key, claim.record_id)
+        raise
+    if cancelled is None:
+        return claim
+    rec = yield from _refused_record(m, cancelled, claim.key, old, key, claim.record_id, deadline)
+    raise m.lost(claim, rec, "claim_with")
+
+
+def _fenced(
+    m: StateMachine,
+    claim: Claim,
+    own: Sequence[dict[str, Any]],
+    transact_items: Sequence[dict[str, Any]],
+    operation: str,
+    deadline: Deadline | None,
+) -> Steps[Cancellation | None]:
+    """``own`` (``claim``'s fenced items) and ``transact_items`` in one transaction, conflicts
+    and throttling retried (:func:`_settle`): ``None`` when applied, else the cancellation in
+    which one of ``own`` refused."""
+    key = key_of(claim)
     attempt = 0
     while True:
         call = m.requests.transact([*own, *transact_items], uuid.uuid4().hex)
-        try:
-            reasons = yield from transact(m, call, key, claim.record_id, deadline)
-            if reasons is None:
-                return claim
-            cancelled = read(reasons, "fence", own=len(own))
-            m.report.cancellation(
-                key, claim.record_id, "claim", reasons, cancelled.labels, cancelled.level
-            )
-            if cancelled.kind is not Kind.OWN_CONDITION:
-                attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt, deadline)
-                continue
-        except Exception as exc:
-            try:
-                yield from m.fail(claim, exc, retryable=True, data=None, deadline=deadline)
-            except Exception:
-                m.report.fail_not_recorded(key, claim.record_id)
-            raise
-        rec = yield from _refused_record(
-            m, cancelled, claim.key, old, key, claim.record_id, deadline
+        reasons = yield from transact(m, call, key, claim.record_id, deadline)
+        if reasons is None:
+            return None
+        cancelled = read(reasons, "fence", own=len(own))
+        m.report.cancellation(
+            key, claim.record_id, operation, reasons, cancelled.labels, cancelled.level
         )
-        raise m.lost(claim, rec, "claim_with")
+        if cancelled.kind is Kind.OWN_CONDITION:
+            return cancelled
+        attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt, deadline)
 
 
 def _held(m: StateMachine, claim: Claim, old: OldKeysOf) -> Claim:
@@ -292,22 +307,13 @@ def complete_with(
     old = () if migrating is None else migrating.old_keys_of(claim)
     _fits(key, transact_items, "complete_with", 1 + len(old))
     value = yield from placed(m, claim, result, encode_result(m, claim, result))
-    attempt = 0
     while True:
         own = [m.requests.transact_complete(claim.key, claim.owner, claim.version, value)]
         if migrating is not None and old:
             own += migrating.complete_updates(claim, old, value)
-        call = m.requests.transact([*own, *transact_items], uuid.uuid4().hex)
-        reasons = yield from transact(m, call, key, claim.record_id, deadline)
-        if reasons is None:
+        cancelled = yield from _fenced(m, claim, own, transact_items, "complete", deadline)
+        if cancelled is None:
             break
-        cancelled = read(reasons, "fence", own=len(own))
-        m.report.cancellation(
-            key, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
-        )
-        if cancelled.kind is not Kind.OWN_CONDITION:
-            attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt, deadline)
-            continue
         rec = yield from _refused_record(
             m, cancelled, claim.key, old, key, claim.record_id, deadline
         )
