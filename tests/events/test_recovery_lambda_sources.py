@@ -211,3 +211,16 @@ def test_a_synchronous_source_refuses_a_coroutine_hook(guard: Idempotency) -> No
 
     with pytest.raises(ConfigurationError, match="coroutine function"):
         SQSBatch(guard, reconcile=hook)
+
+
+def test_consume_passes_its_hook(guard: Idempotency, engine: Any) -> None:
+    from firstwrite.events import Consumer, consume
+
+    record = {"id": "r-1"}
+    key_of = lambda r: r["id"]  # noqa: E731
+    marked_and_died(guard, engine, Consumer(guard, key_of), record, charged=True)
+    ran: list[Any] = []
+    blind = consume([record], ran.append, guard=guard, key=key_of)
+    assert blind.redeliver == ["r-1"] and ran == []
+    batch = consume([record], ran.append, guard=guard, key=key_of, reconcile=ledger_hook)
+    assert batch.results[0].outcome is RecordOutcome.REPLAYED and ran == []

@@ -398,6 +398,7 @@ def consume(
     validate: Callable[[R], object] | None = None,
     scope: str | None = None,
     metrics: Metrics | None = None,
+    reconcile: AnyHook | None = None,
 ) -> BatchResult:
     """Handle a batch from any broker: :class:`Consumer` (same arguments) then
     :meth:`Consumer.consume`. Build a :class:`Consumer` once instead for a long-lived loop."""
@@ -413,5 +414,6 @@ def consume(
         validate=validate,
         scope=scope,
         metrics=metrics,
+        reconcile=reconcile,
     )
     return consumer.consume(records, handler, remaining=remaining)
