@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.routing import Route as Route_
 from starlette.testclient import TestClient
 
 from firstwrite.events.core import Consumer, RecordOutcome
@@ -124,7 +125,7 @@ def test_the_asgi_middleware_reconciles_with_its_own_hook(backend: Backend, tabl
     with TestClient(blind, raise_server_exceptions=False) as client:
         assert client.post("/orders", json={}, headers={"Idempotency-Key": "k-2"}).status_code
         refused = client.post("/orders", json={}, headers={"Idempotency-Key": "k-2"})
-    assert refused.status_code == 503
+    assert refused.status_code == 503, (refused.json(), guard)
     assert refused.json()["type"] == "urn:firstwrite:problem:recovery-required"
     assert refused.headers["retry-after"] == "1"
     assert runs == ["k-1", "k-2"]
@@ -224,3 +225,67 @@ def test_an_async_consumer_marks_through_arecovery_point(backend: Backend, table
 
     asyncio.run(scenario())
     assert handled == ["a-1"]
+
+
+def test_a_transactional_route_reconciles_its_claim_with_with_the_middlewares_hook(
+    backend: Backend, table: str
+) -> None:
+    import threading
+
+    from firstwrite.http import HttpConfig, Route, idempotency
+
+    from .test_key_migration_transactional import counter, increment
+
+    runs: list[str] = []
+    stalled, release = threading.Event(), threading.Event()
+    guard = AsyncIdempotency(
+        IdempotencyConfig(table_name=TABLE),
+        client=ThreadedClient(backend.client),
+        clock=backend.now,
+    )
+
+    async def create(request: Request) -> Response:
+        key = request.headers["idempotency-key"]
+        claim = await idempotency(request).claim_with([increment(key)])
+        if claim is None:
+            return Response(status_code=204)  # the middleware answers instead
+        runs.append(key)
+        await guard.mark(claim, "charge", f"tx-{key}")
+        CHARGED[f"tx-{key}"] = 9
+        stalled.set()  # the worker stalls (a GC pause, a lost host) past its lease
+        release.wait(30)
+        return JSONResponse({"id": key}, status_code=201)
+
+    def hook(interrupted: Interrupted) -> Reconciled | NotDone:
+        if (interrupted.last.reference or "") in CHARGED:
+            body = json.dumps({"id": interrupted.key, "reconciled": True}).encode()
+            return reconciled_response(201, body, [("content-type", "application/json")])
+        return NotDone()
+
+    config = HttpConfig(routes=[Route("/orders", transactional=True)])
+    app = Starlette(routes=[Route_("/orders", create, methods=["POST"])])
+    blind = IdempotencyMiddleware(app, guard=guard, config=config)
+    wrapped = IdempotencyMiddleware(app, guard=guard, config=config, reconcile=hook)
+    headers = {"Idempotency-Key": "t-1"}
+
+    def first() -> None:
+        with TestClient(blind, raise_server_exceptions=False) as client:
+            client.post("/orders", json={}, headers=headers)
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    try:
+        assert stalled.wait(30)
+        backend.advance(guard.config.lease + 1)
+        with TestClient(blind, raise_server_exceptions=False) as client:
+            refused = client.post("/orders", json={}, headers=headers)
+        assert refused.status_code == 503
+        assert refused.json()["type"] == "urn:firstwrite:problem:recovery-required"
+        with TestClient(wrapped, raise_server_exceptions=False) as client:
+            again = client.post("/orders", json={}, headers=headers)
+    finally:
+        release.set()
+        worker.join(30)
+    assert again.status_code == 201 and again.json() == {"id": "t-1", "reconciled": True}
+    assert runs == ["t-1"]
+    assert counter(backend.client, "t-1") == 1  # the increment was not applied again

@@ -2,29 +2,28 @@
 
 :class:`Consumer` claims a record's key before its handler runs, completes the claim with the
 handler's result, or fails it: retryably, or for good once ``max_attempts`` runs failed
-(:mod:`.attempts`) or the record is invalid. Each record ends with a :class:`RecordOutcome`
-that says whether the broker may forget it (``acknowledged``: it ran now, it ran before, or
-it was given up for good with its reason logged) or must deliver it again (it failed, it is
-running elsewhere, it was not tried). Nothing is acknowledged before it ran.
+(:mod:`.attempts`) or the record is invalid. Each record ends with a
+:class:`~.results.RecordOutcome` that says whether the broker may forget it (``acknowledged``:
+it ran now, it ran before, or it was given up for good with its reason logged) or must deliver
+it again (it failed, it is running elsewhere, it was not tried). Nothing is acknowledged before
+it ran. A record whose earlier run marked recovery points and died is settled by the
+``reconcile`` hook (docs/recovery.md); without one it is refused and delivered again.
 
-:class:`Ordering` says what a failure does to the records after it: nothing (SQS standard
-queues), hold back the rest of its group (SQS FIFO message groups), or stop the batch (Kinesis
-and DynamoDB Streams, whose checkpoint is the first record not done). :func:`consume` is the
-whole thing for any broker; the sources of this package are thin adapters over it.
+:class:`~.results.Ordering` says what a failure does to the records after it (SQS standard
+queues: nothing; FIFO: its group waits; Kinesis, DynamoDB Streams: the batch stops).
+:func:`consume` is the whole thing for any broker; the sources are thin adapters over it.
 
 Every outcome is counted in ``firstwrite_event_records_total{source, outcome}`` (the guard's
 metrics sink unless one is given) and logged on logger ``firstwrite.events``. A guard built
-with ``FIRSTWRITE_IDEMPOTENCY_DISABLED`` claims nothing: each handler just runs (processed or
-failed).
+with ``FIRSTWRITE_IDEMPOTENCY_DISABLED`` claims nothing: each handler just runs.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
 from firstwrite.idempotency import (
     UNSET,
@@ -36,14 +35,17 @@ from firstwrite.idempotency import (
     Metrics,
     MissingKeyError,
     PayloadMismatchError,
+    RecoveryFailedError,
+    RecoveryRequiredError,
     Replay,
     SerializationError,
 )
-from firstwrite.idempotency.recovery import AnyHook, reconciling_with
+from firstwrite.idempotency.recovery import AnyHook, check_blocking, reconciling_with
 
 from ._driving import drive
 from .attempts import AttemptLedger
 from .guard import AnyEventGuard, EventGuard, sync_guard
+from .results import LEVELS, BatchResult, Ordering, RecordOutcome, RecordResult
 from .steps import (
     ClaimKey,
     CompleteClaim,
@@ -70,83 +72,6 @@ R = TypeVar("R")
 
 LOG = logging.getLogger("firstwrite.events")
 METRIC = "firstwrite_event_records_total"
-
-
-class Ordering(enum.Enum):
-    """What a record that is not done does to the records after it in the batch."""
-
-    INDEPENDENT = "independent"  # nothing: each record on its own (SQS standard queues)
-    GROUPS = "groups"  # the later records of its group are not tried (SQS FIFO)
-    STREAM = "stream"  # no later record is tried (Kinesis, DynamoDB Streams)
-
-
-class RecordOutcome(enum.Enum):
-    """What became of one record."""
-
-    PROCESSED = "processed"  # the handler ran now and its result is stored
-    REPLAYED = "replayed"  # it ran before: not run again
-    REPLAYED_FAILURE = "replayed_failure"  # it was given up before: not run again
-    FAILED_FINAL = "failed_final"  # given up now (attempts spent, invalid): stored FAILED
-    FAILED = "failed"  # the handler raised: to be delivered again
-    IN_PROGRESS = "in_progress"  # another consumer holds its claim: to be delivered again
-    MISMATCH = "mismatch"  # its key is another payload's: to be delivered again (to the DLQ)
-    INVALID = "invalid"  # no key could be selected: to be delivered again (to the DLQ)
-    LOST = "lost"  # ran, but its result was not recorded: to be delivered again
-    SKIPPED = "skipped"  # not tried (an earlier failure of its group, or no time left)
-
-    @property
-    def acknowledged(self) -> bool:
-        """The broker may forget the record: it ran, or it was given up for good."""
-        return self in _ACKNOWLEDGED
-
-
-_ACKNOWLEDGED = frozenset(
-    {
-        RecordOutcome.PROCESSED,
-        RecordOutcome.REPLAYED,
-        RecordOutcome.REPLAYED_FAILURE,
-        RecordOutcome.FAILED_FINAL,
-    }
-)
-
-
-class RecordResult(NamedTuple):
-    """One record's outcome; ``result`` is the handler's return value when it ran now. (A named
-    tuple: one is built per record, and it is the cheapest immutable value to build.)"""
-
-    id: str
-    key: str | None
-    outcome: RecordOutcome
-    result: object = None
-    reason: str | None = None
-    attempts: int = 0
-
-    @property
-    def acknowledged(self) -> bool:
-        return self.outcome.acknowledged
-
-
-@dataclass(frozen=True, slots=True)
-class BatchResult:
-    """Every record's outcome, in the batch's order."""
-
-    results: Sequence[RecordResult]
-    ordering: Ordering = Ordering.INDEPENDENT
-
-    @property
-    def redeliver(self) -> list[str]:
-        """The ids of the records the broker must deliver again, in order."""
-        return [r.id for r in self.results if not r.outcome.acknowledged]
-
-    @property
-    def item_failures(self) -> list[str]:
-        """What a partial batch response reports: every record not acknowledged, or, on a
-        stream, only the first one (Lambda resumes the shard from it)."""
-        failed = self.redeliver
-        return failed[:1] if self.ordering is Ordering.STREAM else failed
-
-    def count(self, outcome: RecordOutcome) -> int:
-        return sum(1 for r in self.results if r.outcome is outcome)
 
 
 @dataclass
@@ -199,6 +124,8 @@ class Consumer(Generic[R]):
             raise ValueError("max_attempts must be >= 1")
         if self.ordering is Ordering.GROUPS and self.group is None:
             raise ValueError("Ordering.GROUPS needs group=")
+        if not self.guard.is_async:  # a coroutine hook needs an asyncio guard's driver
+            check_blocking(self.reconcile)
         self.attempts = AttemptLedger(self.guard, self.max_attempts, self.scope)
         self._metrics = self.metrics if self.metrics is not None else self.guard.metrics
 
@@ -339,6 +266,12 @@ class Consumer(Generic[R]):
             return self._done(record, key, RecordOutcome.MISMATCH, reason=reason)
         except LateRetryError:
             return self._done(record, key, RecordOutcome.REPLAYED, reason="late retry refused")
+        except RecoveryRequiredError as refused:  # no hook: left PENDING for one that has one
+            marks = ", ".join(p.step for p in refused.points)
+            reason = f"recovery required: an earlier run marked {marks}; no reconcile hook"
+            return self._done(record, key, RecordOutcome.FAILED, reason=reason)
+        except RecoveryFailedError as failed:  # the hook answered FailedFinally: stored FAILED
+            return self._done(record, key, RecordOutcome.FAILED_FINAL, reason=failed.reason)
         except Exception as exc:  # DynamoDB unreachable: nothing ran, try again later
             return self._done(record, key, RecordOutcome.FAILED, reason=f"claim: {exc!r}")
         if isinstance(outcome, Replay):
@@ -428,7 +361,7 @@ class Consumer(Generic[R]):
             rid = key or "?"
         if self._metrics.enabled:
             self._metrics.count(METRIC, source=self.source, outcome=outcome.value)
-        level = _LEVELS[outcome]
+        level = LEVELS[outcome]
         if self.logger.isEnabledFor(level):
             self.logger.log(
                 level,
@@ -449,20 +382,6 @@ class Consumer(Generic[R]):
         return RecordResult(rid, key, outcome, result, reason, attempts)
 
 
-_LEVELS = {
-    RecordOutcome.PROCESSED: logging.DEBUG,
-    RecordOutcome.REPLAYED: logging.INFO,
-    RecordOutcome.REPLAYED_FAILURE: logging.INFO,
-    RecordOutcome.FAILED_FINAL: logging.ERROR,
-    RecordOutcome.FAILED: logging.WARNING,
-    RecordOutcome.IN_PROGRESS: logging.INFO,
-    RecordOutcome.MISMATCH: logging.ERROR,
-    RecordOutcome.INVALID: logging.ERROR,
-    RecordOutcome.LOST: logging.WARNING,
-    RecordOutcome.SKIPPED: logging.DEBUG,
-}
-
-
 def consume(
     records: Iterable[R],
     handler: Callable[[R], object],
@@ -479,6 +398,7 @@ def consume(
     validate: Callable[[R], object] | None = None,
     scope: str | None = None,
     metrics: Metrics | None = None,
+    reconcile: AnyHook | None = None,
 ) -> BatchResult:
     """Handle a batch from any broker: :class:`Consumer` (same arguments) then
     :meth:`Consumer.consume`. Build a :class:`Consumer` once instead for a long-lived loop."""
@@ -494,5 +414,6 @@ def consume(
         validate=validate,
         scope=scope,
         metrics=metrics,
+        reconcile=reconcile,
     )
     return consumer.consume(records, handler, remaining=remaining)

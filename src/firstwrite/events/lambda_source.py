@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
 from firstwrite.idempotency import Metrics
+from firstwrite.idempotency.recovery import AnyHook
 
 from .core import BatchResult, Consumer, Ordering, RecordResult
 from .guard import EventGuard
@@ -45,6 +46,7 @@ class Options(Generic[R]):
     scope: str | None = None
     metrics: Metrics | None = None
     lease_margin: float = 1.0
+    reconcile: AnyHook | None = None
 
 
 class LambdaSource(Generic[R]):
@@ -53,8 +55,9 @@ class LambdaSource(Generic[R]):
     ``key``: ``None`` (the source's own id), a JMESPath expression over the record's decoded
     body, or a function of the record. ``payload``: what is fingerprinted (default: the
     record's content; ``False``: no check; or a function of the record). ``lease_margin`` is
-    taken off the invocation's remaining time to cap each claim's lease. The other options
-    are :class:`.Consumer`'s.
+    taken off the invocation's remaining time to cap each claim's lease. ``reconcile``
+    decides for a record whose earlier run marked recovery points and died (docs/recovery.md;
+    default: the guard's hook). The other options are :class:`.Consumer`'s.
     """
 
     source: ClassVar[str] = "custom"
@@ -72,10 +75,19 @@ class LambdaSource(Generic[R]):
         scope: str | None = None,
         metrics: Metrics | None = None,
         lease_margin: float = 1.0,
+        reconcile: AnyHook | None = None,
     ) -> None:
         self.guard = guard
         self.options: Options[R] = Options(
-            key, payload, validate, max_attempts, non_retryable, scope, metrics, lease_margin
+            key,
+            payload,
+            validate,
+            max_attempts,
+            non_retryable,
+            scope,
+            metrics,
+            lease_margin,
+            reconcile,
         )
         self.consumer = self.make_consumer(self.source, self.ordering)
 
@@ -96,6 +108,7 @@ class LambdaSource(Generic[R]):
             scope=options.scope,
             metrics=options.metrics,
             redelivered=self.redelivery(),
+            reconcile=options.reconcile,
         )
 
     # -- what each source says about its records ---------------------------------------------

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from firstwrite.idempotency import Metrics
+from firstwrite.idempotency.recovery import AnyHook
 
 from .broker_errors import Backoff, settle_failed
 from .core import Consumer, Keepalive, Ordering, RecordOutcome, RecordResult
@@ -50,6 +51,7 @@ class PollerOptions(TypedDict, total=False):
     extend_visibility: bool
     retry_delay: int
     source: str
+    reconcile: AnyHook | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,8 @@ class SQSPolicy:
     (URL ending in ``.fifo``) the key is the deduplication id and a message not done holds back
     the rest of its group in the batch. Messages received again (``ApproximateReceiveCount``
     above 1) are read first, in one ``BatchGetItem``: those already done are not claimed.
+    ``reconcile`` decides for a message whose earlier run marked recovery points and died
+    (docs/recovery.md; default: the guard's hook; a coroutine function under an asyncio guard).
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class SQSPolicy:
         extend_visibility: bool = True,
         retry_delay: int = 1,
         source: str = "sqs_poller",
+        reconcile: AnyHook | None = None,
     ) -> None:
         self.queue_url = queue_url
         self.visibility, self.batch_size, self.wait = visibility, batch_size, wait
@@ -117,6 +122,7 @@ class SQSPolicy:
             scope=scope,
             metrics=metrics,
             redelivered=_redelivered,
+            reconcile=reconcile,
         )
         self.backoff = Backoff()
 

@@ -27,6 +27,7 @@ import pika
 import pika.exceptions
 
 from firstwrite.idempotency import Metrics
+from firstwrite.idempotency.recovery import AnyHook
 
 from .broker_errors import Backoff, settle_failed
 from .core import Consumer, Keepalive, RecordResult
@@ -74,8 +75,9 @@ class RabbitMQConsumer:
     """Consumes ``queue`` on the broker at ``parameters`` with ``handler(delivery)``.
 
     ``lease``: the claim's lease, renewed every ``lease / 3`` while the handler runs.
-    ``prefetch``: unacknowledged deliveries the broker sends ahead. The other options are
-    :class:`.Consumer`'s. :meth:`run` blocks until :meth:`stop` (from any thread).
+    ``prefetch``: unacknowledged deliveries the broker sends ahead. ``reconcile`` decides for a
+    delivery whose earlier run marked recovery points and died (docs/recovery.md). The other
+    options are :class:`.Consumer`'s. :meth:`run` blocks until :meth:`stop` (from any thread).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class RabbitMQConsumer:
         prefetch: int = 1,
         retry_delay: float = 0.2,
         source: str = "rabbitmq",
+        reconcile: AnyHook | None = None,
     ) -> None:
         self.parameters, self.queue, self.handler = parameters, queue, handler
         self.lease, self.prefetch, self.retry_delay = lease, prefetch, retry_delay
@@ -110,6 +113,7 @@ class RabbitMQConsumer:
             non_retryable=non_retryable,
             scope=scope,
             metrics=metrics,
+            reconcile=reconcile,
         )
         self.results: list[RecordResult] = []  # the last few outcomes, for tools and tests
         self._stop = threading.Event()

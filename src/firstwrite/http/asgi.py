@@ -127,7 +127,7 @@ class IdempotencyMiddleware:
         if body is None:
             return  # the client left before sending its body: nothing claimed, nothing to say
         payload = core.payload(plan, body) if core.has_payload(plan) else UNSET
-        context = AsyncRequestIdempotency(core, plan, payload, self.guard)
+        context = AsyncRequestIdempotency(core, plan, payload, self.guard, self.reconcile)
         if not plan.route.transactional:
             outcome = await self._claim(plan, payload, send)
             if outcome is None:

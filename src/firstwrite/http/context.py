@@ -23,6 +23,7 @@ from firstwrite.idempotency import (
     Guard,
     Replay,
     TransactionConflictError,
+    recovery,
 )
 from firstwrite.idempotency import steps as guard_steps
 
@@ -108,29 +109,49 @@ class Context:
 class AsyncRequestIdempotency(Context):
     """The context of a request through the ASGI middleware."""
 
-    def __init__(self, core: Core, plan: Plan, payload: Any, guard: Guard | AsyncGuard) -> None:
+    def __init__(
+        self,
+        core: Core,
+        plan: Plan,
+        payload: Any,
+        guard: Guard | AsyncGuard,
+        reconcile: recovery.AnyHook | None = None,
+    ) -> None:
         super().__init__(core, plan, payload)
         self._guard = guard
+        self._reconcile = reconcile
 
     async def claim_with(self, transact_items: Sequence[dict[str, Any]]) -> Claim | None:
         """Claim the key and apply ``transact_items`` (low-level ``TransactWriteItems``
         entries) in one transaction. Returns the claim (the writes are applied), or ``None``
         when the key was taken (nothing applied): return any response, the middleware sends
         the replay, 409 or 422 instead. ``BusinessConditionFailedError`` (one of your
-        conditions failed; nothing applied, the key is free) is yours to answer."""
-        return await guard_steps.adrive(self._claim_with(transact_items), self._guard)
+        conditions failed; nothing applied, the key is free) is yours to answer. A record whose
+        earlier run marked recovery points is settled by the middleware's ``reconcile`` hook
+        (docs/recovery.md, "With claim_with")."""
+        with recovery.reconciling_with(self._reconcile):
+            return await guard_steps.adrive(self._claim_with(transact_items), self._guard)
 
 
 class RequestIdempotency(Context):
     """The context of a request through the WSGI middleware."""
 
-    def __init__(self, core: Core, plan: Plan, payload: Any, guard: Guard) -> None:
+    def __init__(
+        self,
+        core: Core,
+        plan: Plan,
+        payload: Any,
+        guard: Guard,
+        reconcile: recovery.ReconcileHook | None = None,
+    ) -> None:
         super().__init__(core, plan, payload)
         self._guard = guard
+        self._reconcile = reconcile
 
     def claim_with(self, transact_items: Sequence[dict[str, Any]]) -> Claim | None:
         """See :meth:`AsyncRequestIdempotency.claim_with`."""
-        return guard_steps.drive(self._claim_with(transact_items), self._guard)
+        with recovery.reconciling_with(self._reconcile):
+            return guard_steps.drive(self._claim_with(transact_items), self._guard)
 
 
 def idempotency(request: Any) -> Any:

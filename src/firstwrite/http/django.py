@@ -208,7 +208,7 @@ class _Guarding:
 
     def attach(self, core: Core, request: DjangoRequest, plan: Plan) -> RequestIdempotency:
         payload = core.payload(plan, request.body) if core.has_payload(plan) else UNSET
-        context = RequestIdempotency(core, plan, payload, self.guard)
+        context = RequestIdempotency(core, plan, payload, self.guard, self.reconcile)
         setattr(request, _CONTEXT, context)
         setattr(request, _CORE, core)
         return context

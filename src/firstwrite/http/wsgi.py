@@ -99,7 +99,7 @@ class WSGIIdempotencyMiddleware:
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         payload = core.payload(plan, body) if core.has_payload(plan) else UNSET
-        context = RequestIdempotency(core, plan, payload, self.guard)
+        context = RequestIdempotency(core, plan, payload, self.guard, self.reconcile)
         environ[CONTEXT_KEY] = context
         if not plan.route.transactional:
             outcome = self._claim(plan, payload)

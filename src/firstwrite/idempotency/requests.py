@@ -167,6 +167,13 @@ CLAIM_CONDITION_LIVE = (
     "attribute_not_exists(#pk) OR (#lease < :now_ms AND (#fp = :fp OR attribute_not_exists(#fp)))"
 )
 CLAIM_CONDITION_LIVE_ANY = "attribute_not_exists(#pk) OR #lease < :now_ms"
+# With a layout that keeps recovery points, the lease branch also asks that the record carries
+# none: a marked record past its lease refuses the claim and comes back (``ALL_OLD``), so the
+# machine takes it over as seen with its marks in the claim's own item (never a moment without
+# them; a transaction could not see them at all), then reconciles (``_machine.recovery``).
+# Mirror: the item has no ``layout.marks`` attribute (the layer never stores an empty list).
+LEASE_OVER = "#lease < :now_ms"
+UNMARKED = f"({LEASE_OVER} AND attribute_not_exists(#mk))"
 
 
 def claim_allows(
@@ -318,6 +325,10 @@ class Requests:
         if self.retention_branch:
             names_any["#exp"] = n.expires
         with_fp, without_fp = self.claim_conditions
+        if n.marks is not None:  # a marked record past its lease refuses the claim (UNMARKED)
+            with_fp = with_fp.replace(LEASE_OVER, UNMARKED)
+            without_fp = without_fp.replace(LEASE_OVER, UNMARKED)
+            names_any["#mk"] = n.marks
         # (condition, its attribute names) for a claim with a fingerprint, and without one
         self._claim_fp = (with_fp, names_any | {"#fp": n.fingerprint})
         self._claim_any = (without_fp, names_any)
@@ -435,9 +446,15 @@ class Requests:
         """:meth:`replace_claim` as a TransactWriteItems action."""
         return {"Put": self._replace(item, seen)}
 
-    def transact_claim(self, item: Item, fingerprint: str, now: float) -> dict[str, Any]:
-        """The claim as a TransactWriteItems action."""
+    def transact_claim(
+        self, item: Item, fingerprint: str, now: float, *, unmarked: bool = True
+    ) -> dict[str, Any]:
+        """The claim as a TransactWriteItems action; ``unmarked=False`` (a previous key
+        scheme's item in a migration window): its lease branch without :data:`UNMARKED`."""
         condition, names, values = self._claim_condition(fingerprint, now)
+        if not unmarked and self.layout.marks is not None:
+            condition = condition.replace(UNMARKED, LEASE_OVER)
+            names = {k: v for k, v in names.items() if k != "#mk"}
         return {
             "Put": {
                 "TableName": self.table,
@@ -478,6 +495,24 @@ class Requests:
     ) -> dict[str, Any]:
         """The completion as a TransactWriteItems action."""
         return {"Update": self._complete(key, owner, version, result)}
+
+    def transact_fence(self, key: Key, owner: str, version: int) -> dict[str, Any]:
+        """A TransactWriteItems ``ConditionCheck`` that the claim (``owner``, ``version``)
+        still holds the record under ``key`` (the fence of complete, fail and renew)."""
+        names = {"#own": self.layout.owner, "#lease": self.layout.lease}
+        values = {":own": {"S": fence(owner, version)}}
+        if self.layout.version is not None:
+            names["#ver"] = self.layout.version
+            values[":ver"] = {"N": str(version)}
+        check = {
+            "TableName": self.table,
+            "Key": key,
+            "ConditionExpression": self._fence,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        return {"ConditionCheck": check}
 
     def fail(self, key: Key, owner: str, version: int, error: str, retryable: bool) -> Call:
         values = {

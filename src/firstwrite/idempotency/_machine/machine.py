@@ -80,6 +80,7 @@ class OldKeys(Protocol):
     def complete_updates(
         self, claim: Claim, old: OldKeysOf, value: dict[str, Any]
     ) -> list[dict[str, Any]]: ...
+    def fence_checks(self, claim: Claim, old: OldKeysOf) -> list[dict[str, Any]]: ...
 
     def complete(
         self, claim: Claim, result: Any, value: dict[str, Any], deadline: Deadline | None
@@ -100,6 +101,15 @@ Monotonic = Callable[[], float]
 """The clock of the layer's own deadlines (how long to wait for a live request, how long to
 retry a completion, how long to wait for a new table): seconds from any origin, never going
 back (``time.monotonic``). Only differences of its readings are used."""
+
+
+class Marked(Protocol):
+    """:func:`.recovery.marked`: the stored item of a record refused for its recovery points,
+    to take over carrying them (``None``: it has none); raises when no hook will reconcile it."""
+
+    def __call__(
+        self, m: StateMachine, attempt: Attempt, stored: Item | None, rec: Record
+    ) -> Item | None: ...
 
 
 class Settle(Protocol):
@@ -175,6 +185,7 @@ class StateMachine:
         # with recovery points (:func:`.recovery.install`, by the drivers).
         self.reconcile: AnyHook | None = None
         self.settle: Settle | None = None
+        self.marked: Marked | None = None
 
     # -- pure helpers ----------------------------------------------------------------------------
 
@@ -461,15 +472,24 @@ class StateMachine:
                     return self.replay_of(trying, rec)
                 if verdict is Verdict.LATE:
                     self.late(trying, rec, now, refuse=self.config.refuse_late_retries)
-                if verdict is Verdict.LATE or verdict is Verdict.REPLACE:
+                taking = item
+                if verdict is Verdict.CLAIMABLE:  # changed meanwhile, or refused for its marks
+                    marked = None if self.marked is None else self.marked(self, trying, old, rec)
+                    if marked is None:
+                        break  # changed (or expired) meanwhile: trying again
+                    marks = self.layout.marks
+                    assert marks is not None
+                    taking = {**item, marks: marked[marks]}  # carried in the claim's own write
+                if taking is not item or verdict is Verdict.LATE or verdict is Verdict.REPLACE:
                     seen = q.fence(rec.owner, rec.version)
-                    call = requests.replace_claim(item, seen)
+                    call = requests.replace_claim(taking, seen)
                     ok, old = yield from self.conditional(call, key, record_id, deadline)
-                    if ok:
-                        return self.claimed(trying, old, late_reported=True)
-                    break  # it changed meanwhile: start again
-                if verdict is Verdict.CLAIMABLE:
-                    break  # changed (or expired) meanwhile: trying again
+                    if not ok:
+                        break  # it changed meanwhile: start again
+                    claimed = self.claimed(trying, old, late_reported=True)
+                    if claimed.recovering is None or self.settle is None:
+                        return claimed
+                    return (yield from self.settle(self, claimed, deadline))
                 if budget <= 0:  # the default: answer "in progress" at once
                     raise self.in_progress(trying, rec, now)
                 if waiting_until is None:
@@ -484,10 +504,10 @@ class StateMachine:
                 interval = min(interval * 2, 0.5)
                 self.report.poll()
                 get = requests.get(dkey)
-                current = (yield from self.call(get, key, record_id, deadline)).get("Item")
-                if current is None:
+                old = (yield from self.call(get, key, record_id, deadline)).get("Item")
+                if old is None:
                     break
-                rec = self.read(current)
+                rec = self.read(old)
         raise InProgressError(key, self.config.poll_interval, record_id=record_id)  # churn
 
     def fail(

@@ -14,7 +14,9 @@ and the loser's fenced old-key write raises
 :class:`~firstwrite.idempotency.errors.LostClaimError`. Past the window a claim writes the new
 key alone (a plain call); a claim made inside it still finishes both keys. The transactional
 variant (:mod:`.transactional`) puts the same old-key claims, or fenced completions, in its one
-transaction, beside the caller's items. Every interleaving: docs/migrations.md.
+transaction, beside the caller's items. A record carrying recovery points under the new key
+refuses the window's claim, and is taken over carrying them, then reconciled
+(:func:`.recovery.marked`); the old keys' claims do not look at marks. docs/migrations.md.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ..outcomes import Attempt, Claim, Outcome, key_of
 from ..record import Record, Status
 from ..requests import Item, Key, Requests
 from ..verdicts import Verdict, fenced_outcome
+from . import recovery
 from .budget import Deadline
 from .cancellation import TRANSIENT_REASONS, Kind, read
 from .machine import OldKeysOf, StateMachine
@@ -182,14 +185,20 @@ class Migrating:
         interval = m.config.poll_interval
         seen: list[str | None] = [None] * (1 + len(legacy))  # replace as seen, by item
         transient = 0
+        marked: Item | None = None  # a marked record taken over as seen, then reconciled
         for _ in range(_MAX_ROUNDS):
             trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
-            actions = [self._put(m.requests, item, fp, now, seen[0])]
+            if marked is not None:  # its marks carried in the claim's own item
+                item = recovery.carrying(m, item, marked)
+            actions = [self._put(m.requests, item, fp, now, seen[0], unmarked=True)]
             actions += self.claim_puts(legacy, trying, now, seen[1:])
             call = m.requests.transact(actions, trying.owner)
             reasons = yield from transact(m, call, key, record_id, deadline)
             if reasons is None:
-                return _legacy_claim(m.claimed(trying, None), legacy)
+                claim = _legacy_claim(m.claimed(trying, marked), legacy)
+                if claim.recovering is None or m.settle is None:
+                    return claim
+                return (yield from m.settle(m, claim, deadline))
             cancelled = read(reasons, "duplicate", own=len(actions))
             m.report.cancellation(key, record_id, "claim", reasons, cancelled.labels, logging.INFO)
             if cancelled.kind is Kind.VALIDATION:
@@ -200,15 +209,15 @@ class Migrating:
             if refused is None:
                 transient = yield from self._back_off(reasons, key, record_id, transient, deadline)
                 continue
+            stored = cancelled.own_item
             if refused == 0:
-                stored = yield from m.refused_item(
-                    cancelled.own_item, dkey, key, record_id, deadline
-                )
+                stored = yield from m.refused_item(stored, dkey, key, record_id, deadline)
                 rec = None if stored is None else m.read(stored)
             else:
                 rec = yield from self.stored_record(
-                    legacy[refused - 1], cancelled.own_item, key, record_id, deadline
+                    legacy[refused - 1], stored, key, record_id, deadline
                 )
+            marked = None
             if rec is None:
                 seen[refused] = None
                 continue
@@ -235,16 +244,24 @@ class Migrating:
                 continue
             if verdict is Verdict.LATE:
                 m.late(trying, rec, now, refuse=m.config.refuse_late_retries)
-            replaced = verdict is Verdict.LATE or verdict is Verdict.REPLACE
+            if verdict is Verdict.CLAIMABLE and refused == 0:  # marked: reconcile, never rerun
+                marked = recovery.marked(m, trying, stored, rec)
+            replaced = verdict is Verdict.LATE or verdict is Verdict.REPLACE or marked is not None
             seen[refused] = q.fence(rec.owner, rec.version) if replaced else None
         raise InProgressError(key, m.config.poll_interval, record_id=record_id)  # churn
 
     @staticmethod
     def _put(
-        builder: Requests, item: Item, fp: str, now: float, seen: str | None
+        builder: Requests,
+        item: Item,
+        fp: str,
+        now: float,
+        seen: str | None,
+        *,
+        unmarked: bool = False,
     ) -> dict[str, Any]:
         if seen is None:
-            return builder.transact_claim(item, fp, now)
+            return builder.transact_claim(item, fp, now, unmarked=unmarked)
         return builder.transact_replace_claim(item, seen)
 
     @staticmethod
@@ -336,6 +353,13 @@ class Migrating:
         """The fenced completion of ``claim`` under each of ``old``, as transaction items."""
         return [
             self.schemes[i].requests.transact_complete(old_key, claim.owner, claim.version, value)
+            for i, old_key in old
+        ]
+
+    def fence_checks(self, claim: Claim, old: OldKeysOf) -> list[dict[str, Any]]:
+        """A ``ConditionCheck`` that ``claim`` still holds each of ``old``, as transaction items."""
+        return [
+            self.schemes[i].requests.transact_fence(old_key, claim.owner, claim.version)
             for i, old_key in old
         ]
 

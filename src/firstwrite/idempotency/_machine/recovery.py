@@ -3,13 +3,14 @@
 :func:`mark` appends one :class:`~firstwrite.idempotency.recovery.RecoveryPoint` to a live
 claim's list (``SET #mk = list_append(if_not_exists(#mk, :none), :mk)``, conditioned on the
 claim's fence, as complete, fail and renew are; the version is not bumped, so the claim stays
-valid). A claim that replaced a record carrying points (a PENDING one past its lease, or a retryable
-FAILED one) comes out of the machine's ``claimed`` with them (``claim.recovering``), and
-:func:`settle` (installed on the machine by :func:`install`) decides for it before any work
-runs: the points are first written back onto the new claim (the claim's PutItem
-replaced the item), then the ``reconcile`` hook is asked (:class:`~firstwrite.idempotency.effects.Reconcile`)
-and its answer applied, or, without a hook, the claim is put back for a later takeover (lease
-``0``) and refused. A hook that raises also puts the claim back, then its error propagates.
+valid). The claim condition refuses a record carrying points past its lease
+(:data:`~firstwrite.idempotency.requests.UNMARKED`): without a hook the claim is refused at
+once, nothing written (:func:`marked`); with one the record is taken over as seen, its points
+carried in the claim's own item (:func:`carrying`: never a moment without them), and the claim
+comes out of the machine's ``claimed`` with them (``claim.recovering``). :func:`settle`
+(installed by :func:`install`) then asks the ``reconcile`` hook
+(:class:`~firstwrite.idempotency.effects.Reconcile`) before any work runs and applies its
+answer. A hook that raises puts the claim back (lease ``0``), then its error propagates.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 from .. import requests as q
 from ..effects import Call, Reconcile, Steps
 from ..errors import ConfigurationError, RecoveryFailedError, RecoveryRequiredError
-from ..outcomes import Claim, Outcome, key_of
+from ..outcomes import Attempt, Claim, Outcome, key_of
+from ..record import Record
 from ..recovery import (
     HOOK,
     AnyHook,
     FailedFinally,
+    Interrupted,
     NotDone,
     Reconciled,
     RecoveryPoint,
@@ -32,6 +35,7 @@ from ..recovery import (
     new_mark_id,
     points_of,
 )
+from ..requests import Item
 from .budget import Deadline
 from .completion import answered
 
@@ -114,9 +118,11 @@ def mark(
 
 
 def install(m: StateMachine, hook: AnyHook | None) -> None:
-    """Give ``m`` the guard's ``reconcile`` hook, and :func:`settle` for its claims."""
+    """Give ``m`` the guard's ``reconcile`` hook, :func:`marked` and :func:`settle` for its
+    claims."""
     m.reconcile = hook
     m.settle = settle
+    m.marked = marked
 
 
 def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[None]:
@@ -125,8 +131,53 @@ def _put_back(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps
     assert claim.recovering is not None
     call = _fenced_update(m, claim, "SET #lease = :zero", {}, {":zero": _ZERO})
     ok, _ = yield from m.conditional(call, key_of(claim), claim.record_id, deadline)
-    if not ok:  # taken over meanwhile: the new owner has the points (adopted first)
+    if not ok:  # taken over meanwhile: the new owner carries the points
         m.report.lost(key_of(claim), claim.record_id, "put back", None)
+
+
+def hook_of(m: StateMachine) -> AnyHook | None:
+    """The ``reconcile`` hook of this call: its site's (:data:`~firstwrite.idempotency.recovery.HOOK`),
+    else the guard's."""
+    return HOOK.get() or m.reconcile
+
+
+def refusal(m: StateMachine, interrupted: Interrupted) -> RecoveryRequiredError:
+    """The refusal of a takeover of ``interrupted`` work without a hook: counted, logged."""
+    _count(m, "refused")
+    log.warning(
+        "refused to rerun %r: its interrupted work marked recovery points (%s) and no "
+        "reconcile hook was given",
+        interrupted.key,
+        ", ".join(p.step for p in interrupted.points),
+        extra={"idempotency_key": interrupted.key, "record_id": interrupted.record_id},
+    )
+    return RecoveryRequiredError(
+        interrupted.key, interrupted.points, record_id=interrupted.record_id
+    )
+
+
+def marked(m: StateMachine, attempt: Attempt, stored: Item | None, rec: Record) -> Item | None:
+    """For a claim refused by a record past its lease (``rec``, stored as ``stored``):
+    ``stored`` when it has a marks attribute (the claim condition's refusal) and a hook will
+    reconcile its points (take it over as seen, carrying them, then :func:`settle`); ``None``
+    when it has none (it changed meanwhile). Without a hook, raises
+    :class:`~firstwrite.idempotency.errors.RecoveryRequiredError` (nothing written)."""
+    if stored is None or m.layout.marks not in stored:
+        return None
+    points = points_of(stored, m.layout.marks)
+    if not points:  # an empty list (written by hand): taken over as seen, nothing to ask
+        return stored
+    if hook_of(m) is None:
+        key = attempt.idempotency_key
+        raise refusal(m, Interrupted(key, attempt.record_id, points, rec))
+    return stored
+
+
+def carrying(m: StateMachine, item: Item, marked: Item) -> Item:
+    """A claim's ``item`` carrying the recovery points of the ``marked`` record it replaces
+    (written in the claim's own write: the key is never without them)."""
+    attribute = _attribute(m)
+    return {**item, attribute: marked[attribute]}
 
 
 def _count(m: StateMachine, outcome: str) -> None:
@@ -140,29 +191,10 @@ def settle(m: StateMachine, claim: Claim, deadline: Deadline | None) -> Steps[Ou
     the work), or an error (failed for good; no hook)."""
     interrupted = claim.recovering
     assert interrupted is not None
-    attribute = _attribute(m)
-    hook = HOOK.get() or m.reconcile
-    values: dict[str, Any] = {":pts": {"L": [p.item() for p in interrupted.points]}}
-    update = "SET #mk = :pts"
-    if hook is None:  # adopt the points and put the record back in one write
-        update += ", #lease = :zero"
-        values[":zero"] = _ZERO
-    adopt = _fenced_update(m, claim, update, {"#mk": attribute}, values)
-    key = key_of(claim)
-    ok, old = yield from m.conditional(adopt, key, claim.record_id, deadline)
-    if not ok:
-        old = yield from m.refused_item(old, claim.key, key, claim.record_id, deadline)
-        raise m.lost(claim, None if old is None else m.read(old), "adopt points")
-    if hook is None:
-        _count(m, "refused")
-        log.warning(
-            "refused to rerun %r: its interrupted work marked recovery points (%s) and no "
-            "reconcile hook was given",
-            interrupted.key,
-            ", ".join(p.step for p in interrupted.points),
-            extra={"idempotency_key": interrupted.key, "record_id": claim.record_id},
-        )
-        raise RecoveryRequiredError(interrupted.key, interrupted.points, record_id=claim.record_id)
+    hook = hook_of(m)
+    if hook is None:  # (refused before the takeover: :func:`marked`) put back, refuse
+        yield from _put_back(m, claim, deadline)
+        raise refusal(m, interrupted)
     try:
         answer = yield Reconcile(*asking(hook, interrupted))
     except Exception:

@@ -3,7 +3,9 @@
 The claim, or the completion, in one ``TransactWriteItems`` with the caller's business writes. Generators of effects over a :class:`~.machine.StateMachine`, like its
 own transitions; a cancelled transaction is read item by item by :mod:`.cancellation`. Inside a
 key migration's window the layer's own items are one per key, the current one and each old one
-(:mod:`.migration`): claimed, or completed, in the same transaction.
+(:mod:`.migration`): claimed, or completed, in the same transaction. A record whose work
+marked recovery points is never replaced by the transaction: refused without a hook, else taken
+over alone and reconciled (:mod:`.recovery`), the caller's items committed only on ``NotDone``.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from ..errors import (
     TransactionConflictError,
     TransactionValidationError,
 )
-from ..outcomes import Claim, Outcome, Replay, key_of
+from ..outcomes import Attempt, Claim, Outcome, Replay, key_of
 from ..record import Record, Status
-from ..requests import Key
+from ..requests import Item, Key
 from ..verdicts import Verdict, fenced_outcome
+from . import recovery
 from .budget import Deadline
 from .cancellation import Cancellation, Kind, read
 from .completion import encode_result, placed
@@ -140,7 +143,10 @@ def claim_with(
 ) -> Steps[Outcome]:
     """The claim and ``transact_items`` in one transaction; inside a key migration's window,
     with the claim of each old key too (:meth:`.migration.Migrating.claim_puts`), judged as
-    the window's plain claim judges it, and the claim returned holds the old keys."""
+    the window's plain claim judges it, and the claim returned holds the old keys. A record
+    whose work marked recovery points refuses the claim's condition: without a hook the claim
+    is refused (:func:`.recovery.marked`), with one the record is taken over alone, carrying
+    its marks, and reconciled first (:func:`_reconciled`)."""
     dkey, record_id = m.keys.key(key, scope)
     migrating = m.migration
     old = () if migrating is None else migrating.window_keys(key, scope, dkey)
@@ -150,8 +156,11 @@ def claim_with(
     attempt = 0
     # Per own item: replacing a record past retention (or a tombstone) as seen.
     seen: list[str | None] = [None] * (1 + len(old))
+    marked: Item | None = None  # a marked record to take over alone (seen[0]), then reconcile
     while True:
         trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
+        if marked is not None:  # its marks carried in the claim's own item
+            item = recovery.carrying(m, item, marked)
         own = [
             requests.transact_claim(item, fp, now)
             if seen[0] is None
@@ -159,9 +168,12 @@ def claim_with(
         ]
         if migrating is not None and old:
             own += migrating.claim_puts(old, trying, now, seen[1:])
-        call = requests.transact([*own, *transact_items], trying.owner)
+        business = transact_items if marked is None else ()
+        call = requests.transact([*own, *business], trying.owner)
         reasons = yield from transact(m, call, key, record_id, deadline)
         if reasons is None:
+            if marked is not None:
+                return (yield from _reconciled(m, trying, marked, transact_items, old, deadline))
             return _held(m, m.claimed(trying, None), old)
         cancelled = read(reasons, "duplicate", own=len(own))
         m.report.cancellation(key, record_id, "claim", reasons, cancelled.labels, cancelled.level)
@@ -170,10 +182,12 @@ def claim_with(
             continue
         refused = cancelled.refused or 0
         stored = cancelled.own_item
-        if refused == 0 and stored is not None:  # the everyday duplicate: no more steps
-            rec: Record | None = m.read(stored)
+        if refused == 0:  # the everyday duplicate comes with its record: no more steps
+            stored = yield from m.refused_item(stored, dkey, key, record_id, deadline)
+            rec = None if stored is None else m.read(stored)
         else:
             rec = yield from _refused_record(m, cancelled, dkey, old, key, record_id, deadline)
+        marked = None
         if rec is None:
             seen[refused] = None
             continue
@@ -189,8 +203,90 @@ def claim_with(
             raise m.in_progress(trying, rec, now)
         if verdict is Verdict.LATE:
             m.late(trying, rec, now, refuse=m.config.refuse_late_retries)
-        replaced = verdict is not Verdict.CLAIMABLE
+        if verdict is Verdict.CLAIMABLE and refused == 0:
+            marked = recovery.marked(m, trying, stored, rec)
+        replaced = verdict is not Verdict.CLAIMABLE or marked is not None
         seen[refused] = q.fence(rec.owner, rec.version) if replaced else None
+
+
+def _reconciled(
+    m: StateMachine,
+    trying: Attempt,
+    replaced: Item,
+    transact_items: Sequence[dict[str, Any]],
+    old: OldKeysOf,
+    deadline: Deadline | None,
+) -> Steps[Outcome]:
+    """After the claim (alone) replaced the marked record ``replaced``: the ``reconcile``
+    hook decides (:func:`.recovery.settle`). Reconciled: its replay, ``transact_items`` not
+    applied; failed for good: its error; not done: ``transact_items`` committed against the
+    claim, fenced (:func:`_commit`)."""
+    claim = m.claimed(trying, replaced)
+    if claim.recovering is not None and m.settle is not None:
+        outcome = yield from m.settle(m, _held(m, claim, old), deadline)
+    else:
+        outcome = _held(m, claim, old)
+    if isinstance(outcome, Replay):
+        return outcome
+    return (yield from _commit(m, outcome, transact_items, old, deadline))
+
+
+def _commit(
+    m: StateMachine,
+    claim: Claim,
+    transact_items: Sequence[dict[str, Any]],
+    old: OldKeysOf,
+    deadline: Deadline | None,
+) -> Steps[Claim]:
+    """``transact_items`` in one transaction with a check of ``claim``'s fence on each of its
+    keys (as many own items as its claim had). A lost fence raises
+    :class:`~firstwrite.idempotency.errors.LostClaimError` (nothing applied); any other error
+    fails the claim retryably first (the key is free again, its marks kept)."""
+    if not transact_items:
+        return claim
+    key = key_of(claim)
+    own = [m.requests.transact_fence(claim.key, claim.owner, claim.version)]
+    if m.migration is not None and old:
+        own += m.migration.fence_checks(claim, old)
+    try:
+        cancelled = yield from _fenced(m, claim, own, transact_items, "claim", deadline)
+    except Exception as exc:
+        try:
+            yield from m.fail(claim, exc, retryable=True, data=None, deadline=deadline)
+        except Exception:
+            m.report.fail_not_recorded(key, claim.record_id)
+        raise
+    if cancelled is None:
+        return claim
+    rec = yield from _refused_record(m, cancelled, claim.key, old, key, claim.record_id, deadline)
+    raise m.lost(claim, rec, "claim_with")
+
+
+def _fenced(
+    m: StateMachine,
+    claim: Claim,
+    own: Sequence[dict[str, Any]],
+    transact_items: Sequence[dict[str, Any]],
+    operation: str,
+    deadline: Deadline | None,
+) -> Steps[Cancellation | None]:
+    """``own`` (``claim``'s fenced items) and ``transact_items`` in one transaction, conflicts
+    and throttling retried (:func:`_settle`): ``None`` when applied, else the cancellation in
+    which one of ``own`` refused."""
+    key = key_of(claim)
+    attempt = 0
+    while True:
+        call = m.requests.transact([*own, *transact_items], uuid.uuid4().hex)
+        reasons = yield from transact(m, call, key, claim.record_id, deadline)
+        if reasons is None:
+            return None
+        cancelled = read(reasons, "fence", own=len(own))
+        m.report.cancellation(
+            key, claim.record_id, operation, reasons, cancelled.labels, cancelled.level
+        )
+        if cancelled.kind is Kind.OWN_CONDITION:
+            return cancelled
+        attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt, deadline)
 
 
 def _held(m: StateMachine, claim: Claim, old: OldKeysOf) -> Claim:
@@ -211,22 +307,13 @@ def complete_with(
     old = () if migrating is None else migrating.old_keys_of(claim)
     _fits(key, transact_items, "complete_with", 1 + len(old))
     value = yield from placed(m, claim, result, encode_result(m, claim, result))
-    attempt = 0
     while True:
         own = [m.requests.transact_complete(claim.key, claim.owner, claim.version, value)]
         if migrating is not None and old:
             own += migrating.complete_updates(claim, old, value)
-        call = m.requests.transact([*own, *transact_items], uuid.uuid4().hex)
-        reasons = yield from transact(m, call, key, claim.record_id, deadline)
-        if reasons is None:
+        cancelled = yield from _fenced(m, claim, own, transact_items, "complete", deadline)
+        if cancelled is None:
             break
-        cancelled = read(reasons, "fence", own=len(own))
-        m.report.cancellation(
-            key, claim.record_id, "complete", reasons, cancelled.labels, cancelled.level
-        )
-        if cancelled.kind is not Kind.OWN_CONDITION:
-            attempt = yield from _settle(m, cancelled, key, claim.record_id, attempt, deadline)
-            continue
         rec = yield from _refused_record(
             m, cancelled, claim.key, old, key, claim.record_id, deadline
         )
