@@ -373,7 +373,7 @@ def test_worker_killed_after_charge_is_refused_then_reconciled() -> None:
     states = _states(outcome)
     a_state, a_owner = states["Worker A claims, marks, charges, and is killed"]
     assert a_state is not None and a_state.startswith("PENDING")
-    # B's refusal: its claim took the record and put it back (PENDING, lease 0), ran nothing.
+    # B's refusal: its claim was refused for the mark; it wrote nothing and ran nothing.
     refused = events(outcome, "Worker B retries, without a reconcile hook")
     assert not any(isinstance(e, Note) and "charged" in e.text for e in refused)
     assert any(isinstance(e, Note) and e.text.startswith("RecoveryRequiredError") for e in refused)
@@ -382,7 +382,9 @@ def test_worker_killed_after_charge_is_refused_then_reconciled() -> None:
         for e in refused
     )
     b_state, b_owner = states["Worker B retries, without a reconcile hook"]
-    assert b_state is not None and b_state.startswith("PENDING") and b_owner != a_owner
+    assert b_state is not None and b_state.startswith("PENDING") and b_owner == a_owner
+    calls = [(e.operation, e.code) for e in refused if isinstance(e, Exchange)]
+    assert calls == [("PutItem", "ConditionalCheckFailedException")]
     # C's takeover asked the provider and completed the record with A's charge.
     reconciled = events(outcome, "Worker C retries, with a reconcile hook")
     notes = [e.text for e in reconciled if isinstance(e, Note)]
@@ -406,7 +408,12 @@ def test_worker_killed_after_charge_does_not_hold_without_recovery_points(
     from firstwrite.idempotency._machine import recovery as machine_recovery
 
     def without_settling(machine: Any, hook: Any) -> None:
-        machine.reconcile = hook  # no settle: a marked record is taken over like any other
+        # A marked record refused by the claim's condition is taken over as seen, and never
+        # settled: the work runs as after any other takeover.
+        machine.reconcile = hook
+        machine.marked = lambda m, attempt, stored, rec: (
+            stored if stored is not None and m.layout.marks in stored else None
+        )
 
     monkeypatch.setattr(machine_recovery, "install", without_settling)
     outcome = run("worker-killed-after-charge")

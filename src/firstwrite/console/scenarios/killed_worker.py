@@ -126,10 +126,11 @@ def run(stage: Stage) -> str:
     with (
         stage.step(
             "Worker B retries, without a reconcile hook",
-            "The client retries on worker B. Its claim replaces the dead claim (the lease is "
-            "over), finds the mark, and copies it onto its claim with the lease set to 0 (one "
-            "write, so the next worker can take it at once). With no hook to ask, B does not "
-            "rerun the charge blind: RecoveryRequiredError, retryable.",
+            "The client retries on worker B. The lease is over, but the claim's condition "
+            "(#lease < :now_ms AND attribute_not_exists(#mk)) refuses a record carrying a "
+            "recovery point, and the refusal returns the record with its mark. With no hook to "
+            "ask, B writes nothing and does not rerun the charge blind: RecoveryRequiredError, "
+            "retryable.",
         ) as refused_step,
         stage.actor("worker B"),
     ):
@@ -147,12 +148,15 @@ def run(stage: Stage) -> str:
                     f"Retry-After {retry_after_seconds(answer.retry_after or 0)} s"
                 )
     requests_after_b = provider.requests
+    after_b = stage.record(config, KEY)
     http = None if refusal is None else answer_for(refusal)
 
     with (
         stage.step(
             "Worker C retries, with a reconcile hook",
-            "Worker C's guard has a reconcile hook. Its claim takes the record over and, instead "
+            "Worker C's guard has a reconcile hook. Its claim is refused the same way; it then "
+            "takes the record over as it saw it (a PutItem fenced on A's owner and version, "
+            "carrying the mark in the same write, so the key is never without it) and, instead "
             "of running the work, calls the hook with the marks: the hook asks the provider by "
             f"the mark's reference ({REFERENCE}), finds A's charge and answers "
             "Reconciled(charge). The record is completed with it; C's caller gets it as a replay.",
@@ -194,6 +198,11 @@ def run(stage: Stage) -> str:
     stage.check(
         "B's refusal ran nothing: the provider got no second charge request",
         "B" not in ran and requests_after_b == 1,
+        shown_by=refused_step,
+    )
+    stage.check(
+        "B's refusal wrote nothing: the record is still A's, with its mark",
+        after_b is not None and after_b.owner == claim_a.owner,
         shown_by=refused_step,
     )
     stage.check(
