@@ -53,6 +53,7 @@ PAGES = {
     "/scenarios/replay": "Replay",
     "/scenarios/hot-partition": "A hot partition",
     "/scenarios/redelivered-batch": "A redelivered batch",
+    "/scenarios/skewed-worker": "A worker whose clock runs ahead",
     "/metrics": "Metrics",
     "/login": "Sign in to the engine",
 }
@@ -382,6 +383,7 @@ def test_the_keyboard_reaches_and_runs_the_race(
         "replay",
         "hot-partition",
         "redelivered-batch",
+        "skewed-worker",
     ],
 )
 def test_each_scenario_shows_its_verdict(

@@ -22,6 +22,7 @@ from . import (
     redelivered_batch,
     replay,
     replica,
+    skewed_worker,
     throttling,
     transaction,
     ttl_race,
@@ -58,6 +59,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     _scenario(6, "replay", "Replay", replay),
     _scenario(7, "hot-partition", "A hot partition", hot_partition),
     _scenario(8, "redelivered-batch", "A redelivered batch", redelivered_batch),
+    _scenario(10, "skewed-worker", "A worker whose clock runs ahead", skewed_worker),
 )
 _BY_SLUG = {s.slug: s for s in SCENARIOS}
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
