@@ -54,6 +54,7 @@ PAGES = {
     "/scenarios/hot-partition": "A hot partition",
     "/scenarios/redelivered-batch": "A redelivered batch",
     "/scenarios/worker-killed-after-charge": "A worker killed after the charge",
+    "/scenarios/skewed-worker": "A worker whose clock runs ahead",
     "/scenarios/regions-both-claimed": "Two regions both said yes",
     "/metrics": "Metrics",
     "/login": "Sign in to the engine",
@@ -385,6 +386,7 @@ def test_the_keyboard_reaches_and_runs_the_race(
         "hot-partition",
         "redelivered-batch",
         "worker-killed-after-charge",
+        "skewed-worker",
         "regions-both-claimed",
     ],
 )

@@ -152,13 +152,35 @@ def test_one_arrow_per_recorded_call_in_order(slug: str) -> None:
     assert desc is not None and f"{len(calls)} DynamoDB calls" in (desc.text or "")
 
 
+def test_the_skewed_worker_scenario_draws_every_actor_and_the_refusal() -> None:
+    scenario = scenarios.by_slug("skewed-worker")
+    assert scenario is not None and scenario.number == 10
+    outcome = scenarios.run(scenario)
+    assert outcome.held
+    root = parse(diagrams.scenario_markup(outcome, scenario.number))
+    drawn = " ".join(text_of(g) for g in groups(root, "call"))
+    assert "PutItem" in drawn and "ConditionalCheckFailed" in drawn
+    markup = diagrams.scenario_markup(outcome, scenario.number)
+    for actor in ("worker A", "worker B", "worker B, estimate off", "worker C"):
+        assert actor in markup
+    # The stage's notes: each skewed clock, then A working 20 s and stalling past its lease.
+    assert [text_of(g) for g in groups(root, "clock-jump")] == [
+        "» worker B: its clock runs 12 s ahead of DynamoDB's (the engine's)",
+        "» worker B, estimate off: its clock runs 12 s ahead of DynamoDB's (the engine's)",
+        "» worker C: its clock runs 40 s ahead of DynamoDB's (the engine's)",
+        "» A works: the engine clock moves +20 s, to t0 + 20 s",
+        "» A stalls: the engine clock moves +12 s, to t0 + 32 s",
+    ]
+    assert sum("✓" in text_of(g) for g in groups(root, "check")) == len(outcome.checks)
+
+
 def test_the_lease_scenario_marks_the_clock_jump_and_the_records_states() -> None:
     scenario = scenarios.by_slug("lease-takeover")
     assert scenario is not None
     outcome = scenarios.run(scenario)
     root = parse(diagrams.scenario_markup(outcome, scenario.number))
     jumps = groups(root, "clock-jump")
-    assert len(jumps) == 1 and "+31 s" in text_of(jumps[0])
+    assert len(jumps) == 1 and "+32 s" in text_of(jumps[0])
     states = [text_of(g) for g in groups(root, "record")]
     # One watched record, after every step that watched it.
     assert len(states) == sum(len(step.snapshots) for step in outcome.steps) == 5

@@ -215,6 +215,44 @@ def test_lease_takeover_does_not_hold_without_the_fence(monkeypatch: pytest.Monk
     assert "A's stale completion was refused with LostClaimError" in failed
 
 
+def test_skewed_worker_is_kept_off_the_live_claim_by_dynamodbs_clock() -> None:
+    outcome = run("skewed-worker")
+    assert outcome.held, [c.text for c in outcome.checks if not c.passed]
+    # Without the estimate, B's one PutItem took A's live claim over.
+    hazard = events(outcome, "Without the estimate: B's clock says the lease is over")
+    assert [(e.actor, e.operation, e.code) for e in hazard if isinstance(e, Exchange)] == [
+        ("worker B, estimate off", "PutItem", None)
+    ]
+    # With it, B's claim took nothing live over and was told "in progress" from its answer.
+    corrected = events(outcome, "With the estimate (the default): B reads DynamoDB's clock")
+    assert [(e.actor, e.operation, e.code) for e in corrected if isinstance(e, Exchange)] == [
+        ("worker B", "PutItem", "ConditionalCheckFailedException")
+    ]
+    refused = events(outcome, "A worker whose clock is too far off is refused")
+    assert any(isinstance(e, Note) and e.text.startswith("ClockSkewError") for e in refused)
+    twin = outcome.steps[-1].snapshots[1].record
+    assert twin is not None and twin.state == "PENDING"  # B (estimate off) holds A's live claim
+    last = outcome.steps[-1].snapshots[0].record
+    assert last is not None and last.state == "COMPLETED" and "ch_B" in last.outcome
+
+
+def test_skewed_worker_does_not_hold_without_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    from firstwrite.console.scenarios import skewed_worker
+    from firstwrite.idempotency import ClockSkewPolicy
+
+    real = skewed_worker.IdempotencyConfig
+
+    def estimate_off(**kwargs: Any) -> Any:
+        return real(**{**kwargs, "clock_skew": ClockSkewPolicy(enabled=False)})
+
+    monkeypatch.setattr(skewed_worker, "IdempotencyConfig", estimate_off)
+    outcome = run("skewed-worker")
+    assert not outcome.held and outcome.error is None
+    failed = [c.text for c in outcome.checks if not c.passed]
+    assert "with the estimate, B (+12 s) was told 'in progress' while A's lease was alive" in failed
+    assert "C (+40 s, past max_offset) was refused with a retryable ClockSkewError" in failed
+
+
 # -- through the console, which must leave the served engine alone ----------------------------
 
 

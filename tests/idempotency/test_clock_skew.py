@@ -169,6 +169,22 @@ def test_before_any_answer_once_stale_or_stepped_nothing_is_taken_over() -> None
     assert UNTRUSTED * 1000 <= 1  # the condition's ``#lease < :now_ms`` passes a zero lease only
 
 
+def test_a_clock_that_stood_still_since_the_answer_is_not_taken_as_stepped() -> None:
+    # A test's frozen clock (a guard on the engine's frozen clock): the wall clock stands while
+    # the monotonic one runs. Nothing moved against DynamoDB's clock as it was read, so the
+    # estimate holds; moved (the test advanced it), it is a step, and the next answer says.
+    clocks = Clocks()
+    skew = skew_of(clocks)
+    call(skew, clocks, T0)
+    clocks.mono += 0.5  # real time passes, the frozen clock does not move
+    assert skew.times().refusal is None and skew.estimate() is not None
+    clocks.wall += 31.0  # the test advances the frozen clock
+    assert skew.times().refusal == "the clock was stepped since DynamoDB last answered"
+    call(skew, clocks, clocks.wall)  # the engine's clock moved too: its answer says so
+    clocks.mono += 0.5
+    assert skew.times().refusal is None
+
+
 def test_a_blind_first_write_is_short_only_when_the_clock_is_behind_for_sure() -> None:
     def after_one_answer(server_ahead: float, **policy: Any) -> ClockSkew:
         clocks = Clocks()

@@ -4,8 +4,9 @@ Threads share keys whose owner is still working (renewing its lease); every work
 given a clock that runs behind or ahead of the real one by up to the lease. Over HTTP the
 engine's answers carry a real ``Date``: with the estimate on (the default), no contender ever
 gets a claim on a live key, and the owners never lose theirs; with it off, the same run shows
-the takeovers, so the test can fail. In process the bound client's answers carry no ``Date``:
-there only ``tolerance`` (the skew assumed) protects, and the same holds with it.
+the takeovers, so the test can fail. In process the bound client's answers are dated from the
+engine's clock too, and the skewed clocks are the engine's (``engine.clock.skewed``): the same
+holds there (tests/idempotency/test_clock_skew_staged.py stages it step by step).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def race(
     policy: ClockSkewPolicy,
     owner_skews: tuple[float, ...] = OWNER_SKEWS,
     contender_skews: tuple[float, ...] = CONTENDER_SKEWS,
+    clock_of: Callable[[float], Callable[[], float]] = skewed,
 ) -> dict[str, Any]:
     """Owners claim one key each and work for :data:`RUN` seconds, renewing every half
     second; contenders claim the same keys in a loop meanwhile. The contenders' outcomes, the
@@ -86,7 +88,7 @@ def race(
     claimed = threading.Barrier(len(owner_skews) + 1)
 
     def owner(key: str, skew: float) -> None:
-        guard = Idempotency(config, client=make_client(), clock=skewed(skew), metrics=metrics)
+        guard = Idempotency(config, client=make_client(), clock=clock_of(skew), metrics=metrics)
         claim = guard.claim(key, payload={"k": key})
         assert isinstance(claim, Claim)
         claimed.wait()
@@ -101,7 +103,7 @@ def race(
                 lost.append(key)
 
     def contender(skew: float) -> None:
-        guard = Idempotency(config, client=make_client(), clock=skewed(skew), metrics=metrics)
+        guard = Idempotency(config, client=make_client(), clock=clock_of(skew), metrics=metrics)
         working.wait()
         for key in itertools.cycle(keys):
             if done.is_set():
@@ -207,22 +209,27 @@ def test_over_http_without_the_estimate_the_same_run_takes_live_claims_over(url:
     assert seen["outcomes"]["refused"] == 0
 
 
-def test_in_process_without_dates_the_tolerance_alone_protects(tmp_path: Any) -> None:
+def test_in_process_the_engine_dates_its_answers_and_skewed_workers_take_nothing_live(
+    tmp_path: Any,
+) -> None:
     from firstwrite.engine.api import Engine
     from firstwrite.engine.binding.sync import local_client
 
     engine = Engine(str(tmp_path / "engine.db"))
     try:
-        # The bound client's answers carry no Date: the offset is taken as 0, give or take the
-        # tolerance. The skews of this run are within 1.9 s of the truth.
-        skews = (0.0, -1.9), (0.0, 1.9)
-        protected = race(
-            lambda: local_client(engine), "tolerant", ClockSkewPolicy(tolerance=1.95), *skews
-        )
-        exposed = race(lambda: local_client(engine), "trusting", ClockSkewPolicy(), *skews)
+        # DynamoDB's clock is the engine's, a day off the wall clock: a guard on the wall
+        # clock would be a day off; every worker's clock is the engine's, skewed.
+        engine.clock.advance(86_400)
+        client, skewed_clock = (lambda: local_client(engine)), engine.clock.skewed
+        protected = race(client, "dated", ClockSkewPolicy(), clock_of=skewed_clock)
+        exposed = race(client, "undated", ClockSkewPolicy(enabled=False), clock_of=skewed_clock)
     finally:
         engine.close()
-    assert protected["outcomes"]["taken_over"] == 0, protected["outcomes"]
-    assert protected["lost"] == [] and protected["outcomes"]["in_progress"] > 50
+    outcomes = protected["outcomes"]
+    assert outcomes["taken_over"] == 0, outcomes
+    assert protected["lost"] == [] and outcomes["in_progress"] > 50, outcomes
+    assert outcomes["refused"] == 0, outcomes
+    offset = protected["metrics"].gauges["firstwrite_clock_offset_seconds"]
+    assert -4.5 <= offset <= 4.5  # the last estimate set, of one of the skewed clocks
     assert exposed["outcomes"]["taken_over"] > 0, exposed["outcomes"]
-    assert exposed["metrics"].gauges == {}  # no Date, no estimate to export
+    assert exposed["lost"]

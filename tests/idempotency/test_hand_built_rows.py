@@ -176,20 +176,21 @@ def test_a_succeeded_row_goes_through_load_result(make_ddb: Callable[..., Any]) 
 
 
 def test_an_in_progress_row_without_expires_at_is_held_for_claimed_at_plus_hold(
-    make_ddb: Callable[..., Any],
+    make_ddb: Callable[..., Any], engine: Any
 ) -> None:
     client = make_ddb("inprocess")
     table = seed_table(client)
-    clock = OffsetClock()
-    now = clock.now()
+    now = engine.clock.now()
     client.put_item(TableName=table, Item=hand_row("h", "PENDING", claimed=now, expires=None))
     config = IdempotencyConfig(
         table_name=table, layout=RecordLayout.seed_001(hold=HOLD), in_progress_wait=0
     )
-    guard = Idempotency(config, client=client, clock=clock.now)
+    # The time that passes is DynamoDB's (the engine's answers are dated from its clock, and
+    # the guard judges the hold on it): the engine's clock moves, and the guard reads it.
+    guard = Idempotency(config, client=client, clock=engine.clock.now)
     with pytest.raises(InProgressError):
         guard.run("h", lambda: pytest.fail("ran"))
-    clock.advance(HOLD + 1)
+    engine.clock.advance(HOLD + 1)
     assert guard.run("h", lambda: "taken") == "taken"
 
 

@@ -42,3 +42,27 @@ async def test_async_without_a_client(local_db: Path) -> None:
 
     assert await guard.run("async-hello", work) == 7
     assert await guard.run("async-hello", work) == 7
+
+
+def test_a_guard_on_the_default_client_reads_leases_on_the_local_engines_clock(
+    local_db: Path,
+) -> None:
+    # The local engine's clock is DynamoDB's (its answers are dated from it): a guard without
+    # a client of its own is on it, so a moved engine clock is no skew, and a lease is over
+    # when it is over on that clock.
+    from firstwrite.idempotency import Claim, IdempotencyConfig, InProgressError
+
+    config = IdempotencyConfig(lease=30)
+    owner = Idempotency(config)
+    engine = local._engines[str(local_db)]
+    engine.clock.freeze(engine.clock.now() + 86_400)  # a day ahead of the wall clock
+    assert isinstance(owner.claim("local-lease", payload=1), Claim)
+    estimate = owner.clock_estimate()
+    assert estimate is not None and abs(estimate.offset) + estimate.uncertainty <= 1.0
+    contender = Idempotency(config)
+    with pytest.raises(InProgressError):
+        contender.claim("local-lease", payload=1, wait=0)
+    engine.clock.advance(32)
+    taken = contender.claim("local-lease", payload=1, wait=0)
+    assert isinstance(taken, Claim) and taken.taken_over
+    engine.clock.reset()

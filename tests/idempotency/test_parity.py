@@ -166,7 +166,9 @@ async def in_progress(h: Harness) -> None:
     with pytest.raises(InProgressError) as info:
         await h.claim("busy", {"a": 1})
     assert info.value.retry_after == 1.0  # the clock is frozen: the default policy's second
-    assert info.value.lease_remaining == 30.0
+    # Written from the latest DynamoDB time the answers' Date (whole seconds) allows, T0 + 1,
+    # and compared with the earliest, T0.
+    assert info.value.lease_remaining == 31.0
     await h.complete(claim, "done")
     assert await h.run("busy", lambda: "again", {"a": 1}) == "done"
 
@@ -184,7 +186,7 @@ async def mismatch(h: Harness) -> None:
 async def fencing(h: Harness) -> None:
     stale = await h.claim("fence", {"n": 1}, lease=5)
     assert isinstance(stale, Claim)
-    h.engine.clock.advance(6)
+    h.engine.clock.advance(7)  # the lease (5 s), from T0 + 1 (the Date's second), is over
     fresh = await h.claim("fence", {"n": 1})
     assert isinstance(fresh, Claim) and fresh.taken_over
     with pytest.raises(LostClaimError):

@@ -67,10 +67,12 @@ def test_every_state(guard: Idempotency) -> None:
     a, b, c, d = (shown(guard, k) for k in ("pending", "done", "flaky", "final"))
 
     assert (a.state, a.kind, a.version, a.outcome) == ("PENDING", "pending", 1, "")
-    assert a.lease_expires_at == NOW + 30 and a.fingerprint is not None
-    assert a.claimed_at == NOW and a.owner_short == "…" + a.owner[-8:]
+    # The engine dates its answers in whole seconds, as DynamoDB does: the guard, on the clock
+    # frozen at NOW, writes from the latest DynamoDB time that Date allows (NOW + 1).
+    assert a.lease_expires_at == NOW + 1 + 30 and a.fingerprint is not None
+    assert a.claimed_at == NOW + 1 and a.owner_short == "…" + a.owner[-8:]
     assert a.condition(NOW) == "in progress: a duplicate is told to retry later"
-    assert a.condition(NOW + 31) == "lease over: the same request may take it over"
+    assert a.condition(NOW + 32) == "lease over: the same request may take it over"
 
     assert (b.state, b.kind, b.status) == ("COMPLETED", "completed", Status.COMPLETED)
     assert b.lease_expires_at is None and b.error is None
@@ -208,7 +210,7 @@ def _duplicate(guard: Idempotency, key: str, payload: Any) -> str:
     ("setup", "later", "expected"),
     [
         ("pending", 0, "in progress"),
-        ("pending", 31, "takeover"),
+        ("pending", 32, "takeover"),  # the lease: 30 s from NOW + 1 (the Date's second)
         ("completed", 0, "result"),
         ("completed", 2 * 86400, "claim"),
         ("retryable", 0, "claim"),

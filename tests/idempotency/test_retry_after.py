@@ -20,8 +20,10 @@ from .conftest import TABLE, Backend
 
 
 def busy(backend: Backend, config: IdempotencyConfig, after: float = 0.0) -> InProgressError:
-    """The InProgressError a duplicate gets ``after`` seconds into a live claim."""
-    backend.engine.clock.freeze()
+    """The InProgressError a duplicate gets ``after`` seconds into a live claim. The clock
+    stands on a whole second: the engine dates its answers in whole seconds, as DynamoDB does,
+    and the guard reads DynamoDB's time from them (docs/guarantees.md, "Clocks")."""
+    backend.engine.clock.freeze(float(int(backend.engine.clock.now())))
     guard = backend.guard(config)
     key = f"live-{next(_keys)}"
     claim = guard.claim(key, {"n": 1})
@@ -43,7 +45,8 @@ def test_the_default_answers_about_a_second_not_the_lease(backend: Backend, tabl
 
 
 def test_the_default_polls_once_the_expected_time_has_passed(backend: Backend, table: str) -> None:
-    error = busy(backend, IdempotencyConfig(table_name=TABLE), after=0.8)
+    # 1.5 s in (read as at least 1 s: the Date's whole second), the expected second is over.
+    error = busy(backend, IdempotencyConfig(table_name=TABLE), after=1.5)
     assert error.retry_after == pytest.approx(0.5)  # at least the poll interval
     late = busy(backend, IdempotencyConfig(table_name=TABLE), after=30)
     assert late.retry_after == pytest.approx(0.5) and late.retry_after_header == "1"

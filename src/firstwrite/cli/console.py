@@ -46,7 +46,8 @@ def add_commands(commands: Any) -> None:
         metavar="SCENARIO",
         help="a scenario's name as the console's URLs spell it (lease-takeover, ttl-race, "
         "throttling, transaction-cancelled, stale-replica, replay, hot-partition, "
-        "redelivered-batch, worker-killed-after-charge, regions-both-claimed), or 'race'",
+        "redelivered-batch, worker-killed-after-charge, skewed-worker, regions-both-claimed), "
+        "or 'race'",
     )
     export.add_argument(
         "-o", "--output", required=True, metavar="FILE", help="the SVG file to write ('-': stdout)"

@@ -85,7 +85,9 @@ def serve(
             from firstwrite.idempotency import Idempotency, MemoryMetrics
 
             metrics = MemoryMetrics()
-            guard = Idempotency(client=client, metrics=metrics)
+            # The engine's clock is DynamoDB's (its answers are dated from it; the console
+            # can move it): the demo's guard reads leases on it.
+            guard = Idempotency(client=client, metrics=metrics, clock=engine.clock.now)
             guard.ensure_table()
             console_app = create_console(engine, metrics=metrics, allowed_hosts=allowed_hosts)
             mounts = {"/console": console_app, **(mounts or {})}

@@ -1,8 +1,10 @@
 """The engine's clock: real time by default, frozen, set and advanced by tests.
 
 Everything time-dependent in the engine (TTL expiry, transaction token windows, stream
-retention, stale-read lag) reads :meth:`Clock.now`, never ``time.time()`` directly, so a test can
-stage a race by moving time instead of sleeping.
+retention, stale-read lag, the ``Date`` of its answers) reads :meth:`Clock.now`, never
+``time.time()`` directly, so a test can stage a race by moving time instead of sleeping. The
+engine's clock is DynamoDB's clock: :meth:`Clock.skewed` gives a client a clock off it by a
+fixed amount (a worker whose host clock runs ahead or behind), to stage clock skew.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from email.utils import formatdate
 
 # The instants the engine can stand at: from the epoch to the last second of year 9999, the
 # range DynamoDB's timestamps (and the engine's dates, ARNs and stream records) can show.
@@ -45,6 +48,7 @@ class Clock:
         self._offset = 0.0
         self._frozen_at: float | None = None
         self._keeper: Keeper | None = None
+        self._date: tuple[int, str] = (-1, "")  # the last second dated, and its header
 
     def keep(self, keeper: Keeper | None) -> None:
         """Call ``keeper(offset, frozen_at)`` after every change from now on (None: stop)."""
@@ -71,6 +75,30 @@ class Clock:
         if frozen is not None:
             return frozen
         return time.time() + self._offset
+
+    def skewed(self, seconds: float) -> Callable[[], float]:
+        """A clock for a client whose host clock is off DynamoDB's (this clock) by ``seconds``:
+        ahead when positive, behind when negative. It reads :meth:`now` plus ``seconds``, so it
+        follows every freeze, set and advance of this clock (pass it as a guard's ``clock``)."""
+        seconds = float(seconds)
+        if not math.isfinite(seconds):
+            raise ValueError(f"a clock's skew is a finite number of seconds, not {seconds!r}")
+        now = self.now
+
+        def skewed_now() -> float:
+            return now() + seconds
+
+        skewed_now.__qualname__ = f"Clock.skewed({seconds:+g})"
+        return skewed_now
+
+    def http_date(self) -> str:
+        """``now()``'s whole second as an HTTP ``Date`` (IMF-fixdate, ``Mon, 07 Dec 2026
+        13:52:13 GMT``, RFC 9110 5.6.7): how DynamoDB dates its answers."""
+        second = int(self.now())
+        cached = self._date
+        if cached[0] != second:
+            cached = self._date = (second, formatdate(second, usegmt=True))
+        return cached[1]
 
     @property
     def frozen(self) -> bool:

@@ -78,9 +78,16 @@ class AsyncIdempotency(Driver):
         monotonic: Monotonic = time.monotonic,
         reconcile: AnyHook | None = None,
     ) -> None:
+        resolved = from_environment(config) or IdempotencyConfig()
+        if client is None:
+            from .local import default_client, default_clock
+
+            client = ThreadedClient(default_client(resolved))
+            if clock is time.time:  # the local engine's clock is DynamoDB's here
+                clock = default_clock()
         machine = migration.install(
             StateMachine(
-                from_environment(config),
+                resolved,
                 clock=clock,
                 metrics=metrics,
                 non_retryable=non_retryable,
@@ -88,10 +95,6 @@ class AsyncIdempotency(Driver):
                 monotonic=monotonic,
             )
         )
-        if client is None:
-            from .local import default_client
-
-            client = ThreadedClient(default_client(machine.config))
         super().__init__(machine, client)
         slowest = slowest_attempt(client)
         self._methods = {op: abandon.aheld(m, slowest) for op, m in bind(client).items()}

@@ -5,18 +5,18 @@ Every answer from DynamoDB carries a ``Date`` header (whole seconds). A call sen
 ``D`` and ``D + resolution``, at a local instant between ``s`` and ``r``; so the offset (DynamoDB
 minus local) lies in ``[D - r, D + resolution - s]``. :class:`ClockSkew` keeps the intersection
 of those intervals over the answers (each older one widened by ``drift`` per second of its age,
-all dropped when the clock is stepped), and turns it into the two instants a lease needs:
-``write`` (the latest DynamoDB time it can be: lease ends are written from it) and ``compare``
-(the earliest: a takeover compares a stored lease end with it). A lease so lasts at least its
-length on DynamoDB's clock, and nobody takes it over before it ended on that clock.
+all dropped when the clock is stepped; a test's frozen clock, standing still, is not), and
+turns it into ``write`` (the latest DynamoDB time it can be: lease ends are written from it)
+and ``compare`` (the earliest: stored ends are compared with it). A lease so lasts at least
+its length on DynamoDB's clock, and nobody takes it over before it ended on that clock.
 
 An estimate is *trusted* when ``|offset| + uncertainty <= max_offset``; otherwise (and before
 any answer, once the last is older than ``max_age``, or once the clock was stepped) a claim's
 condition takes no live lease over, and a takeover its answer shows possible is refused with
 :class:`~firstwrite.idempotency.errors.ClockSkewError` unless that answer made it trusted. A
 guard's first claim is written before any answer: when the answer shows its lease short, it is
-renewed at once. A client whose answers carry no ``Date`` (the in-process engine bindings)
-gives no estimate: offset 0, uncertainty ``tolerance``. The rule: docs/guarantees.md, "Clocks".
+renewed at once. Answers without a ``Date`` give no estimate (offset 0, uncertainty
+``tolerance``). The rule: docs/guarantees.md, "Clocks".
 """
 
 from __future__ import annotations
@@ -241,9 +241,11 @@ class ClockSkew:
         if not self.enabled:
             return _times((now, now, None))
         state = self._state
-        if state is not None and abs(
-            now - self.monotonic() - state.step
-        ) > 0.001 + self._drift * abs(now - state.at):
+        if (
+            state is not None
+            and now != state.at  # a clock that stood still since (a test's frozen clock)
+            and abs(now - self.monotonic() - state.step) > 0.001 + self._drift * abs(now - state.at)
+        ):
             state = self._state = None  # the clock was stepped: the estimate no longer holds
             self._stepped = True
         if state is None:

@@ -67,9 +67,16 @@ class Idempotency(Driver):
         monotonic: Monotonic = time.monotonic,
         reconcile: ReconcileHook | None = None,
     ) -> None:
+        resolved = from_environment(config) or IdempotencyConfig()
+        if client is None:
+            from .local import default_client, default_clock
+
+            client = default_client(resolved)
+            if clock is time.time:  # the local engine's clock is DynamoDB's here
+                clock = default_clock()
         machine = migration.install(
             StateMachine(
-                from_environment(config),
+                resolved,
                 clock=clock,
                 metrics=metrics,
                 non_retryable=non_retryable,
@@ -77,10 +84,6 @@ class Idempotency(Driver):
                 monotonic=monotonic,
             )
         )
-        if client is None:
-            from .local import default_client
-
-            client = default_client(machine.config)
         super().__init__(machine, client)
         slowest = slowest_attempt(client)
         self._methods = {op: abandon.held(m, slowest) for op, m in bind(client).items()}

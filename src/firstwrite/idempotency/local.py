@@ -4,7 +4,8 @@ The only place the idempotency layer touches :mod:`firstwrite.engine`, imported 
 file is ``$FIRSTWRITE_LOCAL_DB`` or ``~/.firstwrite/local.db``; one engine per file per
 process; the table is created on first use. Where the file is gets logged once per process
 (a warning: state that lives in a file on this machine should never be a surprise, least of
-all in production, where a client must be passed).
+all in production, where a client must be passed). The engine's clock is DynamoDB's there:
+a guard on the default client reads it (:func:`default_clock`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ._machine import table_setup
@@ -84,3 +86,13 @@ def default_client(config: IdempotencyConfig, path: str | None = None) -> Any:
             drive(table_setup.ensure_table(StateMachine(config)), bind(client), time.sleep)
             _tables.add((path, config.table_name))
     return client
+
+
+def default_clock(path: str | None = None) -> Callable[[], float]:
+    """The clock of the local engine :func:`default_client` answers with (its ``Date`` is
+    from it): a guard on the default client reads leases on it, as on DynamoDB's."""
+    path = os.path.abspath(path or default_path())
+    with _lock:
+        engine = _engines[path]
+    clock: Callable[[], float] = engine.clock.now
+    return clock

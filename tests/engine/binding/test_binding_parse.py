@@ -30,6 +30,7 @@ from firstwrite.engine.binding import steps as binding_steps
 from firstwrite.engine.binding.parse import Shortcut, wire_answer
 from firstwrite.engine.binding.steps import FINAL_ERRORS, install, parser_of
 from firstwrite.engine.binding.sync import Responder, local_client
+from firstwrite.engine.clock import Clock
 from firstwrite.engine.direct.client import service_model
 from firstwrite.engine.errors import DynamoDBError
 from hypothesis_budget import examples
@@ -158,6 +159,8 @@ class StubEngine:
 
     def __init__(self) -> None:
         self.answer: Any = {}
+        self.clock = Clock()  # the answers' Date: frozen, so that two answers compare equal
+        self.clock.freeze(1_800_000_000.0)
 
     def execute(self, operation: str, request: Any, **_kwargs: Any) -> Any:
         if isinstance(self.answer, DynamoDBError):
@@ -439,7 +442,8 @@ def test_aiobotocores_parser_gets_what_the_shortcut_builds(
     engine = StubEngine()
     engine.answer = answer
     reply = wire_answer(engine, f"DynamoDB_20120810.{operation}", b"{}", "us-east-1")
-    http = binding_steps.respond("https://local", reply.status, reply.payload)
+    headers = binding_steps.response_headers(reply.payload, "Mon, 07 Dec 2026 13:52:13 GMT")
+    http = binding_steps.respond("https://local", reply.status, reply.payload, headers)
     response = {
         "headers": http.headers,
         "status_code": reply.status,

@@ -24,6 +24,7 @@ from . import (
     redelivered_batch,
     replay,
     replica,
+    skewed_worker,
     throttling,
     transaction,
     ttl_race,
@@ -61,11 +62,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     _scenario(7, "hot-partition", "A hot partition", hot_partition),
     _scenario(8, "redelivered-batch", "A redelivered batch", redelivered_batch),
     _scenario(9, "worker-killed-after-charge", "A worker killed after the charge", killed_worker),
-    # 10: the clock-skew scenario (another branch)
+    _scenario(10, "skewed-worker", "A worker whose clock runs ahead", skewed_worker),
     _scenario(11, "regions-both-claimed", "Two regions both said yes", both_regions),
 )
 _BY_SLUG = {s.slug: s for s in SCENARIOS}
-_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_WORDS = tuple("no one two three four five six seven eight nine ten eleven twelve".split())
 
 
 def count_in_words() -> str:

@@ -56,9 +56,10 @@ def run(stage: Stage) -> str:
     with stage.step(
         "Worker A stalls past its lease",
         "A long garbage-collection pause, a lost network, a frozen VM: A is alive but silent. "
-        "Nothing is written; the lease simply runs out on the engine's clock.",
+        "Nothing is written; the lease simply runs out on the engine's clock (DynamoDB's: A "
+        "wrote its end from the latest DynamoDB time it could be, up to a second late).",
     ):
-        stage.advance(LEASE + 1, "A stalls")
+        stage.advance(LEASE + 2, "A stalls")
 
     with (
         stage.step(
@@ -131,5 +132,5 @@ STAGE = (
     "a scratch engine with its clock frozen at t0",
     f"one idempotency table, lease {LEASE:g} s",
     "two workers with their own boto3 clients, each an Idempotency guard",
-    f"the engine clock advanced {LEASE + 1:g} s to stall worker A",
+    f"the engine clock advanced {LEASE + 2:g} s to stall worker A",
 )

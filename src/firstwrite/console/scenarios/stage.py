@@ -267,15 +267,26 @@ class Stage:
         *,
         client: Any = None,
         region: str = "us-east-1",
+        skew: float = 0.0,
         **kwargs: Any,
     ) -> Idempotency:
-        """A guard on the scratch engine: its clock, a recorded client, the shared metrics;
-        backoff sleeps are recorded (and really slept)."""
+        """A guard on the scratch engine: its clock (``skew`` seconds ahead of it, behind when
+        negative: a worker whose host clock is off DynamoDB's), a recorded client, the shared
+        metrics; backoff sleeps are recorded (and really slept)."""
         kwargs.setdefault("sleep", self.sleep)
+        clock = self.engine.clock.now
+        if skew:
+            clock = self.engine.clock.skewed(skew)
+            self.note(
+                f"{self._actor() or 'a worker'}: its clock runs {abs(skew):g} s "
+                f"{'ahead of' if skew > 0 else 'behind'} DynamoDB's (the engine's)",
+                kind="stage",
+                code=f"clock=engine.clock.skewed({skew:g})",
+            )
         return Idempotency(
             config,
             client=client if client is not None else self.client(region),
-            clock=self.engine.clock.now,
+            clock=clock,
             metrics=self.sink,
             **kwargs,
         )

@@ -74,7 +74,8 @@ def run(stage: Stage) -> str:
     with stage.step(
         "Two requests complete",
         f"Orders A and B are shipped at t0. Each record expires at t0 + {RETENTION:g} s "
-        "(retention), and the table streams every change to the TTL audit. The guard refuses "
+        "(retention; up to a second later: ends are written from the latest DynamoDB time "
+        "the answers' Date allows), and the table streams every change to the TTL audit. The guard refuses "
         "late retries (refuse_late_retries=True) instead of running them again.",
     ):
         stage.note(
@@ -111,7 +112,7 @@ def run(stage: Stage) -> str:
         "48 hours), not at once. A sweep now deletes nothing: the records are expired but "
         "still in the table.",
     ) as lag_step:
-        stage.advance(RETENTION - 300 + 1, "retention is over")
+        stage.advance(RETENTION - 300 + 2, "retention is over")
         deleted = stage.engine.ttl.sweep_now()
         stage.note(
             f"TTL sweep: {len(deleted)} item(s) deleted (the sweeper lags {TTL_LAG:g} s)",

@@ -63,11 +63,7 @@ class _AioRaw:
         return self._body
 
 
-def _respond(
-    url: str, status: int, payload: bytes, headers: dict[str, str] | None = None
-) -> AioAWSResponse:
-    if headers is None:
-        headers = response_headers(payload)
+def _respond(url: str, status: int, payload: bytes, headers: dict[str, str]) -> AioAWSResponse:
     return AioAWSResponse(url, status, headers, _AioRaw(payload))
 
 
@@ -117,7 +113,8 @@ class AioResponder(ResponderBase):
         if engine is None:
             return None
         reply = await _answer(engine, target_of(request), body, self.region)
-        return _respond(request.url, reply.status, reply.payload)
+        headers = response_headers(reply.payload, engine.clock.http_date())
+        return _respond(request.url, reply.status, reply.payload, headers)
 
 
 def dummy_aio_session(region: str = "us-east-1") -> AioSession:

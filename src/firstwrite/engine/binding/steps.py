@@ -92,8 +92,12 @@ FINAL_ERRORS = frozenset(
 )
 
 
-def response_headers(payload: bytes) -> dict[str, str]:
+def response_headers(payload: bytes, date: str) -> dict[str, str]:
+    """The headers of an engine answer, as DynamoDB's: ``date`` is the engine clock's
+    (:meth:`~firstwrite.engine.clock.Clock.http_date`), which a client reads DynamoDB's time
+    from (the idempotency layer's clock-skew estimate)."""
     return {
+        "Date": date,
         "x-amzn-RequestId": new_request_id(),
         "Content-Type": CONTENT_TYPE,
         "Content-Length": str(len(payload)),
@@ -101,12 +105,8 @@ def response_headers(payload: bytes) -> dict[str, str]:
     }
 
 
-def respond(
-    url: str, status: int, payload: bytes, headers: dict[str, str] | None = None
-) -> AWSResponse:
+def respond(url: str, status: int, payload: bytes, headers: dict[str, str]) -> AWSResponse:
     """The ``AWSResponse`` of an engine answer (``headers``: its :func:`response_headers`)."""
-    if headers is None:
-        headers = response_headers(payload)
     return AWSResponse(url, status, headers, _Raw(payload))
 
 
@@ -180,7 +180,7 @@ def quick_steps(
     target = params["headers"].get("X-Amz-Target")
     reply: Answer = yield Call(engine, target, body, region, parameters_of(body, model))
     status, payload = reply.status, reply.payload
-    headers = response_headers(payload)
+    headers = response_headers(payload, engine.clock.http_date())
     http = respond(params["url"], status, payload, headers)
     response = {
         "headers": http.headers,

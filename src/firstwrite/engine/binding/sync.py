@@ -45,6 +45,7 @@ from .steps import (
     parser_of,
     quick_steps,
     respond,
+    response_headers,
     target_of,
     unbind,
 )
@@ -93,7 +94,9 @@ class Responder(ResponderBase):
         if engine is None:
             return None
         status, payload = wire_call(engine, target_of(request), body, self.region)
-        return respond(request.url, status, payload)
+        return respond(
+            request.url, status, payload, response_headers(payload, engine.clock.http_date())
+        )
 
 
 def bind(client: Any, engine: Engine, *, full_stack: bool = False) -> Any:

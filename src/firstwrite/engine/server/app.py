@@ -471,7 +471,7 @@ def serve(
         hosts=HostCheck(host, allowed_hosts),
         allowed_origins=allowed_origins,
     )
-    config = runner.uvicorn_config(app, host, port, limits)
+    config = runner.uvicorn_config(app, host, port, limits, engine.clock.now)
     sock = runner.bind(host, port)
     url = runner.url_of(sock)
     server = runner.server_class()(config)
@@ -519,7 +519,7 @@ class ServerThread:
             hosts=HostCheck(host, allowed_hosts),
             allowed_origins=allowed_origins,
         )
-        self._config = runner.uvicorn_config(self.app, host, port, limits)
+        self._config = runner.uvicorn_config(self.app, host, port, limits, engine.clock.now)
         self._server = runner.server_class()(self._config)
         self._ready = threading.Event()
         self._server.ready_callback = self._ready.set

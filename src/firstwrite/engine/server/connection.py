@@ -26,7 +26,7 @@ import contextvars
 import inspect
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from itertools import chain
@@ -155,9 +155,11 @@ def _field_bytes(fields: list[tuple[bytes, bytes]]) -> int:
     return 4 * len(fields) + sum(map(len, chain.from_iterable(fields)))
 
 
-def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protocol] | None:
+def protocol_class(
+    limits: Limits, max_connections: int, clock: Callable[[], float] = time.time
+) -> type[asyncio.Protocol] | None:
     """uvicorn's httptools protocol with the behaviour in the module docstring (None without
-    httptools)."""
+    httptools); answers are dated from ``clock`` (the engine's: see :func:`_fresh_date`)."""
     try:
         import httptools
         from uvicorn.protocols.http.flow_control import FlowControl
@@ -331,7 +333,7 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
                 self._refuse(long_fields)
                 raise _Stop
             self._in_head = False
-            _fresh_date(self.server_state)
+            _fresh_date(self.server_state, clock)
             super().on_headers_complete()
             self._arm("body", body_timeout)
 
@@ -445,14 +447,17 @@ def protocol_class(limits: Limits, max_connections: int) -> type[asyncio.Protoco
     return BoundedHttpToolsProtocol
 
 
-def _fresh_date(state: Any) -> None:
-    """The ``Date`` of the answers to come is this second's, as DynamoDB stamps it. uvicorn
-    renews it from its main loop once a second, so it could be more than a second old, and a
-    client that reads the server's time from it (the layer's clock-skew estimate) would be
-    misled by up to a second more than the header's resolution."""
-    second = int(time.time())
-    if getattr(state, "firstwrite_date_second", None) == second:
+def _fresh_date(state: Any, clock: Callable[[], float]) -> None:
+    """The ``Date`` of the answers to come is ``clock``'s second, as DynamoDB stamps it: the
+    engine's clock is DynamoDB's, so a client that reads the server's time from it (the
+    layer's clock-skew estimate) reads the engine's, frozen or moved. uvicorn renews the header
+    from the wall clock once a second from its main loop: a header list that is not the one
+    set here, or a new second, is set again."""
+    second = int(clock())
+    dated = getattr(state, "firstwrite_date", None)  # (second, the list set): kept, not its id
+    if dated is not None and dated[0] == second and dated[1] is state.default_headers:
         return
-    state.firstwrite_date_second = second
     others = [(name, value) for name, value in state.default_headers if name != b"date"]
-    state.default_headers = [(b"date", formatdate(second, usegmt=True).encode()), *others]
+    headers = [(b"date", formatdate(second, usegmt=True).encode()), *others]
+    state.default_headers = headers
+    state.firstwrite_date = (second, headers)

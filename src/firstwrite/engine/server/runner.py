@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,19 +46,29 @@ class ServedApp(Protocol):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
-def uvicorn_config(app: ServedApp, host: str, port: int, limits: Limits) -> uvicorn.Config:
+def uvicorn_config(
+    app: ServedApp, host: str, port: int, limits: Limits, clock: Callable[[], float]
+) -> uvicorn.Config:
+    """:func:`config` for an engine's app, its answers dated from ``clock`` (the engine's)."""
     # Threads that may open the database: the engine pool, Starlette's (admin), the lane, the
     # TTL sweeper and replication.
-    return config(app, limits, app.threads + 40 + 4, host=host, port=port)
+    return config(app, limits, app.threads + 40 + 4, clock, host=host, port=port)
 
 
-def config(app: ASGIApp, limits: Limits, threads: int, **where: Any) -> uvicorn.Config:
+def config(
+    app: ASGIApp,
+    limits: Limits,
+    threads: int,
+    clock: Callable[[], float] = time.time,
+    **where: Any,
+) -> uvicorn.Config:
     """uvicorn's configuration for ``app`` as the engine's server runs: its HTTP/1.1 protocol
-    and limits (:mod:`.connection`, ``threads`` of the app's own keeping descriptors), uvloop,
-    no lifespan, no proxy headers, quiet logs. ``where``: ``host`` and ``port``, if it binds."""
+    and limits (:mod:`.connection`, ``threads`` of the app's own keeping descriptors), answers
+    dated from ``clock``, uvloop, no lifespan, no proxy headers, quiet logs. ``where``:
+    ``host`` and ``port``, if it binds."""
     import uvicorn
 
-    http: Any = connection.protocol_class(limits, limits.connections(threads)) or "auto"
+    http: Any = connection.protocol_class(limits, limits.connections(threads), clock) or "auto"
     try:
         import uvloop  # noqa: F401
 
