@@ -49,7 +49,7 @@ def _depth(shard_id: str, parents: Mapping[str, str | None]) -> int:
     """How many of the shard's ancestors the stream still lists (a parent is read first)."""
     depth, seen = 0, {shard_id}
     parent = parents.get(shard_id)
-    while parent in parents and parent not in seen:
+    while parent is not None and parent in parents and parent not in seen:
         depth, seen = depth + 1, seen | {parent}
         parent = parents.get(parent)
     return depth
@@ -70,7 +70,7 @@ def read_stream(
         parent = shard.get("ParentShardId")
         if position.get(shard_id) == DRAINED:
             continue
-        if parent in listed and position.get(parent) != DRAINED:
+        if parent is not None and parent in listed and position.get(parent) != DRAINED:
             continue  # its parent is read first (a later call, or later in this one)
         if shard_id not in position:
             position[shard_id] = streams_client.get_shard_iterator(
