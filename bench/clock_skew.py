@@ -3,11 +3,10 @@
 ``python -m bench.clock_skew [REQUESTS]`` prints a Markdown note (for BENCHMARKS.md):
 
 * time per request (median of 5 runs of REQUESTS) on the boto3 client bound in process to the
-  engine, whose answers are given a ``Date`` header (botocore's ``after-call`` event, as an
-  HTTP answer carries one), for a first call and a duplicate: a guard with
-  ``ClockSkewPolicy(enabled=False)`` and one with the estimate on (the default);
-* with valgrind, instructions per request of the same four (:mod:`._callgrind`), and of the
-  estimate on a client whose answers carry no ``Date`` (the bound client as it is).
+  engine, whose answers carry the engine's ``Date`` as DynamoDB's do, for a first call and a
+  duplicate: a guard with ``ClockSkewPolicy(enabled=False)`` and one with the estimate on (the
+  default), both on the engine's clock;
+* with valgrind, instructions per request of the same four (:mod:`._callgrind`).
 
 Run as ``python -m bench.clock_skew --child N REPS`` it is the counted program.
 """
@@ -19,23 +18,14 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
-from email.utils import formatdate
 from typing import Any, cast
 
 from . import _callgrind
 from ._common import Section, Series, Settings, Table, microseconds_per_call
 
 SCENARIOS = ("first call", "duplicate")
-GUARDS = ("off", "on", "on, no Date")
-
-
-def _dated(parsed: dict[str, Any] | None = None, **_: Any) -> None:
-    """botocore ``after-call``: the answer's headers get the ``Date`` an HTTP answer carries."""
-    if parsed is not None:
-        headers = parsed.setdefault("ResponseMetadata", {}).setdefault("HTTPHeaders", {})
-        headers["date"] = formatdate(time.time(), usegmt=True)
+GUARDS = ("off", "on")
 
 
 def _guards(directory: str) -> dict[str, Any]:
@@ -49,15 +39,13 @@ def _guards(directory: str) -> dict[str, Any]:
     # Timeouts within the budget: calls are made in the calling thread (callgrind counts it),
     # not handed to the abandonable-call pool.
     timeouts = Config(connect_timeout=1, read_timeout=2)
-    dated, plain = local_client(engine, config=timeouts), local_client(engine, config=timeouts)
-    dated.meta.events.register("after-call.dynamodb", _dated)
+    client = local_client(engine, config=timeouts)  # its answers carry the engine's Date
     config = IdempotencyConfig(table_name="bench-skew")
-    Idempotency(config, client=plain).ensure_table()
+    Idempotency(config, client=client).ensure_table()
     off = config.with_(clock_skew=ClockSkewPolicy(enabled=False))
     return {
-        "off": Idempotency(off, client=dated),
-        "on": Idempotency(config, client=dated),
-        "on, no Date": Idempotency(config, client=plain),
+        "off": Idempotency(off, client=client, clock=engine.clock.now),
+        "on": Idempotency(config, client=client, clock=engine.clock.now),
     }
 
 
@@ -99,23 +87,23 @@ def _counted(requests: int) -> dict[tuple[str, str], float]:
 
 def main(requests: int) -> None:
     timed = {k: statistics.median(v) for k, v in _timed(requests).items()}
-    print(f"Time per request, µs (median of 5 runs of {requests}, bound boto3 client, dated):\n")
-    print("| scenario | estimate off | estimate on | ratio | on, answers without Date |")
-    print("|---|---|---|---|---|")
+    print(f"Time per request, µs (median of 5 runs of {requests}, bound boto3 client):\n")
+    print("| scenario | estimate off | estimate on | ratio |")
+    print("|---|---|---|---|")
     for s in SCENARIOS:
-        off, on, bare = timed[s, "off"], timed[s, "on"], timed[s, "on, no Date"]
-        print(f"| {s} | {off:.0f} | {on:.0f} | {on / off:.3f}x | {bare:.0f} |")
+        off, on = timed[s, "off"], timed[s, "on"]
+        print(f"| {s} | {off:.0f} | {on:.0f} | {on / off:.3f}x |")
     why = _callgrind.available()
     if why is not None:
         print(f"\nInstructions not counted: {why}")
         return
     counted = _counted(requests // 4)
     print("\nThousands of instructions per request (callgrind):\n")
-    print("| scenario | estimate off | estimate on | change | on, answers without Date |")
-    print("|---|---|---|---|---|")
+    print("| scenario | estimate off | estimate on | change |")
+    print("|---|---|---|---|")
     for s in SCENARIOS:
-        off, on, bare = counted[s, "off"], counted[s, "on"], counted[s, "on, no Date"]
-        print(f"| {s} | {off:.1f} | {on:.1f} | {(on - off) / off * 100:+.2f}% | {bare:.1f} |")
+        off, on = counted[s, "off"], counted[s, "on"]
+        print(f"| {s} | {off:.1f} | {on:.1f} | {(on - off) / off * 100:+.2f}% |")
 
 
 def run(settings: Settings, log: Callable[[str], None]) -> Section:
@@ -124,9 +112,10 @@ def run(settings: Settings, log: Callable[[str], None]) -> Section:
         key="clock_skew",
         title="The clock-skew estimate's per-call cost (issue 41)",
         method=[
-            "The engine in process (durability normal), through a boto3 client bound to it whose "
-            "answers are given a `Date` header (botocore's `after-call` event). **off**: "
-            "`ClockSkewPolicy(enabled=False)`; **on**: the default estimate.",
+            "The engine in process (durability normal), through a boto3 client bound to it (its "
+            "answers carry the engine's `Date`, as DynamoDB's do). **off**: "
+            "`ClockSkewPolicy(enabled=False)`; **on**: the default estimate; both guards on the "
+            "engine's clock.",
             f"{settings.reps} repetitions of 200 requests each, after 50 uncounted. "
             "Instructions per request: `python -m bench.clock_skew` (callgrind).",
         ],
