@@ -78,7 +78,7 @@ class Fact:
     value: Callable[[], str]
 
 
-_WORD = r"(one|two|three|four|five|six|seven|eight|nine|ten|\d+)"
+_WORD = r"(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d+)"
 
 FACTS = [
     Fact(

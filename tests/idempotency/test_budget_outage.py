@@ -108,9 +108,13 @@ def test_run_errs_within_its_budget(endpoint: Endpoint, outage: str, client_kind
     assert took <= 2.0 * SLACK, f"{took:.2f}s for a 2s budget"
     assert ran == []  # the side effect never ran
     if isinstance(error, DeadlineExceededError):
+        # The last answer's code; or, on a client whose timeouts outlast the budget (its calls
+        # made on threads the layer can abandon), an attempt still in flight at the deadline.
+        abandoned = ("AttemptAbandoned",) if client_kind == "default" else ()
         assert error.dynamo_error_code in (
             "InternalServerError",
             "ProvisionedThroughputExceededException",
+            *abandoned,
         )
         assert metrics.total("firstwrite_deadline_exceeded_total") == 1
 

@@ -26,6 +26,7 @@ import pytest
 from firstwrite.idempotency import (
     BusinessConditionFailedError,
     Claim,
+    ClockSkewPolicy,
     FailedFinally,
     InProgressError,
     Interrupted,
@@ -315,8 +316,8 @@ def test_a_killed_process_marked_work_is_reconciled_not_rerun(tmp_path: Path) ->
         }  # the provider, asked by reference
         return Reconciled({"charged": interrupted.last.reference}) if done else NotDone()
 
-    later = Idempotency(  # every lease is over on this worker's clock
-        IdempotencyConfig(table_name=TABLE),
+    later = Idempotency(  # every lease is over on this worker's clock (its own: no estimate)
+        IdempotencyConfig(table_name=TABLE, clock_skew=ClockSkewPolicy(enabled=False)),
         client=client,
         clock=lambda: time.time() + 2 * IdempotencyConfig(table_name=TABLE).lease,
         reconcile=hook,
@@ -433,8 +434,8 @@ def test_a_worker_killed_right_after_its_takeover_leaves_the_marks(tmp_path: Pat
         assert done.stdout.decode().split() == ["killed"]
         item = client.get_item(TableName=TABLE, Key=first.dynamodb_key(key), ConsistentRead=True)
         assert [p.reference for p in points_of(item["Item"], "marks")] == [f"ref-{key}"]
-    later = Idempotency(  # past the dead taker's lease too
-        IdempotencyConfig(table_name=TABLE),
+    later = Idempotency(  # past the dead taker's lease too (its own clock: no estimate)
+        IdempotencyConfig(table_name=TABLE, clock_skew=ClockSkewPolicy(enabled=False)),
         client=client,
         clock=lambda: time.time() + 3 * lease,
         reconcile=ledger_hook,

@@ -121,7 +121,9 @@ def run(stage: Stage) -> str:
         "The lease runs out",
         "Nobody renews or completes the claim: the lease simply ends on the engine's clock.",
     ):
-        stage.advance(LEASE + 1, "A is dead")
+        stage.advance(
+            LEASE + 2, "A is dead"
+        )  # past the lease on DynamoDB's clock, dated to the second
 
     with (
         stage.step(
@@ -257,5 +259,5 @@ STAGE = (
     f"one idempotency table, lease {LEASE:g} s",
     "a payment provider keeping each charge by its idempotency reference, as Stripe does",
     "three workers, each a guard with its own boto3 client; only worker C has a reconcile hook",
-    f"the engine clock advanced {LEASE + 1:g} s after worker A is killed",
+    f"the engine clock advanced {LEASE + 2:g} s after worker A is killed",
 )
