@@ -102,7 +102,9 @@ def assert_pending(item: dict[str, Any], claim: Claim, now: float) -> None:
     assert item["version"] == {"N": str(claim.version)}
     claimed = int(item["claimedAt"]["N"])
     assert claimed == int(claim.claimed_at) and abs(claimed - now) <= 2
-    assert int(item["expiresAt"]["N"]) == int(claim.claimed_at + RETENTION)
+    # Retention counted from the latest DynamoDB time the answers' whole-second Date allows.
+    assert int(item["expiresAt"]["N"]) == claim.expires_at
+    assert 0 <= claim.expires_at - int(claim.claimed_at + RETENTION) <= 2
     assert int(item["leaseExpiresAt"]["N"]) == claim.lease_expires_at
 
 
