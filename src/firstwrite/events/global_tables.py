@@ -22,7 +22,6 @@ as a Lambda (:meth:`~CrossRegionReconciler.lambda_handler`) or a long-running po
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,7 @@ from firstwrite.idempotency import Metrics
 from firstwrite.idempotency.keys import caller_key
 from firstwrite.idempotency.layout import DEFAULT, RecordLayout
 from firstwrite.idempotency.record import Record, Status
-from firstwrite.idempotency.stream_reading import follow_stream, read_stream
+from firstwrite.idempotency.stream_reading import StreamPolling
 
 from .core import Ordering, consume
 from .guard import EventGuard
@@ -117,7 +116,7 @@ def _takeover_allowed(old: Record, at: float) -> bool:
     return old.lease_over(at)
 
 
-class CrossRegionReconciler:
+class CrossRegionReconciler(StreamPolling):
     """Finds the claims of ``region`` that another region's claim overwrote (module docstring).
 
     ``guard`` (an :class:`~.guard.EventGuard`, best on a table or scope of its own) makes each
@@ -226,27 +225,3 @@ class CrossRegionReconciler:
             self.guard, payload=False, scope=self.scope, metrics=self.metrics
         )
         return batch.handle(event, context, self.examine)  # type: ignore[arg-type]
-
-    def poll(
-        self, streams_client: Any, stream_arn: str, iterators: dict[str, str] | None = None
-    ) -> dict[str, str]:
-        """Read every shard of ``stream_arn`` once and examine its records: from TRIM_HORIZON, or from
-        the position a previous poll returned (updated in place as pages are read). Returns the
-        position to continue from (:func:`~firstwrite.idempotency.stream_reading.read_stream`)."""
-        return read_stream(streams_client, stream_arn, self.process, iterators)
-
-    def run(
-        self,
-        streams_client: Any,
-        stream_arn: str,
-        stop: threading.Event,
-        *,
-        interval: float = 1.0,
-        iterators: dict[str, str] | None = None,
-    ) -> dict[str, str]:
-        """The long-running poller: :meth:`poll` every ``interval`` seconds until ``stop`` is
-        set, a failed round logged and retried
-        (:func:`~firstwrite.idempotency.stream_reading.follow_stream`). Returns the position."""
-        return follow_stream(
-            streams_client, stream_arn, self.process, stop, interval=interval, iterators=iterators
-        )

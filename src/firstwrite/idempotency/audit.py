@@ -35,7 +35,7 @@ from .keys import caller_key
 from .layout import DEFAULT
 from .metrics import NULL, Metrics
 from .requests import NO_FINGERPRINT, Requests, same_request
-from .stream_reading import follow_stream, read_stream
+from .stream_reading import StreamPolling
 
 log = logging.getLogger("firstwrite.idempotency.audit")
 
@@ -128,7 +128,7 @@ def _is_ttl(record: Mapping[str, Any]) -> bool:
     return kind == "Service" and principal == TTL_PRINCIPAL
 
 
-class TtlAudit:
+class TtlAudit(StreamPolling):
     """Consumes stream records of the idempotency table.
 
     ``window``: how long after TTL removed a record its key is remembered (default 7 days).
@@ -273,27 +273,3 @@ class TtlAudit:
             self.metrics.count("dynamo_ttl_delete_before_retry_total")
         if self.on_detect is not None:
             self.on_detect(record_id, removal)
-
-    def poll(
-        self, streams_client: Any, stream_arn: str, iterators: dict[str, str] | None = None
-    ) -> dict[str, str]:
-        """Read every shard of ``stream_arn`` once and process the records: from TRIM_HORIZON, or from
-        the position a previous poll returned (updated in place as pages are read). Returns the
-        position to continue from (:func:`~firstwrite.idempotency.stream_reading.read_stream`)."""
-        return read_stream(streams_client, stream_arn, self.process, iterators)
-
-    def run(
-        self,
-        streams_client: Any,
-        stream_arn: str,
-        stop: threading.Event,
-        *,
-        interval: float = 1.0,
-        iterators: dict[str, str] | None = None,
-    ) -> dict[str, str]:
-        """The long-running poller: :meth:`poll` every ``interval`` seconds until ``stop`` is
-        set, a failed round logged and retried
-        (:func:`~firstwrite.idempotency.stream_reading.follow_stream`). Returns the position."""
-        return follow_stream(
-            streams_client, stream_arn, self.process, stop, interval=interval, iterators=iterators
-        )

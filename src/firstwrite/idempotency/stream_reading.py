@@ -14,7 +14,8 @@ updated page by page as well: when ``process`` raises, it holds what was process
 A failed round (DynamoDB unreachable, an iterator expired, ``process`` raising) is logged and
 retried from the last position after ``interval``. A shard whose iterator expired (iterators
 last 15 minutes) or whose records were trimmed is read again from ``TRIM_HORIZON``: its records
-come again, and the consumers count each once only with their guard.
+come again, and the consumers count each once only with their guard. :class:`StreamPolling`
+gives a consumer with a ``process(records)`` method both, as ``poll`` and ``run``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["DRAINED", "follow_stream", "read_stream"]
+__all__ = ["DRAINED", "StreamPolling", "follow_stream", "read_stream"]
 
 log = logging.getLogger("firstwrite.idempotency.streams")
 
@@ -133,3 +134,34 @@ def follow_stream(
             )
         stop.wait(interval)
     return dict(position)
+
+
+class StreamPolling:
+    """``poll`` and ``run`` for a stream consumer whose ``process(records)`` judges one page of
+    stream records (the TTL audit, the cross-region reconciler)."""
+
+    def process(self, records: Sequence[Mapping[str, Any]]) -> object:
+        raise NotImplementedError
+
+    def poll(
+        self, streams_client: Any, stream_arn: str, iterators: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        """Read every shard of ``stream_arn`` once and process its records: from TRIM_HORIZON,
+        or from the position a previous poll returned (updated in place as pages are read).
+        Returns the position to continue from (:func:`read_stream`)."""
+        return read_stream(streams_client, stream_arn, self.process, iterators)
+
+    def run(
+        self,
+        streams_client: Any,
+        stream_arn: str,
+        stop: threading.Event,
+        *,
+        interval: float = 1.0,
+        iterators: dict[str, str] | None = None,
+    ) -> dict[str, str]:
+        """The long-running poller: :meth:`poll` every ``interval`` seconds until ``stop`` is
+        set, a failed round logged and retried (:func:`follow_stream`). Returns the position."""
+        return follow_stream(
+            streams_client, stream_arn, self.process, stop, interval=interval, iterators=iterators
+        )
