@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 
 _ENTRY = "closure_fcn"  # CPython's ctypes: every callback from C into Python enters here
@@ -99,6 +99,19 @@ def count_pieces(op: Callable[[int], object], warmup: int, n: int, reps: int) ->
                 op(i)
 
         measured(piece)
+
+
+def count_named(
+    ops: Mapping[Hashable, Callable[[int], object]], n: int, reps: int, *, warmup: int = 10
+) -> None:
+    """In a counted child program: :func:`count_pieces` of each op in turn, then, as the last
+    line, the JSON list naming each piece (a tuple name as a list), as
+    :func:`least_per_piece` reads it."""
+    pieces: list[object] = []
+    for name, op in ops.items():
+        count_pieces(op, warmup, n, reps)
+        pieces += [list(name) if isinstance(name, tuple) else name] * reps
+    print(json.dumps(pieces))
 
 
 Counted = dict[str, dict[str, list[float]]]

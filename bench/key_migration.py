@@ -15,7 +15,6 @@ Run as ``python -m bench.key_migration --child N REPS`` it is the counted progra
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -78,23 +77,20 @@ def _operation(guard: Any, scenario: str, name: str) -> Callable[[int], object]:
     return lambda i: guard.run(f"{name}-dup", lambda: {"ok": False}, payload)
 
 
+def _ops(directory: str) -> dict[tuple[str, str], Callable[[int], object]]:
+    guards = _guards(directory)
+    return {(s, n): _operation(g, s, n) for n, g in guards.items() for s in SCENARIOS}
+
+
 def _child(requests: int, reps: int) -> None:
-    pieces = []
     with tempfile.TemporaryDirectory(prefix="bench-migration-") as directory:
-        for name, guard in _guards(directory).items():
-            for scenario in SCENARIOS:
-                op = _operation(guard, scenario, name)
-                _callgrind.count_pieces(op, 10, requests, reps)
-                pieces += [[scenario, name]] * reps
-    print(json.dumps(pieces))
+        _callgrind.count_named(_ops(directory), requests, reps)
 
 
 def _timed(requests: int, reps: int = 5) -> dict[tuple[str, str], list[float]]:
     """Microseconds per request, one value per repetition (guards interleaved per rep)."""
     with tempfile.TemporaryDirectory(prefix="bench-migration-") as directory:
-        guards = _guards(directory)
-        ops = {(s, n): _operation(g, s, n) for n, g in guards.items() for s in SCENARIOS}
-        return microseconds_per_call(ops, requests, reps)
+        return microseconds_per_call(_ops(directory), requests, reps)
 
 
 def _counted(src: Path, requests: int) -> dict[tuple[str, str], float]:

@@ -15,7 +15,6 @@ Run as ``python -m bench.recovery --child N REPS`` it is the counted program.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -72,13 +71,10 @@ def _operation(guard: Any, scenario: str) -> Callable[[int], object]:
 
 
 def _child(requests: int, reps: int, scenarios: list[str]) -> None:
-    pieces = []
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as directory:
         guard = _guard(directory)
-        for scenario in scenarios:
-            _callgrind.count_pieces(_operation(guard, scenario), 10, requests, reps)
-            pieces += [scenario] * reps
-    print(json.dumps(pieces))
+        ops = {s: _operation(guard, s) for s in scenarios}
+        _callgrind.count_named(ops, requests, reps)
 
 
 def _timed(requests: int, reps: int = 5) -> dict[str, list[float]]:
