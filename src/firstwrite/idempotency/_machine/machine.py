@@ -378,34 +378,20 @@ class StateMachine:
     ) -> Steps[dict[str, Any]]:
         """``call`` under the retry policy (:func:`.retry.perform`) within ``deadline``;
         ``key`` and ``record_id`` name the record in logs."""
-        return perform(
-            call,
-            self.config.retry,
-            self.rng,
-            self.report,
-            key,
-            record_id,
-            False,
-            deadline,
-            self.skew,
-        )
+        return self._performed(call, key, record_id, False, deadline)
 
     def conditional(
         self, call: Call, key: str, record_id: str, deadline: Deadline | None = None
     ) -> Steps[tuple[bool, Item | None]]:
         """A conditional write under the retry policy: ``(True, returned attributes)`` or
         ``(False, ALL_OLD item or None)``; a failed condition is an answer, never an error."""
-        return perform(
-            call,
-            self.config.retry,
-            self.rng,
-            self.report,
-            key,
-            record_id,
-            True,
-            deadline,
-            self.skew,
-        )
+        return self._performed(call, key, record_id, True, deadline)
+
+    def _performed(
+        self, call: Call, key: str, record_id: str, conditional: bool, deadline: Deadline | None
+    ) -> Steps[Any]:
+        policy, rng, report, skew = self.config.retry, self.rng, self.report, self.skew
+        return perform(call, policy, rng, report, key, record_id, conditional, deadline, skew)
 
     def refused_item(
         self,
