@@ -128,9 +128,9 @@ def test_killed_worker_is_taken_over_and_its_late_completion_refused(shared: Any
     with pytest.raises(Exception, match="in progress"):
         guard.claim("k-key", {"p": 1})
     if clock is not None:
-        clock.advance(lease + 1)
+        clock.advance(lease + 2)
     else:
-        offset[0] = lease + 1
+        offset[0] = lease + 2
     takeover = guard.claim("k-key", {"p": 1})
     assert isinstance(takeover, Claim) and takeover.taken_over
 
@@ -160,7 +160,7 @@ def test_stalled_worker_resumes_after_takeover_and_is_fenced(shared: Any) -> Non
     json.loads(worker.stdout.readline())
     os.kill(worker.pid, signal.SIGSTOP)  # frozen mid-flight
     assert engine is not None
-    engine.clock.advance(lease + 1)
+    engine.clock.advance(lease + 2)
     guard = Idempotency(
         IdempotencyConfig(table_name=spec["table"]), client=client, clock=engine.clock.now
     )

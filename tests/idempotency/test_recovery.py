@@ -54,7 +54,7 @@ def abandoned(backend: Backend, guard: Idempotency, key: str, *steps: tuple[str,
     assert isinstance(claim, Claim)
     for step, reference in steps:
         guard.mark(claim, step, reference)
-    backend.advance(LEASE + 1)
+    backend.advance(LEASE + 2)
     return claim
 
 
@@ -238,7 +238,7 @@ def test_seed_layout_keeps_points_in_its_own_attribute(backend: Backend) -> None
     item = backend.client.get_item(TableName="seed", Key=guard.dynamodb_key("k"))["Item"]
     assert [p.reference for p in points_of(item, "recoveryPoints")] == ["ch-1"]
     assert item["version"] == {"N": "1"}  # a mark does not move the version
-    backend.advance(LEASE + 1)
+    backend.advance(LEASE + 2)
     assert guard.run("k", lambda: pytest.fail("must not run")) == "ch-1"
 
 
@@ -288,7 +288,7 @@ def test_async_marks_and_an_async_hook(backend: Backend, table: str) -> None:
         # the work's points, made through run's context, then its death: a second claim
         await guard.mark(claim, "a", "1")
         await guard.mark(claim, "b", "2")
-        backend.advance(LEASE + 1)
+        backend.advance(LEASE + 2)
         assert await guard.run("k", work) == ["1", "2"]
         other = await guard.run("k2", work)
         assert other is None
@@ -305,7 +305,7 @@ def test_async_fence_and_refusal(backend: Backend, table: str) -> None:
         first = await guard.claim("k", lease=LEASE)
         assert isinstance(first, Claim)
         await guard.mark(first, "charge", "ch-1")
-        backend.advance(LEASE + 1)
+        backend.advance(LEASE + 2)
         with pytest.raises(RecoveryRequiredError):
             await guard.run("k", asyncio.sleep)  # type: ignore[arg-type]
         healer = aguard(backend, reconcile=lambda i: NotDone())  # a blocking hook, threaded

@@ -80,7 +80,7 @@ def died_after_marking(backend: Backend, guard: Idempotency, key: str, charged: 
     guard.mark(claim, "charge", f"ref-{key}")
     if charged:
         charge(f"ref-{key}")
-    backend.advance(LEASE + 1)
+    backend.advance(LEASE + 2)
 
 
 def takeovers(metrics: MemoryMetrics, outcome: str) -> float:
@@ -265,7 +265,7 @@ def test_threads_racing_over_marked_records_never_rerun_the_marked_work(
         first.mark(claim, "charge", f"ref-{key}")
         if charged[key]:
             charge(f"ref-{key}")
-    backend.advance(LEASE + 1)  # every worker died
+    backend.advance(LEASE + 2)  # every worker died
 
     blind = backend.guard(metrics=metrics)
     answers = race(blind, keys[:4], 6)  # without a hook: all refused, nothing written
@@ -357,7 +357,7 @@ def test_inside_a_key_migration_window_marked_work_is_reconciled_not_rerun(
     claim = versions.new.claim_with("with-unpaid", [increment("with-unpaid")], PAYLOAD, lease=LEASE)
     assert isinstance(claim, LegacyClaim)
     versions.new.mark(claim, "charge", "ref-with-unpaid")
-    backend.advance(LEASE + 1)
+    backend.advance(LEASE + 2)
 
     with pytest.raises(RecoveryRequiredError):  # the window's plain claim: no silent rerun
         versions.new.run("run-paid", lambda: pytest.fail("must not run"), PAYLOAD)
