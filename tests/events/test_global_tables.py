@@ -18,15 +18,13 @@ from firstwrite.idempotency.metrics import MemoryMetrics
 US, EU = "us-east-1", "eu-west-1"
 TABLE = "payments-idempotency"
 LAG = 5.0
-STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
 def _global_table(engine: Engine) -> dict[str, Any]:
     clients = {r: local_client(engine, region=r) for r in (US, EU)}
     Idempotency(IdempotencyConfig(table_name=TABLE), client=clients[US]).ensure_table()
-    clients[US].update_table(TableName=TABLE, StreamSpecification=STREAM)
+    # A replica switches the table's stream on (NEW_AND_OLD_IMAGES) and has one of its own.
     clients[US].update_table(TableName=TABLE, ReplicaUpdates=[{"Create": {"RegionName": EU}}])
-    clients[EU].update_table(TableName=TABLE, StreamSpecification=STREAM)
     return clients
 
 

@@ -182,9 +182,8 @@ PAYMENTS = "payments-idempotency"
 def _global_table(engine: Engine) -> dict[str, Any]:
     clients = {r: local_client(engine, region=r) for r in (US, EU)}
     Idempotency(IdempotencyConfig(table_name=PAYMENTS), client=clients[US]).ensure_table()
-    clients[US].update_table(TableName=PAYMENTS, StreamSpecification=STREAM)
+    # A replica switches the table's stream on (NEW_AND_OLD_IMAGES) and has one of its own.
     clients[US].update_table(TableName=PAYMENTS, ReplicaUpdates=[{"Create": {"RegionName": EU}}])
-    clients[EU].update_table(TableName=PAYMENTS, StreamSpecification=STREAM)
     return clients
 
 

@@ -11,8 +11,8 @@ operation: it registers hooks on ``host.hooks`` (:class:`Hooks`), called at fixe
 * a :data:`ChangeHook` runs for every changed item inside the write's own transaction (streams,
   the TTL index, replication, the stale-read history);
 * a :data:`TableHook` runs inside the transaction of CreateTable, UpdateTable, DeleteTable and
-  UpdateTimeToLive (``action``: ``create``, ``update``, ``delete``, ``ttl``); it returns the row
-  unchanged for an action it does not handle;
+  UpdateTimeToLive (``create``, ``update``, ``delete``, ``ttl``; ``replica``: a new replica's
+  table); it returns the row unchanged for an action it does not handle;
 * a :data:`SweepHook` runs after each background sweep (stream records past their retention).
 
 Hook lists are replaced, never changed in place (copy-on-write under a lock), so a call

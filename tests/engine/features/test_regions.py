@@ -195,6 +195,129 @@ def test_deleting_a_replica_table_leaves_the_group(
     assert "Replicas" not in us.describe_table(TableName=table_name)["Table"]
 
 
+def test_local_region_is_not_a_replica_update(
+    clients: dict[str, Any], control: Control, table_name: str
+) -> None:
+    """DynamoDB's own words for a Create or Delete of the region the call is sent to."""
+    us = clients[US]
+    create(us, table_name)
+    for action in ("Create", "Delete"):
+        with pytest.raises(ClientError) as caught:
+            us.update_table(TableName=table_name, ReplicaUpdates=[{action: {"RegionName": US}}])
+        assert caught.value.response["Error"] == {
+            "Code": "ValidationException",
+            "Message": "Cannot add or delete the local region through ReplicaUpdates. Use "
+            "CreateTable, DeleteTable, or UpdateTable as required.",
+        }
+    assert "Replicas" not in us.describe_table(TableName=table_name)["Table"]
+
+
+# --- streams of a global table ----------------------------------------------------------------
+
+STREAM_OFF_REFUSED = (
+    "One or more parameter values were invalid: Disabling Stream is not allowed for a Global "
+    "Table replica."
+)
+
+
+def _stream_records(streams: Any, arn: str) -> list[dict[str, Any]]:
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]
+    iterator = streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    return streams.get_records(ShardIterator=iterator)["Records"]  # type: ignore[no-any-return]
+
+
+def test_adding_a_replica_gives_every_region_a_stream(
+    clients: dict[str, Any],
+    control: Control,
+    table_name: str,
+    transport: str,
+    make_ddb: Callable[..., Any],
+) -> None:
+    """As on DynamoDB (multi-Region eventual consistency): the table had no stream; adding a
+    replica switches a NEW_AND_OLD_IMAGES one on, and the replica has its own, which records
+    the writes replicated into it (what a per-region stream reader, such as the cross-region
+    reconciler, needs)."""
+    us, eu = clients[US], clients[EU]
+    control.freeze()
+    control.lag(1)
+    create(us, table_name)
+    put(us, table_name, "before", "seeded")
+    assert "LatestStreamArn" not in us.describe_table(TableName=table_name)["Table"]
+    add_replica(us, table_name, EU)
+    arns = {}
+    for region in (US, EU):
+        table = clients[region].describe_table(TableName=table_name)["Table"]
+        assert table["StreamSpecification"] == {
+            "StreamEnabled": True,
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        }
+        assert table["LatestStreamArn"].startswith(f"{table['TableArn']}/stream/")
+        arns[region] = table["LatestStreamArn"]
+    assert f":{US}:" in arns[US] and f":{EU}:" in arns[EU]
+
+    put(us, table_name, "pay-1", "from-us")
+    control.advance(2)
+    assert get(eu, table_name, "pay-1") == {"pk": {"S": "pay-1"}, "v": {"S": "from-us"}}
+    for region in (US, EU):
+        streams = make_ddb(transport, service_name="dynamodbstreams", region_name=region)
+        records = _stream_records(streams, arns[region])
+        # The seed copy is not in the replica's stream; the later write is in both.
+        assert [(r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in records] == [
+            ("INSERT", "pay-1")
+        ]
+        assert records[0]["awsRegion"] == region
+        assert records[0]["dynamodb"]["NewImage"]["v"] == {"S": "from-us"}
+
+
+def test_a_global_tables_stream_stays_on_until_its_last_replica_goes(
+    clients: dict[str, Any], control: Control, table_name: str
+) -> None:
+    us, eu = clients[US], clients[EU]
+    create(us, table_name)
+    add_replica(us, table_name, EU)
+    for client in (us, eu):
+        with pytest.raises(ClientError) as caught:
+            client.update_table(TableName=table_name, StreamSpecification={"StreamEnabled": False})
+        assert caught.value.response["Error"] == {
+            "Code": "ValidationException",
+            "Message": STREAM_OFF_REFUSED,
+        }
+        with pytest.raises(ClientError) as caught:  # nor changed: it would need disabling
+            client.update_table(
+                TableName=table_name,
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"},
+            )
+        assert "already has an enabled stream" in caught.value.response["Error"]["Message"]
+    us.update_table(TableName=table_name, ReplicaUpdates=[{"Delete": {"RegionName": EU}}])
+    table = us.describe_table(TableName=table_name)["Table"]
+    assert "Replicas" not in table and table["StreamSpecification"]["StreamEnabled"] is True
+    us.update_table(TableName=table_name, StreamSpecification={"StreamEnabled": False})
+    assert "StreamSpecification" not in us.describe_table(TableName=table_name)["Table"]
+
+
+def test_a_stream_already_on_keeps_its_view_type_and_a_removed_replicas_stream_closes(
+    clients: dict[str, Any],
+    control: Control,
+    table_name: str,
+    transport: str,
+    make_ddb: Callable[..., Any],
+) -> None:
+    us, eu = clients[US], clients[EU]
+    keys_only = {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+    create(us, table_name, StreamSpecification=keys_only)
+    before = us.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
+    add_replica(us, table_name, EU)
+    assert us.describe_table(TableName=table_name)["Table"]["LatestStreamArn"] == before
+    replica = eu.describe_table(TableName=table_name)["Table"]
+    assert replica["StreamSpecification"] == keys_only
+    us.update_table(TableName=table_name, ReplicaUpdates=[{"Delete": {"RegionName": EU}}])
+    streams = make_ddb(transport, service_name="dynamodbstreams", region_name=EU)
+    gone = streams.describe_stream(StreamArn=replica["LatestStreamArn"])["StreamDescription"]
+    assert gone["StreamStatus"] == "DISABLED"  # readable for its retention, as a dropped table's
+
+
 # --- replication -----------------------------------------------------------------------------
 
 

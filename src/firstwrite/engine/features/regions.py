@@ -3,8 +3,8 @@
 The engine serves every region at once: the catalog is keyed by (region, table name), and each
 call runs in the region of its client (the SigV4 credential scope over HTTP). As on DynamoDB
 (global tables version 2019.11.21), ``UpdateTable(ReplicaUpdates=[{"Create": {"RegionName":
-r}}])`` creates a replica in region ``r`` with the same key schema, seeded with the table's
-items, and every member's DescribeTable lists the other members under ``Replicas``.
+r}}])`` creates a replica in region ``r`` (same key schema, the table's items, a stream of its
+own from the table hooks' ``replica`` action), listed by every member's DescribeTable.
 
 * A write to a replica queues one entry per other member *in the write's own transaction*, and
   an entry is deleted in the transaction that applies it: a crash neither loses nor duplicates
@@ -275,6 +275,11 @@ class Replication(Feature):
                 )
             action = actions[0]
             target = update[action]["RegionName"]
+            if target == row.region and action != "Update":
+                raise validation(
+                    "Cannot add or delete the local region through ReplicaUpdates. Use "
+                    "CreateTable, DeleteTable, or UpdateTable as required."
+                )
             if action == "Create":
                 if target in group:
                     raise _already_exists(name)
@@ -283,11 +288,7 @@ class Replication(Feature):
                 self._create_replica(ctx, w, row, target)
                 group.append(target)
             elif target == row.region:
-                if action == "Delete":
-                    raise validation(
-                        f"Cannot delete the replica in {target} through its own region: call "
-                        "DeleteTable there, or UpdateTable from another replica's region"
-                    )
+                pass  # an Update of the local region's replica settings: nothing to change
             elif target not in group:
                 raise validation(
                     "Replica specified in the Replica Update or Replica Delete action of the "
@@ -306,6 +307,7 @@ class Replication(Feature):
         return updated.get(row.region, row)
 
     def _create_replica(self, ctx: Context, w: Writer, row: TableRow, target: str) -> None:
+        row = w.table(row.region, row.name) or row  # the stream a table hook switched on
         definition = {
             k: copy.deepcopy(v)
             for k, v in row.definition.items()
@@ -319,6 +321,12 @@ class Replication(Feature):
         definition["TableId"] = str(uuid.uuid4())
         definition["CreationDateTime"] = ctx.now()
         replica = w.create_table(target, row.name, definition)
+        # The other features' share of a new replica (its own stream: new ARN and label). The
+        # seed copy below is recorded in no stream: those writes are in the table's own.
+        settings = {"StreamSpecification": row.definition.get("StreamSpecification")}
+        at = Context(self.engine, {}, region=target, operation=ctx.operation, extras=ctx.extras)
+        for hook in self.engine.hooks.table_hooks:
+            replica = hook(at, w, replica, "replica", settings)
         w.copy_table_items(row.id, replica.id)
         # Writes from other members not yet applied to the seed must reach the new replica too.
         w.replication_fork(row.name, row.region, target)

@@ -12,8 +12,9 @@
   EndingSequenceNumber and GetRecords ends with no NextShardIterator once it is drained.
 * Time comes from the engine clock: ApproximateCreationDateTime and the 24-hour retention
   (:meth:`Streams._purge`, run by the TTL sweeper).
-
-The Streams API that reads the records is ``operations/streams.py``.
+* Global tables, as on DynamoDB: a table going global gets a NEW_AND_OLD_IMAGES stream if it
+  had none, each replica one of its own (:func:`_replica_updates`); none is disabled while the
+  table has replicas. The Streams API that reads the records is ``operations/streams.py``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["Streams", "same_item"]
 
 _VIEW_TYPES = ("NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY")
+# The stream a table without one gets when it goes global (DynamoDB's choice).
+REPLICA_STREAM_VIEW = "NEW_AND_OLD_IMAGES"
 
 
 # --- stream labels ------------------------------------------------------------------------------
@@ -131,14 +134,40 @@ def _enable(ctx: Context, w: Writer, row: TableRow, view: str) -> dict[str, Any]
     return definition
 
 
+def _close(ctx: Context, w: Writer, row: TableRow) -> None:
+    current = row.definition.get("_stream")
+    if current is not None:  # the stream outlives its table by the retention period
+        w.stream_close(current["id"], ctx.now())
+
+
+def _replica_updates(ctx: Context, w: Writer, row: TableRow, updates: list[Any]) -> TableRow:
+    """A table going global gets a stream (replication reads it); a removed replica's closes.
+
+    Runs before the regions feature's own hook, in the same transaction: a ReplicaUpdates it
+    refuses undoes this too."""
+    for update in updates:
+        if not isinstance(update, Mapping):
+            continue  # the regions feature refuses it
+        if update.get("Create") is not None and "_stream" not in row.definition:
+            row = w.update_table(row, _enable(ctx, w, row, REPLICA_STREAM_VIEW))
+        deleted = update.get("Delete")
+        region = deleted.get("RegionName") if isinstance(deleted, Mapping) else None
+        if isinstance(region, str) and region != row.region:
+            replica = w.table(region, row.name)
+            if replica is not None and replica.definition.get("Replicas"):
+                _close(ctx, w, replica)
+    return row
+
+
 def _on_table(
     ctx: Context, w: Writer, row: TableRow, action: str, params: Mapping[str, Any]
 ) -> TableRow:
     current = row.definition.get("_stream")
     if action == "delete":
-        if current is not None:  # the stream outlives its table by the retention period
-            w.stream_close(current["id"], ctx.now())
+        _close(ctx, w, row)
         return row
+    if action == "update" and params.get("ReplicaUpdates"):
+        return _replica_updates(ctx, w, row, params["ReplicaUpdates"])
     spec = params.get("StreamSpecification")
     if spec is None:
         return row
@@ -159,10 +188,15 @@ def _on_table(
             raise error
         assert view in _VIEW_TYPES  # the request check enforces the enum
         return w.update_table(row, _enable(ctx, w, row, view))
-    if action == "create":
+    if action != "update":
         return row  # StreamEnabled=false at creation: no stream, nothing to record
     if current is None:
         raise validation(f"Table has no stream to disable: TableName: {row.name}")
+    if row.definition.get("Replicas"):
+        raise validation(
+            "One or more parameter values were invalid: Disabling Stream is not allowed for a "
+            "Global Table replica."
+        )
     w.stream_close(current["id"], ctx.now())
     definition = copy.deepcopy(row.definition)
     definition.pop("StreamSpecification", None)
