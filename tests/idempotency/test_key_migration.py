@@ -28,7 +28,7 @@ from firstwrite.idempotency import (
     Replay,
     ReplayedFailureError,
 )
-from firstwrite.idempotency._machine.migration import SchemeKeys
+from firstwrite.idempotency._machine.old_schemes import SchemeKeys
 from firstwrite.idempotency.key_migration import KeyMigration, KeyScheme
 
 from ._migration_worker import race

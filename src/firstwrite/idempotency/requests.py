@@ -446,15 +446,9 @@ class Requests:
         """:meth:`replace_claim` as a TransactWriteItems action."""
         return {"Put": self._replace(item, seen)}
 
-    def transact_claim(
-        self, item: Item, fingerprint: str, now: float, *, unmarked: bool = True
-    ) -> dict[str, Any]:
-        """The claim as a TransactWriteItems action; ``unmarked=False`` (a previous key
-        scheme's item in a migration window): its lease branch without :data:`UNMARKED`."""
+    def transact_claim(self, item: Item, fingerprint: str, now: float) -> dict[str, Any]:
+        """The claim as a TransactWriteItems action."""
         condition, names, values = self._claim_condition(fingerprint, now)
-        if not unmarked and self.layout.marks is not None:
-            condition = condition.replace(UNMARKED, LEASE_OVER)
-            names = {k: v for k, v in names.items() if k != "#mk"}
         return {
             "Put": {
                 "TableName": self.table,

@@ -64,8 +64,21 @@ class OldKeys(Protocol):
 
     def window_keys(self, key: str, scope: str | None, dkey: Key) -> OldKeysOf: ...
     def claim_puts(
-        self, old: OldKeysOf, attempt: Attempt, now: float, seen: Sequence[str | None]
+        self,
+        old: OldKeysOf,
+        attempt: Attempt,
+        now: float,
+        seen: Sequence[str | None],
+        marked: Item | None = None,
     ) -> list[dict[str, Any]]: ...
+    def marked(
+        self,
+        legacy: OldKeysOf,
+        refused: int,
+        trying: Attempt,
+        stored: Item | None,
+        rec: Record,
+    ) -> Item | None: ...
     def stored_record(
         self,
         old: tuple[int, Key],
@@ -74,6 +87,15 @@ class OldKeys(Protocol):
         record_id: str,
         deadline: Deadline | None,
     ) -> Steps[Record | None]: ...
+    def stored_item(
+        self,
+        old: tuple[int, Key],
+        item: Item | None,
+        key: str,
+        record_id: str,
+        deadline: Deadline | None,
+    ) -> Steps[Item | None]: ...
+    def read(self, old: tuple[int, Key], item: Item) -> Record: ...
     def legacy_hit(self, old: tuple[int, Key]) -> None: ...
     def holding(self, claim: Claim, old: OldKeysOf) -> Claim: ...
     def old_keys_of(self, claim: Claim) -> OldKeysOf: ...

@@ -10,13 +10,13 @@ so both versions replay it. Interleavings: an old version's live or finished cla
 only) refuses the new version's transaction, which answers "in progress" or replays it (polls
 re-run the transaction); a new version's claim writes the old key too, so an old version's
 plain claim meets it and waits or replays; a lease run out on one key is taken over as always,
-and the loser's fenced old-key write raises
-:class:`~firstwrite.idempotency.errors.LostClaimError`. Past the window a claim writes the new
+and the loser's fenced old-key write raises ``LostClaimError``. Past the window a claim writes the new
 key alone (a plain call); a claim made inside it still finishes both keys. The transactional
 variant (:mod:`.transactional`) puts the same old-key claims, or fenced completions, in its one
-transaction, beside the caller's items. A record carrying recovery points under the new key
-refuses the window's claim, and is taken over carrying them, then reconciled
-(:func:`.recovery.marked`); the old keys' claims do not look at marks. docs/migrations.md.
+transaction, beside the caller's items. A record carrying recovery points, under the new key
+or an old one, refuses the window's claim: it is taken over as seen, every key carrying all the
+points found (:func:`.recovery.merged`), then reconciled (:func:`.recovery.marked`; refused
+without a hook). docs/migrations.md.
 """
 
 from __future__ import annotations
@@ -28,28 +28,25 @@ from typing import Any
 
 from .. import requests as q
 from ..client_errors import error_code, is_sdk_error
-from ..config import IdempotencyConfig
 from ..effects import Sleep, Steps
 from ..errors import (
     CompletionNotRecordedError,
-    ConfigurationError,
     DeadlineExceededError,
     InProgressError,
-    MissingKeyError,
     TransactionConflictError,
     TransactionValidationError,
 )
-from ..key_migration import KeyMigration, KeyScheme
-from ..keys import KeyBuilder
-from ..layout import layout_of
+from ..key_migration import KeyMigration
 from ..outcomes import Attempt, Claim, Outcome, key_of
-from ..record import Record, Status
+from ..record import Record, Status, convert_item
+from ..recovery import Interrupted, points_of
 from ..requests import Item, Key, Requests
 from ..verdicts import Verdict, fenced_outcome
 from . import recovery
 from .budget import Deadline
 from .cancellation import TRANSIENT_REASONS, Kind, read
 from .machine import OldKeysOf, StateMachine
+from .old_schemes import Scheme
 from .retry import backoff, budget_spent
 from .transactional import transact
 
@@ -65,80 +62,6 @@ class LegacyClaim(Claim):
     legacy: tuple[tuple[int, Key], ...] = ()
 
 
-class SchemeKeys:
-    """The DynamoDB key a :class:`KeyScheme` gives a caller's key (on the table's key
-    attributes), as the version that used it wrote it."""
-
-    __slots__ = ("_builder", "_double_hash", "_prefix")
-
-    def __init__(
-        self,
-        scheme: KeyScheme,
-        *,
-        partition_key: str,
-        sort_key: str | None,
-        max_key_length: int,
-        hash_function: str,
-    ) -> None:
-        self._builder = KeyBuilder(
-            prefix=scheme.key_prefix,
-            scope=scheme.scope,
-            partition_key=partition_key,
-            sort_key=sort_key,
-            max_key_length=max_key_length,
-            hash_function=hash_function,
-        )
-        # The old shape differs only for a partition key alone and no scope at all.
-        self._double_hash = scheme.empty_scope_part and sort_key is None and not scheme.scope
-        self._prefix = scheme.key_prefix
-
-    def key(self, key: str, scope: str | None = None) -> tuple[Key, str]:
-        """The ``Key`` dict and a printable record id, as :meth:`.keys.KeyBuilder.key`."""
-        dkey, record_id = self._builder.key(key, scope)
-        if self._double_hash and not scope:
-            if not isinstance(key, str) or not key:
-                raise MissingKeyError("the idempotency key must be a non-empty string")
-            ((name, value),) = dkey.items()
-            record_id = f"{self._prefix}##{value['S'][len(self._prefix) + 1 :]}"
-            dkey = {name: {"S": record_id}}
-        return dkey, record_id
-
-
-class _Scheme:
-    """A previous scheme's keys and request builders, and its metric label."""
-
-    __slots__ = ("keys", "label", "layout", "requests")
-
-    def __init__(self, scheme: KeyScheme, config: IdempotencyConfig) -> None:
-        self.keys = SchemeKeys(
-            scheme,
-            partition_key=config.partition_key,
-            sort_key=config.sort_key,
-            max_key_length=config.max_key_length,
-            hash_function=config.hash_function,
-        )
-        old = config.with_(
-            key_prefix=scheme.key_prefix,
-            scope=scheme.scope,
-            layout=scheme.layout,
-            key_migration=None,
-        )
-        self.requests = Requests(old)
-        self.layout = scheme.layout
-        self.label = scheme.name
-
-    def read(self, item: Item) -> Record:
-        try:
-            return Record.from_item(item, self.layout)
-        except (KeyError, ValueError, TypeError) as exc:
-            found = layout_of(item)
-            what = "no known layout" if found is None else f"the {found.name!r} layout"
-            raise ConfigurationError(
-                f"the item stored under the previous scheme's key ({self.label}) is in {what}, "
-                f"not that scheme's {self.layout.name!r} layout: fix KeyScheme.layout"
-            ) from exc
-
-
 class Migrating:
     """The window's transitions over one :class:`~.machine.StateMachine` (see the module
     docstring); the machine's ``claim`` is this object's while a migration is configured."""
@@ -148,7 +71,7 @@ class Migrating:
     def __init__(self, m: StateMachine, migration: KeyMigration) -> None:
         self.m = m
         self.ends_at = migration.ends_at(m.config.retention)
-        self.schemes = [_Scheme(s, m.config) for s in migration.previous]
+        self.schemes = [Scheme(s, m.config) for s in migration.previous]
 
     def legacy_keys(self, key: str, scope: str | None, dkey: Key) -> list[tuple[int, Key]]:
         """The old keys of ``key`` (those that differ from the new key ``dkey``)."""
@@ -184,14 +107,17 @@ class Migrating:
         waiting_until: float | None = None
         interval = m.config.poll_interval
         seen: list[str | None] = [None] * (1 + len(legacy))  # replace as seen, by item
+        # By item: the marked record it holds (in the current layout), taken over as seen
+        # carrying its points, then reconciled.
+        marks: list[Item | None] = [None] * (1 + len(legacy))
         transient = 0
-        marked: Item | None = None  # a marked record taken over as seen, then reconciled
         for _ in range(_MAX_ROUNDS):
             trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
-            if marked is not None:  # its marks carried in the claim's own item
+            marked = recovery.merged(m, marks)
+            if marked is not None:  # its marks carried in the claim's own items
                 item = recovery.carrying(m, item, marked)
-            actions = [self._put(m.requests, item, fp, now, seen[0], unmarked=True)]
-            actions += self.claim_puts(legacy, trying, now, seen[1:])
+            actions = [self._put(m.requests, item, fp, now, seen[0])]
+            actions += self.claim_puts(legacy, trying, now, seen[1:], marked)
             call = m.requests.transact(actions, trying.owner)
             reasons = yield from transact(m, call, key, record_id, deadline)
             if reasons is None:
@@ -214,10 +140,11 @@ class Migrating:
                 stored = yield from m.refused_item(stored, dkey, key, record_id, deadline)
                 rec = None if stored is None else m.read(stored)
             else:
-                rec = yield from self.stored_record(
+                stored = yield from self.stored_item(
                     legacy[refused - 1], stored, key, record_id, deadline
                 )
-            marked = None
+                rec = None if stored is None else self.read(legacy[refused - 1], stored)
+            marks[refused] = None
             if rec is None:
                 seen[refused] = None
                 continue
@@ -244,9 +171,10 @@ class Migrating:
                 continue
             if verdict is Verdict.LATE:
                 m.late(trying, rec, now, refuse=m.config.refuse_late_retries)
-            if verdict is Verdict.CLAIMABLE and refused == 0:  # marked: reconcile, never rerun
-                marked = recovery.marked(m, trying, stored, rec)
-            replaced = verdict is Verdict.LATE or verdict is Verdict.REPLACE or marked is not None
+            if verdict is Verdict.CLAIMABLE:  # marked: reconcile, never rerun
+                marks[refused] = self.marked(legacy, refused, trying, stored, rec)
+            replaced = verdict is Verdict.LATE or verdict is Verdict.REPLACE
+            replaced = replaced or marks[refused] is not None
             seen[refused] = q.fence(rec.owner, rec.version) if replaced else None
         raise InProgressError(key, m.config.poll_interval, record_id=record_id)  # churn
 
@@ -257,11 +185,9 @@ class Migrating:
         fp: str,
         now: float,
         seen: str | None,
-        *,
-        unmarked: bool = False,
     ) -> dict[str, Any]:
         if seen is None:
-            return builder.transact_claim(item, fp, now, unmarked=unmarked)
+            return builder.transact_claim(item, fp, now)
         return builder.transact_replace_claim(item, seen)
 
     @staticmethod
@@ -293,6 +219,31 @@ class Migrating:
         yield Sleep(delay)
         return attempt
 
+    def marked(
+        self,
+        legacy: OldKeysOf,
+        refused: int,
+        trying: Attempt,
+        stored: Item | None,
+        rec: Record,
+    ) -> Item | None:
+        """For a claim refused past its lease by own item ``refused`` (0: the current key, else
+        ``legacy[refused - 1]``), stored as ``stored``: that record in the current layout when it
+        carries recovery points (:func:`.recovery.marked`: refused without a hook), else
+        ``None``. Points under an old key that the current layout cannot carry (``marks=None``)
+        are refused, never rerun."""
+        m = self.m
+        if refused == 0:
+            return recovery.marked(m, trying, stored, rec)
+        layout = self.schemes[legacy[refused - 1][0]].layout
+        if stored is None or layout.marks is None or layout.marks not in stored:
+            return None
+        if m.layout.marks is None:
+            points = points_of(stored, layout.marks)
+            interrupted = Interrupted(trying.idempotency_key, trying.record_id, points, rec)
+            raise recovery.refusal(m, interrupted)
+        return recovery.marked(m, trying, convert_item(stored, m.layout, layout), rec)
+
     # -- the old keys as items of a transaction (this claim's, and :mod:`.transactional`'s) -----
 
     def window_keys(self, key: str, scope: str | None, dkey: Key) -> OldKeysOf:
@@ -302,15 +253,26 @@ class Migrating:
         return tuple(self.legacy_keys(key, scope, dkey))
 
     def claim_puts(
-        self, old: OldKeysOf, attempt: Attempt, now: float, seen: Sequence[str | None]
+        self,
+        old: OldKeysOf,
+        attempt: Attempt,
+        now: float,
+        seen: Sequence[str | None],
+        marked: Item | None = None,
     ) -> list[dict[str, Any]]:
         """The claim's ``Put`` under each of ``old``: the old scheme's item shape with
-        ``attempt``'s owner token, lease and expiry, and the claim condition (the replace
-        condition over a record as ``seen``, where one was)."""
+        ``attempt``'s owner token, lease and expiry, carrying the points of ``marked`` (a
+        record the claim takes over, in the current layout), and the claim condition, which a
+        record carrying points past its lease refuses (the replace condition over a record as
+        ``seen``, where one was)."""
+        points = None if marked is None else marked.get(self.m.layout.marks or "")
         actions = []
         for (i, old_key), was in zip(old, seen, strict=True):
-            builder = self.schemes[i].requests
+            scheme = self.schemes[i]
+            builder = scheme.requests
             item = self._old_item(builder, old_key, attempt)
+            if points is not None and scheme.layout.marks is not None:
+                item[scheme.layout.marks] = points
             actions.append(self._put(builder, item, attempt.fingerprint, now, was))
         return actions
 
@@ -322,16 +284,31 @@ class Migrating:
         record_id: str,
         deadline: Deadline | None,
     ) -> Steps[Record | None]:
-        """The record under the old key that refused a write, read in its scheme's layout: the
-        ``item`` it returned (``ALL_OLD``), or one consistent read from an endpoint that does not
-        return it; ``None``: nothing stored any more."""
-        i, old_key = old
+        """The record under the old key that refused a write, read in its scheme's layout
+        (:meth:`stored_item`); ``None``: nothing stored any more."""
+        item = yield from self.stored_item(old, item, key, record_id, deadline)
+        return None if item is None else self.schemes[old[0]].read(item)
+
+    def stored_item(
+        self,
+        old: tuple[int, Key],
+        item: Item | None,
+        key: str,
+        record_id: str,
+        deadline: Deadline | None,
+    ) -> Steps[Item | None]:
+        """The item under the old key that refused a write: the ``item`` it returned
+        (``ALL_OLD``), or one consistent read from an endpoint that does not return it; ``None``:
+        nothing stored any more."""
         if item is None:
+            i, old_key = old
             get = self.schemes[i].requests.get(old_key)
             item = (yield from self.m.call(get, key, record_id, deadline)).get("Item")
-            if item is None:
-                return None
-        return self.schemes[i].read(item)
+        return item
+
+    def read(self, old: tuple[int, Key], item: Item) -> Record:
+        """The record stored under the old key ``old`` as ``item``, in its scheme's layout."""
+        return self.schemes[old[0]].read(item)
 
     def legacy_hit(self, old: tuple[int, Key]) -> None:
         """Count a claim answered by the record under an old key."""

@@ -16,6 +16,7 @@ answer. A hook that raises puts the claim back (lease ``0``), then its error pro
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import requests as q
@@ -171,6 +172,25 @@ def marked(m: StateMachine, attempt: Attempt, stored: Item | None, rec: Record) 
         key = attempt.idempotency_key
         raise refusal(m, Interrupted(key, attempt.record_id, points, rec))
     return stored
+
+
+def merged(m: StateMachine, found: Sequence[Item | None]) -> Item | None:
+    """The marked records ``found`` per key of a claim (the current key's first, then a key
+    migration's old keys', each read in the current layout) as one: the first one found,
+    carrying every point of them all, each once; ``None`` when none was found."""
+    records = [item for item in found if item is not None]
+    if len(records) <= 1:
+        return records[0] if records else None
+    attribute = _attribute(m)
+    points: list[Any] = []
+    ids: set[str] = set()
+    for record in records:
+        for point in record[attribute].get("L", []):
+            mark_id = point.get("M", {}).get("id", {}).get("S")
+            if mark_id is None or mark_id not in ids:
+                ids.add(mark_id)
+                points.append(point)
+    return {**records[0], attribute: {"L": points}}
 
 
 def carrying(m: StateMachine, item: Item, marked: Item) -> Item:

@@ -156,10 +156,13 @@ def claim_with(
     attempt = 0
     # Per own item: replacing a record past retention (or a tombstone) as seen.
     seen: list[str | None] = [None] * (1 + len(old))
-    marked: Item | None = None  # a marked record to take over alone (seen[0]), then reconcile
+    # Per own item: the marked record it holds (current layout), to take over alone as seen,
+    # carrying its points, then reconcile.
+    marks: list[Item | None] = [None] * (1 + len(old))
     while True:
         trying, item, now = m.new_claim(key, record_id, dkey, fp, lease)
-        if marked is not None:  # its marks carried in the claim's own item
+        marked = recovery.merged(m, marks)
+        if marked is not None:  # its marks carried in the claim's own items
             item = recovery.carrying(m, item, marked)
         own = [
             requests.transact_claim(item, fp, now)
@@ -167,7 +170,7 @@ def claim_with(
             else requests.transact_replace_claim(item, seen[0])
         ]
         if migrating is not None and old:
-            own += migrating.claim_puts(old, trying, now, seen[1:])
+            own += migrating.claim_puts(old, trying, now, seen[1:], marked)
         business = transact_items if marked is None else ()
         call = requests.transact([*own, *business], trying.owner)
         reasons = yield from transact(m, call, key, record_id, deadline)
@@ -186,8 +189,11 @@ def claim_with(
             stored = yield from m.refused_item(stored, dkey, key, record_id, deadline)
             rec = None if stored is None else m.read(stored)
         else:
-            rec = yield from _refused_record(m, cancelled, dkey, old, key, record_id, deadline)
-        marked = None
+            assert migrating is not None  # old keys only inside a migration's window
+            was = old[refused - 1]
+            stored = yield from migrating.stored_item(was, stored, key, record_id, deadline)
+            rec = None if stored is None else migrating.read(was, stored)
+        marks[refused] = None
         if rec is None:
             seen[refused] = None
             continue
@@ -204,8 +210,10 @@ def claim_with(
         if verdict is Verdict.LATE:
             m.late(trying, rec, now, refuse=m.config.refuse_late_retries)
         if verdict is Verdict.CLAIMABLE and refused == 0:
-            marked = recovery.marked(m, trying, stored, rec)
-        replaced = verdict is not Verdict.CLAIMABLE or marked is not None
+            marks[0] = recovery.marked(m, trying, stored, rec)
+        elif verdict is Verdict.CLAIMABLE and migrating is not None:
+            marks[refused] = migrating.marked(old, refused, trying, stored, rec)
+        replaced = verdict is not Verdict.CLAIMABLE or marks[refused] is not None
         seen[refused] = q.fence(rec.owner, rec.version) if replaced else None
 
 
