@@ -14,7 +14,8 @@
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
 * **No body read after its answer**: a request answered before its body arrived closes its
-  connection once the answer is written (RFC 9112 allows it), rather than read and drop the rest.
+  connection once the answer is written (RFC 9112 allows it), rather than read and drop the rest,
+  and its answer says so (``Connection: close``), so that no client sends another request on it.
 * **Nothing kept after close**: a connection's objects drop their references to each other when
   it closes, so its memory is freed then, not at the next full garbage collection.
 """
@@ -26,6 +27,7 @@ import contextvars
 import inspect
 import resource
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -377,6 +379,20 @@ def protocol_class(
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
             # uvicorn's, keeping the task: a request refused before its app began is not run.
+            # An answer begun before its request's body arrived closes the connection
+            # (on_response_complete): it says so, or a client reuses it and meets a reset. (A
+            # weak reference: the cycle holds this function, which must not hold the cycle.)
+            held, send = weakref.ref(cycle), type(cycle).send
+
+            async def announcing_close(message: Any) -> None:
+                this = held()
+                if this is None:
+                    return
+                if message["type"] == "http.response.start" and this.more_body:
+                    this.keep_alive = False  # uvicorn then writes "connection: close"
+                await send(this, message)
+
+            cycle.send = announcing_close
             context = contextvars.Context() if self.config.reset_contextvars else None
             task = self.loop.create_task(cycle.run_asgi(app), context=context)
             task.add_done_callback(self.tasks.discard)
