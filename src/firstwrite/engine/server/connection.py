@@ -14,8 +14,7 @@
   average ``min_chunk_bytes`` (each chunk is a call into Python; the body pace counts bytes
   only), else 400 and close, the rest of the read left unparsed.
 * **No body read after its answer**: a request answered before its body arrived closes its
-  connection once the answer is written (RFC 9112 allows it), rather than read and drop the rest,
-  and its answer says so (``Connection: close``), so that no client sends another request on it.
+  connection once the answer, saying ``Connection: close``, is written (not read and dropped).
 * **Nothing kept after close**: a connection's objects drop their references to each other when
   it closes, so its memory is freed then, not at the next full garbage collection.
 """
