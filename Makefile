@@ -92,7 +92,7 @@ bench: $(STAMP)
 
 ## screenshots: retake the console's screenshots in docs/img/ (headless Chromium, via its browser tests)
 screenshots: $(STAMP)
-	FIRSTWRITE_SCREENSHOTS=docs/img $(PY) -m pytest -q -p no:randomly -n 0 tests/console/test_browser.py -k "race_32 or race_timeline or lease-takeover or transaction-cancelled or stale-replica or hot-partition or redelivered-batch or long_key"
+	FIRSTWRITE_SCREENSHOTS=docs/img $(PY) -m pytest -q -p no:randomly -n 0 tests/console/test_browser.py -k "race_32 or race_timeline or lease-takeover or transaction-cancelled or stale-replica or hot-partition or redelivered-batch or worker-killed or skewed-worker or regions-both or long_key"
 
 ## lock: re-resolve requirements/dev.lock and run.lock (needs uv; run by a maintainer, not by CI)
 lock:

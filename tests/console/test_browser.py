@@ -61,7 +61,14 @@ PAGES = {
 }
 SCREENSHOTS = {"lease-takeover", "transaction-cancelled", "hot-partition", "redelivered-batch"}
 # The scenarios whose sequence diagrams docs/console.md shows (as PNG screenshots).
-DIAGRAM_SCREENSHOTS = {"lease-takeover", "transaction-cancelled", "stale-replica"}
+DIAGRAM_SCREENSHOTS = {
+    "lease-takeover",
+    "transaction-cancelled",
+    "stale-replica",
+    "worker-killed-after-charge",
+    "skewed-worker",
+    "regions-both-claimed",
+}
 
 
 def expect(locator: Any) -> Any:
