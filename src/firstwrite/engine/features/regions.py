@@ -287,8 +287,6 @@ class Replication(Feature):
                     raise _already_exists(name)
                 self._create_replica(ctx, w, row, target)
                 group.append(target)
-            elif target == row.region:
-                pass  # an Update of the local region's replica settings: nothing to change
             elif target not in group:
                 raise validation(
                     "Replica specified in the Replica Update or Replica Delete action of the "
@@ -296,9 +294,10 @@ class Replication(Feature):
                 )
             elif action == "Delete":
                 replica = w.table(target, name)
-                w.replication_purge(name, target)
-                if replica is not None:
-                    w.drop_item_versions(replica.id)
+                if replica is None:
+                    w.replication_purge(name, target)
+                else:  # its table goes as DeleteTable takes one: every feature's share first
+                    self._table_hooks(ctx, w, replica, "delete")
                     w.drop_table(replica)
                 group.remove(target)
             # "Update" carries per-replica overrides (throughput, KMS, table class): accepted,
@@ -324,13 +323,27 @@ class Replication(Feature):
         # The other features' share of a new replica (its own stream: new ARN and label). The
         # seed copy below is recorded in no stream: those writes are in the table's own.
         settings = {"StreamSpecification": row.definition.get("StreamSpecification")}
-        at = Context(self.engine, {}, region=target, operation=ctx.operation, extras=ctx.extras)
-        for hook in self.engine.hooks.table_hooks:
-            replica = hook(at, w, replica, "replica", settings)
+        replica = self._table_hooks(ctx, w, replica, "replica", settings)
         w.copy_table_items(row.id, replica.id)
         # Writes from other members not yet applied to the seed must reach the new replica too.
         w.replication_fork(row.name, row.region, target)
         self._start()
+
+    def _table_hooks(
+        self,
+        ctx: Context,
+        w: Writer,
+        replica: TableRow,
+        action: str,
+        params: Mapping[str, Any] | None = None,
+    ) -> TableRow:
+        """Every table hook's ``action`` on ``replica``'s table, in its own region."""
+        at = Context(
+            self.engine, {}, region=replica.region, operation=ctx.operation, extras=ctx.extras
+        )
+        for hook in self.engine.hooks.table_hooks:
+            replica = hook(at, w, replica, action, params or {})
+        return replica
 
     def _set_group(
         self, w: Writer, name: str, group: list[str], *, skip: str | None = None

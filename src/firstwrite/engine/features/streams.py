@@ -13,7 +13,7 @@
 * Time comes from the engine clock: ApproximateCreationDateTime and the 24-hour retention
   (:meth:`Streams._purge`, run by the TTL sweeper).
 * Global tables, as on DynamoDB: a table going global gets a NEW_AND_OLD_IMAGES stream if it
-  had none, each replica one of its own (:func:`_replica_updates`); none is disabled while the
+  had none, each replica one of its own (the ``replica`` action); none is disabled while the
   table has replicas. The Streams API that reads the records is ``operations/streams.py``.
 """
 
@@ -140,22 +140,14 @@ def _close(ctx: Context, w: Writer, row: TableRow) -> None:
         w.stream_close(current["id"], ctx.now())
 
 
-def _replica_updates(ctx: Context, w: Writer, row: TableRow, updates: list[Any]) -> TableRow:
-    """A table going global gets a stream (replication reads it); a removed replica's closes.
-
-    Runs before the regions feature's own hook, in the same transaction: a ReplicaUpdates it
-    refuses undoes this too."""
-    for update in updates:
-        if not isinstance(update, Mapping):
-            continue  # the regions feature refuses it
-        if update.get("Create") is not None and "_stream" not in row.definition:
-            row = w.update_table(row, _enable(ctx, w, row, REPLICA_STREAM_VIEW))
-        deleted = update.get("Delete")
-        region = deleted.get("RegionName") if isinstance(deleted, Mapping) else None
-        if isinstance(region, str) and region != row.region:
-            replica = w.table(region, row.name)
-            if replica is not None and replica.definition.get("Replicas"):
-                _close(ctx, w, replica)
+def _going_global(ctx: Context, w: Writer, row: TableRow, updates: list[Any]) -> TableRow:
+    """A table given a replica gets a stream if it has none (replication reads it). Runs
+    before the regions feature's own hook, in the same transaction: a ReplicaUpdates it refuses
+    undoes this too. (A removed replica's stream closes with its table: ``delete``.)"""
+    if "_stream" in row.definition:
+        return row
+    if any(isinstance(u, Mapping) and u.get("Create") is not None for u in updates):
+        return w.update_table(row, _enable(ctx, w, row, REPLICA_STREAM_VIEW))
     return row
 
 
@@ -167,7 +159,7 @@ def _on_table(
         _close(ctx, w, row)
         return row
     if action == "update" and params.get("ReplicaUpdates"):
-        return _replica_updates(ctx, w, row, params["ReplicaUpdates"])
+        return _going_global(ctx, w, row, params["ReplicaUpdates"])
     spec = params.get("StreamSpecification")
     if spec is None:
         return row
@@ -197,7 +189,7 @@ def _on_table(
             "One or more parameter values were invalid: Disabling Stream is not allowed for a "
             "Global Table replica."
         )
-    w.stream_close(current["id"], ctx.now())
+    _close(ctx, w, row)
     definition = copy.deepcopy(row.definition)
     definition.pop("StreamSpecification", None)
     definition.pop("_stream", None)
