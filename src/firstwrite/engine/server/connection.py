@@ -26,7 +26,6 @@ import contextvars
 import inspect
 import resource
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -164,7 +163,7 @@ def protocol_class(
     try:
         import httptools
         from uvicorn.protocols.http.flow_control import FlowControl
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
     except ImportError:  # pragma: no cover - httptools is a dependency
         return None
 
@@ -212,6 +211,16 @@ def protocol_class(
         f"the server has {max_connections} connections open, its limit: try again shortly",
         close=True,
     )
+
+    class AnnouncingCycle(RequestResponseCycle):
+        """uvicorn's request cycle whose answer, begun before its request's body arrived, says
+        ``Connection: close`` (the connection closes after it: on_response_complete), so that
+        no client sends another request on it and meets a reset."""
+
+        async def send(self, message: Any) -> None:
+            if message["type"] == "http.response.start" and self.more_body:
+                self.keep_alive = False  # uvicorn then writes "connection: close"
+            await super().send(message)
 
     class BoundedFlow(FlowControl):
         """Reading resumes only while the client reads its answers and queues few requests."""
@@ -378,20 +387,8 @@ def protocol_class(
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
             # uvicorn's, keeping the task: a request refused before its app began is not run.
-            # An answer begun before its request's body arrived closes the connection
-            # (on_response_complete): it says so, or a client reuses it and meets a reset. (A
-            # weak reference: the cycle holds this function, which must not hold the cycle.)
-            held, send = weakref.ref(cycle), type(cycle).send
-
-            async def announcing_close(message: Any) -> None:
-                this = held()
-                if this is None:
-                    return
-                if message["type"] == "http.response.start" and this.more_body:
-                    this.keep_alive = False  # uvicorn then writes "connection: close"
-                await send(this, message)
-
-            cycle.send = announcing_close
+            # (uvicorn makes the cycle itself, deep in on_headers_complete: made ours here.)
+            cycle.__class__ = AnnouncingCycle
             context = contextvars.Context() if self.config.reset_contextvars else None
             task = self.loop.create_task(cycle.run_asgi(app), context=context)
             task.add_done_callback(self.tasks.discard)
