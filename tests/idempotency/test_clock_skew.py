@@ -119,6 +119,23 @@ def test_a_stepped_clock_starts_the_estimate_again_instead_of_keeping_a_wrong_on
     assert abs(estimate.offset - (-0.4)) <= estimate.uncertainty
 
 
+def test_an_answer_right_after_a_step_is_the_new_estimate_not_a_refusal() -> None:
+    """The clock steps with DynamoDB's (an engine test moving its clock, both read it): the next
+    answer narrows nothing, yet it was taken after the step, so the estimate starts again from it
+    and a takeover is judged on it. (It was dropped: the takeover refused as "stepped since
+    DynamoDB last answered", right after an answer; test_recovery_claim_with saw it once.)"""
+    clocks = Clocks()
+    skew = skew_of(clocks)
+    for _ in range(5):
+        clocks.pass_(0.3)
+        call(skew, clocks, clocks.wall, rtt=0.01)
+    clocks.wall += 2.0  # the wall clock alone: a step
+    call(skew, clocks, clocks.wall, rtt=0.01)
+    assert skew.times().refusal is None
+    estimate = skew.estimate()
+    assert estimate is not None and estimate.samples == 1
+
+
 def test_the_lease_instants_are_widened_by_the_uncertainty_in_the_safe_direction() -> None:
     clocks = Clocks()
     skew = skew_of(clocks, tolerance=0.25)

@@ -182,9 +182,13 @@ class ClockSkew:
         if state is not None:  # the common case: an answer that narrows nothing
             self._heard = received
             slack = self._drift * abs(received - state.at)
-            if low <= state.low - slack and high >= state.high + slack:
-                return  # (a stepped clock is caught by times(), which drops the estimate)
-        self.add(low, high, received)
+            if (
+                low <= state.low - slack
+                and high >= state.high + slack
+                and not self._stepped_since(state, received)
+            ):
+                return
+        self.add(low, high, received)  # (after a step: the estimate starts again from it)
 
     def add(self, low: float, high: float, at: float) -> None:
         """Narrow the estimate with one answer's interval ``[low, high]`` taken at local ``at``."""
@@ -235,17 +239,20 @@ class ClockSkew:
         slack = self.policy.drift * abs(self.clock() - state.at)
         return state.low - slack > self.policy.tolerance
 
+    def _stepped_since(self, state: _State, now: float) -> bool:
+        """Whether the clock was stepped (moved against the monotonic one) since ``state``'s
+        answer; a clock that stood still since (a test's frozen clock) was not."""
+        return now != state.at and abs(now - self.monotonic() - state.step) > (
+            0.001 + self._drift * abs(now - state.at)
+        )
+
     def times(self) -> LeaseTimes:
         """The instants of a lease decision made now (see :class:`LeaseTimes`)."""
         now = self.clock()
         if not self.enabled:
             return _times((now, now, None))
         state = self._state
-        if (
-            state is not None
-            and now != state.at  # a clock that stood still since (a test's frozen clock)
-            and abs(now - self.monotonic() - state.step) > 0.001 + self._drift * abs(now - state.at)
-        ):
+        if state is not None and self._stepped_since(state, now):
             state = self._state = None  # the clock was stepped: the estimate no longer holds
             self._stepped = True
         if state is None:
