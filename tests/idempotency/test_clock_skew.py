@@ -136,6 +136,46 @@ def test_an_answer_right_after_a_step_is_the_new_estimate_not_a_refusal() -> Non
     assert estimate is not None and estimate.samples == 1
 
 
+class Descheduled(Clocks):
+    """Clocks read by a process the scheduler pauses: after each wall-clock read in ``pauses``
+    (counted from 1), 20 ms pass before the next read of either clock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.pauses: set[int] = set()
+
+    def read_wall(self) -> float:
+        value = self.wall
+        self.reads += 1
+        if self.reads in self.pauses:
+            self.pass_(0.020)
+        return value
+
+
+def test_a_pause_between_the_two_clocks_reads_is_not_a_step() -> None:
+    """On a loaded machine the process can be descheduled between reading the wall clock and
+    the monotonic one: the two read 20 ms apart look like a 20 ms step. It was taken for one
+    (CI's recovery proof refused a takeover as "stepped"); a careful second reading tells a
+    pause from a step, and a real step is still seen through the same pauses."""
+    clocks = Descheduled()
+    skew = ClockSkew(ClockSkewPolicy(), 60.0, clocks.read_wall, lambda: clocks.mono)
+    for _ in range(3):
+        clocks.pass_(0.3)
+        call(skew, clocks, clocks.wall, rtt=0.01)
+    for _ in range(20):  # each decision paused right after its wall-clock read
+        clocks.pass_(0.1)
+        clocks.pauses = {clocks.reads + 1}
+        assert skew.times().refusal is None
+    clocks.pauses = {clocks.reads + 1, clocks.reads + 2}  # the careful reading paused too
+    assert skew.times().refusal is None
+    estimate = skew.estimate()
+    assert estimate is not None and estimate.samples == 3
+    clocks.wall += 0.05  # a real step, through the same pauses
+    clocks.pauses = {clocks.reads + 1, clocks.reads + 2}
+    assert skew.times().refusal == "the clock was stepped since DynamoDB last answered"
+
+
 def test_the_lease_instants_are_widened_by_the_uncertainty_in_the_safe_direction() -> None:
     clocks = Clocks()
     skew = skew_of(clocks, tolerance=0.25)

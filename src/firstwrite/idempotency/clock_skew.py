@@ -122,6 +122,7 @@ class _State(NamedTuple):
     high: float
     at: float
     step: float  # local clock minus monotonic clock at ``at``: a change means a stepped clock
+    width: float  # how far that reading may be off (the time between its two clocks' reads)
     samples: int
 
 
@@ -193,16 +194,18 @@ class ClockSkew:
     def add(self, low: float, high: float, at: float) -> None:
         """Narrow the estimate with one answer's interval ``[low, high]`` taken at local ``at``."""
         policy = self.policy
-        step = at - self.monotonic()
+        step, width = self._step()
         with self._lock:
             old = self._state
             count = 1
-            if old is not None and abs(step - old.step) <= 0.001 + policy.drift * abs(at - old.at):
+            if old is not None and abs(step - old.step) <= (
+                0.001 + (width + old.width) / 2 + policy.drift * abs(at - old.at)
+            ):
                 slack = policy.drift * abs(at - old.at)
                 joined_low, joined_high = max(low, old.low - slack), min(high, old.high + slack)
                 if joined_low <= joined_high:  # else: the clock moved, start again
                     low, high, count = joined_low, joined_high, old.samples + 1
-            self._state = new = _State(low, high, at, step, count)
+            self._state = new = _State(low, high, at, step, width, count)
             self._dateless = False
             self.blind = False
             self._stepped = False
@@ -239,12 +242,34 @@ class ClockSkew:
         slack = self.policy.drift * abs(self.clock() - state.at)
         return state.low - slack > self.policy.tolerance
 
+    def _step(self) -> tuple[float, float]:
+        """The local clock minus the monotonic one now, and how far that reading may be off:
+        the process can be descheduled between two clocks' reads (on a loaded machine, for
+        milliseconds), so the clock is read between two monotonic reads, up to three times,
+        and the narrowest reading kept."""
+        monotonic, clock = self.monotonic, self.clock
+        best = (0.0, float("inf"))
+        for _ in range(3):
+            before = monotonic()
+            now = clock()
+            after = monotonic()
+            if after - before < best[1]:
+                best = (now - (before + after) / 2, after - before)
+                if best[1] <= 0.0002:
+                    break
+        return best
+
     def _stepped_since(self, state: _State, now: float) -> bool:
-        """Whether the clock was stepped (moved against the monotonic one) since ``state``'s
-        answer; a clock that stood still since (a test's frozen clock) was not."""
-        return now != state.at and abs(now - self.monotonic() - state.step) > (
-            0.001 + self._drift * abs(now - state.at)
-        )
+        """Whether the clock was stepped (moved against the monotonic one by more than 1 ms
+        and the readings' error) since ``state``'s answer; a clock that stood still since (a
+        test's frozen clock) was not."""
+        if now == state.at:
+            return False
+        allowed = 0.001 + self._drift * abs(now - state.at)
+        if abs(now - self.monotonic() - state.step) <= allowed + state.width / 2:
+            return False  # the common case, in one read of each clock
+        step, width = self._step()  # maybe descheduled between the reads: read carefully
+        return abs(step - state.step) > allowed + (width + state.width) / 2
 
     def times(self) -> LeaseTimes:
         """The instants of a lease decision made now (see :class:`LeaseTimes`)."""

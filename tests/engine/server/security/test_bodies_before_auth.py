@@ -208,4 +208,4 @@ def test_the_data_plane_judges_credentials_before_the_body(cli_server: Callable[
             took = time.monotonic() - started
         assert answer.startswith(b"HTTP/1.1 400"), answer[:300]
         assert f"#{expected}".encode() in answer or f'"{expected}'.encode() in answer, answer
-        assert took < 1.0, f"{expected}: {took:.2f} s"
+        assert took < 3.0, f"{expected}: {took:.2f} s"  # not the body's wait (the socket's 5 s)
