@@ -244,9 +244,9 @@ class ClockSkew:
 
     def _step(self) -> tuple[float, float]:
         """The local clock minus the monotonic one now, and how far that reading may be off:
-        the process can be descheduled between two clocks' reads (on a loaded machine, for
-        milliseconds), so the clock is read between two monotonic reads, up to three times,
-        and the narrowest reading kept."""
+        the process can be descheduled between two clocks' reads (on a loaded machine), so
+        the clock is read between two monotonic reads, up to three times, and the narrowest
+        reading kept."""
         monotonic, clock = self.monotonic, self.clock
         best = (0.0, float("inf"))
         for _ in range(3):
@@ -260,9 +260,9 @@ class ClockSkew:
         return best
 
     def _stepped_since(self, state: _State, now: float) -> bool:
-        """Whether the clock was stepped (moved against the monotonic one by more than 1 ms
-        and the readings' error) since ``state``'s answer; a clock that stood still since (a
-        test's frozen clock) was not."""
+        """Whether the clock was stepped (moved against the monotonic one by more than the
+        drift allows and the readings' error) since ``state``'s answer; a clock that stood
+        still since (a test's frozen clock) was not."""
         if now == state.at:
             return False
         allowed = 0.001 + self._drift * abs(now - state.at)
