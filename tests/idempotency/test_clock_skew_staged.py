@@ -98,6 +98,23 @@ def test_an_owner_behind_keeps_a_whole_lease_on_dynamodbs_clock(engine: Engine) 
     assert contend(right, "off") == "taken over"  # the short lease: a live claim taken over
 
 
+def test_over_the_direct_client_a_contender_ahead_reads_the_offset_too(engine: Engine) -> None:
+    """The direct client dates its answers as the bound clients do, so a guard over it reads
+    DynamoDB's clock (it read none: offset 0 assumed, and a contender 14 s ahead took a live
+    claim over)."""
+    from firstwrite.engine.direct import DirectClient
+
+    config = IdempotencyConfig(table_name=TABLE, lease=LEASE, clock_skew=ON)
+    owner = Idempotency(config, client=DirectClient(engine), clock=engine.clock.now)
+    assert isinstance(owner.claim("k", payload={"n": 1}), Claim)
+    engine.clock.advance(LEASE - 10)
+    contender = Idempotency(config, client=DirectClient(engine), clock=engine.clock.skewed(14))
+    assert contend(contender, "k") == "in progress"
+    estimate = contender.clock_estimate()
+    assert estimate is not None and estimate.samples >= 1
+    assert -15 <= estimate.offset <= -13
+
+
 def test_a_contender_too_far_off_is_refused_and_the_gauge_shows_how_far(engine: Engine) -> None:
     owner = guard(engine, engine.clock.now)
     assert isinstance(owner.claim("k", payload={"n": 1}), Claim)

@@ -94,7 +94,8 @@ class Clock:
     def http_date(self) -> str:
         """``now()``'s whole second as an HTTP ``Date`` (IMF-fixdate, ``Mon, 07 Dec 2026
         13:52:13 GMT``, RFC 9110 5.6.7): how DynamoDB dates its answers."""
-        second = int(self.now())
+        frozen = self._frozen_at  # now(), inlined: every in-process answer is dated
+        second = int(time.time() + self._offset if frozen is None else frozen)
         cached = self._date
         if cached[0] != second:
             cached = self._date = (second, formatdate(second, usegmt=True))

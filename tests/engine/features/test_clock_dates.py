@@ -4,7 +4,7 @@ given a clock skewed from it (issue 41, point 2: "the engine can give a client a
 DynamoDB dates every answer (``Date``, RFC 9110 IMF-fixdate, whole seconds); the idempotency
 layer reads DynamoDB's time from it (docs/guarantees.md, "Clocks"). In process (boto3 and
 aiobotocore bound clients, quick path and full stack, successes, final errors and retried
-throttles) and over HTTP, the ``Date`` is the engine clock's second, frozen or moved, and
+throttles; the direct client) and over HTTP, the ``Date`` is the engine clock's second, frozen or moved, and
 ``Clock.skewed`` follows every freeze, set and advance of the engine's clock.
 """
 
@@ -103,6 +103,33 @@ def test_in_process_answers_are_dated_by_the_engine_clock(full_stack: bool) -> N
             client.get_item(TableName="dated", Key={"pk": {"S": "a"}})
         assert throttled.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
         assert _dated(throttled.value.response) == "Sun, 09 Sep 2001 01:46:40 GMT"
+
+
+def test_direct_client_answers_are_dated_by_the_engine_clock() -> None:
+    """The direct client's answers carry the engine clock's ``date`` as the bound clients'
+    do: successes, the engine's errors and unsendable requests (it carried none, so a guard
+    over it had no estimate of DynamoDB's time)."""
+    from firstwrite.engine.direct import DirectClient
+
+    with Engine() as engine:
+        engine.clock.freeze(STAGED)
+        client = DirectClient(engine)
+        _table(client)
+        assert _dated(client.put_item(TableName="dated", Item={"pk": {"S": "a"}})) == _date(STAGED)
+        engine.clock.advance(3600)
+        with pytest.raises(ClientError) as failed:
+            client.put_item(
+                TableName="dated",
+                Item={"pk": {"S": "a"}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        assert _dated(failed.value.response) == _date(STAGED + 3600)
+        with pytest.raises(ClientError) as unsendable:  # a lone surrogate: refused in process
+            client.put_item(TableName="dated", Item={"pk": {"S": "\ud800"}})
+        assert _dated(unsendable.value.response) == _date(STAGED + 3600)
+        engine.clock.set(1_000_000_000.0)
+        assert _dated(client.list_tables()) == "Sun, 09 Sep 2001 01:46:40 GMT"
 
 
 def test_a_retried_throttle_answer_is_dated_too() -> None:

@@ -3,7 +3,8 @@
 ``DirectClient(engine).put_item(TableName=..., Item=...)`` takes the same keyword arguments and
 returns the same response shapes as ``boto3.client("dynamodb")``: ``B`` values are ``bytes`` both
 ways, timestamps are timezone-aware ``datetime`` objects, every response carries
-``ResponseMetadata`` with a ``RequestId``. Errors are the very ``ClientError`` subclasses boto3
+``ResponseMetadata`` with a ``RequestId`` and, in ``HTTPHeaders``, the engine clock's ``date``
+(as DynamoDB dates its answers: what the idempotency layer reads DynamoDB's time from). Errors are the very ``ClientError`` subclasses boto3
 raises for the same wire body, with the same ``e.response`` dict.
 
 This is the fast path: a call is one dict build, one :meth:`Engine.execute` and one dict build,
@@ -103,7 +104,7 @@ class _Codec:
     # -- errors -------------------------------------------------------------------------------
 
     def client_error(
-        self, error: DynamoDBError, operation_name: str, request_id: str
+        self, error: DynamoDBError, operation_name: str, request_id: str, date: str | None = None
     ) -> ClientError:
         code = error.code
         plan = self._error_plans.get(code)
@@ -127,6 +128,8 @@ class _Codec:
                 "RetryAttempts": 0,
             },
         }
+        if date is not None:
+            response["ResponseMetadata"]["HTTPHeaders"]["date"] = date
         if extra:
             for name, wire_name, transform in members:
                 value = body.get(wire_name)
@@ -399,6 +402,7 @@ class DirectClient:
         region = self._region
         service = self._engine_service
         codec = self._codec
+        http_date = self._engine.clock.http_date
         idempotent = plan.idempotent
         transform_in = plan.input
         transform_out = plan.output
@@ -416,7 +420,7 @@ class DirectClient:
                 if report.has_errors():
                     raise ParamValidationError(report=report.generate_report())
             if holds_surrogate(kwargs):  # as over HTTP, where no such body can be sent
-                raise codec.client_error(UNREADABLE, operation_name, new_request_id())
+                raise codec.client_error(UNREADABLE, operation_name, new_request_id(), http_date())
             request: dict[str, Any] = kwargs if transform_in is None else transform_in(kwargs)
             fn = table.get(operation_name)  # looked up per call: operations may come later
             try:
@@ -427,12 +431,16 @@ class DirectClient:
                 else:
                     result = run(fn, operation_name, request, region, False)
             except DynamoDBError as error:
-                raise codec.client_error(error, operation_name, new_request_id()) from None
+                raise codec.client_error(
+                    error, operation_name, new_request_id(), http_date()
+                ) from None
             except Exception as exc:
                 # A bug in the engine: surface it as DynamoDB would (500), chained for debugging.
                 log.exception("engine failed on %s", operation_name)
                 failure = DynamoDBError("InternalServerError", "Internal server error")
-                raise codec.client_error(failure, operation_name, new_request_id()) from exc
+                raise codec.client_error(
+                    failure, operation_name, new_request_id(), http_date()
+                ) from exc
             if transform_out is not None:
                 result = transform_out(result)
             request_id = new_request_id()
@@ -442,7 +450,11 @@ class DirectClient:
                 "ResponseMetadata": {
                     "RequestId": request_id,
                     "HTTPStatusCode": 200,
-                    "HTTPHeaders": {"x-amzn-requestid": request_id, "content-type": CONTENT_TYPE},
+                    "HTTPHeaders": {
+                        "x-amzn-requestid": request_id,
+                        "content-type": CONTENT_TYPE,
+                        "date": http_date(),
+                    },
                     "RetryAttempts": 0,
                 },
             }
