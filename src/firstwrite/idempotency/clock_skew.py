@@ -110,6 +110,8 @@ def parse_http_date(value: str) -> float | None:
 
 
 _NONE: Mapping[str, Any] = {}
+_WORTH = 0.001  # an answer narrowing the offset's interval by less is not kept (seconds)
+_STILL = 0.001  # how far the two clocks' difference may move without a step (seconds)
 _STEPPED = "the clock was stepped since DynamoDB last answered"
 
 
@@ -122,7 +124,7 @@ class _State(NamedTuple):
     high: float
     at: float
     step: float  # local clock minus monotonic clock at ``at``: a change means a stepped clock
-    width: float  # how far that reading may be off (the time between its two clocks' reads)
+    margin: float  # how far ``step`` may move unstepped: _STILL and half its reading's width
     samples: int
 
 
@@ -180,13 +182,18 @@ class ClockSkew:
         if dated is None:
             return
         low, high = dated - received, dated + self._resolution - sent
-        if state is not None:  # the common case: an answer that narrows nothing
+        if state is not None:  # the common case: an answer that narrows nothing worth keeping
             self._heard = received
-            slack = self._drift * abs(received - state.at)
+            drifted = self._drift * abs(received - state.at)
+            slack = drifted - _WORTH
             if (
                 low <= state.low - slack
                 and high >= state.high + slack
-                and not self._stepped_since(state, received)
+                and (  # and the clock was not stepped since (one read of each clock, or more)
+                    received == state.at
+                    or abs(received - self.monotonic() - state.step) <= state.margin + drifted
+                    or not self._stepped_since(state, drifted)
+                )
             ):
                 return
         self.add(low, high, received)  # (after a step: the estimate starts again from it)
@@ -199,13 +206,13 @@ class ClockSkew:
             old = self._state
             count = 1
             if old is not None and abs(step - old.step) <= (
-                0.001 + (width + old.width) / 2 + policy.drift * abs(at - old.at)
+                old.margin + width / 2 + policy.drift * abs(at - old.at)
             ):
                 slack = policy.drift * abs(at - old.at)
                 joined_low, joined_high = max(low, old.low - slack), min(high, old.high + slack)
                 if joined_low <= joined_high:  # else: the clock moved, start again
                     low, high, count = joined_low, joined_high, old.samples + 1
-            self._state = new = _State(low, high, at, step, width, count)
+            self._state = new = _State(low, high, at, step, _STILL + width / 2, count)
             self._dateless = False
             self.blind = False
             self._stepped = False
@@ -259,17 +266,13 @@ class ClockSkew:
                     break
         return best
 
-    def _stepped_since(self, state: _State, now: float) -> bool:
-        """Whether the clock was stepped (moved against the monotonic one by more than the
-        drift allows and the readings' error) since ``state``'s answer; a clock that stood
-        still since (a test's frozen clock) was not."""
-        if now == state.at:
-            return False
-        allowed = 0.001 + self._drift * abs(now - state.at)
-        if abs(now - self.monotonic() - state.step) <= allowed + state.width / 2:
-            return False  # the common case, in one read of each clock
-        step, width = self._step()  # maybe descheduled between the reads: read carefully
-        return abs(step - state.step) > allowed + (width + state.width) / 2
+    def _stepped_since(self, state: _State, drifted: float) -> bool:
+        """Whether the clock was stepped (moved against the monotonic one by more than
+        ``drifted``, the drift allowed, and the readings' error) since ``state``'s answer, once
+        one read of each clock said so: read carefully, for that may have been a pause between
+        the two reads. (A clock that stood still since, a test's frozen clock, is never asked.)"""
+        step, width = self._step()
+        return abs(step - state.step) > state.margin + drifted + width / 2
 
     def times(self) -> LeaseTimes:
         """The instants of a lease decision made now (see :class:`LeaseTimes`)."""
@@ -277,16 +280,21 @@ class ClockSkew:
         if not self.enabled:
             return _times((now, now, None))
         state = self._state
-        if state is not None and self._stepped_since(state, now):
-            state = self._state = None  # the clock was stepped: the estimate no longer holds
-            self._stepped = True
+        if state is not None:
+            slack = self._drift * abs(now - state.at)
+            if (
+                now != state.at
+                and abs(now - self.monotonic() - state.step) > state.margin + slack
+                and self._stepped_since(state, slack)
+            ):
+                state = self._state = None  # stepped: the estimate no longer holds
+                self._stepped = True
         if state is None:
             widen = self._tolerance
             if self._dateless:
                 return _times((now + widen, now - widen, None))
             reason = _STEPPED if self._stepped else "no answer from DynamoDB dated yet"
             return _times((now + widen, now - widen, reason))
-        slack = self._drift * abs(now - state.at)
         low, high = state.low - slack, state.high + slack
         offset, uncertainty = (low + high) / 2, (high - low) / 2 + self._tolerance
         refusal = None
