@@ -205,10 +205,8 @@ class ClockSkew:
         with self._lock:
             old = self._state
             count = 1
-            if old is not None and abs(step - old.step) <= (
-                old.margin + width / 2 + policy.drift * abs(at - old.at)
-            ):
-                slack = policy.drift * abs(at - old.at)
+            slack = 0.0 if old is None else policy.drift * abs(at - old.at)
+            if old is not None and abs(step - old.step) <= old.margin + width / 2 + slack:
                 joined_low, joined_high = max(low, old.low - slack), min(high, old.high + slack)
                 if joined_low <= joined_high:  # else: the clock moved, start again
                     low, high, count = joined_low, joined_high, old.samples + 1

@@ -4,8 +4,9 @@
 returns the same response shapes as ``boto3.client("dynamodb")``: ``B`` values are ``bytes`` both
 ways, timestamps are timezone-aware ``datetime`` objects, every response carries
 ``ResponseMetadata`` with a ``RequestId`` and, in ``HTTPHeaders``, the engine clock's ``date``
-(as DynamoDB dates its answers: what the idempotency layer reads DynamoDB's time from). Errors are the very ``ClientError`` subclasses boto3
-raises for the same wire body, with the same ``e.response`` dict.
+(as DynamoDB dates its answers: what the idempotency layer reads DynamoDB's time from). Errors
+are the very ``ClientError`` subclasses boto3 raises for the same wire body, with the same
+``e.response`` dict.
 
 This is the fast path: a call is one dict build, one :meth:`Engine.execute` and one dict build,
 with no serialisation, signing, event hooks or HTTP machinery in between. Every shape-driven step
